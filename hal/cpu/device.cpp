@@ -1,0 +1,130 @@
+// The CPU backend: the float64 reference of every op, run multi-threaded on host memory. It is the
+// reference the tests compare against and the fallback when no GPU is usable. Kept plain on purpose:
+// it is also the skeleton to copy when a new backend starts (STYLE.md).
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "hal/hal.hpp"
+#include "kf/error.hpp"
+#include "ops/parallel.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::hal {
+namespace {
+
+class CpuBuffer final : public Buffer {
+ public:
+  explicit CpuBuffer(size_t bytes) {
+    data_ = static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (!data_) throw Error(ErrorCode::OutOfMemory, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    size_ = bytes;
+  }
+  ~CpuBuffer() override { std::free(data_); }
+  unsigned char* data() { return data_; }
+
+ private:
+  unsigned char* data_ = nullptr;
+};
+
+unsigned char* bytes_of(const std::shared_ptr<Buffer>& b) { return static_cast<CpuBuffer*>(b.get())->data(); }
+
+std::string cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "host CPU";
+}
+
+DeviceInfo cpu_info() {
+  DeviceInfo d;
+  d.backend = "cpu";
+  d.index = 0;
+  d.name = "cpu: " + cpu_name();
+  d.vendor = "host";
+  d.type = "cpu";
+  d.driver = "kf float64 reference, " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " threads";
+  d.api_version = "-";
+  d.caps.storage16 = d.caps.float16_arith = d.caps.bfloat16 = d.caps.float64 = true;
+  d.caps.timestamps = true;
+  d.caps.timestamp_period_ns = 1;
+  return d;
+}
+
+class CpuDevice final : public Device {
+ public:
+  const DeviceInfo& info() const override { return info_; }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override { return std::make_shared<CpuBuffer>(bytes); }
+  void upload(Buffer& dst, const void* src, size_t bytes) override {
+    std::memcpy(static_cast<CpuBuffer&>(dst).data(), src, bytes);
+  }
+  void download(Buffer& src, void* dst, size_t bytes) override {
+    std::memcpy(dst, static_cast<CpuBuffer&>(src).data(), bytes);
+  }
+  void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override {
+    std::memset(static_cast<CpuBuffer&>(dst).data(), pattern, bytes);
+  }
+  bool supports(const OpDef&, DType, std::string*) const override { return true; }
+
+  std::string dispatch(const OpCall& call) override {
+    const DType t = call.dtype;
+    const size_t es = dtype_size(t);
+    std::vector<HostTensor> in(call.inputs.size()), out(call.outputs.size());
+    for (size_t k = 0; k < call.inputs.size(); ++k) {
+      const auto& a = call.inputs[k];
+      if (!a.buffer) continue;
+      in[k].shape = a.shape;
+      in[k].data.resize(static_cast<size_t>(a.numel));
+      const unsigned char* src = bytes_of(a.buffer);
+      double* dst = in[k].data.data();
+      parallel_for(a.numel, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) dst[i] = load_element(t, src + i * es);
+      });
+    }
+    for (size_t k = 0; k < call.outputs.size(); ++k) {
+      out[k].shape = call.outputs[k].shape;
+      out[k].data.assign(static_cast<size_t>(call.outputs[k].numel), 0.0);
+    }
+    call.op->reference(in, out, call.attrs);
+    for (size_t k = 0; k < call.outputs.size(); ++k) {
+      unsigned char* dst = bytes_of(call.outputs[k].buffer);
+      const double* src = out[k].data.data();
+      parallel_for(call.outputs[k].numel, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) store_element(t, dst + i * es, src[i]);
+      });
+    }
+    return "cpu:f64-reference";
+  }
+
+  void synchronize() override {}
+  uint32_t timestamp() override {
+    stamps_.push_back(std::chrono::steady_clock::now());
+    return static_cast<uint32_t>(stamps_.size() - 1);
+  }
+  double elapsed_ms(uint32_t b, uint32_t e) override {
+    if (b >= stamps_.size() || e >= stamps_.size())
+      throw Error(ErrorCode::InvalidArgument, "cpu: timestamp index out of range");
+    return std::chrono::duration<double, std::milli>(stamps_[e] - stamps_[b]).count();
+  }
+  void reset_timestamps() override { stamps_.clear(); }
+
+ private:
+  DeviceInfo info_ = cpu_info();
+  std::vector<std::chrono::steady_clock::time_point> stamps_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::vector<DeviceEntry> enumerate(const ContextOptions&) override { return {DeviceEntry{cpu_info(), true, ""}}; }
+  std::unique_ptr<Device> open(int, const ContextOptions&) override { return std::make_unique<CpuDevice>(); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace kf::hal

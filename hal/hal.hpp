@@ -1,0 +1,85 @@
+// The hardware abstraction layer (ARCHITECTURE.md principle 3): devices, buffers, kernels, streams and
+// timers. The core talks to backends only through these classes; a backend's whole surface is one
+// factory function (make_<name>_backend). Backends trust their inputs: the core has checked them.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kf/context.hpp"
+#include "kf/device.hpp"
+#include "kf/tensor.hpp"
+
+namespace kf {
+struct OpDef;
+}
+
+namespace kf::hal {
+
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  size_t size() const { return size_; }  // bytes usable (allocations are padded to 16 bytes)
+
+ protected:
+  size_t size_ = 0;
+};
+
+// One tensor argument of a dispatch. An absent optional input has a null buffer.
+struct TensorArg {
+  std::shared_ptr<Buffer> buffer;
+  Shape shape;
+  int64_t numel = 0;
+};
+
+struct OpCall {
+  const OpDef* op = nullptr;
+  DType dtype = DType::f32;
+  std::vector<TensorArg> inputs;
+  std::vector<TensorArg> outputs;
+  Attrs attrs;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+
+  // Buffers. Transfers wait for recorded work that touches the device first.
+  virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
+  virtual void upload(Buffer& dst, const void* src, size_t bytes) = 0;
+  virtual void download(Buffer& src, void* dst, size_t bytes) = 0;
+  virtual void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) = 0;
+
+  // Kernels. supports() says whether the device can run an op in a dtype and, if not, why.
+  virtual bool supports(const OpDef& op, DType dtype, std::string* why) const = 0;
+  // Records the op (it may run later, at synchronize()); returns the variant that was chosen.
+  virtual std::string dispatch(const OpCall& call) = 0;
+
+  // Streams: submit everything recorded and wait, bounded by the context's time-out.
+  virtual void synchronize() = 0;
+
+  // Timers: a timestamp recorded in order with the dispatches.
+  virtual uint32_t timestamp() = 0;
+  virtual double elapsed_ms(uint32_t begin, uint32_t end) = 0;
+  virtual void reset_timestamps() = 0;
+
+  virtual uint64_t validation_messages() const { return 0; }
+  virtual std::vector<std::string> validation_log() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Devices this backend sees, best first is not required: the core ranks them.
+  virtual std::vector<DeviceEntry> enumerate(const ContextOptions& options) = 0;
+  virtual std::unique_ptr<Device> open(int index, const ContextOptions& options) = 0;
+};
+
+// Backend entry points. The core refers to them only through src/core/backends.cpp.
+std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_vulkan_backend();
+
+}  // namespace kf::hal

@@ -1,0 +1,85 @@
+// The context: one device of one backend, its tensors, and the ops run on it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kf/device.hpp"
+#include "kf/tensor.hpp"
+
+namespace kf {
+
+// Scalar arguments of ops. Each op reads the fields it documents in KERNELS.md.
+struct Attrs {
+  double p = 0;            // dropout probability, in [0, 1)
+  uint64_t seed = 0;       // Philox key
+  uint64_t offset = 0;     // Philox counter offset
+  double scale = 1;        // softmax / log_softmax scale
+  double eps = 0;          // normalization epsilon (0 means the op's default)
+};
+
+struct ContextOptions {
+  std::string backend;            // "" = automatic, "vulkan", "cpu" (KF_BACKEND overrides)
+  std::string device;             // "" = automatic, an index or a name substring (KF_DEVICE overrides)
+  bool validation = false;        // Khronos validation layer (KF_VALIDATION=1 also turns it on)
+  bool allow_cpu_fallback = false;  // an op the device cannot run goes to the CPU backend instead of raising
+  std::string pipeline_cache_dir;   // "" = $KF_CACHE_DIR, else $XDG_CACHE_HOME/kf, else ~/.cache/kf
+  double timeout_s = 120;           // bound on every wait for the device
+};
+
+// A device a backend can open, as kf-info lists it.
+struct DeviceEntry {
+  DeviceInfo info;
+  bool usable = true;
+  std::string why_not;
+};
+
+class Context {
+ public:
+  // Opens the best device (discrete GPU, integrated GPU, CPU Vulkan driver, then the CPU backend),
+  // or the one the options or the environment ask for.
+  static Context create(const ContextOptions& options = {});
+  static std::vector<DeviceEntry> list_devices(const ContextOptions& options = {});
+  static std::vector<std::string> backends();  // compiled-in backends
+
+  // The context a tensor belongs to (throws kf::Error for an undefined tensor).
+  static Context of(const Tensor& t);
+
+  const DeviceInfo& device() const;
+  const std::string& backend() const;
+
+  Tensor empty(const Shape& shape, DType dtype);
+  Tensor from_host(const Shape& shape, DType dtype, const std::vector<double>& values);
+
+  // Runs a registered op on caller-provided outputs. Arguments are checked first; a rejected
+  // call raises kf::Error and writes nothing.
+  void run(const std::string& op, const std::vector<Tensor>& inputs,
+           const std::vector<Tensor>& outputs, const Attrs& attrs = {});
+  // Same, allocating the outputs.
+  std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs,
+                           const Attrs& attrs = {});
+  // Whether this device runs an op in a dtype; when not, *why names the missing capability.
+  bool supports(const std::string& op, DType dtype, std::string* why = nullptr) const;
+
+  // The variant of the last dispatched op ("vulkan:wide", "vulkan:subgroup", "cpu:f64", ...).
+  std::string last_variant() const;
+
+  // Submits recorded work and waits for it (bounded by the time-out).
+  void synchronize();
+
+  // Device timestamps: record one now, read the interval in milliseconds after synchronize().
+  uint32_t timestamp();
+  double elapsed_ms(uint32_t begin, uint32_t end);
+  void reset_timestamps();
+
+  // Messages the validation layer reported so far (0 when it is off).
+  uint64_t validation_messages() const;
+  std::vector<std::string> validation_log() const;
+
+  ContextImpl* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<ContextImpl> impl_;
+};
+
+}  // namespace kf

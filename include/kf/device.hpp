@@ -1,0 +1,47 @@
+// What a device is and what it can do, read once when the device is opened.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kf {
+
+struct MemoryHeap {
+  uint64_t size = 0;
+  bool device_local = false;
+};
+
+// The capabilities kernels ask about; a plain struct filled at device creation (STYLE.md habits).
+struct Caps {
+  bool storage16 = false;        // 16-bit storage buffers
+  bool float16_arith = false;    // 16-bit float arithmetic in shaders
+  bool bfloat16 = false;         // native bf16 in shaders (otherwise converted in the shader)
+  bool float64 = false;          // 64-bit float arithmetic
+  bool int8 = false;             // 8-bit storage and arithmetic
+  bool int_dot = false;          // integer dot product
+  bool subgroup_arith = false;   // subgroup arithmetic reductions in compute shaders
+  uint32_t subgroup_size = 1;
+  bool coopmat_nv = false;       // VK_NV_cooperative_matrix
+  bool coopmat_khr = false;      // VK_KHR_cooperative_matrix
+  bool timestamps = false;       // device timestamps in compute queues
+  double timestamp_period_ns = 1;
+  uint32_t max_shared_bytes = 0;     // shared memory per workgroup
+  uint32_t max_workgroup_size = 0;
+  uint32_t max_workgroup_count = 0;  // in x
+  uint64_t max_storage_range = 0;    // largest storage-buffer binding
+  uint64_t max_allocation = 0;
+  std::vector<MemoryHeap> heaps;
+};
+
+struct DeviceInfo {
+  std::string backend;      // "vulkan", "cpu", ...
+  int index = 0;            // index within its backend
+  std::string name;
+  std::string vendor;
+  std::string type;         // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;       // driver name and version
+  std::string api_version;  // e.g. "1.3.239"
+  Caps caps;
+};
+
+}  // namespace kf

@@ -1,0 +1,8 @@
+// KernelFusion: fused neural-network kernels on any GPU. Include this one header.
+#pragma once
+#include "kf/context.hpp"
+#include "kf/device.hpp"
+#include "kf/dtype.hpp"
+#include "kf/error.hpp"
+#include "kf/ops.hpp"
+#include "kf/tensor.hpp"

@@ -1,0 +1,179 @@
+#version 450
+// Row kernels (KERNELS.md section 2): reductions and softmax along the last dimension.
+// TPR invocations share one row (a subgroup for short rows, the whole workgroup for long ones); a
+// workgroup holds WG / TPR rows. Each invocation keeps up to CACHE packs of its row in registers, so a
+// row that fits is read from memory once; longer rows re-read the rest. Partial results combine in a
+// fixed order (subgroup operations, then shared memory in subgroup order), so a row gives the same
+// bits on every run. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
+#include "common.glsl"
+#if defined(SUBGROUP)
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_arithmetic : enable
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint TPR = 256;   // invocations per row, a power of two
+layout(constant_id = 2) const bool WIDE = true; // the row length is a multiple of the pack: 16-byte loads
+#define CACHE 8u
+
+DECLARE_BUFFER(0, in0, readonly)
+DECLARE_BUFFER(1, out0, )
+
+layout(push_constant) uniform PC {
+  uint rows;
+  uint feat;
+  float scale;
+} pc;
+
+#if defined(DT_F64)
+#define ACC double
+#else
+#define ACC float
+#endif
+
+shared ACC red[gl_WorkGroupSize.x];
+
+#define DEFINE_ROW_REDUCE(NAME, SG_OP, COMBINE)                               \
+  ACC NAME(ACC v, uint lane, uint slot) {                                      \
+    ROW_REDUCE_BODY(SG_OP, COMBINE)                                            \
+  }
+
+#if defined(SUBGROUP)
+#define ROW_REDUCE_BODY(SG_OP, COMBINE)                                        \
+  v = SG_OP(v);                                                                \
+  if (TPR == gl_SubgroupSize) return v;                                        \
+  if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = v;                   \
+  barrier();                                                                   \
+  const uint nsg = TPR / gl_SubgroupSize, first = slot * nsg;                  \
+  ACC r = red[first];                                                          \
+  for (uint k = 1u; k < nsg; ++k) r = COMBINE(r, red[first + k]);              \
+  barrier();                                                                   \
+  return r;
+#else
+#define ROW_REDUCE_BODY(SG_OP, COMBINE)                                        \
+  red[gl_LocalInvocationID.x] = v;                                             \
+  barrier();                                                                   \
+  for (uint s = TPR / 2u; s > 0u; s >>= 1) {                                   \
+    if (lane < s) red[gl_LocalInvocationID.x] = COMBINE(red[gl_LocalInvocationID.x], red[gl_LocalInvocationID.x + s]); \
+    barrier();                                                                 \
+  }                                                                            \
+  ACC r = red[slot * TPR];                                                     \
+  barrier();                                                                   \
+  return r;
+#endif
+
+ACC add_(ACC a, ACC b) { return a + b; }
+ACC max_(ACC a, ACC b) { return max(a, b); }
+DEFINE_ROW_REDUCE(row_sum, subgroupAdd, add_)
+DEFINE_ROW_REDUCE(row_max, subgroupMax, max_)
+
+#if defined(OP_sum_squared)
+#define TERM(v) (ACC(v) * ACC(v))
+#elif defined(OP_mean_abs)
+#define TERM(v) abs(ACC(v))
+#endif
+
+void process(uint row, bool valid, uint lane, uint slot) {
+  const uint npk = WIDE ? pc.feat / VW : pc.feat;  // packs (wide) or elements (narrow) per row
+  const uint base = row * npk;
+#if defined(OP_sum_squared) || defined(OP_mean_abs)
+  ACC acc = ACC(0);
+  if (valid) {
+    if (WIDE) {
+      for (uint j = lane; j < npk; j += TPR) {
+        PACK_T(x);
+        unpack(in0_v.v[base + j], x);
+        [[unroll]] for (uint k = 0; k < VW; ++k) acc += TERM(x[k]);
+      }
+    } else {
+      for (uint j = lane; j < npk; j += TPR) acc += TERM(LOAD_ELEM(in0, base + j));
+    }
+  }
+  acc = row_sum(acc, lane, slot);
+#if defined(OP_mean_abs)
+  acc = acc / ACC(pc.feat);
+#endif
+  if (valid && lane == 0u) STORE_ELEM(out0, row, FT(acc));
+#else  // softmax, log_softmax
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const float s = pc.scale;
+  FT xc[CACHE][VW];
+  float m = NEG_INF;
+  if (valid) {
+    if (WIDE) {
+      [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+        const uint j = lane + t * TPR;
+        if (j < npk) {
+          unpack(in0_v.v[base + j], xc[t]);
+          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, s * xc[t][k]);
+        }
+      }
+      for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
+        PACK_T(x);
+        unpack(in0_v.v[base + j], x);
+        [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, s * x[k]);
+      }
+    } else {
+      for (uint j = lane; j < npk; j += TPR) m = max(m, s * LOAD_ELEM(in0, base + j));
+    }
+  }
+  const float M = row_max(m, lane, slot);
+  float acc = 0.0;
+  if (valid && M != NEG_INF) {
+    if (WIDE) {
+      [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+        if (lane + t * TPR < npk) {
+          [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp(s * xc[t][k] - M);
+        }
+      }
+      for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
+        PACK_T(x);
+        unpack(in0_v.v[base + j], x);
+        [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp(s * x[k] - M);
+      }
+    } else {
+      for (uint j = lane; j < npk; j += TPR) acc += exp(s * LOAD_ELEM(in0, base + j) - M);
+    }
+  }
+  const float S = row_sum(acc, lane, slot);
+  if (!valid) return;
+#if defined(OP_softmax)
+  // A row that is all -inf gives zeros (KERNELS.md).
+  const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
+  const float Mw = M == NEG_INF ? 0.0 : M;
+#define OUT(v) (exp(s * (v) - Mw) * inv)
+#else
+  const float lse = M + log(S);
+#define OUT(v) (s * (v) - lse)
+#endif
+  if (WIDE) {
+    [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+      const uint j = lane + t * TPR;
+      if (j < npk) {
+        PACK_T(y);
+        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = OUT(xc[t][k]);
+        out0_v.v[base + j] = pack(y);
+      }
+    }
+    for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
+      PACK_T(x);
+      unpack(in0_v.v[base + j], x);
+      [[unroll]] for (uint k = 0; k < VW; ++k) x[k] = OUT(x[k]);
+      out0_v.v[base + j] = pack(x);
+    }
+  } else {
+    for (uint j = lane; j < npk; j += TPR) STORE_ELEM(out0, base + j, OUT(LOAD_ELEM(in0, base + j)));
+  }
+#endif
+}
+
+void main() {
+  const uint rpw = gl_WorkGroupSize.x / TPR;
+  const uint lane = gl_LocalInvocationID.x % TPR, slot = gl_LocalInvocationID.x / TPR;
+  const uint nblocks = (pc.rows + rpw - 1u) / rpw;
+  // The loop bound is uniform across the workgroup, so every barrier is reached by all invocations.
+  for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += gl_NumWorkGroups.x) {
+    const uint row = blk * rpw + slot;
+    process(row, row < pc.rows, lane, slot);
+  }
+}

@@ -1,0 +1,35 @@
+# The shader variant table: which GLSL source is compiled with which defines (ggml-style). Each
+# variant is named <family>_<op>_<dtype>[_sg]; the Vulkan backend looks kernels up by that name.
+# Ops that need exp/tanh/erf have no f64 variant: GLSL has no float64 transcendentals (the backend
+# reports them unsupported, naming that reason).
+set(KF_ELTWISE_OPS
+  add_relu mul_relu add_sigmoid mul_tanh bias_relu bias_gelu bias_gelu_tanh bias_silu swiglu geglu
+  mish_scale prelu_bias dropout gelu_dropout bias_gelu_dropout add_dropout_residual
+  add mul prelu copy relu sigmoid tanh gelu gelu_tanh silu mish)
+set(KF_ELTWISE_F64_OPS
+  add_relu mul_relu bias_relu prelu_bias dropout add_dropout_residual add mul prelu copy relu)
+set(KF_ROW_OPS sum_squared mean_abs softmax log_softmax)
+set(KF_ROW_F64_OPS sum_squared mean_abs)
+set(KF_DTYPES f32 f16 bf16)
+
+set(KF_SHADER_VARIANTS)  # entries: name|source|define;define...
+foreach(op IN LISTS KF_ELTWISE_OPS)
+  foreach(dt IN LISTS KF_DTYPES)
+    string(TOUPPER ${dt} DT)
+    list(APPEND KF_SHADER_VARIANTS "eltwise_${op}_${dt}|eltwise.comp|OP_${op}\;DT_${DT}")
+  endforeach()
+endforeach()
+foreach(op IN LISTS KF_ELTWISE_F64_OPS)
+  list(APPEND KF_SHADER_VARIANTS "eltwise_${op}_f64|eltwise.comp|OP_${op}\;DT_F64")
+endforeach()
+foreach(op IN LISTS KF_ROW_OPS)
+  set(dts ${KF_DTYPES})
+  if(op IN_LIST KF_ROW_F64_OPS)
+    list(APPEND dts f64)
+  endif()
+  foreach(dt IN LISTS dts)
+    string(TOUPPER ${dt} DT)
+    list(APPEND KF_SHADER_VARIANTS "rows_${op}_${dt}|rows.comp|OP_${op}\;DT_${DT}")
+    list(APPEND KF_SHADER_VARIANTS "rows_${op}_${dt}_sg|rows.comp|OP_${op}\;DT_${DT}\;SUBGROUP")
+  endforeach()
+endforeach()

@@ -1,0 +1,276 @@
+// Context: device selection, tensor creation, and the one checked path every op call takes.
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/context_impl.hpp"
+#include "kf/error.hpp"
+#include "ops/registry.hpp"
+
+namespace kf {
+namespace {
+
+// All environment options are read here, once per context (STYLE.md: no scattered getenv).
+ContextOptions apply_environment(ContextOptions o) {
+  if (const char* v = std::getenv("KF_BACKEND"); v && *v) o.backend = v;
+  if (const char* v = std::getenv("KF_DEVICE"); v && *v) o.device = v;
+  if (const char* v = std::getenv("KF_VALIDATION"); v && *v) o.validation = std::string(v) != "0";
+  if (const char* v = std::getenv("KF_CPU_FALLBACK"); v && *v) o.allow_cpu_fallback = std::string(v) != "0";
+  if (const char* v = std::getenv("KF_TIMEOUT_S"); v && *v) o.timeout_s = std::atof(v);
+  if (o.pipeline_cache_dir.empty()) {
+    if (const char* v = std::getenv("KF_CACHE_DIR"); v && *v) {
+      o.pipeline_cache_dir = v;
+    } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+      o.pipeline_cache_dir = std::string(x) + "/kf";
+    } else if (const char* h = std::getenv("HOME"); h && *h) {
+      o.pipeline_cache_dir = std::string(h) + "/.cache/kf";
+    }
+  }
+  return o;
+}
+
+int rank(const DeviceInfo& d) {
+  if (d.backend == "cpu") return 4;
+  if (d.type == "discrete") return 0;
+  if (d.type == "integrated") return 1;
+  if (d.type == "virtual" || d.type == "other") return 2;
+  return 3;  // a CPU Vulkan driver (lavapipe)
+}
+
+bool is_number(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+ContextImpl::~ContextImpl() {
+  // Tensors hold the context alive, so by now no buffer is left; the device goes before the backend.
+  device.reset();
+  backend.reset();
+}
+
+Tensor ContextImpl::make_tensor(const Shape& shape, DType dtype) {
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    throw Error(ErrorCode::Shape, "Context::empty: shape " + to_string(shape) + " has more than 8 dimensions");
+  for (int64_t d : shape)
+    if (d < 0) throw Error(ErrorCode::Shape, "Context::empty: shape " + to_string(shape) + " has a negative size");
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  // Padded to 16 bytes: the shaders move 16-byte packs and may write the padding of the last one.
+  const size_t bytes = std::max<size_t>(16, (t.nbytes() + 15) / 16 * 16);
+  t.buffer_ = device->allocate(bytes);
+  t.owner_ = self.lock();
+  return t;
+}
+
+std::vector<std::string> Context::backends() {
+  std::vector<std::string> v;
+  for (auto& b : compiled_backends()) v.push_back(b->name());
+  return v;
+}
+
+std::vector<DeviceEntry> Context::list_devices(const ContextOptions& options) {
+  const ContextOptions o = apply_environment(options);
+  std::vector<DeviceEntry> all;
+  for (auto& b : compiled_backends()) {
+    auto v = b->enumerate(o);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+Context Context::create(const ContextOptions& options) {
+  const ContextOptions o = apply_environment(options);
+  struct Candidate {
+    hal::Backend* backend;
+    DeviceEntry entry;
+  };
+  auto backends = compiled_backends();
+  std::vector<Candidate> candidates;
+  std::string reasons;
+  bool backend_found = o.backend.empty();
+  for (auto& b : backends) {
+    if (!o.backend.empty() && b->name() != o.backend) continue;
+    backend_found = true;
+    for (auto& e : b->enumerate(o)) {
+      if (!e.usable) {
+        reasons += "\n  " + b->name() + " " + e.info.name + ": " + e.why_not;
+        continue;
+      }
+      candidates.push_back({b.get(), e});
+    }
+  }
+  if (!backend_found) {
+    std::string names;
+    for (auto& b : backends) names += (names.empty() ? "" : ", ") + b->name();
+    throw Error(ErrorCode::Device, "backend '" + o.backend + "' is not compiled in (available: " + names + ")");
+  }
+  if (!o.device.empty()) {
+    std::vector<Candidate> picked;
+    for (auto& c : candidates) {
+      const bool match = is_number(o.device) ? (c.entry.info.index == std::stoi(o.device) && c.entry.info.backend != "cpu")
+                                             : lower(c.entry.info.name).find(lower(o.device)) != std::string::npos;
+      if (match) picked.push_back(c);
+    }
+    if (picked.empty())
+      throw Error(ErrorCode::Device, "no usable device matches KF_DEVICE / device '" + o.device + "'" + reasons);
+    candidates = picked;
+  }
+  if (candidates.empty()) throw Error(ErrorCode::Device, "no usable device found" + reasons);
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return rank(a.entry.info) < rank(b.entry.info); });
+  const Candidate& best = candidates.front();
+
+  auto impl = std::make_shared<ContextImpl>();
+  impl->options = o;
+  impl->backend_name = best.backend->name();
+  impl->device = best.backend->open(best.entry.info.index, o);
+  // Keep the backend object alive as long as its device.
+  for (auto& b : backends)
+    if (b.get() == best.backend) impl->backend = std::move(b);
+  impl->self = impl;
+  Context ctx;
+  ctx.impl_ = impl;
+  return ctx;
+}
+
+Context Context::of(const Tensor& t) {
+  if (!t.defined()) throw Error(ErrorCode::InvalidArgument, "Context::of: the tensor is undefined");
+  Context c;
+  c.impl_ = t.owner()->self.lock();
+  return c;
+}
+
+const DeviceInfo& Context::device() const { return impl_->device->info(); }
+const std::string& Context::backend() const { return impl_->backend_name; }
+Tensor Context::empty(const Shape& shape, DType dtype) { return impl_->make_tensor(shape, dtype); }
+
+Tensor Context::from_host(const Shape& shape, DType dtype, const std::vector<double>& values) {
+  Tensor t = empty(shape, dtype);
+  t.upload_from(values);
+  return t;
+}
+
+bool Context::supports(const std::string& op, DType dtype, std::string* why) const {
+  const OpDef& d = get_op(op);
+  if (std::find(d.dtypes.begin(), d.dtypes.end(), dtype) == d.dtypes.end()) {
+    if (why) *why = op + " does not take dtype " + to_string(dtype);
+    return false;
+  }
+  return impl_->device->supports(d, dtype, why);
+}
+
+namespace {
+
+// Runs an op on the CPU backend for a device that lacks it (only when the user asked for fallback).
+void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& outputs, const Attrs& attrs) {
+  if (!impl.cpu_fallback) {
+    ContextOptions o = impl.options;
+    o.backend = "cpu";
+    o.device.clear();
+    impl.cpu_fallback = Context::create(o).impl()->self.lock();
+  }
+  std::vector<Tensor> in, out;
+  ContextImpl& c = *impl.cpu_fallback;
+  for (const auto& t : inputs) {
+    if (!t.defined()) {
+      in.emplace_back();
+      continue;
+    }
+    std::vector<unsigned char> raw(t.nbytes());
+    t.download(raw.data(), raw.size());
+    Tensor h = c.make_tensor(t.shape(), t.dtype());
+    h.upload(raw.data(), raw.size());
+    in.push_back(h);
+  }
+  for (const auto& t : outputs) out.push_back(c.make_tensor(t.shape(), t.dtype()));
+  hal::OpCall call{&op, inputs[0].dtype(), {}, {}, attrs};
+  for (auto& t : in) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
+  for (auto& t : out) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
+  c.device->dispatch(call);
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::vector<unsigned char> raw(out[k].nbytes());
+    out[k].download(raw.data(), raw.size());
+    Tensor dst = outputs[k];
+    dst.upload(raw.data(), raw.size());
+  }
+}
+
+}  // namespace
+
+void Context::run(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                  const Attrs& attrs) {
+  const OpDef& op = get_op(name);
+  std::vector<const Tensor*> in;
+  for (const auto& t : inputs) in.push_back(&t);
+  const std::vector<Shape> expected = check_call(op, in, attrs, impl_.get());
+  const DType dtype = inputs[0].dtype();
+  if (outputs.size() != op.outputs.size())
+    throw Error(ErrorCode::InvalidArgument, name + ": takes " + std::to_string(op.outputs.size()) +
+                                                " outputs, got " + std::to_string(outputs.size()));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& t = outputs[k];
+    const std::string arg = name + ": output '" + op.outputs[k] + "'";
+    if (!t.defined()) throw Error(ErrorCode::Shape, arg + " is undefined");
+    if (t.owner() != impl_.get())
+      throw Error(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
+    if (t.dtype() != dtype)
+      throw Error(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t.dtype())) + "; expected " +
+                                        to_string(dtype) + " (the inputs' dtype)");
+    if (t.shape() != expected[k])
+      throw Error(ErrorCode::Shape, arg + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
+    for (size_t j = 0; j < inputs.size(); ++j)
+      if (inputs[j].defined() && inputs[j].buffer() == t.buffer())
+        throw Error(ErrorCode::InvalidArgument, arg + " is the same tensor as input '" + op.inputs[j] +
+                                                    "'; in-place calls are not supported");
+  }
+  const uint64_t limit = impl_->device->info().caps.max_storage_range;
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& t : *list)
+      if (t.defined() && limit && t.buffer()->size() > limit)
+        throw Error(ErrorCode::Unsupported, name + ": a tensor of " + std::to_string(t.nbytes()) +
+                                                " bytes exceeds the device's largest storage binding (" +
+                                                std::to_string(limit) + " bytes)");
+  std::string why;
+  if (!impl_->device->supports(op, dtype, &why)) {
+    if (impl_->options.allow_cpu_fallback) {
+      run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
+      impl_->last_variant = "cpu-fallback (" + why + ")";
+      return;
+    }
+    throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
+                                            impl_->device->info().name + ": " + why);
+  }
+  hal::OpCall call{&op, dtype, {}, {}, attrs};
+  for (const auto& t : inputs) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
+  call.inputs.resize(op.inputs.size());
+  for (const auto& t : outputs) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
+  impl_->last_variant = impl_->device->dispatch(call);
+}
+
+std::vector<Tensor> Context::call(const std::string& name, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  const OpDef& op = get_op(name);
+  std::vector<const Tensor*> in;
+  for (const auto& t : inputs) in.push_back(&t);
+  const auto shapes = check_call(op, in, attrs, impl_.get());
+  std::vector<Tensor> outs;
+  for (const auto& s : shapes) outs.push_back(empty(s, inputs[0].dtype()));
+  run(name, inputs, outs, attrs);
+  return outs;
+}
+
+std::string Context::last_variant() const { return impl_->last_variant; }
+void Context::synchronize() { impl_->device->synchronize(); }
+uint32_t Context::timestamp() { return impl_->device->timestamp(); }
+double Context::elapsed_ms(uint32_t b, uint32_t e) { return impl_->device->elapsed_ms(b, e); }
+void Context::reset_timestamps() { impl_->device->reset_timestamps(); }
+uint64_t Context::validation_messages() const { return impl_->device->validation_messages(); }
+std::vector<std::string> Context::validation_log() const { return impl_->device->validation_log(); }
+
+}  // namespace kf

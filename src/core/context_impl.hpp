@@ -1,0 +1,27 @@
+// The context's insides, shared by the core's files (never by backends).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "hal/hal.hpp"
+#include "kf/context.hpp"
+
+namespace kf {
+
+struct ContextImpl {
+  ContextOptions options;
+  std::unique_ptr<hal::Backend> backend;
+  std::unique_ptr<hal::Device> device;
+  std::string backend_name;
+  std::string last_variant;
+  std::shared_ptr<ContextImpl> cpu_fallback;  // opened on first use when allow_cpu_fallback is set
+  std::weak_ptr<ContextImpl> self;
+
+  Tensor make_tensor(const Shape& shape, DType dtype);
+  ~ContextImpl();
+};
+
+// Backend factories compiled into this build, in order of preference.
+std::vector<std::unique_ptr<hal::Backend>> compiled_backends();
+
+}  // namespace kf

@@ -1,0 +1,87 @@
+// The registry table, lookups, the cost model, and the checks every call goes through once.
+#include "ops/registry.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kf/error.hpp"
+
+namespace kf {
+
+const std::vector<OpDef>& registry() {
+  static const std::vector<OpDef> ops = [] {
+    std::vector<OpDef> v;
+    register_elementwise_ops(v);
+    register_reduction_ops(v);
+    return v;
+  }();
+  return ops;
+}
+
+const OpDef* find_op(const std::string& name) {
+  for (const auto& op : registry())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+const OpDef& get_op(const std::string& name) {
+  if (const OpDef* op = find_op(name)) return *op;
+  throw Error(ErrorCode::InvalidArgument, "unknown op '" + name + "'");
+}
+
+Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs) {
+  const double es = static_cast<double>(dtype_size(dtype));
+  Cost c;
+  for (const auto& s : inputs)
+    if (!s.empty()) c.bytes += es * static_cast<double>(numel(s));
+  for (const auto& s : op.infer(op, inputs, Attrs{.p = 0.5})) c.bytes += es * static_cast<double>(numel(s));
+  // Elementwise ops cost per output element; reductions and softmax per input element.
+  const auto outs = op.infer(op, inputs, Attrs{.p = 0.5});
+  const double n = op.family == Family::Reduction ? static_cast<double>(numel(inputs[0]))
+                                                  : static_cast<double>(numel(outs[0]));
+  c.flops = n * op.flops_per_element;
+  return c;
+}
+
+std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>& inputs, const Attrs& attrs,
+                              const void* device_owner) {
+  const auto fail = [&](ErrorCode code, const std::string& what) { throw Error(code, op.name + ": " + what); };
+  if (inputs.size() < static_cast<size_t>(op.required_inputs) || inputs.size() > op.inputs.size()) {
+    fail(ErrorCode::InvalidArgument, "takes " + std::to_string(op.required_inputs) +
+                                         (op.required_inputs == int(op.inputs.size())
+                                              ? std::string()
+                                              : " to " + std::to_string(op.inputs.size())) +
+                                         " inputs, got " + std::to_string(inputs.size()));
+  }
+  std::vector<Shape> shapes(op.inputs.size());
+  const Tensor* first = nullptr;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor* t = inputs[k];
+    const std::string arg = "argument '" + op.inputs[k] + "'";
+    const bool required = static_cast<int>(k) < op.required_inputs;
+    if (t == nullptr || !t->defined()) {
+      if (required) fail(ErrorCode::Shape, arg + " is required but was not given (an undefined tensor)");
+      continue;
+    }
+    if (t->numel() == 0) fail(ErrorCode::Shape, arg + " is empty (shape " + to_string(t->shape()) + ")");
+    if (t->dim() < 1 || t->dim() > kMaxDims)
+      fail(ErrorCode::Shape, arg + " has " + std::to_string(t->dim()) + " dimensions; expected 1 to 8");
+    if (device_owner != nullptr && t->owner() != device_owner)
+      fail(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
+    if (first == nullptr) {
+      first = t;
+      if (std::find(op.dtypes.begin(), op.dtypes.end(), t->dtype()) == op.dtypes.end())
+        fail(ErrorCode::DType, arg + " has dtype " + to_string(t->dtype()) + ", which this op does not take");
+    } else if (t->dtype() != first->dtype()) {
+      fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + " but argument '" +
+                                 op.inputs[0] + "' has dtype " + to_string(first->dtype()));
+    }
+    shapes[k] = t->shape();
+  }
+  if (op.random && !(attrs.p >= 0.0 && attrs.p < 1.0))
+    fail(ErrorCode::InvalidArgument,
+         "argument 'p' is " + std::to_string(attrs.p) + "; expected a probability in [0, 1)");
+  return op.infer(op, shapes, attrs);
+}
+
+}  // namespace kf
