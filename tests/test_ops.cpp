@@ -1,0 +1,118 @@
+// Registry-driven correctness (ARCHITECTURE.md principle 1): every op of kf::registry(), in every dtype it
+// takes, on every test case it declares, on every usable device of every backend, against its float64
+// reference. An op added to the registry is tested here without another line.
+#include <algorithm>
+#include <set>
+
+#include "common.hpp"
+
+namespace kf::test {
+namespace {
+
+struct OpParam {
+  DeviceRef device;
+  const OpDef* op;
+  DType dtype;
+  size_t case_index;
+  std::string name;  // vulkan0_add_relu_f16_rows7x33_bcast
+  friend void PrintTo(const OpParam& p, std::ostream* os) { *os << p.name; }
+};
+
+std::vector<OpParam> all_params() {
+  std::vector<OpParam> v;
+  std::set<std::string> seen;
+  for (const auto& d : devices())
+    for (const auto& op : registry())
+      for (DType t : op.dtypes)
+        for (size_t c = 0; c < op.tests.size(); ++c) {
+          std::string name = sanitize(d.tag + "_" + op.name + "_" + to_string(t) + "_" + op.tests[c].label);
+          // Labels that differ only in punctuation would collide after sanitizing: keep names unique.
+          if (!seen.insert(name).second) name += "_" + std::to_string(c), seen.insert(name);
+          v.push_back({d, &op, t, c, name});
+        }
+  return v;
+}
+
+class Ops : public ::testing::TestWithParam<OpParam> {};
+
+TEST_P(Ops, MatchesReference) {
+  const OpParam& p = GetParam();
+  const OpDef& op = *p.op;
+  const TestCase& tc = op.tests[p.case_index];
+  Context& ctx = context_for(p.device);
+  ValidationCheck vc(ctx);
+  std::string why;
+  if (!ctx.supports(op.name, p.dtype, &why)) GTEST_SKIP() << "unsupported on " << p.device.name << ": " << why;
+
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<double>> values;
+  for (const auto& s : tc.inputs) values.push_back(s.empty() ? std::vector<double>{} : uniform(numel(s), tc.range, rng));
+  std::string msg;
+  try {
+    msg = run_and_compare(ctx, op, p.dtype, tc.inputs, values, tc.attrs);
+  } catch (const Error& e) {
+    msg = std::string("kf::Error: ") + e.what();
+  }
+  EXPECT_TRUE(msg.empty()) << op.name << " " << to_string(p.dtype) << " case " << tc.label << " on "
+                           << p.device.name << " (variant " << ctx.last_variant() << "), input seed " << seed
+                           << ":\n" << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Ops, ::testing::ValuesIn(all_params()),
+                         [](const ::testing::TestParamInfo<OpParam>& i) { return i.param.name; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Ops);
+
+// A Vulkan device runs every op in f32, and in f16 and bf16 when it has 16-bit storage; only the f64
+// variants of transcendental ops may be missing (GLSL has no float64 exp/tanh/erf). Non-transcendental
+// f64 ops are required where the device reports float64.
+TEST(OpsCoverage, VulkanRunsEveryOp) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    Context& ctx = context_for(d);
+    const Caps& caps = ctx.device().caps;
+    ++checked;
+    for (const auto& op : registry())
+      for (DType t : op.dtypes) {
+        std::string why;
+        if (ctx.supports(op.name, t, &why)) continue;
+        EXPECT_FALSE(why.empty()) << op.name << " " << to_string(t) << " is unsupported on " << d.name
+                                  << " without a reason";
+        const bool required = t == DType::f32 || ((t == DType::f16 || t == DType::bf16) && caps.storage16) ||
+                              (t == DType::f64 && caps.float64 && !op.transcendental);
+        EXPECT_FALSE(required) << op.name << " " << to_string(t) << " is unsupported on " << d.name << ": " << why;
+      }
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
+}
+
+// The CPU backend is the reference: it runs everything.
+TEST(OpsCoverage, CpuRunsEveryOp) {
+  for (const auto& d : devices()) {
+    if (d.backend != "cpu") continue;
+    Context& ctx = context_for(d);
+    for (const auto& op : registry())
+      for (DType t : op.dtypes) {
+        std::string why;
+        EXPECT_TRUE(ctx.supports(op.name, t, &why)) << op.name << " " << to_string(t) << ": " << why;
+      }
+  }
+}
+
+// Every op declares test cases, and every case has a shape per required input (a registry sanity check).
+TEST(OpsCoverage, RegistryCasesAreWellFormed) {
+  for (const auto& op : registry()) {
+    EXPECT_FALSE(op.tests.empty()) << op.name << " declares no test case";
+    EXPECT_TRUE(op.reference) << op.name << " has no reference";
+    for (const auto& tc : op.tests) {
+      ASSERT_LE(tc.inputs.size(), op.inputs.size()) << op.name << " " << tc.label;
+      for (int k = 0; k < op.required_inputs; ++k)
+        EXPECT_FALSE(k >= int(tc.inputs.size()) || tc.inputs[k].empty())
+            << op.name << " " << tc.label << " leaves out required input " << op.inputs[k];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kf::test

@@ -1,0 +1,173 @@
+// kf-info: every device of every compiled-in backend, what it can do, which one Context::create() picks,
+// and (with --ops) which ops and dtypes that device runs and why not.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "kf/kf.hpp"
+#include "ops/registry.hpp"
+
+using nlohmann::ordered_json;
+
+namespace {
+
+const kf::DType kDTypes[] = {kf::DType::f32, kf::DType::f16, kf::DType::bf16, kf::DType::f64};
+
+std::string bytes_text(uint64_t b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  std::ostringstream s;
+  s.precision(u ? 3 : 0);
+  s << std::fixed << v << " " << unit[u];
+  return s.str();
+}
+
+// Every Caps field, in declaration order (include/kf/device.hpp).
+ordered_json caps_json(const kf::Caps& c) {
+  ordered_json j;
+  j["storage16"] = c.storage16;
+  j["float16_arith"] = c.float16_arith;
+  j["bfloat16"] = c.bfloat16;
+  j["float64"] = c.float64;
+  j["int8"] = c.int8;
+  j["int_dot"] = c.int_dot;
+  j["subgroup_arith"] = c.subgroup_arith;
+  j["subgroup_size"] = c.subgroup_size;
+  j["coopmat_nv"] = c.coopmat_nv;
+  j["coopmat_khr"] = c.coopmat_khr;
+  j["timestamps"] = c.timestamps;
+  j["timestamp_period_ns"] = c.timestamp_period_ns;
+  j["max_shared_bytes"] = c.max_shared_bytes;
+  j["max_workgroup_size"] = c.max_workgroup_size;
+  j["max_workgroup_count"] = c.max_workgroup_count;
+  j["max_storage_range"] = c.max_storage_range;
+  j["max_allocation"] = c.max_allocation;
+  return j;
+}
+
+ordered_json device_json(const kf::DeviceEntry& e) {
+  const kf::DeviceInfo& d = e.info;
+  ordered_json j;
+  j["backend"] = d.backend;
+  j["index"] = d.index;
+  j["name"] = d.name;
+  j["vendor"] = d.vendor;
+  j["type"] = d.type;
+  j["driver"] = d.driver;
+  j["api_version"] = d.api_version;
+  j["usable"] = e.usable;
+  if (!e.usable) j["why_not"] = e.why_not;
+  j["caps"] = caps_json(d.caps);
+  j["memory_heaps"] = ordered_json::array();
+  for (const auto& h : d.caps.heaps) j["memory_heaps"].push_back({{"size", h.size}, {"device_local", h.device_local}});
+  return j;
+}
+
+// Which ops and dtypes a context runs: {op: {dtype: true | "why not"}}.
+ordered_json ops_json(const kf::Context& ctx) {
+  ordered_json j = ordered_json::object();
+  for (const auto& op : kf::registry()) {
+    ordered_json o = ordered_json::object();
+    for (kf::DType t : kDTypes) {
+      std::string why;
+      if (ctx.supports(op.name, t, &why)) o[kf::to_string(t)] = true;
+      else o[kf::to_string(t)] = why;
+    }
+    j[op.name] = o;
+  }
+  return j;
+}
+
+void print_device(const ordered_json& d) {
+  std::printf("== %s %d: %s ==\n", d["backend"].get<std::string>().c_str(), d["index"].get<int>(),
+              d["name"].get<std::string>().c_str());
+  std::printf("  usable       %s\n", d["usable"].get<bool>() ? "yes" : ("no: " + d["why_not"].get<std::string>()).c_str());
+  for (const char* k : {"vendor", "type", "driver", "api_version"})
+    std::printf("  %-12s %s\n", k, d[k].get<std::string>().c_str());
+  std::printf("  capabilities\n");
+  for (const auto& [k, v] : d["caps"].items()) {
+    std::string text;
+    if (v.is_boolean()) text = v.get<bool>() ? "yes" : "no";
+    else if (k == "max_shared_bytes" || k == "max_storage_range" || k == "max_allocation")
+      text = v.dump() + " (" + bytes_text(v.get<uint64_t>()) + ")";
+    else text = v.dump();
+    std::printf("    %-20s %s\n", k.c_str(), text.c_str());
+  }
+  std::printf("  memory heaps\n");
+  if (d["memory_heaps"].empty()) std::printf("    (none reported)\n");
+  int i = 0;
+  for (const auto& h : d["memory_heaps"])
+    std::printf("    %d: %s%s\n", i++, bytes_text(h["size"].get<uint64_t>()).c_str(),
+                h["device_local"].get<bool>() ? ", device-local" : "");
+  std::printf("\n");
+}
+
+void print_ops(const ordered_json& ops) {
+  std::printf("%-22s", "op");
+  for (kf::DType t : kDTypes) std::printf(" %-5s", kf::to_string(t));
+  std::printf("\n");
+  std::string reasons;
+  for (const auto& [name, dts] : ops.items()) {
+    std::printf("%-22s", name.c_str());
+    for (const auto& [t, v] : dts.items()) {
+      std::printf(" %-5s", v.is_boolean() ? "yes" : "no");
+      if (!v.is_boolean()) reasons += "  " + name + " " + t + ": " + v.get<std::string>() + "\n";
+    }
+    std::printf("\n");
+  }
+  if (!reasons.empty()) std::printf("\nwhy not:\n%s", reasons.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kf-info: the devices KernelFusion sees, their capabilities, and the ops they run"};
+  bool ops = false, json = false;
+  app.add_flag("--ops", ops, "also list which ops and dtypes the selected device runs, and why not");
+  app.add_flag("--json", json, "print JSON instead of text");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    ordered_json out;
+    out["backends"] = kf::Context::backends();
+    out["devices"] = ordered_json::array();
+    for (const auto& e : kf::Context::list_devices()) out["devices"].push_back(device_json(e));
+    // The device Context::create() picks (KF_BACKEND and KF_DEVICE apply, as in any program).
+    try {
+      kf::Context ctx = kf::Context::create();
+      out["selected"] = {{"backend", ctx.backend()}, {"index", ctx.device().index}, {"name", ctx.device().name}};
+      if (ops) out["ops"] = ops_json(ctx);
+    } catch (const kf::Error& e) {
+      out["selected"] = {{"error", e.what()}};
+    }
+
+    if (json) {
+      std::cout << out.dump(2) << "\n";
+      return out["selected"].contains("error") ? 1 : 0;
+    }
+    std::printf("backends compiled in:");
+    for (const auto& b : out["backends"]) std::printf(" %s", b.get<std::string>().c_str());
+    std::printf("\n\n");
+    for (const auto& d : out["devices"]) print_device(d);
+    const auto& sel = out["selected"];
+    if (sel.contains("error")) {
+      std::printf("Context::create() fails: %s\n", sel["error"].get<std::string>().c_str());
+      return 1;
+    }
+    std::printf("Context::create() picks: %s %d: %s\n", sel["backend"].get<std::string>().c_str(),
+                sel["index"].get<int>(), sel["name"].get<std::string>().c_str());
+    if (ops) {
+      std::printf("\nops on that device:\n");
+      print_ops(out["ops"]);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kf-info: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
