@@ -7,6 +7,7 @@ float sigmoid_f(float x) { return 1.0 / (1.0 + exp(-x)); }
 
 // tanh: Cephes' odd polynomial near 0, 1 - 2 / (exp(2|x|) + 1) elsewhere (saturates without overflow).
 float tanh_f(float x) {
+  if (isnan(x)) return x;  // min() below would drop a NaN
   float a = abs(x);
   if (a < 0.625) {
     float z = x * x;
@@ -30,5 +31,13 @@ float erfc_f(float x) {
 float gelu_f(float x) { return 0.5 * x * erfc_f(-x * SQRT1_2); }
 float gelu_tanh_f(float x) { return 0.5 * x * (1.0 + tanh_f(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 float silu_f(float x) { return x / (1.0 + exp(-x)); }
-float softplus_f(float x) { return x > 20.0 ? x : (x < -15.0 ? exp(x) : log(1.0 + exp(x))); }
+// log1p(u) for u in [0, 1] as 2 atanh(u / (2 + u)): GLSL has no log1p, and its log is only accurate
+// to 2^-21 absolute near 1, too coarse for small u.
+float log1p_unit(float u) {
+  float z = u / (2.0 + u), w = z * z;  // |z| <= 1/3: nine terms reach float precision
+  return 2.0 * z * (1.0 + w * (1.0 / 3.0 + w * (1.0 / 5.0 + w * (1.0 / 7.0 + w * (1.0 / 9.0 + w * (1.0 / 11.0 +
+         w * (1.0 / 13.0 + w * (1.0 / 15.0 + w * (1.0 / 17.0)))))))));
+}
+// softplus = log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), and x itself for x > 20 (KERNELS.md).
+float softplus_f(float x) { return x > 20.0 ? x : max(x, 0.0) + log1p_unit(exp(-abs(x))); }
 float mish_f(float x) { return x * tanh_f(softplus_f(x)); }

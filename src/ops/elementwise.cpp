@@ -90,7 +90,7 @@ OpDef binary(const std::string& name, double flops, bool transcendental, double 
     map_elements(out, [&](int64_t i) { return fn(in[0].data[i], at(in[1], i, n, F)); });
   };
   op.tests = binary_tests();
-  op.bench = {{"256MiB", {kBig, kBig}}, {"256MiB_bcast", {kBig, {kBig[1]}}}};
+  op.bench = {{"full", {kBig, kBig}}, {"bcast", {kBig, {kBig[1]}}}};
   return op;
 }
 
@@ -111,7 +111,7 @@ OpDef bias_act(const std::string& name, double flops, bool transcendental, doubl
     map_elements(out, [&](int64_t i) { return act(in[0].data[i] + at(in[1], i, n, F)); });
   };
   op.tests = bias_tests();
-  op.bench = {{"256MiB", {kBig, {kBig[1]}}}};
+  op.bench = {{"full", {kBig, {kBig[1]}}}};
   return op;
 }
 
@@ -152,7 +152,7 @@ OpDef gated(const std::string& name, double flops, double (*act)(double)) {
               {"packed_rows2x131072", {{2, 131072}, {}}},
               {"packed_rows7x6", {{7, 6}, {}}},
               {"wide_range", {{4, 1001}, {4, 1001}}, {}, 30}};
-  op.bench = {{"256MiB", {kBig, kBig}}, {"256MiB_packed", {{kBig[0], 2 * kBig[1]}, {}}}};
+  op.bench = {{"full", {kBig, kBig}}, {"packed", {{kBig[0], 2 * kBig[1]}, {}}}};
   return op;
 }
 
@@ -211,7 +211,7 @@ OpDef dropout_op(const std::string& name, std::vector<std::string> inputs, doubl
     for (auto& c : t) c.inputs.push_back(inputs[1] == "bias" ? Shape{features(c.inputs[0])} : c.inputs[0]);
   }
   op.tests = with_dropout(t);
-  TestCase b{"256MiB_p0.1", {kBig}, {}};
+  TestCase b{"p0.1", {kBig}, {}};
   if (inputs.size() > 1) b.inputs.push_back(inputs[1] == "bias" ? Shape{kBig[1]} : kBig);
   b.attrs.p = 0.1;
   b.attrs.seed = 1234;
@@ -233,7 +233,7 @@ OpDef unary(const std::string& name, double flops, bool transcendental, double (
     map_elements(out, [&](int64_t i) { return fn(in[0].data[i]); });
   };
   op.tests = {{"n1", {{1}}}, {"n17", {{17}}}, {"n1000003", {{1000003}}}, {"wide_range", {{3, 1001}}, {}, 30}};
-  op.bench = {{"256MiB", {kBig}}};
+  op.bench = {{"full", {kBig}}};
   return op;
 }
 
@@ -283,7 +283,7 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
     op.tests = bias_tests();
     op.tests.push_back({"scalar_s", {{5, 19}, {1}}});
     op.tests.push_back({"scalar_s_n1000003", {{1000003}, {1}}});
-    op.bench = {{"256MiB", {kBig, {kBig[1]}}}};
+    op.bench = {{"full", {kBig, {kBig[1]}}}};
     op.unfused = {"mish", "mul"};
     ops.push_back(op);
   }
@@ -308,7 +308,7 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
       op.tests.push_back(c);
     }
     op.tests.push_back({"scalar_a", {{5, 19}, {1}, {19}}});
-    op.bench = {{"256MiB", {kBig, {kBig[1]}, {kBig[1]}}}};
+    op.bench = {{"full", {kBig, {kBig[1]}, {kBig[1]}}}};
     op.unfused = {"add", "prelu"};
     ops.push_back(op);
   }

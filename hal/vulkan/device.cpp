@@ -1,0 +1,378 @@
+// The Vulkan device: creation, buffers and transfers, pipelines, the command stream, and timers.
+#include "hal/vulkan/device.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "hal/vulkan/spirv_table.hpp"
+
+namespace kf::hal::vk {
+
+namespace {
+const std::unordered_map<std::string, const SpirvEntry*>& spirv_index() {
+  static const auto index = [] {
+    std::unordered_map<std::string, const SpirvEntry*> m;
+    for (size_t i = 0; i < kSpirvTableSize; ++i) m[kSpirvTable[i].name] = &kSpirvTable[i];
+    return m;
+  }();
+  return index;
+}
+}  // namespace
+
+VkBuf::VkBuf(VulkanDevice& dev, size_t bytes) : dev_(dev) {
+  size_ = bytes;
+  VkBufferCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  ci.size = bytes;
+  ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  ci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  KF_VK(vkCreateBuffer(dev.device(), &ci, nullptr, &buffer_));
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev.device(), buffer_, &req);
+  try {
+    alloc_ = dev.allocator().allocate(req, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    KF_VK(vkBindBufferMemory(dev.device(), buffer_, alloc_.memory, alloc_.offset));
+  } catch (...) {
+    if (alloc_.memory) dev.allocator().free(alloc_);
+    vkDestroyBuffer(dev.device(), buffer_, nullptr);
+    throw;
+  }
+}
+
+VkBuf::~VkBuf() {
+  vkDestroyBuffer(dev_.device(), buffer_, nullptr);
+  dev_.allocator().free(alloc_);
+}
+
+VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index,
+                           const ContextOptions& o)
+    : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o) {
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf.data());
+  family_ = UINT32_MAX;
+  for (uint32_t i = 0; i < nq; ++i)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      family_ = i;
+      timestamp_mask_ = qf[i].timestampValidBits >= 64 ? ~0ull : ((1ull << qf[i].timestampValidBits) - 1);
+      break;
+    }
+  if (family_ == UINT32_MAX) throw Error(ErrorCode::Unsupported, "vulkan: " + info_.name + " has no compute queue");
+
+  const float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &prio;
+  VkPhysicalDeviceFeatures feats{};
+  feats.shaderFloat64 = info_.caps.float64;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.pEnabledFeatures = &feats;
+  KF_VK(vkCreateDevice(pd, &dci, nullptr, &device_));
+  volkLoadDevice(device_);  // one device per process at a time is the common case; see ARCHITECTURE.md
+  vkGetDeviceQueue(device_, family_, 0, &queue_);
+  allocator_ = std::make_unique<Allocator>(pd, device_);
+
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = family_;
+  KF_VK(vkCreateCommandPool(device_, &pci, nullptr, &cmd_pool_));
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = cmd_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  KF_VK(vkAllocateCommandBuffers(device_, &cai, &cmd_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  KF_VK(vkCreateFence(device_, &fci, nullptr, &fence_));
+
+  // One layout serves every kernel: four storage buffers and 64 bytes of push constants.
+  VkDescriptorSetLayoutBinding b[4];
+  for (uint32_t i = 0; i < 4; ++i)
+    b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = 4;
+  dl.pBindings = b;
+  KF_VK(vkCreateDescriptorSetLayout(device_, &dl, nullptr, &set_layout_));
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 64};
+  VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pl.setLayoutCount = 1;
+  pl.pSetLayouts = &set_layout_;
+  pl.pushConstantRangeCount = 1;
+  pl.pPushConstantRanges = &pcr;
+  KF_VK(vkCreatePipelineLayout(device_, &pl, nullptr, &pipe_layout_));
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * kMaxBatch};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = kMaxBatch;
+  dp.poolSizeCount = 1;
+  dp.pPoolSizes = &ps;
+  KF_VK(vkCreateDescriptorPool(device_, &dp, nullptr, &desc_pool_));
+
+  // The pipeline cache: read from disk when a previous run left one (the driver checks its header).
+  std::vector<char> blob;
+  if (const std::string path = cache_path(); !path.empty()) {
+    std::ifstream f(path, std::ios::binary);
+    if (f) blob.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  VkPipelineCacheCreateInfo cci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  cci.initialDataSize = blob.size();
+  cci.pInitialData = blob.empty() ? nullptr : blob.data();
+  if (vkCreatePipelineCache(device_, &cci, nullptr, &pipe_cache_) != VK_SUCCESS) {
+    cci.initialDataSize = 0;  // a stale or corrupt cache is dropped, not an error
+    cci.pInitialData = nullptr;
+    KF_VK(vkCreatePipelineCache(device_, &cci, nullptr, &pipe_cache_));
+  }
+
+  if (info_.caps.timestamps) {
+    VkQueryPoolCreateInfo qp{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qp.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qp.queryCount = kMaxQueries;
+    KF_VK(vkCreateQueryPool(device_, &qp, nullptr, &queries_));
+  }
+
+  VkBufferCreateInfo sci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  sci.size = kStagingBytes;
+  sci.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  KF_VK(vkCreateBuffer(device_, &sci, nullptr, &staging_));
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(device_, staging_, &req);
+  staging_mem_ = allocator_->allocate(req, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                          VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  KF_VK(vkBindBufferMemory(device_, staging_, staging_mem_.memory, staging_mem_.offset));
+}
+
+VulkanDevice::~VulkanDevice() {
+  try {
+    synchronize();
+  } catch (...) {
+    // A lost device still gets its objects destroyed below.
+  }
+  vkDeviceWaitIdle(device_);
+  // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
+  // processes sharing the folder never see a half-written cache.
+  if (const std::string path = cache_path(); !path.empty() && pipe_cache_) {
+    size_t n = 0;
+    if (vkGetPipelineCacheData(device_, pipe_cache_, &n, nullptr) == VK_SUCCESS && n > 0) {
+      std::vector<char> data(n);
+      if (vkGetPipelineCacheData(device_, pipe_cache_, &n, data.data()) == VK_SUCCESS) {
+        std::error_code ec;
+        std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+        const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+        std::ofstream f(tmp, std::ios::binary);
+        if (f.write(data.data(), static_cast<std::streamsize>(n)) && (f.close(), true))
+          std::filesystem::rename(tmp, path, ec);
+        if (ec) std::filesystem::remove(tmp, ec);
+      }
+    }
+  }
+  for (auto& [k, p] : pipelines_) vkDestroyPipeline(device_, p, nullptr);
+  for (auto& [k, m] : modules_) vkDestroyShaderModule(device_, m, nullptr);
+  if (pipe_cache_) vkDestroyPipelineCache(device_, pipe_cache_, nullptr);
+  if (queries_) vkDestroyQueryPool(device_, queries_, nullptr);
+  vkDestroyBuffer(device_, staging_, nullptr);
+  allocator_->free(staging_mem_);
+  vkDestroyDescriptorPool(device_, desc_pool_, nullptr);
+  vkDestroyPipelineLayout(device_, pipe_layout_, nullptr);
+  vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
+  vkDestroyFence(device_, fence_, nullptr);
+  vkDestroyCommandPool(device_, cmd_pool_, nullptr);
+  allocator_.reset();
+  vkDestroyDevice(device_, nullptr);
+}
+
+std::string VulkanDevice::cache_path() const {
+  if (options_.pipeline_cache_dir.empty()) return {};
+  VkPhysicalDeviceProperties p;
+  vkGetPhysicalDeviceProperties(pd_, &p);
+  std::ostringstream s;
+  s << options_.pipeline_cache_dir << "/vulkan-" << std::hex << p.vendorID << "-" << p.deviceID << "-"
+    << p.driverVersion << "-";
+  for (uint8_t c : p.pipelineCacheUUID) s << (c >> 4) << (c & 15);
+  s << ".bin";
+  return s.str();
+}
+
+std::shared_ptr<Buffer> VulkanDevice::allocate(size_t bytes) { return std::make_shared<VkBuf>(*this, bytes); }
+
+void VulkanDevice::begin() {
+  if (recording_) return;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  KF_VK(vkBeginCommandBuffer(cmd_, &bi));
+  recording_ = true;
+  commands_ = 0;
+  if (queries_ && !queries_reset_) {
+    vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
+    queries_reset_ = true;
+  }
+}
+
+void VulkanDevice::barrier() {
+  if (commands_ == 0) return;
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cmd_, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void VulkanDevice::submit_and_wait() {
+  if (!recording_) return;
+  recording_ = false;
+  KF_VK(vkEndCommandBuffer(cmd_));
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  KF_VK(vkQueueSubmit(queue_, 1, &si, fence_));
+  const uint64_t ns = static_cast<uint64_t>(std::max(0.001, options_.timeout_s) * 1e9);
+  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, ns);
+  if (r == VK_TIMEOUT)
+    throw Error(ErrorCode::Timeout, "vulkan: the device did not finish " + std::to_string(commands_) +
+                                        " recorded commands within " + std::to_string(options_.timeout_s) +
+                                        " s (KF_TIMEOUT_S)");
+  check(r, "vkWaitForFences");
+  KF_VK(vkResetFences(device_, 1, &fence_));
+  KF_VK(vkResetCommandBuffer(cmd_, 0));
+  KF_VK(vkResetDescriptorPool(device_, desc_pool_, 0));
+  retained_.clear();
+  commands_ = 0;
+}
+
+void VulkanDevice::synchronize() { submit_and_wait(); }
+
+void VulkanDevice::copy_through_staging(VkBuffer buf, void* host, size_t bytes, bool to_device) {
+  char* h = static_cast<char*>(host);
+  for (size_t done = 0; done < bytes; done += kStagingBytes) {
+    const size_t n = std::min(kStagingBytes, bytes - done);
+    if (to_device) std::memcpy(staging_mem_.mapped, h + done, n);
+    begin();
+    VkBufferCopy region{to_device ? 0 : done, to_device ? done : 0, n};
+    if (to_device) vkCmdCopyBuffer(cmd_, staging_, buf, 1, &region);
+    else vkCmdCopyBuffer(cmd_, buf, staging_, 1, &region);
+    ++commands_;
+    submit_and_wait();
+    if (!to_device) std::memcpy(h + done, staging_mem_.mapped, n);
+  }
+}
+
+void VulkanDevice::upload(Buffer& dst, const void* src, size_t bytes) {
+  submit_and_wait();  // earlier dispatches may still read or write dst
+  auto& b = static_cast<VkBuf&>(dst);
+  copy_through_staging(b.handle(), const_cast<void*>(src), bytes, true);
+}
+
+void VulkanDevice::download(Buffer& src, void* dst, size_t bytes) {
+  submit_and_wait();
+  copy_through_staging(static_cast<VkBuf&>(src).handle(), dst, bytes, false);
+}
+
+void VulkanDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
+  begin();
+  barrier();
+  const uint32_t word = pattern * 0x01010101u;
+  vkCmdFillBuffer(cmd_, static_cast<VkBuf&>(dst).handle(), 0, (bytes + 3) / 4 * 4, word);
+  ++commands_;
+  submit_and_wait();  // dst is not retained by the batch: finish before its owner may free it
+}
+
+bool VulkanDevice::has_variant(const std::string& name) const { return spirv_index().count(name) != 0; }
+
+VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<uint32_t>& spec) {
+  std::string key = variant;
+  for (uint32_t v : spec) key += ":" + std::to_string(v);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  VkShaderModule& mod = modules_[variant];
+  if (!mod) {
+    auto it = spirv_index().find(variant);
+    if (it == spirv_index().end())
+      throw Error(ErrorCode::Internal, "vulkan: no SPIR-V variant '" + variant + "' in this build");
+    VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    mi.codeSize = it->second->words * 4;
+    mi.pCode = it->second->code;
+    KF_VK(vkCreateShaderModule(device_, &mi, nullptr, &mod));
+  }
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4};
+  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = mod;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &si;
+  ci.layout = pipe_layout_;
+  VkPipeline p;
+  KF_VK(vkCreateComputePipelines(device_, pipe_cache_, 1, &ci, nullptr, &p));
+  pipelines_[key] = p;
+  return p;
+}
+
+void VulkanDevice::record(const Launch& l) {
+  VkPipeline p = pipeline(l.variant, l.spec);  // may throw before anything is recorded
+  if (commands_ >= kMaxBatch) submit_and_wait();
+  begin();
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = desc_pool_;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &set_layout_;
+  VkDescriptorSet set;
+  KF_VK(vkAllocateDescriptorSets(device_, &ai, &set));
+  VkDescriptorBufferInfo bi[4];
+  VkWriteDescriptorSet w[4];
+  for (uint32_t i = 0; i < 4; ++i) {
+    // Unused bindings repeat binding 0: every binding of the layout needs a valid buffer.
+    const auto& buf = l.bindings[i] ? l.bindings[i] : l.bindings[0];
+    bi[i] = {static_cast<VkBuf*>(buf.get())->handle(), 0, VK_WHOLE_SIZE};
+    w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w[i].dstSet = set;
+    w[i].dstBinding = i;
+    w[i].descriptorCount = 1;
+    w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w[i].pBufferInfo = &bi[i];
+    if (l.bindings[i]) retained_.push_back(l.bindings[i]);
+  }
+  vkUpdateDescriptorSets(device_, 4, w, 0, nullptr);
+  barrier();
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
+  if (l.push_bytes) vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
+  vkCmdDispatch(cmd_, l.groups, 1, 1);
+  ++commands_;
+}
+
+uint32_t VulkanDevice::timestamp() {
+  if (!queries_) throw Error(ErrorCode::Unsupported, "vulkan: " + info_.name + " has no compute timestamps");
+  if (next_query_ >= kMaxQueries)
+    throw Error(ErrorCode::InvalidArgument, "vulkan: more than 8192 timestamps since reset_timestamps()");
+  begin();
+  vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, next_query_);
+  return next_query_++;
+}
+
+double VulkanDevice::elapsed_ms(uint32_t b, uint32_t e) {
+  submit_and_wait();
+  if (b >= next_query_ || e >= next_query_)
+    throw Error(ErrorCode::InvalidArgument, "vulkan: timestamp index out of range");
+  uint64_t t[2];
+  KF_VK(vkGetQueryPoolResults(device_, queries_, b, 1, 8, &t[0], 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  KF_VK(vkGetQueryPoolResults(device_, queries_, e, 1, 8, &t[1], 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  return double((t[1] - t[0]) & timestamp_mask_) * info_.caps.timestamp_period_ns * 1e-6;
+}
+
+void VulkanDevice::reset_timestamps() {
+  if (!queries_) return;
+  begin();
+  vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
+  next_query_ = 0;
+}
+
+}  // namespace kf::hal::vk

@@ -1,0 +1,108 @@
+// The Vulkan device: queue, buffers, pipelines (created once, cached on disk), the command stream
+// that records many dispatches between barriers and submits them together, and timestamps.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hal/vulkan/vk_common.hpp"
+
+namespace kf::hal::vk {
+
+class VulkanDevice;
+
+class VkBuf final : public Buffer {
+ public:
+  VkBuf(VulkanDevice& dev, size_t bytes);
+  ~VkBuf() override;
+  VkBuffer handle() const { return buffer_; }
+  void* mapped() const { return alloc_.mapped; }
+
+ private:
+  VulkanDevice& dev_;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  Allocation alloc_;
+};
+
+// One recorded kernel launch: a shader variant, its specialization constants (ids 0..n-1), four
+// storage-buffer bindings, push constants and the number of workgroups.
+struct Launch {
+  std::string variant;
+  std::vector<uint32_t> spec;
+  std::shared_ptr<Buffer> bindings[4];
+  const void* push = nullptr;
+  uint32_t push_bytes = 0;
+  uint32_t groups = 1;
+};
+
+class VulkanDevice final : public Device {
+ public:
+  VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index, const ContextOptions& o);
+  ~VulkanDevice() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override;
+  void upload(Buffer& dst, const void* src, size_t bytes) override;
+  void download(Buffer& src, void* dst, size_t bytes) override;
+  void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
+  bool supports(const OpDef& op, DType dtype, std::string* why) const override;
+  std::string dispatch(const OpCall& call) override;
+  void synchronize() override;
+  uint32_t timestamp() override;
+  double elapsed_ms(uint32_t begin, uint32_t end) override;
+  void reset_timestamps() override;
+  uint64_t validation_messages() const override { return instance_->messages(); }
+  std::vector<std::string> validation_log() const override { return instance_->log(); }
+
+  // For kernels.cpp.
+  bool has_variant(const std::string& name) const;
+  void record(const Launch& launch);
+
+  VkDevice device() const { return device_; }
+  Allocator& allocator() { return *allocator_; }
+
+ private:
+  void begin();            // starts recording if not already
+  void barrier();          // orders the next command after everything recorded before it
+  void submit_and_wait();  // ends, submits, waits (bounded) and resets the stream
+  VkPipeline pipeline(const std::string& variant, const std::vector<uint32_t>& spec);
+  void copy_through_staging(VkBuffer buf, void* host, size_t bytes, bool to_device);
+  std::string cache_path() const;
+
+  std::shared_ptr<Instance> instance_;
+  VkPhysicalDevice pd_;
+  DeviceInfo info_;
+  ContextOptions options_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t family_ = 0;
+  std::unique_ptr<Allocator> allocator_;
+
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool recording_ = false;
+  uint32_t commands_ = 0;  // commands recorded in the open batch
+  std::vector<std::shared_ptr<Buffer>> retained_;  // buffers the open batch uses
+
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;
+  VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
+  VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
+  std::unordered_map<std::string, VkShaderModule> modules_;
+  std::unordered_map<std::string, VkPipeline> pipelines_;
+
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t next_query_ = 0;
+  bool queries_reset_ = false;
+  uint64_t timestamp_mask_ = ~0ull;
+
+  VkBuffer staging_ = VK_NULL_HANDLE;
+  Allocation staging_mem_;
+
+  static constexpr uint32_t kMaxQueries = 8192;
+  static constexpr uint32_t kMaxBatch = 1024;  // dispatches per submission (descriptor pool size)
+  static constexpr size_t kStagingBytes = 64ull << 20;
+};
+
+}  // namespace kf::hal::vk

@@ -1,0 +1,144 @@
+// The Vulkan kernels of the registry's ops: which shader variant serves an op, with which
+// specialization constants, push constants and grid. Capabilities decide the variant (subgroup
+// reductions where the device has them); an op without a variant is reported unsupported with why.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hal/vulkan/device.hpp"
+#include "ops/reference_math.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::hal::vk {
+namespace {
+
+constexpr uint32_t kWorkgroup = 256;
+
+std::string dtype_suffix(DType t) { return to_string(t); }
+
+uint32_t pack_elems(DType t) { return 16u / static_cast<uint32_t>(dtype_size(t)); }
+
+// Operand layouts of eltwise.comp (MODE1 / MODE2).
+enum Mode : uint32_t { kFull = 0, kFeatures = 1, kScalar = 2, kAbsent = 3 };
+
+Mode mode_of(const TensorArg& a, int64_t n) {
+  if (!a.buffer) return kAbsent;
+  if (a.numel == n) return kFull;
+  if (a.numel == 1) return kScalar;
+  return kFeatures;
+}
+
+uint32_t grid(uint64_t items, uint32_t per_group, const Caps& c) {
+  const uint64_t g = (items + per_group - 1) / per_group;
+  const uint64_t cap = std::min<uint64_t>(c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
+}
+
+struct EltwisePush {
+  uint32_t n, feat, seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+  uint32_t keep_scale_lo, keep_scale_hi;
+};
+
+struct RowsPush {
+  uint32_t rows, feat;
+  float scale;
+};
+
+std::string variant_name(const OpDef& op, DType t, bool subgroup) {
+  const std::string fam = op.family == Family::Reduction ? "rows_" : "eltwise_";
+  return fam + op.name + "_" + dtype_suffix(t) + (subgroup ? "_sg" : "");
+}
+
+bool use_subgroups(const Caps& c) {
+  return c.subgroup_arith && c.subgroup_size >= 1 && c.subgroup_size <= kWorkgroup && kWorkgroup % c.subgroup_size == 0;
+}
+
+}  // namespace
+
+bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) const {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
+  const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
+  if (!has_variant(name)) {
+    if (dtype == DType::f64 && op.transcendental)
+      return no("GLSL has no float64 exp/tanh/erf, so " + op.name +
+                " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)");
+    return no("this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype));
+  }
+  return true;
+}
+
+std::string VulkanDevice::dispatch(const OpCall& call) {
+  const OpDef& op = *call.op;
+  const Caps& caps = info_.caps;
+  const uint32_t vw = pack_elems(call.dtype);
+  const TensorArg& out = call.outputs[0];
+
+  if (op.family == Family::Elementwise) {
+    const int64_t n = out.numel;
+    const int64_t feat = out.shape.empty() ? 1 : out.shape.back();
+    const bool packed = call.inputs.size() > 1 && !call.inputs[1].buffer && op.required_inputs == 1 &&
+                        op.inputs.size() == 2 && op.inputs[1] == "gate";
+    const Mode m1 = packed ? kAbsent : (call.inputs.size() > 1 ? mode_of(call.inputs[1], n) : kAbsent);
+    const Mode m2 = call.inputs.size() > 2 ? mode_of(call.inputs[2], n) : kAbsent;
+    const bool gather = (packed || m1 == kFeatures || m2 == kFeatures) && feat % vw != 0;
+
+    EltwisePush pc{};
+    pc.n = static_cast<uint32_t>(n);
+    pc.feat = static_cast<uint32_t>(feat);
+    pc.seed_lo = static_cast<uint32_t>(call.attrs.seed);
+    pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
+    pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
+    pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
+    pc.thr = ref::dropout_threshold(call.attrs.p);
+    const double keep = 1.0 / (1.0 - call.attrs.p);
+    pc.keep_scale = static_cast<float>(keep);
+    uint64_t bits;
+    std::memcpy(&bits, &keep, 8);
+    pc.keep_scale_lo = static_cast<uint32_t>(bits);
+    pc.keep_scale_hi = static_cast<uint32_t>(bits >> 32);
+
+    Launch l;
+    l.variant = variant_name(op, call.dtype, false);
+    l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u};
+    l.bindings[0] = call.inputs[0].buffer;
+    if (call.inputs.size() > 1) l.bindings[1] = call.inputs[1].buffer;
+    if (call.inputs.size() > 2) l.bindings[2] = call.inputs[2].buffer;
+    l.bindings[3] = out.buffer;
+    l.push = &pc;
+    l.push_bytes = sizeof(pc);
+    l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup, caps);
+    record(l);
+    return std::string("vulkan:eltwise/") + (gather ? "gather" : "16B-packs");
+  }
+
+  // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
+  const TensorArg& in = call.inputs[0];
+  const int64_t feat = in.shape.back();
+  const int64_t rows = in.numel / feat;
+  const bool wide = feat % vw == 0;
+  const bool sg = use_subgroups(caps);
+  const uint64_t items = wide ? static_cast<uint64_t>(feat / vw) : static_cast<uint64_t>(feat);
+  uint32_t tpr = 1;
+  while (tpr < items && tpr < kWorkgroup) tpr *= 2;
+  if (sg) tpr = std::max(tpr, caps.subgroup_size);
+  tpr = std::max<uint32_t>(tpr, 1);
+  RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
+  Launch l;
+  l.variant = variant_name(op, call.dtype, sg);
+  l.spec = {kWorkgroup, tpr, wide ? 1u : 0u};
+  l.bindings[0] = in.buffer;
+  l.bindings[1] = out.buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = grid(static_cast<uint64_t>(rows), kWorkgroup / tpr, caps);
+  record(l);
+  return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
+         (wide ? ",16B-packs" : ",scalar");
+}
+
+}  // namespace kf::hal::vk
