@@ -15,6 +15,7 @@ layout(constant_id = 1) const uint MODE1 = 0;
 layout(constant_id = 2) const uint MODE2 = 0;
 layout(constant_id = 3) const bool PACKED = false;
 layout(constant_id = 4) const bool GATHER = false;
+layout(constant_id = 5) const uint ITEMS = 1;  // packs per invocation per tile
 
 DECLARE_BUFFER(0, in0, readonly)
 DECLARE_BUFFER(1, in1, readonly)
@@ -112,48 +113,70 @@ FT apply(FT x, FT b, FT c) {
     [[unroll]] for (uint k = 0; k < VW; ++k) dst[k] = FT(0);                              \
   }
 
+// One output pack p, given the raw 16-byte packs of the full-size operands (loaded by main).
+void process(uint p, uvec4 a0, uvec4 a1, uvec4 a2) {
+  const uint i0 = p * VW;
+  PACK_T(x);
+  PACK_T(b);
+  PACK_T(c);
+  if (!PACKED) {
+    unpack(a0, x);
+    if (MODE1 == 0u) unpack(a1, b);
+    else LOAD_OPERAND(in1, MODE1, p, i0, b)
+  } else if (!GATHER) {
+    const uint r = i0 / pc.feat, f = i0 - r * pc.feat, base = r * 2u * pc.feat + f;
+    unpack(in0_v.v[base / VW], x);
+    unpack(in0_v.v[(base + pc.feat) / VW], b);
+  } else {
+    [[unroll]] for (uint k = 0; k < VW; ++k) {
+      const uint i = min(i0 + k, pc.n - 1u);
+      const uint r = i / pc.feat, f = i - r * pc.feat, base = r * 2u * pc.feat + f;
+      x[k] = LOAD_ELEM(in0, base);
+      b[k] = LOAD_ELEM(in0, base + pc.feat);
+    }
+  }
+  if (MODE2 == 0u) unpack(a2, c);
+  else LOAD_OPERAND(in2, MODE2, p, i0, c)
+
+  PACK_T(y);
+#if defined(RANDOM)
+  uvec4 words = uvec4(0);
+#endif
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    FT v = apply(x[k], b[k], c[k]);
+#if defined(RANDOM)
+    const uint i = i0 + k;
+    if (k == 0u || (i & 3u) == 0u)
+      words = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+    v = (words[i & 3u] >> 8) >= pc.thr ? v * KEEP_SCALE : FT(0);
+#if defined(OP_add_dropout_residual)
+    v += b[k];
+#endif
+#endif
+    y[k] = v;
+  }
+  out0_v.v[p] = pack(y);
+}
+
+// A workgroup handles tiles of WG * ITEMS packs; each invocation issues the loads of all its ITEMS
+// packs before using any, so that enough bytes are in flight to saturate memory.
 void main() {
   const uint npacks = (pc.n + VW - 1u) / VW;
-  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  for (uint p = gl_GlobalInvocationID.x; p < npacks; p += stride) {
-    const uint i0 = p * VW;
-    PACK_T(x);
-    PACK_T(b);
-    PACK_T(c);
-    if (!PACKED) {
-      unpack(in0_v.v[p], x);
-      LOAD_OPERAND(in1, MODE1, p, i0, b)
-    } else if (!GATHER) {
-      const uint r = i0 / pc.feat, f = i0 - r * pc.feat, base = r * 2u * pc.feat + f;
-      unpack(in0_v.v[base / VW], x);
-      unpack(in0_v.v[(base + pc.feat) / VW], b);
-    } else {
-      [[unroll]] for (uint k = 0; k < VW; ++k) {
-        const uint i = min(i0 + k, pc.n - 1u);
-        const uint r = i / pc.feat, f = i - r * pc.feat, base = r * 2u * pc.feat + f;
-        x[k] = LOAD_ELEM(in0, base);
-        b[k] = LOAD_ELEM(in0, base + pc.feat);
-      }
+  const uint WG = gl_WorkGroupSize.x;
+  const uint tile = WG * ITEMS;
+  const uint ntiles = (npacks + tile - 1u) / tile;
+  for (uint t = gl_WorkGroupID.x; t < ntiles; t += gl_NumWorkGroups.x) {
+    const uint p0 = t * tile + gl_LocalInvocationID.x;
+    uvec4 r0[ITEMS], r1[ITEMS], r2[ITEMS];
+    [[unroll]] for (uint it = 0; it < ITEMS; ++it) {
+      const uint p = min(p0 + it * WG, npacks - 1u);  // the tail re-reads the last pack: never out of range
+      r0[it] = PACKED ? uvec4(0) : in0_v.v[p];
+      r1[it] = MODE1 == 0u ? in1_v.v[p] : uvec4(0);
+      r2[it] = MODE2 == 0u ? in2_v.v[p] : uvec4(0);
     }
-    LOAD_OPERAND(in2, MODE2, p, i0, c)
-
-    PACK_T(y);
-#if defined(RANDOM)
-    uvec4 words = uvec4(0);
-#endif
-    [[unroll]] for (uint k = 0; k < VW; ++k) {
-      FT v = apply(x[k], b[k], c[k]);
-#if defined(RANDOM)
-      const uint i = i0 + k;
-      if (k == 0u || (i & 3u) == 0u)
-        words = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
-      v = (words[i & 3u] >> 8) >= pc.thr ? v * KEEP_SCALE : FT(0);
-#if defined(OP_add_dropout_residual)
-      v += b[k];
-#endif
-#endif
-      y[k] = v;
+    [[unroll]] for (uint it = 0; it < ITEMS; ++it) {
+      const uint p = p0 + it * WG;
+      if (p < npacks) process(p, r0[it], r1[it], r2[it]);
     }
-    out0_v.v[p] = pack(y);
   }
 }

@@ -14,7 +14,8 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 256;   // invocations per row, a power of two
 layout(constant_id = 2) const bool WIDE = true; // the row length is a multiple of the pack: 16-byte loads
-#define CACHE 8u
+#define CACHE (32u / VW)  // packs of its row an invocation keeps in registers (32 values)
+#define UNROLL 4u         // loads in flight per invocation in the streaming loops
 
 DECLARE_BUFFER(0, in0, readonly)
 DECLARE_BUFFER(1, out0, )
@@ -80,10 +81,17 @@ void process(uint row, bool valid, uint lane, uint slot) {
   ACC acc = ACC(0);
   if (valid) {
     if (WIDE) {
-      for (uint j = lane; j < npk; j += TPR) {
-        PACK_T(x);
-        unpack(in0_v.v[base + j], x);
-        [[unroll]] for (uint k = 0; k < VW; ++k) acc += TERM(x[k]);
+      for (uint j0 = lane; j0 < npk; j0 += UNROLL * TPR) {
+        uvec4 r[UNROLL];
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+          const uint j = j0 + u * TPR;
+          r[u] = j < npk ? in0_v.v[base + j] : uvec4(0);  // zero bits add nothing to either sum
+        }
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+          PACK_T(x);
+          unpack(r[u], x);
+          [[unroll]] for (uint k = 0; k < VW; ++k) acc += TERM(x[k]);
+        }
       }
     } else {
       for (uint j = lane; j < npk; j += TPR) acc += TERM(LOAD_ELEM(in0, base + j));
@@ -123,7 +131,14 @@ void process(uint row, bool valid, uint lane, uint slot) {
     if (WIDE) {
       [[unroll]] for (uint t = 0; t < CACHE; ++t) {
         if (lane + t * TPR < npk) {
-          [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp(s * xc[t][k] - M);
+          [[unroll]] for (uint k = 0; k < VW; ++k) {
+#if defined(OP_softmax)
+            xc[t][k] = exp(s * xc[t][k] - M);  // kept: the output pass only scales it
+            acc += xc[t][k];
+#else
+            acc += exp(s * xc[t][k] - M);
+#endif
+          }
         }
       }
       for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
@@ -142,16 +157,18 @@ void process(uint row, bool valid, uint lane, uint slot) {
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
 #define OUT(v) (exp(s * (v) - Mw) * inv)
+#define OUT_CACHED(e) (M == NEG_INF ? 0.0 : (e) * inv)
 #else
   const float lse = M + log(S);
 #define OUT(v) (s * (v) - lse)
+#define OUT_CACHED(v) OUT(v)
 #endif
   if (WIDE) {
     [[unroll]] for (uint t = 0; t < CACHE; ++t) {
       const uint j = lane + t * TPR;
       if (j < npk) {
         PACK_T(y);
-        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = OUT(xc[t][k]);
+        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = OUT_CACHED(xc[t][k]);
         out0_v.v[base + j] = pack(y);
       }
     }

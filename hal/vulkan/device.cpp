@@ -25,6 +25,24 @@ const std::unordered_map<std::string, const SpirvEntry*>& spirv_index() {
 }
 }  // namespace
 
+Tuning Tuning::parse(const std::string& s) {
+  Tuning t;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const long v = eq == std::string::npos ? -1 : std::strtol(item.c_str() + eq + 1, nullptr, 10);
+    if (v <= 0) throw Error(ErrorCode::InvalidArgument, "KF_TUNE: '" + item + "' needs a positive value");
+    if (key == "eltwise_items" && v <= 16) t.eltwise_items = static_cast<uint32_t>(v);
+    else if (key == "max_groups") t.max_groups = static_cast<uint32_t>(v);
+    else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
+                                                     "' (eltwise_items=1..16, max_groups=N)");
+  }
+  return t;
+}
+
 VkBuf::VkBuf(VulkanDevice& dev, size_t bytes) : dev_(dev) {
   size_ = bytes;
   VkBufferCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
@@ -51,7 +69,7 @@ VkBuf::~VkBuf() {
 
 VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index,
                            const ContextOptions& o)
-    : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o) {
+    : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o), tuning_(Tuning::parse(o.tuning)) {
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
   std::vector<VkQueueFamilyProperties> qf(nq);

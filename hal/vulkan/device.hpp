@@ -35,6 +35,13 @@ struct Launch {
   uint32_t groups = 1;
 };
 
+// Launch parameters that kf-bench sweeps (KF_TUNE="eltwise_items=4,max_groups=8192").
+struct Tuning {
+  uint32_t eltwise_items = 2;   // 16-byte packs each invocation loads before computing
+  uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
+  static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
+};
+
 class VulkanDevice final : public Device {
  public:
   VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index, const ContextOptions& o);
@@ -59,6 +66,7 @@ class VulkanDevice final : public Device {
   void record(const Launch& launch);
 
   VkDevice device() const { return device_; }
+  const Tuning& tuning() const { return tuning_; }
   Allocator& allocator() { return *allocator_; }
 
  private:
@@ -73,6 +81,7 @@ class VulkanDevice final : public Device {
   VkPhysicalDevice pd_;
   DeviceInfo info_;
   ContextOptions options_;
+  Tuning tuning_;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;

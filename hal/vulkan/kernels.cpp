@@ -28,9 +28,9 @@ Mode mode_of(const TensorArg& a, int64_t n) {
   return kFeatures;
 }
 
-uint32_t grid(uint64_t items, uint32_t per_group, const Caps& c) {
+uint32_t grid(uint64_t items, uint32_t per_group, const Caps& c, const Tuning& t) {
   const uint64_t g = (items + per_group - 1) / per_group;
-  const uint64_t cap = std::min<uint64_t>(c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535);
+  const uint64_t cap = std::min<uint64_t>({c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535, t.max_groups});
   return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
 }
 
@@ -104,14 +104,15 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
 
     Launch l;
     l.variant = variant_name(op, call.dtype, false);
-    l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u};
+    const uint32_t items = tuning().eltwise_items;
+    l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u, items};
     l.bindings[0] = call.inputs[0].buffer;
     if (call.inputs.size() > 1) l.bindings[1] = call.inputs[1].buffer;
     if (call.inputs.size() > 2) l.bindings[2] = call.inputs[2].buffer;
     l.bindings[3] = out.buffer;
     l.push = &pc;
     l.push_bytes = sizeof(pc);
-    l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup, caps);
+    l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, tuning());
     record(l);
     return std::string("vulkan:eltwise/") + (gather ? "gather" : "16B-packs");
   }
@@ -135,7 +136,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   l.bindings[1] = out.buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = grid(static_cast<uint64_t>(rows), kWorkgroup / tpr, caps);
+  l.groups = grid(static_cast<uint64_t>(rows), kWorkgroup / tpr, caps, tuning());
   record(l);
   return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
          (wide ? ",16B-packs" : ",scalar");

@@ -25,6 +25,7 @@ struct ContextOptions {
   bool allow_cpu_fallback = false;  // an op the device cannot run goes to the CPU backend instead of raising
   std::string pipeline_cache_dir;   // "" = $KF_CACHE_DIR, else $XDG_CACHE_HOME/kf, else ~/.cache/kf
   double timeout_s = 120;           // bound on every wait for the device
+  std::string tuning;               // developer knobs of a backend, "key=value,..." (KF_TUNE); see docs
 };
 
 // A device a backend can open, as kf-info lists it.
