@@ -124,8 +124,12 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   const bool wide = feat % vw == 0;
   const bool sg = use_subgroups(caps);
   const uint64_t items = wide ? static_cast<uint64_t>(feat / vw) : static_cast<uint64_t>(feat);
+  // Enough invocations per row that each holds about a register cache's worth of packs (rows.comp's
+  // CACHE = 32 values) or, for plain reductions, two rounds of its unrolled loads: fewer invocations
+  // per row mean fewer reduction steps between the load and store phases.
+  const uint64_t per_invocation = std::max<uint64_t>(1, wide ? 32 / vw : 8);
   uint32_t tpr = 1;
-  while (tpr < items && tpr < kWorkgroup) tpr *= 2;
+  while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
   if (sg) tpr = std::max(tpr, caps.subgroup_size);
   tpr = std::max<uint32_t>(tpr, 1);
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
