@@ -14,7 +14,8 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 256;   // invocations per row, a power of two
 layout(constant_id = 2) const bool WIDE = true; // the row length is a multiple of the pack: 16-byte loads
-#define CACHE (32u / VW)  // packs of its row an invocation keeps in registers (32 values)
+layout(constant_id = 3) const uint CACHE_VALUES = 32;  // values of its row an invocation keeps in registers
+#define CACHE (CACHE_VALUES / VW)
 #define UNROLL 4u         // loads in flight per invocation in the streaming loops
 
 DECLARE_BUFFER(0, in0, readonly)
@@ -104,7 +105,8 @@ void process(uint row, bool valid, uint lane, uint slot) {
   if (valid && lane == 0u) STORE_ELEM(out0, row, FT(acc));
 #else  // softmax, log_softmax
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  const float s = pc.scale;
+  // In base 2: m tracks max(k x) with k = scale * log2(e), so exp(s x - max) = exp2(fma(x, k, -M)).
+  const float s = pc.scale, kk = pc.scale * 1.4426950408889634;
   FT xc[CACHE][VW];
   float m = NEG_INF;
   if (valid) {
@@ -113,16 +115,16 @@ void process(uint row, bool valid, uint lane, uint slot) {
         const uint j = lane + t * TPR;
         if (j < npk) {
           unpack(in0_v.v[base + j], xc[t]);
-          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, s * xc[t][k]);
+          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * xc[t][k]);
         }
       }
       for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
         PACK_T(x);
         unpack(in0_v.v[base + j], x);
-        [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, s * x[k]);
+        [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * x[k]);
       }
     } else {
-      for (uint j = lane; j < npk; j += TPR) m = max(m, s * LOAD_ELEM(in0, base + j));
+      for (uint j = lane; j < npk; j += TPR) m = max(m, kk * LOAD_ELEM(in0, base + j));
     }
   }
   const float M = row_max(m, lane, slot);
@@ -133,10 +135,10 @@ void process(uint row, bool valid, uint lane, uint slot) {
         if (lane + t * TPR < npk) {
           [[unroll]] for (uint k = 0; k < VW; ++k) {
 #if defined(OP_softmax)
-            xc[t][k] = exp(s * xc[t][k] - M);  // kept: the output pass only scales it
+            xc[t][k] = exp2(fma(xc[t][k], kk, -M));  // kept: the output pass only scales it
             acc += xc[t][k];
 #else
-            acc += exp(s * xc[t][k] - M);
+            acc += exp2(fma(xc[t][k], kk, -M));
 #endif
           }
         }
@@ -144,10 +146,10 @@ void process(uint row, bool valid, uint lane, uint slot) {
       for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
         PACK_T(x);
         unpack(in0_v.v[base + j], x);
-        [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp(s * x[k] - M);
+        [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[k], kk, -M));
       }
     } else {
-      for (uint j = lane; j < npk; j += TPR) acc += exp(s * LOAD_ELEM(in0, base + j) - M);
+      for (uint j = lane; j < npk; j += TPR) acc += exp2(fma(LOAD_ELEM(in0, base + j), kk, -M));
     }
   }
   const float S = row_sum(acc, lane, slot);
@@ -156,10 +158,10 @@ void process(uint row, bool valid, uint lane, uint slot) {
   // A row that is all -inf gives zeros (KERNELS.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
-#define OUT(v) (exp(s * (v) - Mw) * inv)
+#define OUT(v) (exp2(fma((v), kk, -Mw)) * inv)
 #define OUT_CACHED(e) (M == NEG_INF ? 0.0 : (e) * inv)
 #else
-  const float lse = M + log(S);
+  const float lse = (M + log2(S)) * 0.6931471805599453;  // natural log-sum-exp of s x
 #define OUT(v) (s * (v) - lse)
 #define OUT_CACHED(v) OUT(v)
 #endif

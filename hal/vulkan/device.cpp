@@ -37,8 +37,9 @@ Tuning Tuning::parse(const std::string& s) {
     if (v <= 0) throw Error(ErrorCode::InvalidArgument, "KF_TUNE: '" + item + "' needs a positive value");
     if (key == "eltwise_items" && v <= 16) t.eltwise_items = static_cast<uint32_t>(v);
     else if (key == "max_groups") t.max_groups = static_cast<uint32_t>(v);
+    else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N)");
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128)");
   }
   return t;
 }

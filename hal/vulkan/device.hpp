@@ -39,6 +39,7 @@ struct Launch {
 struct Tuning {
   uint32_t eltwise_items = 2;   // 16-byte packs each invocation loads before computing
   uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
+  uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 

@@ -127,7 +127,10 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   // Enough invocations per row that each holds about a register cache's worth of packs (rows.comp's
   // CACHE = 32 values) or, for plain reductions, two rounds of its unrolled loads: fewer invocations
   // per row mean fewer reduction steps between the load and store phases.
-  const uint64_t per_invocation = std::max<uint64_t>(1, wide ? 32 / vw : 8);
+  // 32 cached values per invocation measured best on an H100 for f32, f16 and bf16 (64 and 128 lose
+  // occupancy: bench/results/h100-vulkan/NOTES.md).
+  const uint32_t cache_values = tuning().rows_values ? tuning().rows_values : 32;
+  const uint64_t per_invocation = std::max<uint64_t>(1, wide ? cache_values / vw : 8);
   uint32_t tpr = 1;
   while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
   if (sg) tpr = std::max(tpr, caps.subgroup_size);
@@ -135,7 +138,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
   l.variant = variant_name(op, call.dtype, sg);
-  l.spec = {kWorkgroup, tpr, wide ? 1u : 0u};
+  l.spec = {kWorkgroup, tpr, wide ? 1u : 0u, cache_values};
   l.bindings[0] = in.buffer;
   l.bindings[1] = out.buffer;
   l.push = &pc;

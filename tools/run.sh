@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The main job (README): installs the dependencies, builds in Release, then on the best device found
+# (a GPU, else Mesa's lavapipe, else the CPU backend) prints the device, runs the conformance check
+# and writes a benchmark report under bench/results/local/.
+# Options through the environment: KF_DEVICE / KF_BACKEND pick the device, SIZE_MIB the benchmark size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "${SKIP_DEPS:-0}" = 1 ] || tools/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$(nproc)"
+out=bench/results/local
+mkdir -p "$out"
+build/tools/kf-info | tee "$out/kf-info.txt"
+picked=$(grep "Context::create() picks" "$out/kf-info.txt" || true)
+# Large sizes on a GPU; a CPU (lavapipe or the CPU backend) gets small ones so the job ends in minutes.
+if [[ "$picked" == *llvmpipe* || "$picked" == *"cpu"* ]]; then size=${SIZE_MIB:-8}; reps=5; else size=${SIZE_MIB:-256}; reps=30; fi
+if [ -x build/tools/kf-conformance ]; then
+  build/tools/kf-conformance --json "$out/conformance.json" --junit "$out/conformance.xml" | tee "$out/conformance.txt"
+else
+  build/tests/test_ops --gtest_brief=1 | tee "$out/conformance.txt"
+fi
+build/tools/kf-bench --size-mib "$size" --reps "$reps" --json "$out/bench.json" | tee "$out/bench.txt"
+echo "reports in $out/"
