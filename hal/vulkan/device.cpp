@@ -112,12 +112,12 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KF_VK(vkCreateFence(device_, &fci, nullptr, &fence_));
 
-  // One layout serves every kernel: four storage buffers and 64 bytes of push constants.
-  VkDescriptorSetLayoutBinding b[4];
-  for (uint32_t i = 0; i < 4; ++i)
+  // One layout serves every kernel: kBindings storage buffers and 64 bytes of push constants.
+  VkDescriptorSetLayoutBinding b[kBindings];
+  for (uint32_t i = 0; i < kBindings; ++i)
     b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  dl.bindingCount = 4;
+  dl.bindingCount = kBindings;
   dl.pBindings = b;
   KF_VK(vkCreateDescriptorSetLayout(device_, &dl, nullptr, &set_layout_));
   VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 64};
@@ -127,7 +127,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   pl.pushConstantRangeCount = 1;
   pl.pPushConstantRanges = &pcr;
   KF_VK(vkCreatePipelineLayout(device_, &pl, nullptr, &pipe_layout_));
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * kMaxBatch};
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * kMaxBatch};
   VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   dp.maxSets = kMaxBatch;
   dp.poolSizeCount = 1;
@@ -345,9 +345,9 @@ void VulkanDevice::record(const Launch& l) {
   ai.pSetLayouts = &set_layout_;
   VkDescriptorSet set;
   KF_VK(vkAllocateDescriptorSets(device_, &ai, &set));
-  VkDescriptorBufferInfo bi[4];
-  VkWriteDescriptorSet w[4];
-  for (uint32_t i = 0; i < 4; ++i) {
+  VkDescriptorBufferInfo bi[kBindings];
+  VkWriteDescriptorSet w[kBindings];
+  for (uint32_t i = 0; i < kBindings; ++i) {
     // Unused bindings repeat binding 0: every binding of the layout needs a valid buffer.
     const auto& buf = l.bindings[i] ? l.bindings[i] : l.bindings[0];
     bi[i] = {static_cast<VkBuf*>(buf.get())->handle(), 0, VK_WHOLE_SIZE};
@@ -359,12 +359,12 @@ void VulkanDevice::record(const Launch& l) {
     w[i].pBufferInfo = &bi[i];
     if (l.bindings[i]) retained_.push_back(l.bindings[i]);
   }
-  vkUpdateDescriptorSets(device_, 4, w, 0, nullptr);
+  vkUpdateDescriptorSets(device_, kBindings, w, 0, nullptr);
   barrier();
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
   if (l.push_bytes) vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
-  vkCmdDispatch(cmd_, l.groups, 1, 1);
+  vkCmdDispatch(cmd_, l.groups, l.groups_y, l.groups_z);
   ++commands_;
 }
 

@@ -24,15 +24,18 @@ class VkBuf final : public Buffer {
   Allocation alloc_;
 };
 
-// One recorded kernel launch: a shader variant, its specialization constants (ids 0..n-1), four
-// storage-buffer bindings, push constants and the number of workgroups.
+constexpr uint32_t kBindings = 6;  // storage buffers of the one descriptor-set layout all kernels share
+
+// One recorded kernel launch: a shader variant, its specialization constants (ids 0..n-1), up to
+// kBindings storage buffers, push constants and the workgroup grid.
 struct Launch {
   std::string variant;
   std::vector<uint32_t> spec;
-  std::shared_ptr<Buffer> bindings[4];
+  std::shared_ptr<Buffer> bindings[kBindings];
   const void* push = nullptr;
   uint32_t push_bytes = 0;
   uint32_t groups = 1;
+  uint32_t groups_y = 1, groups_z = 1;
 };
 
 // Launch parameters that kf-bench sweeps (KF_TUNE="eltwise_items=4,max_groups=8192").
@@ -65,6 +68,7 @@ class VulkanDevice final : public Device {
   // For kernels.cpp.
   bool has_variant(const std::string& name) const;
   void record(const Launch& launch);
+  std::string dispatch_matmul(const OpCall& call);
 
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }

@@ -46,9 +46,14 @@ struct RowsPush {
 };
 
 std::string variant_name(const OpDef& op, DType t, bool subgroup) {
+  if (op.family == Family::Matmul) return "mm_" + dtype_suffix(t);  // linear and matmul share it
   const std::string fam = op.family == Family::Reduction ? "rows_" : "eltwise_";
   return fam + op.name + "_" + dtype_suffix(t) + (subgroup ? "_sg" : "");
 }
+
+struct MatmulPush {
+  uint32_t M, N, K, stride_a, stride_b, stride_c;
+};
 
 bool use_subgroups(const Caps& c) {
   return c.subgroup_arith && c.subgroup_size >= 1 && c.subgroup_size <= kWorkgroup && kWorkgroup % c.subgroup_size == 0;
@@ -117,6 +122,8 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     return std::string("vulkan:eltwise/") + (gather ? "gather" : "16B-packs");
   }
 
+  if (op.family == Family::Matmul) return dispatch_matmul(call);
+
   // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
   const TensorArg& in = call.inputs[0];
   const int64_t feat = in.shape.back();
@@ -147,6 +154,37 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   record(l);
   return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
          (wide ? ",16B-packs" : ",scalar");
+}
+
+// linear (B = W [N, K]) and matmul (B [.., K, N]) on the portable tiled kernel (shaders/mm.comp).
+std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
+  const bool linear = call.op->name == "linear";
+  const Shape& a = call.inputs[0].shape;
+  const Shape& b = call.inputs[1].shape;
+  const uint64_t K = static_cast<uint64_t>(a.back());
+  const uint64_t N = static_cast<uint64_t>(linear ? b[0] : b.back());
+  const uint64_t M = linear ? static_cast<uint64_t>(call.inputs[0].numel) / K : static_cast<uint64_t>(a[a.size() - 2]);
+  const uint64_t batches = static_cast<uint64_t>(call.inputs[0].numel) / (M * K);
+  const bool b_batched = !linear && b.size() > 2;
+  const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
+  const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
+  MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
+                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N)};
+  Launch l;
+  l.variant = variant_name(*call.op, call.dtype, false);
+  l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
+  l.bindings[0] = call.inputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  if (has_bias) l.bindings[2] = call.inputs[2].buffer;
+  if (has_res) l.bindings[3] = call.inputs[3].buffer;
+  l.bindings[4] = call.outputs[0].buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = static_cast<uint32_t>((N + 63) / 64);
+  l.groups_y = static_cast<uint32_t>((M + 63) / 64);
+  l.groups_z = static_cast<uint32_t>(batches);
+  record(l);
+  return "vulkan:mm/portable-tiled-64x64";
 }
 
 }  // namespace kf::hal::vk

@@ -9,6 +9,9 @@
 
 namespace kf {
 
+// Epilogue activations of linear and matmul (Attrs::act).
+enum Activation : int64_t { kActNone = 0, kActRelu = 1, kActGelu = 2, kActGeluTanh = 3, kActSilu = 4 };
+
 // Scalar arguments of ops. Each op reads the fields it documents in KERNELS.md.
 struct Attrs {
   double p = 0;            // dropout probability, in [0, 1)
@@ -16,6 +19,7 @@ struct Attrs {
   uint64_t offset = 0;     // Philox counter offset
   double scale = 1;        // softmax / log_softmax scale
   double eps = 0;          // normalization epsilon (0 means the op's default)
+  int64_t act = 0;         // linear / matmul epilogue activation: see kf::Activation
 };
 
 struct ContextOptions {

@@ -13,6 +13,7 @@ const std::vector<OpDef>& registry() {
     std::vector<OpDef> v;
     register_elementwise_ops(v);
     register_reduction_ops(v);
+    register_linalg_ops(v);
     return v;
   }();
   return ops;

@@ -32,7 +32,7 @@ struct Cost {
   double flops = 0;
 };
 
-enum class Family { Elementwise, Reduction };
+enum class Family { Elementwise, Reduction, Matmul };
 
 struct OpDef {
   std::string name;
@@ -73,5 +73,6 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
 // Registration helpers of each family (src/ops/<family>.cpp).
 void register_elementwise_ops(std::vector<OpDef>& ops);
 void register_reduction_ops(std::vector<OpDef>& ops);
+void register_linalg_ops(std::vector<OpDef>& ops);
 
 }  // namespace kf

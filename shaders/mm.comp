@@ -1,0 +1,108 @@
+#version 450
+// Matrix products with a fused epilogue, the portable path (any Vulkan 1.2 device, lavapipe too):
+// C[b] = act(A[b] * op(B[b]) + bias) + residual, A [M, K] with K contiguous, B either [N, K]
+// (torch.nn.Linear's weight, B_NK) or [K, N]. A workgroup of 256 invocations computes a 64 x 64 tile
+// from 16-deep slices staged in shared memory; each invocation owns a 4 x 4 register block of
+// outputs (rows ty + 16 i, columns tx + 16 j, so that shared-memory reads are conflict-free).
+// Accumulation is in f32 whatever the storage dtype.
+#include "common.glsl"
+#include "activations.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 1) const bool B_NK = true;
+layout(constant_id = 2) const bool HAS_BIAS = false;
+layout(constant_id = 3) const bool HAS_RES = false;
+layout(constant_id = 4) const uint ACT = 0;  // 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu
+
+DECLARE_BUFFER(0, A, readonly)
+DECLARE_BUFFER(1, B, readonly)
+DECLARE_BUFFER(2, BIAS, readonly)
+DECLARE_BUFFER(3, RES, readonly)
+DECLARE_BUFFER(4, C, )
+
+layout(push_constant) uniform PC {
+  uint M, N, K;
+  uint stride_a, stride_b, stride_c;  // elements between batches (stride_b = 0: B shared by all)
+} pc;
+
+const uint BM = 64, BN = 64, BK = 16;
+shared float As[BK][BM];
+shared float Bs[BK][BN];
+shared float Cs[BM][BN + 1];
+
+float act(float v) {
+  if (ACT == 1u) return relu_f(v);
+  if (ACT == 2u) return gelu_f(v);
+  if (ACT == 3u) return gelu_tanh_f(v);
+  if (ACT == 4u) return silu_f(v);
+  return v;
+}
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, tx = lid % 16u, ty = lid / 16u;
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, b = gl_WorkGroupID.z;
+  const uint a_base = b * pc.stride_a, b_base = b * pc.stride_b, c_base = b * pc.stride_c;
+  float acc[4][4];
+  [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) acc[i][j] = 0.0;
+
+  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+    [[unroll]] for (uint q = 0; q < 4u; ++q) {
+      const uint e = lid + 256u * q;
+      {  // A: 64 rows x 16 k, k fastest
+        const uint m = e / BK, k = e % BK, gm = m0 + m, gk = k0 + k;
+        As[k][m] = (gm < pc.M && gk < pc.K) ? float(LOAD_ELEM(A, a_base + gm * pc.K + gk)) : 0.0;
+      }
+      if (B_NK) {  // B [N, K]: 64 rows x 16 k
+        const uint n = e / BK, k = e % BK, gn = n0 + n, gk = k0 + k;
+        Bs[k][n] = (gn < pc.N && gk < pc.K) ? float(LOAD_ELEM(B, b_base + gn * pc.K + gk)) : 0.0;
+      } else {     // B [K, N]: 16 k x 64 columns, n fastest
+        const uint k = e / BN, n = e % BN, gn = n0 + n, gk = k0 + k;
+        Bs[k][n] = (gn < pc.N && gk < pc.K) ? float(LOAD_ELEM(B, b_base + gk * pc.N + gn)) : 0.0;
+      }
+    }
+    barrier();
+    [[unroll]] for (uint k = 0; k < BK; ++k) {
+      float a[4], bb[4];
+      [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = As[k][ty + 16u * i];
+      [[unroll]] for (uint j = 0; j < 4u; ++j) bb[j] = Bs[k][tx + 16u * j];
+      [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) acc[i][j] += a[i] * bb[j];
+    }
+    barrier();
+  }
+
+  // Epilogue through shared memory, so that stores are coalesced and 16-bit outputs are written as
+  // whole words (pairs of columns) when N is even.
+  [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) Cs[ty + 16u * i][tx + 16u * j] = acc[i][j];
+  barrier();
+#if defined(DT_F16) || defined(DT_BF16)
+  const bool pairs = (pc.N % 2u) == 0u;
+#else
+  const bool pairs = false;
+#endif
+  for (uint e = lid; e < BM * BN / 2u; e += 256u) {
+    const uint m = e / (BN / 2u), n = 2u * (e % (BN / 2u)), gm = m0 + m;
+    if (gm >= pc.M) continue;
+    float v[2];
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      const uint gn = n0 + n + h;
+      float x = Cs[m][n + h];
+      if (gn < pc.N) {
+        if (HAS_BIAS) x += float(LOAD_ELEM(BIAS, gn));
+        x = act(x);
+        if (HAS_RES) x += float(LOAD_ELEM(RES, c_base + gm * pc.N + gn));
+      }
+      v[h] = x;
+    }
+    const uint idx = c_base + gm * pc.N + n0 + n;
+    if (pairs) {
+#if defined(DT_F16)
+      if (n0 + n < pc.N) C_w.w[idx >> 1] = packHalf2x16(vec2(v[0], v[1]));
+#elif defined(DT_BF16)
+      if (n0 + n < pc.N) C_w.w[idx >> 1] = to_bf16(v[0]) | (to_bf16(v[1]) << 16);
+#endif
+    } else {
+      [[unroll]] for (uint h = 0; h < 2u; ++h)
+        if (n0 + n + h < pc.N) STORE_ELEM(C, idx + h, FT(v[h]));
+    }
+  }
+}
