@@ -58,29 +58,13 @@ TEST(Dropout, WorkedMaskOnEveryBackend) {
   }
 }
 
-// The keep mask an op applied, read from its output: inputs are chosen so that a kept element is never
-// zero (x, bias > 0, so gelu > 0) and a kept residual sum never equals the residual (|x / (1-p)| >= 0.5).
+// The keep mask an op applied, read from its output (check::dropout_mask: a kept element is never zero,
+// x > 0 and bias > 0 so gelu > 0, and a kept residual sum never equals the residual).
 std::vector<uint8_t> mask_from(Context& ctx, const std::string& op, DType t, int64_t n, const Attrs& a,
                                uint64_t data_seed) {
-  std::mt19937_64 rng(data_seed);
-  std::uniform_real_distribution<double> pos(0.5, 1.5), any(-1, 1);
-  std::vector<double> xv(n), second;
-  for (auto& v : xv) v = pos(rng);
-  std::vector<Tensor> in = {ctx.from_host({n}, t, xv)};
-  if (op == "bias_gelu_dropout") in.push_back(ctx.from_host({n}, t, std::vector<double>(n, 0.25)));
-  if (op == "add_dropout_residual") {
-    second.resize(n);
-    for (auto& v : second) v = any(rng);
-    in.push_back(ctx.from_host({n}, t, second));
-    second = in.back().to_double();
-  }
-  Tensor y = ctx.empty({n}, t);
-  y.fill_bytes(0xFF);
-  ctx.run(op, in, {y}, a);
-  const auto out = y.to_double();
-  std::vector<uint8_t> mask(n);
-  for (int64_t i = 0; i < n; ++i) mask[i] = second.empty() ? out[i] != 0.0 : out[i] != second[i];
-  return mask;
+  const OpDef& def = get_op(op);
+  const std::vector<Shape> shapes(def.inputs.size(), Shape{n});
+  return check::dropout_mask(ctx, def, t, shapes, a, data_seed);
 }
 
 std::vector<uint8_t> reference_mask(int64_t n, const Attrs& a) {
@@ -90,11 +74,7 @@ std::vector<uint8_t> reference_mask(int64_t n, const Attrs& a) {
   return m;
 }
 
-int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return int64_t(i);
-  return -1;
-}
+using check::first_difference;
 
 // Every backend computes the same mask, bit for bit, for an awkward size, a nonzero offset and a seed
 // whose upper 32 bits matter; and it is the reference's mask.

@@ -45,18 +45,11 @@ TEST_P(Ops, MatchesReference) {
   if (!ctx.supports(op.name, p.dtype, &why)) GTEST_SKIP() << "unsupported on " << p.device.name << ": " << why;
 
   const uint64_t seed = fresh_seed();
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<double>> values;
-  for (const auto& s : tc.inputs) values.push_back(s.empty() ? std::vector<double>{} : uniform(numel(s), tc.range, rng));
-  std::string msg;
-  try {
-    msg = run_and_compare(ctx, op, p.dtype, tc.inputs, values, tc.attrs);
-  } catch (const Error& e) {
-    msg = std::string("kf::Error: ") + e.what();
-  }
-  EXPECT_TRUE(msg.empty()) << op.name << " " << to_string(p.dtype) << " case " << tc.label << " on "
-                           << p.device.name << " (variant " << ctx.last_variant() << "), input seed " << seed
-                           << ":\n" << msg;
+  check::CaseOptions o;
+  o.check_validation = false;  // ValidationCheck covers the whole test
+  const check::CaseResult r = check::run_case(ctx, op, p.dtype, tc, seed, o);
+  EXPECT_TRUE(r.pass) << op.name << " " << to_string(p.dtype) << " case " << tc.label << " on " << p.device.name
+                      << " (variant " << ctx.last_variant() << "), input seed " << seed << ":\n" << r.message;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Ops, ::testing::ValuesIn(all_params()),

@@ -1,0 +1,312 @@
+// The conformance checks shared by the test suites and kf-conformance (see conformance.hpp).
+#include "check/conformance.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "core/context_impl.hpp"
+#include "kf/error.hpp"
+
+namespace kf::check {
+
+Tolerance tolerance(DType t) {
+  switch (t) {
+    case DType::f64: return {1e-12, 1e-12, 1e-12};
+    case DType::f32: return {1e-6, 1e-5, 1e-5};
+    case DType::f16: return {1e-3, 1e-3, 2e-3};
+    case DType::bf16: return {8e-3, 8e-3, 1.6e-2};
+    default: return {0, 0, 0};
+  }
+}
+
+double round_to(DType t, double v) {
+  unsigned char b[8];
+  store_element(t, b, v);
+  return load_element(t, b);
+}
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+std::vector<double> uniform(size_t n, double range, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> dist(-range, range);
+  std::vector<double> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<std::vector<double>> random_inputs(const std::vector<Shape>& shapes, double range, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<double>> values;
+  for (const auto& s : shapes)
+    values.push_back(s.empty() ? std::vector<double>{} : uniform(static_cast<size_t>(numel(s)), range, rng));
+  return values;
+}
+
+Comparison compare(const std::vector<double>& out, const std::vector<double>& ref, DType dtype, double terms,
+                   double tolerance_scale) {
+  Comparison c;
+  Tolerance tol = tolerance(dtype);
+  tol.err *= tolerance_scale;
+  tol.atol *= tolerance_scale;
+  tol.rtol *= tolerance_scale;
+  const double atol = tol.atol * std::sqrt(terms);
+  const double inf = std::numeric_limits<double>::infinity();
+  c.err_limit = tol.err;
+  if (out.size() != ref.size()) {
+    c.pass = false;
+    c.worst = inf;
+    c.message = "output has " + std::to_string(out.size()) + " elements, reference " + std::to_string(ref.size());
+    return c;
+  }
+  double diff2 = 0, ref2 = 0, round2 = 0, max_abs = 0;
+  std::ostringstream s;
+  s.precision(9);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double o = out[i], r = ref[i];
+    bool ok;
+    double d, ratio;
+    if (std::isnan(r)) {
+      ok = std::isnan(o);
+      d = ok ? 0 : inf;
+      ratio = ok ? 0 : inf;
+    } else if (std::isinf(r)) {
+      ok = o == r;
+      d = ok ? 0 : inf;
+      ratio = ok ? 0 : inf;
+    } else {
+      d = std::fabs(o - r);  // NaN when o is NaN or infinite: fails below
+      const double allowed = atol + tol.rtol * std::fabs(r);
+      ok = d <= allowed;
+      if (std::isfinite(d)) {
+        diff2 += d * d;
+        max_abs = std::max(max_abs, d);
+        ratio = allowed > 0 ? d / allowed : (d == 0 ? 0 : inf);
+      } else {
+        ratio = inf;
+      }
+      ref2 += r * r;
+      const double q = round_to(dtype, r) - r;
+      if (std::isfinite(q)) round2 += q * q;
+    }
+    if (ratio > c.worst || c.worst_index < 0) {
+      c.worst = ratio;
+      c.worst_abs = d;
+      c.worst_index = static_cast<int64_t>(i);
+      c.worst_ref = r;
+      c.worst_out = o;
+    }
+    if (!ok && ++c.bad <= 8) s << "\n  [" << i << "] out " << o << " ref " << r;
+  }
+  if (c.bad) s << "\n  " << c.bad << " of " << out.size() << " elements outside atol " << atol << " + rtol " << tol.rtol;
+  if (ref2 > 0) {
+    c.err = std::sqrt(diff2 / ref2);
+    c.err_limit = tol.err + std::sqrt(round2 / ref2);
+    if (c.err > c.err_limit)
+      s << "\n  relative L2 error " << c.err << " > " << tol.err << " + " << c.err_limit - tol.err
+        << " (rounding to the dtype)";
+  } else if (max_abs > tol.atol) {
+    s << "\n  reference is all zeros and max abs error " << max_abs << " > " << tol.atol;
+  }
+  c.message = s.str();
+  c.pass = c.message.empty();
+  return c;
+}
+
+std::string ValidationWatch::report() const {
+  const uint64_t n = count();
+  if (n == 0) return "";
+  std::ostringstream s;
+  s << n << " validation message(s) on " << ctx_.device().name << ":";
+  const auto log = ctx_.validation_log();  // the first 100 messages of the context
+  for (size_t k = before_; k < log.size() && k < before_ + n; ++k) s << "\n  " << log[k];
+  if (before_ + n > log.size()) s << "\n  (messages past the first " << log.size() << " of the context are not kept)";
+  return s.str();
+}
+
+namespace {
+
+std::vector<uint8_t> raw_bytes(const Tensor& t) {
+  std::vector<uint8_t> b(t.nbytes());
+  t.download(b.data(), b.size());
+  return b;
+}
+
+std::vector<double> to_doubles(const std::vector<uint8_t>& raw, DType t) {
+  const size_t es = dtype_size(t);
+  std::vector<double> v(raw.size() / es);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = load_element(t, raw.data() + i * es);
+  return v;
+}
+
+std::string hex_bytes(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (size_t k = n; k-- > 0;) s += digits[p[k] >> 4], s += digits[p[k] & 15];  // little-endian element
+  return s;
+}
+
+}  // namespace
+
+CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vector<Shape>& shapes,
+                    const std::vector<std::vector<double>>& values, const Attrs& attrs, const CaseOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseResult r;
+  const auto finish = [&](CaseResult& res) -> CaseResult& {
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return res;
+  };
+  // A context that may fall back to the CPU backend runs everything (Context::run moves the op there).
+  std::string why;
+  if (!ctx.supports(op.name, dtype, &why) && !ctx.impl()->options.allow_cpu_fallback) {
+    r.unsupported = true;
+    r.message = why.empty() ? "unsupported (no reason given)" : why;
+    return finish(r);
+  }
+  const ValidationWatch watch(ctx);
+  std::string msg;
+  const auto add = [&msg](const std::string& m) { msg += (msg.empty() ? "" : "\n") + m; };
+  try {
+    std::vector<Tensor> inputs;
+    std::vector<HostTensor> host(op.inputs.size());
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      if (shapes[k].empty()) {  // an optional input left out
+        inputs.emplace_back();
+        continue;
+      }
+      Tensor t = ctx.from_host(shapes[k], dtype, values.at(k));
+      host[k].shape = shapes[k];
+      host[k].data = t.to_double();  // the values rounded to the dtype: the reference reads the same
+      inputs.push_back(t);
+    }
+    std::vector<Shape> all_shapes = shapes;
+    all_shapes.resize(op.inputs.size());
+    const auto out_shapes = op.infer(op, all_shapes, attrs);
+    std::vector<Tensor> outputs;
+    std::vector<HostTensor> ref(out_shapes.size());
+    for (size_t k = 0; k < out_shapes.size(); ++k) {
+      outputs.push_back(ctx.empty(out_shapes[k], dtype));
+      outputs.back().fill_bytes(0xFF);
+      ref[k].shape = out_shapes[k];
+      ref[k].data.assign(static_cast<size_t>(numel(out_shapes[k])), 0.0);
+    }
+    op.reference(host, ref, attrs);
+    ctx.run(op.name, inputs, outputs, attrs);
+    r.variant = ctx.last_variant();
+    const double terms = op.terms(all_shapes);
+    std::vector<std::vector<uint8_t>> first(outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      first[k] = raw_bytes(outputs[k]);
+      const Comparison c = compare(to_doubles(first[k], dtype), ref[k].data, dtype, terms, options.tolerance_scale);
+      if (k == 0 || c.err > r.err) r.err = c.err, r.err_limit = c.err_limit;
+      if (k == 0 || c.worst > r.worst) {
+        r.worst = c.worst;
+        r.worst_abs = c.worst_abs;
+        r.worst_index = c.worst_index;
+        r.worst_output = op.outputs[k];
+        r.worst_ref = c.worst_ref;
+        r.worst_out = c.worst_out;
+      }
+      if (!c.pass) add("output '" + op.outputs[k] + "':" + c.message);
+    }
+    if (options.repeat) {
+      // Reductions add in a fixed order (ARCHITECTURE.md principle 8): the same inputs give the same bits.
+      std::vector<Tensor> again;
+      for (const auto& s : out_shapes) {
+        again.push_back(ctx.empty(s, dtype));
+        again.back().fill_bytes(0xFF);
+      }
+      ctx.run(op.name, inputs, again, attrs);
+      const size_t es = dtype_size(dtype);
+      for (size_t k = 0; k < again.size(); ++k) {
+        const auto second = raw_bytes(again[k]);
+        const auto diff = std::mismatch(first[k].begin(), first[k].end(), second.begin(), second.end());
+        if (diff.first == first[k].end() && diff.second == second.end()) continue;
+        r.deterministic = false;
+        const size_t i = static_cast<size_t>(diff.first - first[k].begin()) / es;
+        std::ostringstream s;
+        s.precision(9);
+        s << "output '" << op.outputs[k] << "' differs between two runs on the same inputs (variant "
+          << ctx.last_variant() << "), first at element " << i;
+        if ((i + 1) * es <= first[k].size() && (i + 1) * es <= second.size())
+          s << ": " << load_element(dtype, first[k].data() + i * es) << " ("
+            << hex_bytes(first[k].data() + i * es, es) << ") then " << load_element(dtype, second.data() + i * es)
+            << " (" << hex_bytes(second.data() + i * es, es) << ")";
+        add(s.str());
+      }
+    }
+  } catch (const Error& e) {
+    add(std::string("kf::Error: ") + e.what());
+  } catch (const std::exception& e) {
+    add(std::string("exception: ") + e.what());
+  }
+  if (options.check_validation) {
+    r.validation_messages = watch.count();
+    if (r.validation_messages) add(watch.report());
+  }
+  r.message = msg;
+  r.pass = msg.empty();
+  return finish(r);
+}
+
+CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const TestCase& tc, uint64_t seed,
+                    const CaseOptions& options) {
+  CaseResult r = run_case(ctx, op, dtype, tc.inputs, random_inputs(tc.inputs, tc.range, seed), tc.attrs, options);
+  r.seed = seed;
+  return r;
+}
+
+std::vector<uint8_t> dropout_mask(Context& ctx, const OpDef& op, DType dtype, const std::vector<Shape>& shapes,
+                                  const Attrs& attrs, uint64_t data_seed) {
+  if (!op.random) throw Error(ErrorCode::InvalidArgument, "dropout_mask: " + op.name + " applies no dropout");
+  if (shapes.empty() || shapes[0].empty())
+    throw Error(ErrorCode::Shape, "dropout_mask: " + op.name + " needs the shape of its input 'x'");
+  std::mt19937_64 rng(data_seed);
+  std::uniform_real_distribution<double> pos(0.5, 1.5), any(-1, 1);
+  std::vector<double> xv(static_cast<size_t>(numel(shapes[0])));
+  for (auto& v : xv) v = pos(rng);
+  std::vector<Tensor> in = {ctx.from_host(shapes[0], dtype, xv)};
+  std::vector<double> residual;
+  for (size_t k = 1; k < shapes.size(); ++k) {
+    const size_t n = static_cast<size_t>(numel(shapes[k]));
+    if (shapes[k].empty()) {
+      in.emplace_back();
+    } else if (k < op.inputs.size() && op.inputs[k] == "bias") {
+      in.push_back(ctx.from_host(shapes[k], dtype, std::vector<double>(n, 0.25)));
+    } else {
+      std::vector<double> v(n);
+      for (auto& e : v) e = any(rng);
+      in.push_back(ctx.from_host(shapes[k], dtype, v));
+      residual = in.back().to_double();
+    }
+  }
+  std::vector<Shape> all = shapes;
+  all.resize(op.inputs.size());
+  std::vector<Tensor> outs;
+  for (const auto& s : op.infer(op, all, attrs)) {
+    outs.push_back(ctx.empty(s, dtype));
+    outs.back().fill_bytes(0xFF);
+  }
+  ctx.run(op.name, in, outs, attrs);
+  const auto out = outs.at(0).to_double();
+  if (!residual.empty() && residual.size() != out.size())
+    throw Error(ErrorCode::Internal, "dropout_mask: " + op.name + "'s residual and output sizes differ");
+  std::vector<uint8_t> mask(out.size());
+  for (size_t i = 0; i < out.size(); ++i) mask[i] = residual.empty() ? out[i] != 0.0 : out[i] != residual[i];
+  return mask;
+}
+
+int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
+}
+
+}  // namespace kf::check
