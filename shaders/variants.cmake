@@ -38,3 +38,5 @@ foreach(op IN LISTS KF_ROW_OPS)
     list(APPEND KF_SHADER_VARIANTS "rows_${op}_${dt}_sg|rows.comp|OP_${op},DT_${DT},SUBGROUP")
   endforeach()
 endforeach()
+# Sections 3 and 6 (normalizations, losses, optimizers): shaders/variants_training.cmake.
+include(${CMAKE_CURRENT_LIST_DIR}/variants_training.cmake)

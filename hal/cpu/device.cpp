@@ -80,8 +80,10 @@ class CpuDevice final : public Device {
       in[k].data.resize(static_cast<size_t>(a.numel));
       const unsigned char* src = bytes_of(a.buffer);
       double* dst = in[k].data.data();
+      const DType tk = call.op->input_dtype(k, t);  // an input pinned to i32 (class indices)
+      const size_t esk = dtype_size(tk);
       parallel_for(a.numel, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) dst[i] = load_element(t, src + i * es);
+        for (int64_t i = b; i < e; ++i) dst[i] = load_element(tk, src + i * esk);
       });
     }
     for (size_t k = 0; k < call.outputs.size(); ++k) {

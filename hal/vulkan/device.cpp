@@ -210,6 +210,7 @@ VulkanDevice::~VulkanDevice() {
 std::string VulkanDevice::cache_path() const {
   if (options_.pipeline_cache_dir.empty()) return {};
   VkPhysicalDeviceProperties p;
+  workspace_.reset();  // a buffer of this device: freed before the allocator and the device go
   vkGetPhysicalDeviceProperties(pd_, &p);
   std::ostringstream s;
   s << options_.pipeline_cache_dir << "/vulkan-" << std::hex << p.vendorID << "-" << p.deviceID << "-"

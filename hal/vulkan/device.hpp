@@ -70,6 +70,15 @@ class VulkanDevice final : public Device {
   void record(const Launch& launch);
   std::string dispatch_matmul(const OpCall& call);
 
+  // KERNELS.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
+  bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
+  std::string dispatch_training(const OpCall& call);
+  std::string dispatch_batch_norm(const OpCall& call);
+  std::string dispatch_norm_backward(const OpCall& call);
+  std::string dispatch_loss(const OpCall& call);
+  std::string dispatch_optimizer(const OpCall& call);
+  // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
+  std::shared_ptr<Buffer> workspace(size_t bytes);
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
   Allocator& allocator() { return *allocator_; }
@@ -113,6 +122,7 @@ class VulkanDevice final : public Device {
 
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
+  std::shared_ptr<Buffer> workspace_;  // workspace(): scratch of the multi-pass kernels
 
   static constexpr uint32_t kMaxQueries = 8192;
   static constexpr uint32_t kMaxBatch = 1024;  // dispatches per submission (descriptor pool size)

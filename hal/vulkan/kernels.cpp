@@ -67,6 +67,8 @@ bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) cons
     return false;
   };
   if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
+  if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
+    return supports_training(op, dtype, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
   const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
   if (!has_variant(name)) {
     if (dtype == DType::f64 && op.transcendental)
@@ -123,6 +125,8 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   }
 
   if (op.family == Family::Matmul) return dispatch_matmul(call);
+  if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
+    return dispatch_training(call);
 
   // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
   const TensorArg& in = call.inputs[0];

@@ -20,6 +20,18 @@ struct Attrs {
   double scale = 1;        // softmax / log_softmax scale
   double eps = 0;          // normalization epsilon (0 means the op's default)
   int64_t act = 0;         // linear / matmul epilogue activation: see kf::Activation
+  int64_t groups = 1;      // group_norm: channel groups (the channels a multiple of it)
+  int64_t ignore_index = -100;   // cross_entropy: rows whose target equals it are left out of the mean
+  double label_smoothing = 0;    // cross_entropy: in [0, 1]
+  // Optimizers (adamw_step, sgd_step), as torch.optim.AdamW / torch.optim.SGD. eps above is Adam's
+  // epsilon there (0 means its default, 1e-8). weight_decay is 0 by default for both (torch's AdamW
+  // default is 1e-2: pass it).
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double weight_decay = 0;
+  double momentum = 0, dampening = 0;
+  bool nesterov = false;
+  int64_t step = 1;        // the step being taken, from 1 (bias correction; SGD's first momentum step)
 };
 
 struct ContextOptions {

@@ -180,7 +180,7 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
         inputs.emplace_back();
         continue;
       }
-      Tensor t = ctx.from_host(shapes[k], dtype, values.at(k));
+      Tensor t = ctx.from_host(shapes[k], op.input_dtype(k, dtype), values.at(k));  // i32 where pinned
       host[k].shape = shapes[k];
       host[k].data = t.to_double();  // the values rounded to the dtype: the reference reads the same
       inputs.push_back(t);
@@ -257,7 +257,9 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
 
 CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const TestCase& tc, uint64_t seed,
                     const CaseOptions& options) {
-  CaseResult r = run_case(ctx, op, dtype, tc.inputs, random_inputs(tc.inputs, tc.range, seed), tc.attrs, options);
+  auto values = random_inputs(tc.inputs, tc.range, seed);
+  if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);  // class indices, variances, ...
+  CaseResult r = run_case(ctx, op, dtype, tc.inputs, values, tc.attrs, options);
   r.seed = seed;
   return r;
 }

@@ -226,10 +226,19 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
                                         to_string(dtype) + " (the inputs' dtype)");
     if (t.shape() != expected[k])
       throw Error(ErrorCode::Shape, arg + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
-    for (size_t j = 0; j < inputs.size(); ++j)
-      if (inputs[j].defined() && inputs[j].buffer() == t.buffer())
-        throw Error(ErrorCode::InvalidArgument, arg + " is the same tensor as input '" + op.inputs[j] +
-                                                    "'; in-place calls are not supported");
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (!inputs[j].defined() || inputs[j].buffer() != t.buffer()) continue;
+      // The one exception: the pairs an op declares in place (OpDef::in_place, the optimizers).
+      const bool allowed = std::find(op.in_place.begin(), op.in_place.end(),
+                                     std::pair<int, int>(static_cast<int>(k), static_cast<int>(j))) != op.in_place.end();
+      if (!allowed)
+        throw Error(ErrorCode::InvalidArgument, arg + " is the same tensor as input '" + op.inputs[j] + "'; " +
+                                                    (op.in_place.empty() ? std::string("in-place calls are not supported")
+                                                                         : "only the documented in-place pairs may alias"));
+    }
+    for (size_t j = 0; j < k; ++j)
+      if (outputs[j].buffer() == t.buffer())
+        throw Error(ErrorCode::InvalidArgument, arg + " is the same tensor as output '" + op.outputs[j] + "'");
   }
   const uint64_t limit = impl_->device->info().caps.max_storage_range;
   for (const auto* list : {&inputs, &outputs})

@@ -14,6 +14,8 @@ const std::vector<OpDef>& registry() {
     register_elementwise_ops(v);
     register_reduction_ops(v);
     register_linalg_ops(v);
+    register_normalization_ops(v);
+    register_training_ops(v);
     return v;
   }();
   return ops;
@@ -33,13 +35,15 @@ const OpDef& get_op(const std::string& name) {
 Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs) {
   const double es = static_cast<double>(dtype_size(dtype));
   Cost c;
-  for (const auto& s : inputs)
-    if (!s.empty()) c.bytes += es * static_cast<double>(numel(s));
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (!inputs[k].empty())
+      c.bytes += static_cast<double>(dtype_size(op.input_dtype(k, dtype))) * static_cast<double>(numel(inputs[k]));
   for (const auto& s : op.infer(op, inputs, Attrs{.p = 0.5})) c.bytes += es * static_cast<double>(numel(s));
-  // Elementwise ops cost per output element; reductions and softmax per input element.
+  // Elementwise ops cost per output element; reductions, normalizations and losses per input element.
   const auto outs = op.infer(op, inputs, Attrs{.p = 0.5});
-  const double n = op.family == Family::Reduction ? static_cast<double>(numel(inputs[0]))
-                                                  : static_cast<double>(numel(outs[0]));
+  const bool per_input = op.family == Family::Reduction || op.family == Family::Normalization ||
+                         op.family == Family::Loss;
+  const double n = per_input ? static_cast<double>(numel(inputs[0])) : static_cast<double>(numel(outs[0]));
   c.flops = n * op.flops_per_element;
   return c;
 }
@@ -69,7 +73,11 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
       fail(ErrorCode::Shape, arg + " has " + std::to_string(t->dim()) + " dimensions; expected 1 to 8");
     if (device_owner != nullptr && t->owner() != device_owner)
       fail(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
-    if (first == nullptr) {
+    if (k < op.input_dtypes.size() && op.input_dtypes[k]) {  // a pinned dtype (OpDef::input_dtypes)
+      if (t->dtype() != *op.input_dtypes[k])
+        fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
+                                   to_string(*op.input_dtypes[k]));
+    } else if (first == nullptr) {
       first = t;
       if (std::find(op.dtypes.begin(), op.dtypes.end(), t->dtype()) == op.dtypes.end())
         fail(ErrorCode::DType, arg + " has dtype " + to_string(t->dtype()) + ", which this op does not take");

@@ -3,6 +3,7 @@
 // tests, kf-conformance and kf-bench iterate this table; backends register kernels against its names.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,9 @@ struct Cost {
   double flops = 0;
 };
 
-enum class Family { Elementwise, Reduction, Matmul };
+// Normalization: row kernels with statistics (section 3 and its backward); Loss: reductions of a whole
+// batch to one value (section 6: cross_entropy, mse); Optimizer: in-place parameter updates.
+enum class Family { Elementwise, Reduction, Matmul, Normalization, Loss, Optimizer };
 
 struct OpDef {
   std::string name;
@@ -45,6 +48,22 @@ struct OpDef {
   bool random = false;              // reads p, seed, offset (Philox dropout)
   bool transcendental = false;      // needs exp/tanh/erf (GLSL has none in float64)
   double flops_per_element = 1;     // per output element, for the cost model
+  double default_eps = 0;           // the eps that Attrs::eps == 0 selects (normalizations, Adam)
+  double eps_of(const Attrs& a) const { return a.eps == 0 ? default_eps : a.eps; }
+  // Per-input dtypes: an entry that holds a dtype pins that input to it whatever the op's dtype (the
+  // class indices of cross_entropy are i32); an empty entry, or an input past the end, takes the op's
+  // dtype, which every other input and every output shares.
+  std::vector<std::optional<DType>> input_dtypes;
+  DType input_dtype(size_t k, DType op_dtype) const {
+    return k < input_dtypes.size() && input_dtypes[k] ? *input_dtypes[k] : op_dtype;
+  }
+  // In-place exception (optimizers): output `first` may be the same tensor as input `second`. The core
+  // rejects every other output that is an input. A kernel must give the same result either way.
+  std::vector<std::pair<int, int>> in_place;
+  // Makes random test inputs valid for the op, in place (class indices in range with some ignored,
+  // variances positive, ...). The conformance checks call it after drawing uniform values; empty when
+  // any values are valid.
+  std::function<void(const std::vector<Shape>&, const Attrs&, std::vector<std::vector<double>>&)> prepare_inputs;
 
   // Checks the input shapes and the attributes (beyond the generic checks every op gets) and
   // returns the output shapes. Throws kf::Error naming the op and argument.
@@ -76,3 +95,5 @@ void register_reduction_ops(std::vector<OpDef>& ops);
 void register_linalg_ops(std::vector<OpDef>& ops);
 
 }  // namespace kf
+void register_normalization_ops(std::vector<OpDef>& ops);  // src/ops/normalization.cpp
+void register_training_ops(std::vector<OpDef>& ops);       // src/ops/training.cpp

@@ -1,0 +1,50 @@
+// Launch helpers of the section 3 and 6 kernels (kernels_norm.cpp, kernels_train.cpp): workgroup size,
+// packs, grids, the row plan of the row kernels, and the variant names of their shaders.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "hal/vulkan/device.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::hal::vk {
+
+constexpr uint32_t kWorkgroup = 256;
+
+inline uint32_t pack_elems(DType t) { return 16u / static_cast<uint32_t>(dtype_size(t)); }
+
+inline bool use_subgroups(const Caps& c) {
+  return c.subgroup_arith && c.subgroup_size >= 1 && c.subgroup_size <= kWorkgroup && kWorkgroup % c.subgroup_size == 0;
+}
+
+// Workgroups for `items` work items, `per_group` per workgroup, capped by the device and KF_TUNE's
+// max_groups (the kernels loop over the rest).
+inline uint32_t grid(uint64_t items, uint64_t per_group, const Caps& c, const Tuning& t) {
+  const uint64_t g = (items + per_group - 1) / per_group;
+  const uint64_t cap = std::min<uint64_t>({c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535, t.max_groups});
+  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
+}
+
+// How a row kernel covers rows of `len` elements: TPR invocations per row, each caching
+// cache_values / vw packs; rows longer than one workgroup caches are split into chunks of `chunk`
+// elements, one workgroup each, with a combine pass.
+struct RowPlan {
+  uint32_t vw = 4;            // elements per 16-byte pack
+  uint32_t cache_values = 32;
+  uint32_t tpr = 1;
+  bool subgroup = false;
+  bool wide = true;           // len is a multiple of the pack: 16-byte loads
+  bool split = false;
+  uint64_t chunk = 0;         // elements per chunk when split
+  uint64_t nchunks = 1;
+};
+RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len);
+
+// A double as a float and as its two 32-bit halves (push constants of the f64 variants).
+void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
+
+// The shader variant of a section 3 / 6 op: <family>_<op>_<dtype>[_sg] ("" when it has none).
+std::string training_variant(const OpDef& op, DType dtype, const Caps& caps);
+
+}  // namespace kf::hal::vk

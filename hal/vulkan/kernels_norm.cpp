@@ -1,0 +1,198 @@
+// The Vulkan kernels of KERNELS.md section 3 (normalizations, forward and backward): which shader
+// variant serves an op, its specialization constants, push constants and grid, and the row regime
+// (several rows per workgroup, one workgroup per row, or rows split over workgroups with a combine
+// pass). Also the entry point of every section 3 and 6 op (dispatch_training, supports_training): the
+// losses and optimizers are in kernels_train.cpp.
+#include <algorithm>
+#include <cstring>
+
+#include "hal/vulkan/device.hpp"
+#include "hal/vulkan/kernels_common.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::hal::vk {
+namespace {
+
+// Forward row normalizations of norm.comp.
+bool is_row_norm(const std::string& n) {
+  static const char* names[] = {"layer_norm",     "layer_norm_relu", "layer_norm_gelu", "layer_norm_silu",
+                                "rms_norm",       "rms_norm_gelu",   "rms_norm_silu",   "add_layer_norm",
+                                "add_rms_norm",   "group_norm"};
+  return std::find(std::begin(names), std::end(names), n) != std::end(names);
+}
+
+struct NormPush {
+  uint32_t rows, feat, chunk, nchunks, inner, period;
+  float eps;
+  uint32_t eps_lo, eps_hi;
+};
+
+}  // namespace
+
+RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len) {
+  RowPlan p;
+  p.vw = pack_elems(dtype);
+  p.cache_values = tuning.rows_values ? tuning.rows_values : 32;
+  p.subgroup = use_subgroups(caps);
+  p.wide = len % p.vw == 0;
+  const uint64_t per_invocation = std::max<uint32_t>(1, p.cache_values / p.vw);  // items cached
+  const uint64_t items = (len + p.vw - 1) / p.vw;
+  uint32_t tpr = 1;
+  while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
+  if (p.subgroup) tpr = std::max(tpr, caps.subgroup_size);
+  p.tpr = std::max<uint32_t>(tpr, 1);
+  p.chunk = uint64_t(kWorkgroup) * per_invocation * p.vw;
+  p.split = uint64_t(p.tpr) * per_invocation < items;
+  p.nchunks = p.split ? (len + p.chunk - 1) / p.chunk : 1;
+  (void)rows;
+  return p;
+}
+
+void set_eps(double eps, float& f, uint32_t& lo, uint32_t& hi) {
+  f = static_cast<float>(eps);
+  uint64_t bits;
+  std::memcpy(&bits, &eps, 8);
+  lo = static_cast<uint32_t>(bits);
+  hi = static_cast<uint32_t>(bits >> 32);
+}
+
+std::string training_variant(const OpDef& op, DType dtype, const Caps& caps) {
+  const std::string dt = to_string(dtype);
+  const std::string sg = use_subgroups(caps) ? "_sg" : "";
+  if (op.family == Family::Optimizer) return "optim_" + op.name + "_" + dt;
+  if (op.family == Family::Loss) return "loss_" + op.name + "_" + dt + sg;
+  if (op.name == "batch_norm_relu") return "bn_" + dt;
+  if (is_row_norm(op.name)) return "norm_" + op.name + "_" + dt + sg;
+  return "normbwd_" + op.name + "_" + dt + sg;
+}
+
+bool VulkanDevice::supports_training(const OpDef& op, DType dtype, std::string* why) const {
+  const std::string name = training_variant(op, dtype, info_.caps);
+  if (!name.empty() && has_variant(name)) return true;
+  if (why) {
+    if (dtype == DType::f64 && op.transcendental)
+      *why = "GLSL has no float64 exp/tanh/erf, so " + op.name +
+             " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)";
+    else
+      *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
+  }
+  return false;
+}
+
+std::string VulkanDevice::dispatch_training(const OpCall& call) {
+  const OpDef& op = *call.op;
+  if (op.family == Family::Loss) return dispatch_loss(call);
+  if (op.family == Family::Optimizer) return dispatch_optimizer(call);
+  if (op.name == "batch_norm_relu") return dispatch_batch_norm(call);
+  if (!is_row_norm(op.name)) return dispatch_norm_backward(call);
+
+  const Caps& caps = info_.caps;
+  const TensorArg& x = call.inputs[0];
+  const bool add = op.name.rfind("add_", 0) == 0;
+  const bool group = op.name == "group_norm";
+  const bool layer = op.name.find("layer_norm") != std::string::npos || group;
+  const size_t k_aff = add ? 2 : 1;  // index of w; b follows for layer norms
+  const bool has_w = call.inputs.size() > k_aff && call.inputs[k_aff].buffer;
+  const bool has_b = layer && call.inputs.size() > k_aff + 1 && call.inputs[k_aff + 1].buffer;
+
+  // Rows: the last dimension; for group_norm, each (sample, group): C / G channels of `inner` elements.
+  uint64_t rows, len, inner = 1, period;
+  if (group) {
+    const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
+    inner = static_cast<uint64_t>(x.numel) / (N * C);
+    const uint64_t G = static_cast<uint64_t>(call.attrs.groups);
+    rows = N * G;
+    len = C / G * inner;
+    period = C;
+  } else {
+    len = static_cast<uint64_t>(x.shape.back());
+    rows = static_cast<uint64_t>(x.numel) / len;
+    period = len;
+  }
+  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, rows, len);
+  uint32_t affine = 2;
+  if (plan.wide && inner == 1) affine = 0;
+  else if (plan.wide && inner % plan.vw == 0) affine = 1;
+
+  NormPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(len), static_cast<uint32_t>(plan.chunk),
+              static_cast<uint32_t>(plan.nchunks), static_cast<uint32_t>(inner), static_cast<uint32_t>(period),
+              0, 0, 0};
+  set_eps(op.eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
+
+  Launch l;
+  l.variant = training_variant(op, call.dtype, caps);
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.bindings[0] = x.buffer;
+  if (add) l.bindings[1] = call.inputs[1].buffer;
+  if (has_w) l.bindings[2] = call.inputs[k_aff].buffer;
+  if (has_b) l.bindings[3] = call.inputs[k_aff + 1].buffer;
+  const std::shared_ptr<Buffer>& y = call.outputs.back().buffer;
+  const std::shared_ptr<Buffer> s = add ? call.outputs[0].buffer : nullptr;
+  const auto spec = [&](uint32_t tpr, uint32_t pass) {
+    return std::vector<uint32_t>{kWorkgroup, tpr, plan.wide ? 1u : 0u, plan.cache_values, pass,
+                                 has_w ? 1u : 0u, has_b ? 1u : 0u, affine};
+  };
+  const std::string form = std::string(plan.subgroup ? "subgroup" : "shared-memory") +
+                           (plan.wide ? ",16B-packs" : ",scalar");
+  if (!plan.split) {
+    l.spec = spec(plan.tpr, 0);
+    l.bindings[4] = y;
+    l.bindings[5] = s;
+    l.groups = grid(rows, kWorkgroup / plan.tpr, caps, tuning());
+    record(l);
+    return "vulkan:norm/" + form + ",tpr=" + std::to_string(plan.tpr);
+  }
+  // Split rows: PASS 1 writes two statistics per chunk to the workspace (and s), PASS 2 normalizes.
+  const size_t acc = call.dtype == DType::f64 ? 8 : 4;
+  const std::shared_ptr<Buffer> ws = workspace(2 * rows * plan.nchunks * acc);
+  l.groups = grid(rows * plan.nchunks, 1, caps, tuning());
+  l.spec = spec(kWorkgroup, 1);
+  l.bindings[4] = s;  // null for the plain forms: binding 4 then repeats binding 0, never written
+  l.bindings[5] = ws;
+  record(l);
+  l.spec = spec(kWorkgroup, 2);
+  l.bindings[4] = y;
+  record(l);
+  return "vulkan:norm/" + form + ",split=" + std::to_string(plan.nchunks) + "x" + std::to_string(plan.chunk);
+}
+
+// batch_norm_relu: one pack per invocation (batchnorm.comp).
+std::string VulkanDevice::dispatch_batch_norm(const OpCall& call) {
+  const TensorArg& x = call.inputs[0];
+  const uint32_t vw = pack_elems(call.dtype);
+  const uint64_t C = static_cast<uint64_t>(x.shape[1]);
+  const uint64_t inner = static_cast<uint64_t>(x.numel) / (static_cast<uint64_t>(x.shape[0]) * C);
+  struct {
+    uint32_t n, inner, channels;
+    float eps;
+    uint32_t eps_lo, eps_hi;
+  } pc{static_cast<uint32_t>(x.numel), static_cast<uint32_t>(inner), static_cast<uint32_t>(C), 0, 0, 0};
+  set_eps(call.op->eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
+  const bool per_pack = inner % vw == 0;
+  Launch l;
+  l.variant = training_variant(*call.op, call.dtype, info_.caps);
+  l.spec = {kWorkgroup, per_pack ? 1u : 0u};
+  l.bindings[0] = x.buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[3] = call.inputs[3].buffer;
+  l.bindings[4] = call.outputs[0].buffer;
+  l.bindings[5] = call.inputs[4].buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = grid((static_cast<uint64_t>(x.numel) + vw - 1) / vw, kWorkgroup, info_.caps, tuning());
+  record(l);
+  return std::string("vulkan:batch_norm/16B-packs,") + (per_pack ? "channel-per-pack" : "channel-per-element");
+}
+
+std::shared_ptr<Buffer> VulkanDevice::workspace(size_t bytes) {
+  // One buffer reused by every op that needs scratch space: the stream orders each dispatch after
+  // everything recorded before it, so consecutive ops never overlap on it. A larger request replaces
+  // it; the open batch keeps the old one alive until it completes.
+  bytes = std::max<size_t>(bytes, 16);
+  if (!workspace_ || workspace_->size() < bytes) workspace_ = allocate(std::max<size_t>(bytes, 1 << 20));
+  return workspace_;
+}
+
+}  // namespace kf::hal::vk

@@ -1,0 +1,29 @@
+# Shader variants of KERNELS.md sections 3 and 6 (included by variants.cmake). Names:
+# <family>_<op>_<dtype>[_sg], looked up by hal/vulkan/kernels_norm.cpp (training_variant). Ops that need
+# exp/tanh/erf have no f64 variant (GLSL has no float64 transcendentals).
+set(KF_NORM_OPS layer_norm layer_norm_relu layer_norm_gelu layer_norm_silu rms_norm rms_norm_gelu rms_norm_silu
+  add_layer_norm add_rms_norm group_norm)
+set(KF_NORM_F64_OPS layer_norm layer_norm_relu rms_norm add_layer_norm add_rms_norm group_norm)
+
+# Row kernels (norm.comp): a subgroup variant and a shared-memory variant of each.
+function(kf_row_variants prefix source ops f64_ops)
+  foreach(op IN LISTS ops)
+    set(dts ${KF_DTYPES})
+    if(op IN_LIST f64_ops)
+      list(APPEND dts f64)
+    endif()
+    foreach(dt IN LISTS dts)
+      string(TOUPPER ${dt} DT)
+      list(APPEND KF_SHADER_VARIANTS "${prefix}_${op}_${dt}|${source}|OP_${op},DT_${DT}")
+      list(APPEND KF_SHADER_VARIANTS "${prefix}_${op}_${dt}_sg|${source}|OP_${op},DT_${DT},SUBGROUP")
+    endforeach()
+  endforeach()
+  set(KF_SHADER_VARIANTS ${KF_SHADER_VARIANTS} PARENT_SCOPE)
+endfunction()
+
+kf_row_variants(norm norm.comp "${KF_NORM_OPS}" "${KF_NORM_F64_OPS}")
+
+foreach(dt IN LISTS KF_DTYPES ITEMS f64)
+  string(TOUPPER ${dt} DT)
+  list(APPEND KF_SHADER_VARIANTS "bn_${dt}|batchnorm.comp|DT_${DT}")
+endforeach()

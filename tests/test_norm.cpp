@@ -1,0 +1,124 @@
+// Normalizations (KERNELS.md section 3) beyond the registry-driven accuracy tests of test_ops: eps and
+// groups checks, the three row regimes of the Vulkan kernels (several rows per workgroup, one workgroup
+// per row, rows split over workgroups) each reached and deterministic, and the in-place aliasing rules.
+#include <limits>
+
+#include "common.hpp"
+
+namespace kf::test {
+namespace {
+
+class Norm : public ::testing::TestWithParam<DeviceRef> {
+ protected:
+  void SetUp() override { ctx_ = &context_for(GetParam()); }
+
+  Tensor values(const Shape& s, DType t = DType::f32) {
+    std::mt19937_64 rng(7);
+    return ctx_->from_host(s, t, uniform(static_cast<size_t>(numel(s)), 1, rng));
+  }
+  Tensor poisoned(const Shape& s, DType t = DType::f32) {
+    Tensor y = ctx_->empty(s, t);
+    y.fill_bytes(0xAB);
+    return y;
+  }
+  static bool untouched(const Tensor& t) {
+    for (uint8_t b : raw_bytes(t))
+      if (b != 0xAB) return false;
+    return true;
+  }
+  // Runs a call that must raise kf::Error `code` naming every substring, leaving `out` untouched.
+  void expect_error(const std::string& op, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                    const Attrs& a, ErrorCode code, const std::vector<std::string>& substrings) {
+    try {
+      ctx_->run(op, in, out, a);
+      ADD_FAILURE() << op << ": no kf::Error raised";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      for (const auto& s : substrings)
+        EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << "message lacks '" << s << "': " << e.what();
+    }
+    for (const auto& t : out) EXPECT_TRUE(untouched(t)) << op << " wrote an output of a rejected call";
+  }
+
+  Context* ctx_ = nullptr;
+};
+
+// eps <= 0 after defaulting (0 selects the op's default), NaN or infinite: InvalidArgument naming 'eps'.
+TEST_P(Norm, BadEpsIsRejected) {
+  ValidationCheck vc(*ctx_);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const auto& op : registry()) {
+    if (op.default_eps <= 0 || op.tests.empty()) continue;
+    const TestCase& tc = op.tests.front();
+    std::vector<Tensor> in;
+    for (size_t k = 0; k < tc.inputs.size(); ++k)
+      in.push_back(tc.inputs[k].empty() ? Tensor() : values(tc.inputs[k], op.input_dtype(k, DType::f32)));
+    std::vector<Shape> shapes = tc.inputs;
+    shapes.resize(op.inputs.size());
+    std::vector<Tensor> out;
+    for (const auto& s : op.infer(op, shapes, tc.attrs)) out.push_back(poisoned(s));
+    for (double eps : {-1e-5, -1.0, nan, inf}) {
+      SCOPED_TRACE(::testing::Message() << op.name << " eps = " << eps);
+      Attrs a = tc.attrs;
+      a.eps = eps;
+      expect_error(op.name, in, out, a, ErrorCode::InvalidArgument, {op.name, "'eps'"});
+    }
+  }
+}
+
+TEST_P(Norm, GroupsMustDivideChannels) {
+  ValidationCheck vc(*ctx_);
+  Tensor x = values({2, 6, 3}), y = poisoned({2, 6, 3});
+  for (int64_t g : {0, -2, 4, 7}) {
+    Attrs a;
+    a.groups = g;
+    expect_error("group_norm", {x}, {y}, a, ErrorCode::InvalidArgument, {"group_norm", "'groups'", "6 channels"});
+  }
+  Tensor w = values({5});
+  Attrs a;
+  a.groups = 3;
+  expect_error("group_norm", {x, w}, {y}, a, ErrorCode::Shape, {"group_norm", "'w'", "[5]", "[6]"});
+  expect_error("batch_norm_relu", {values({6}), w, w, w, w}, {poisoned({6})}, {}, ErrorCode::Shape,
+               {"batch_norm_relu", "'x'"});
+}
+
+// Each row regime of the Vulkan kernels, forced by the row length: the variant that ran says which,
+// the result matches the reference, and two runs give the same bits.
+TEST_P(Norm, RowRegimes) {
+  ValidationCheck vc(*ctx_);
+  struct Case {
+    std::string op;
+    Shape x;
+    std::string variant;  // a substring of the variant on Vulkan devices
+  };
+  const std::vector<Case> cases = {
+      {"layer_norm", {300, 17}, "tpr="},          {"layer_norm", {8, 8192}, "tpr=256"},
+      {"layer_norm", {2, 200000}, "split="},      {"rms_norm", {3, 100003}, "split="},
+      {"add_layer_norm", {2, 70000}, "split="},   {"add_rms_norm", {300, 17}, "tpr="},
+      {"rms_norm_silu", {8, 8192}, "tpr=256"},    {"layer_norm_gelu", {2, 30000}, "split="}};
+  for (const auto& c : cases)
+    for (DType t : {DType::f32, DType::f16}) {
+      const OpDef& op = get_op(c.op);
+      if (!ctx_->supports(op.name, t)) continue;
+      TestCase tc{"regime", {c.x}};
+      if (c.op.rfind("add_", 0) == 0) tc.inputs.push_back(c.x);
+      tc.inputs.push_back({c.x.back()});
+      check::CaseOptions o;
+      o.repeat = true;
+      o.check_validation = false;
+      const uint64_t seed = fresh_seed();
+      const auto r = check::run_case(*ctx_, op, t, tc, seed, o);
+      EXPECT_TRUE(r.pass) << c.op << " " << to_string(t) << " " << to_string(c.x) << " seed " << seed << " (variant "
+                          << r.variant << "):\n" << r.message;
+      if (GetParam().backend == "vulkan")
+        EXPECT_NE(r.variant.find(c.variant), std::string::npos)
+            << c.op << " " << to_string(c.x) << " ran as " << r.variant << ", expected " << c.variant;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Norm, ::testing::ValuesIn(devices()),
+                         [](const ::testing::TestParamInfo<DeviceRef>& i) { return i.param.tag; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Norm);
+
+}  // namespace
+}  // namespace kf::test
