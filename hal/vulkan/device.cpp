@@ -175,6 +175,7 @@ VulkanDevice::~VulkanDevice() {
     // A lost device still gets its objects destroyed below.
   }
   vkDeviceWaitIdle(device_);
+  workspace_.reset();  // a buffer of this device: freed before the allocator and the device go
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
   // processes sharing the folder never see a half-written cache.
   if (const std::string path = cache_path(); !path.empty() && pipe_cache_) {
@@ -210,7 +211,6 @@ VulkanDevice::~VulkanDevice() {
 std::string VulkanDevice::cache_path() const {
   if (options_.pipeline_cache_dir.empty()) return {};
   VkPhysicalDeviceProperties p;
-  workspace_.reset();  // a buffer of this device: freed before the allocator and the device go
   vkGetPhysicalDeviceProperties(pd_, &p);
   std::ostringstream s;
   s << options_.pipeline_cache_dir << "/vulkan-" << std::hex << p.vendorID << "-" << p.deviceID << "-"

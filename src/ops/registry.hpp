@@ -93,7 +93,7 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
 void register_elementwise_ops(std::vector<OpDef>& ops);
 void register_reduction_ops(std::vector<OpDef>& ops);
 void register_linalg_ops(std::vector<OpDef>& ops);
-
-}  // namespace kf
 void register_normalization_ops(std::vector<OpDef>& ops);  // src/ops/normalization.cpp
 void register_training_ops(std::vector<OpDef>& ops);       // src/ops/training.cpp
+
+}  // namespace kf
