@@ -27,6 +27,24 @@ foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)
   list(APPEND KF_SHADER_VARIANTS "mm_${dt}|mm.comp|DT_${DT}")
 endforeach()
+# Tensor-core products through GL_NV_cooperative_matrix, when this glslc compiles it (Debian 12's does;
+# GL_KHR_cooperative_matrix needs a newer glslang, so devices with only the KHR extension use mm.comp).
+execute_process(
+  COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null ${CMAKE_CURRENT_LIST_DIR}/mm_coopmat.comp
+  RESULT_VARIABLE coopmat_nv_rc OUTPUT_QUIET ERROR_QUIET)
+if(coopmat_nv_rc EQUAL 0)
+  list(APPEND KF_SHADER_VARIANTS "mm_coopmat_f16|mm_coopmat.comp|KF_COOPMAT_NV")
+  message(STATUS "kf: glslc compiles GL_NV_cooperative_matrix: tensor-core matmul variant built")
+else()
+  message(STATUS "kf: glslc cannot compile GL_NV_cooperative_matrix: portable matmul only")
+endif()
+execute_process(
+  COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null -x glsl -
+  INPUT_FILE ${CMAKE_CURRENT_LIST_DIR}/probe_coopmat_khr.comp
+  RESULT_VARIABLE coopmat_khr_rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT coopmat_khr_rc EQUAL 0)
+  message(STATUS "kf: glslc cannot compile GL_KHR_cooperative_matrix: KHR-only devices take the portable matmul")
+endif()
 foreach(op IN LISTS KF_ROW_OPS)
   set(dts ${KF_DTYPES})
   if(op IN_LIST KF_ROW_F64_OPS)

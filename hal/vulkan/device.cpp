@@ -37,9 +37,10 @@ Tuning Tuning::parse(const std::string& s) {
     if (v <= 0) throw Error(ErrorCode::InvalidArgument, "KF_TUNE: '" + item + "' needs a positive value");
     if (key == "eltwise_items" && v <= 16) t.eltwise_items = static_cast<uint32_t>(v);
     else if (key == "max_groups") t.max_groups = static_cast<uint32_t>(v);
+    else if (key == "mm_path" && v <= 2) t.mm_path = static_cast<uint32_t>(v);
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128)");
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix))");
   }
   return t;
 }
@@ -89,12 +90,46 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   qci.queueFamilyIndex = family_;
   qci.queueCount = 1;
   qci.pQueuePriorities = &prio;
-  VkPhysicalDeviceFeatures feats{};
-  feats.shaderFloat64 = info_.caps.float64;
-  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+
+  // Features the kernels use, enabled only where present: f64 arithmetic; f16 arithmetic and the
+  // Vulkan memory model for the cooperative-matrix (tensor core) kernels.
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkan12Features f12_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  if (info_.caps.coopmat_nv) f12_have.pNext = &cm_have;
+  VkPhysicalDeviceFeatures2 have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f12_have};
+  vkGetPhysicalDeviceFeatures2(pd, &have);
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkan12Features f12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f12_on};
+  on.features.shaderFloat64 = have.features.shaderFloat64;
+  f12_on.shaderFloat16 = f12_have.shaderFloat16;
+  std::vector<const char*> exts;
+  if (info_.caps.coopmat_nv && cm_have.cooperativeMatrix && f12_have.shaderFloat16 && f12_have.vulkanMemoryModel) {
+    // Use the tensor-core kernel only for a shape it was written for: 16x16x16, f16 x f16 -> f32.
+    uint32_t n = 0;
+    vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, nullptr);
+    std::vector<VkCooperativeMatrixPropertiesNV> shapes(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+    vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, shapes.data());
+    for (const auto& p : shapes)
+      if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+          p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+          p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+        coopmat_f16_ = info_.caps.subgroup_size == 32;
+    if (coopmat_f16_) {
+      // The memory model (which SPV_NV_cooperative_matrix requires) only with it: enabling it changes
+      // the rules for every shader's atomics (they then need device scope too).
+      f12_on.vulkanMemoryModel = VK_TRUE;
+      f12_on.vulkanMemoryModelDeviceScope = f12_have.vulkanMemoryModelDeviceScope;
+      cm_on.cooperativeMatrix = VK_TRUE;
+      f12_on.pNext = &cm_on;
+      exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
+  }
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &on};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
-  dci.pEnabledFeatures = &feats;
+  dci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  dci.ppEnabledExtensionNames = exts.data();
   KF_VK(vkCreateDevice(pd, &dci, nullptr, &device_));
   volkLoadDevice(device_);  // one device per process at a time is the common case; see ARCHITECTURE.md
   vkGetDeviceQueue(device_, family_, 0, &queue_);

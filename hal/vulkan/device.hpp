@@ -42,6 +42,7 @@ struct Launch {
 struct Tuning {
   uint32_t eltwise_items = 2;   // 16-byte packs each invocation loads before computing
   uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
+  uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
@@ -69,7 +70,6 @@ class VulkanDevice final : public Device {
   bool has_variant(const std::string& name) const;
   void record(const Launch& launch);
   std::string dispatch_matmul(const OpCall& call);
-
   // KERNELS.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
   bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_training(const OpCall& call);
@@ -79,6 +79,7 @@ class VulkanDevice final : public Device {
   std::string dispatch_optimizer(const OpCall& call);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
   std::shared_ptr<Buffer> workspace(size_t bytes);
+
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
   Allocator& allocator() { return *allocator_; }
@@ -96,6 +97,7 @@ class VulkanDevice final : public Device {
   DeviceInfo info_;
   ContextOptions options_;
   Tuning tuning_;
+  bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
@@ -120,9 +122,9 @@ class VulkanDevice final : public Device {
   bool queries_reset_ = false;
   uint64_t timestamp_mask_ = ~0ull;
 
+  std::shared_ptr<Buffer> workspace_;  // workspace(): scratch of the multi-pass kernels
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
-  std::shared_ptr<Buffer> workspace_;  // workspace(): scratch of the multi-pass kernels
 
   static constexpr uint32_t kMaxQueries = 8192;
   static constexpr uint32_t kMaxBatch = 1024;  // dispatches per submission (descriptor pool size)

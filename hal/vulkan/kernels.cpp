@@ -174,8 +174,16 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
   MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
                 static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N)};
+  // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
+  const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
+                            has_variant("mm_coopmat_f16");
+  if (tuning().mm_path == 2 && !coopmat_fits)
+    throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
+                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 and K % 8 == 0");
+  const bool coopmat = coopmat_fits && tuning().mm_path != 1;
+  const uint32_t tile_m = coopmat ? 128 : 64, tile_n = coopmat ? 128 : 64;  // mm_coopmat.comp: BM x BN
   Launch l;
-  l.variant = variant_name(*call.op, call.dtype, false);
+  l.variant = coopmat ? "mm_coopmat_f16" : variant_name(*call.op, call.dtype, false);
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
@@ -184,11 +192,11 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   l.bindings[4] = call.outputs[0].buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = static_cast<uint32_t>((N + 63) / 64);
-  l.groups_y = static_cast<uint32_t>((M + 63) / 64);
+  l.groups = static_cast<uint32_t>((N + tile_n - 1) / tile_n);
+  l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
   record(l);
-  return "vulkan:mm/portable-tiled-64x64";
+  return coopmat ? "vulkan:mm/coopmat-nv-128x128" : "vulkan:mm/portable-tiled-64x64";
 }
 
 }  // namespace kf::hal::vk

@@ -1,0 +1,8 @@
+#version 450
+// Build probe: does this glslc compile GL_KHR_cooperative_matrix? (cmake/variants.cmake asks.)
+#pragma shader_stage(compute)
+#extension GL_KHR_cooperative_matrix : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
+#extension GL_KHR_memory_scope_semantics : enable
+layout(local_size_x = 32) in;
+void main() { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> m; }
