@@ -1,0 +1,340 @@
+// The CUDA backend (hal/cuda/, also built as HIP through gpu_compat.hpp): enumeration, the device's
+// stream, transfers, fills, timestamps and bounded waits. The CUDA runtime is linked statically and
+// loads the driver (libcuda.so.1) itself when first called, so a machine without an NVIDIA driver or
+// GPU runs this library too: the backend then lists one unusable entry saying why ("CUDA unavailable").
+// Which kernel serves an op is kernels.cpp's business; the kernels are eltwise.cu and rows.cu.
+#include "hal/cuda/device.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "hal/cuda/kernels.hpp"
+#include "kf/error.hpp"
+
+#ifndef KF_CUDA_MIN_ARCH
+#define KF_CUDA_MIN_ARCH 0  // the oldest compute capability (x10) the build has code for; set by CMake
+#endif
+#ifndef KF_CUDA_ARCHS
+#define KF_CUDA_ARCHS "?"
+#endif
+
+namespace kf::hal::cuda {
+namespace {
+
+ErrorCode code_of(gpuError_t e) {
+  switch (e) {
+    case gpuErrorMemoryAllocation: return ErrorCode::OutOfMemory;
+    case gpuErrorIllegalAddress:
+    case gpuErrorLaunchFailure:
+#if defined(KF_HIP)
+    case hipErrorLaunchTimeOut:
+    case hipErrorECCNotCorrectable:
+    case hipErrorAssert:
+#else
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+#endif
+      return ErrorCode::DeviceLost;
+    default: return ErrorCode::Device;
+  }
+}
+
+// "13.0" from CUDA's 13000, or HIP's major * 10^7 + minor * 10^5 + patch.
+std::string version_text(int v) {
+#if defined(KF_HIP)
+  return std::to_string(v / 10000000) + "." + std::to_string(v / 100000 % 100);
+#else
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+#endif
+}
+
+std::string error_text(gpuError_t e) {
+  return std::string(gpuGetErrorName(e)) + " (" + gpuGetErrorString(e) + ")";
+}
+
+std::string arch_of(const gpuDeviceProp& p) {
+#if defined(KF_HIP)
+  return p.gcnArchName;
+#else
+  return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+#endif
+}
+
+DeviceInfo describe(int ordinal, const gpuDeviceProp& p, int driver_version, int runtime_version) {
+  DeviceInfo d;
+  d.backend = kBackend;
+  d.index = ordinal;
+  d.name = p.name;
+  d.vendor = KF_GPU_VENDOR;
+  d.type = p.integrated ? "integrated" : "discrete";
+  d.driver = std::string(KF_GPU_VENDOR) + " driver for " + KF_GPU_API + " " + version_text(driver_version) + ", " +
+             arch_of(p) + ", " + std::to_string(p.multiProcessorCount) + " multiprocessors";
+  d.api_version = std::string(KF_GPU_API) + " runtime " + version_text(runtime_version);
+  Caps& c = d.caps;
+  c.storage16 = c.float16_arith = c.bfloat16 = c.float64 = true;  // bf16 converted by bit operations anywhere
+  c.int8 = true;
+#if defined(KF_HIP)
+  c.int_dot = true;
+  c.max_shared_bytes = static_cast<uint32_t>(p.sharedMemPerBlock);
+#else
+  c.int_dot = p.major * 10 + p.minor >= 61;
+  c.max_shared_bytes = static_cast<uint32_t>(p.sharedMemPerBlockOptin);
+#endif
+  c.subgroup_arith = true;  // warp shuffles
+  c.subgroup_size = static_cast<uint32_t>(p.warpSize);
+  c.timestamps = true;          // events
+  c.timestamp_period_ns = 500;  // cudaEventElapsedTime's documented resolution, about 0.5 us
+  c.max_workgroup_size = static_cast<uint32_t>(p.maxThreadsPerBlock);
+  c.max_workgroup_count = static_cast<uint32_t>(p.maxGridSize[0]);
+  c.max_storage_range = p.totalGlobalMem;  // no binding limit: pointers
+  c.max_allocation = p.totalGlobalMem;
+  c.heaps.push_back({p.totalGlobalMem, true});
+  return d;
+}
+
+// Why the runtime found no device: the driver missing or too old, no GPU, or another failure.
+std::string why_no_device(gpuError_t e) {
+  int driver = 0, runtime = 0;
+  (void)gpuDriverGetVersion(&driver);
+  (void)gpuRuntimeGetVersion(&runtime);
+  (void)gpuGetLastError();
+  const std::string api = KF_GPU_API;
+  if (e == gpuErrorNoDevice) return api + " unavailable: the driver sees no GPU (" + error_text(e) + ")";
+  if (e == gpuErrorInsufficientDriver) {
+    if (driver == 0)
+      return api + " unavailable: no " + KF_GPU_VENDOR + " driver is installed (" + error_text(e) + ")";
+    return api + " unavailable: the driver supports " + api + " " + version_text(driver) + ", older than this build's " +
+           api + " runtime " + version_text(runtime) + " (" + error_text(e) + ")";
+  }
+  return api + " unavailable: cudaGetDeviceCount failed: " + error_text(e);
+}
+
+std::vector<DeviceEntry> scan() {
+  std::vector<DeviceEntry> out;
+  auto none = [&](const std::string& why) {
+    DeviceEntry e;
+    e.info.backend = kBackend;
+    e.info.name = std::string("(no ") + KF_GPU_API + ")";
+    e.usable = false;
+    e.why_not = why;
+    out.push_back(e);
+    return out;
+  };
+  int n = 0;
+  const gpuError_t err = gpuGetDeviceCount(&n);
+  if (err != gpuSuccess) return none(why_no_device(err));
+  if (n <= 0) return none(why_no_device(gpuErrorNoDevice));
+  int driver = 0, runtime = 0;
+  (void)gpuDriverGetVersion(&driver);
+  (void)gpuRuntimeGetVersion(&runtime);
+  for (int i = 0; i < n; ++i) {
+    gpuDeviceProp p;
+    std::memset(&p, 0, sizeof(p));
+    const gpuError_t e = gpuGetDeviceProperties(&p, i);
+    DeviceEntry entry;
+    if (e != gpuSuccess) {
+      (void)gpuGetLastError();
+      entry.info.backend = kBackend;
+      entry.info.index = i;
+      entry.info.name = std::string(KF_GPU_API) + " device " + std::to_string(i);
+      entry.usable = false;
+      entry.why_not = "cudaGetDeviceProperties failed: " + error_text(e);
+      out.push_back(entry);
+      continue;
+    }
+    entry.info = describe(i, p, driver, runtime);
+#if !defined(KF_HIP)
+    if (p.major * 10 + p.minor < KF_CUDA_MIN_ARCH) {
+      entry.usable = false;
+      entry.why_not = "compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
+                      " is older than every architecture this build has code for (" + KF_CUDA_ARCHS + ")";
+    }
+#endif
+    out.push_back(entry);
+  }
+  return out;
+}
+
+// The devices do not change while the process runs; the runtime's start-up is paid once.
+const std::vector<DeviceEntry>& devices() {
+  static std::once_flag once;
+  static std::vector<DeviceEntry> list;
+  std::call_once(once, [] { list = scan(); });
+  return list;
+}
+
+}  // namespace
+
+void throw_error(gpuError_t e, const std::string& what) {
+  const ErrorCode code = code_of(e);
+  std::string msg = std::string(kBackend) + ": " + what + " failed: " + error_text(e);
+  if (code == ErrorCode::DeviceLost) msg += "; the device is lost: this context's tensors can no longer be used";
+  (void)gpuGetLastError();  // clears a non-sticky error, so that it is not reported again by the next check
+  throw Error(code, msg);
+}
+
+CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
+    : ordinal_(ordinal), info_(info), options_(o) {
+  make_current();
+  const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
+  if (probe != gpuSuccess) {
+    (void)gpuGetLastError();
+    throw Error(ErrorCode::Device, std::string(kBackend) + ": " + info_.name + " (" + info_.driver +
+                                       ") cannot run this build's kernels (built for " + KF_CUDA_ARCHS +
+                                       "): " + error_text(probe));
+  }
+  gpuDeviceProp p;
+  std::memset(&p, 0, sizeof(p));
+  check(gpuGetDeviceProperties(&p, ordinal_), "cudaGetDeviceProperties");
+  sm_count_ = std::max(1, p.multiProcessorCount);
+  check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "cudaStreamCreateWithFlags");
+  allocator_ = std::make_shared<Allocator>(ordinal_);
+}
+
+CudaDevice::~CudaDevice() {
+  if (gpuSetDevice(ordinal_) == gpuSuccess && stream_) {
+    try {
+      wait_stream("finishing before the device closes");
+    } catch (const Error&) {
+      // A lost or hung device: nothing more to do than to let go.
+    }
+    for (gpuEvent_t e : events_) (void)gpuEventDestroy(e);
+    (void)gpuStreamDestroy(stream_);
+  }
+  (void)gpuGetLastError();
+  allocator_.reset();  // buffers keep it alive if any is left; the last one frees the memory
+}
+
+void CudaDevice::make_current() const { check(gpuSetDevice(ordinal_), "cudaSetDevice"); }
+
+void CudaDevice::wait_stream(const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(std::max(0.001, options_.timeout_s));
+  for (int spin = 0;; ++spin) {
+    const gpuError_t e = gpuStreamQuery(stream_);
+    if (e == gpuSuccess) return;
+    if (e != gpuErrorNotReady) throw_error(e, what);
+    (void)gpuGetLastError();
+    if (std::chrono::steady_clock::now() - start > limit)
+      throw Error(ErrorCode::Timeout, std::string(kBackend) + ": the device did not finish its recorded work within " +
+                                          std::to_string(options_.timeout_s) + " s (" + what +
+                                          "); raise ContextOptions::timeout_s or KF_TIMEOUT_S for longer work");
+    // Spin briefly (short kernels), then sleep a little between polls so that a long wait costs no CPU.
+    if (spin < 2000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(spin < 4000 ? 20 : 200));
+  }
+}
+
+void CudaDevice::wait_event(gpuEvent_t ev, const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(std::max(0.001, options_.timeout_s));
+  for (int spin = 0;; ++spin) {
+    const gpuError_t e = gpuEventQuery(ev);
+    if (e == gpuSuccess) return;
+    if (e != gpuErrorNotReady) throw_error(e, what);
+    (void)gpuGetLastError();
+    if (std::chrono::steady_clock::now() - start > limit)
+      throw Error(ErrorCode::Timeout, std::string(kBackend) + ": a timestamp was not reached within " +
+                                          std::to_string(options_.timeout_s) + " s (" + what + ")");
+    if (spin < 2000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(spin < 4000 ? 20 : 200));
+  }
+}
+
+void CudaDevice::check_launch(int err, const std::string& kernel) {
+  if (err != 0) throw_error(static_cast<gpuError_t>(err), "launching " + kernel);
+}
+
+std::shared_ptr<Buffer> CudaDevice::allocate(size_t bytes) {
+  make_current();
+  const Allocator::Block b = allocator_->allocate(bytes);
+  return std::make_shared<CudaBuf>(allocator_, b, bytes);
+}
+
+// Transfers from and to pageable host memory: wait (bounded) for the work recorded before, copy, and
+// wait for the copy, so that the host buffer may be reused or read when the call returns.
+void CudaDevice::upload(Buffer& dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  wait_stream("waiting before an upload");
+  check(gpuMemcpyAsync(static_cast<CudaBuf&>(dst).ptr(), src, bytes, gpuMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (upload)");
+  wait_stream("upload");
+}
+
+void CudaDevice::download(Buffer& src, void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  wait_stream("waiting before a download");
+  check(gpuMemcpyAsync(dst, static_cast<CudaBuf&>(src).ptr(), bytes, gpuMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (download)");
+  wait_stream("download");
+}
+
+void CudaDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
+  if (bytes == 0) return;
+  make_current();
+  check(gpuMemsetAsync(static_cast<CudaBuf&>(dst).ptr(), pattern, bytes, stream_), "cudaMemsetAsync");
+}
+
+void CudaDevice::synchronize() {
+  make_current();
+  wait_stream("synchronize");
+}
+
+uint32_t CudaDevice::timestamp() {
+  make_current();
+  if (next_event_ == events_.size()) {
+    gpuEvent_t e = nullptr;
+    check(gpuEventCreate(&e), "cudaEventCreate");
+    events_.push_back(e);
+  }
+  check(gpuEventRecord(events_[next_event_], stream_), "cudaEventRecord");
+  return next_event_++;
+}
+
+double CudaDevice::elapsed_ms(uint32_t begin, uint32_t end) {
+  if (begin >= next_event_ || end >= next_event_)
+    throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": timestamp index out of range (" +
+                                                std::to_string(next_event_) + " recorded since reset_timestamps())");
+  make_current();
+  wait_event(events_[std::max(begin, end)], "reading timestamps");
+  float ms = 0;
+  check(gpuEventElapsedTime(&ms, events_[begin], events_[end]), "cudaEventElapsedTime");
+  return ms;
+}
+
+void CudaDevice::reset_timestamps() { next_event_ = 0; }
+
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return kBackend; }
+  std::vector<DeviceEntry> enumerate(const ContextOptions&) override { return devices(); }
+  std::unique_ptr<Device> open(int index, const ContextOptions& o) override {
+    for (const auto& e : devices()) {
+      if (e.info.index != index || e.info.backend != kBackend) continue;
+      if (!e.usable) throw Error(ErrorCode::Device, std::string(kBackend) + ": " + e.info.name + ": " + e.why_not);
+      return std::make_unique<CudaDevice>(index, e.info, o);
+    }
+    throw Error(ErrorCode::Device, std::string(kBackend) + ": no device with index " + std::to_string(index));
+  }
+};
+
+}  // namespace
+}  // namespace kf::hal::cuda
+
+namespace kf::hal {
+std::unique_ptr<Backend> make_cuda_backend();
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+}  // namespace kf::hal

@@ -1,0 +1,122 @@
+// The CUDA device (and the HIP device, from the same source through gpu_compat.hpp): one stream that
+// runs every transfer, fill and kernel in order, buffers from a caching sub-allocator, events as
+// timestamps, bounded waits. Every runtime call is checked and its error turned into a kf::Error.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hal/cuda/gpu_compat.hpp"
+#include "hal/hal.hpp"
+
+namespace kf::hal::cuda {
+
+// The backend's name: "cuda", or "hip" when these files are built as HIP.
+#if defined(KF_HIP)
+inline constexpr const char* kBackend = "hip";
+#else
+inline constexpr const char* kBackend = "cuda";
+#endif
+
+// kf::Error for a failed runtime call: cudaErrorMemoryAllocation -> OutOfMemory; a fault of a kernel
+// (illegal address, launch failure, watchdog, uncorrectable ECC...) -> DeviceLost; anything else ->
+// Device. `what` names the call; the message adds the runtime's name and description of the error.
+[[noreturn]] void throw_error(gpuError_t e, const std::string& what);
+inline void check(gpuError_t e, const char* what) {
+  if (e != gpuSuccess) throw_error(e, what);
+}
+
+// Device memory: blocks from cudaMalloc, never returned to the driver while the device lives (unless
+// an allocation fails: then the cached large blocks are freed and it is tried again).
+//  - small requests (<= kMaxSmall) are rounded up to a power of two (at least kMinSmall) and carved
+//    out of kSlab-byte slabs, one size class per slab; a freed chunk goes back to its class's list;
+//  - large requests are rounded up to kLargeGranule; a freed block is kept in a cache by size and
+//    reused for a request of the same rounded size or up to a quarter smaller.
+// Reuse needs no synchronization: the device runs everything on one stream, in order, so the next
+// user of a block runs after the last use of its previous owner.
+class Allocator {
+ public:
+  static constexpr size_t kMinSmall = 512, kMaxSmall = 1u << 20, kSlab = 4u << 20, kLargeGranule = 2u << 20;
+
+  explicit Allocator(int ordinal) : ordinal_(ordinal) {}
+  ~Allocator();
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  struct Block {
+    void* ptr = nullptr;
+    size_t size = 0;  // the size of the block handed out (its class or rounded size)
+  };
+  // Throws kf::Error (OutOfMemory) when the driver has no memory left even after trim().
+  Block allocate(size_t bytes);
+  void release(const Block& b);
+  size_t reserved() const;  // bytes obtained from the driver
+
+ private:
+  // Frees the cached large blocks (not the slabs), with mu_ held; returns the bytes given back.
+  size_t trim();
+  void* device_malloc(size_t bytes);  // nullptr when out of memory
+  static int size_class(size_t bytes);
+
+  int ordinal_;
+  mutable std::mutex mu_;
+  std::vector<void*> slabs_;
+  std::vector<std::vector<void*>> small_free_ = std::vector<std::vector<void*>>(32);
+  std::multimap<size_t, void*> large_free_;
+  std::vector<void*> large_all_;
+  size_t reserved_ = 0;
+};
+
+class CudaBuf final : public Buffer {
+ public:
+  CudaBuf(std::shared_ptr<Allocator> a, Allocator::Block b, size_t bytes) : alloc_(std::move(a)), block_(b) {
+    size_ = bytes;
+  }
+  ~CudaBuf() override { alloc_->release(block_); }
+  void* ptr() const { return block_.ptr; }
+
+ private:
+  std::shared_ptr<Allocator> alloc_;
+  Allocator::Block block_;
+};
+
+inline void* ptr_of(const std::shared_ptr<Buffer>& b) { return b ? static_cast<CudaBuf*>(b.get())->ptr() : nullptr; }
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o);
+  ~CudaDevice() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  std::shared_ptr<Buffer> allocate(size_t bytes) override;
+  void upload(Buffer& dst, const void* src, size_t bytes) override;
+  void download(Buffer& src, void* dst, size_t bytes) override;
+  void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
+  bool supports(const OpDef& op, DType dtype, std::string* why) const override;  // kernels.cpp
+  std::string dispatch(const OpCall& call) override;                              // kernels.cpp
+  void synchronize() override;
+  uint32_t timestamp() override;
+  double elapsed_ms(uint32_t begin, uint32_t end) override;
+  void reset_timestamps() override;
+
+ private:
+  void make_current() const;
+  // Waits until the stream has run everything recorded, polling, bounded by the context's time-out.
+  void wait_stream(const char* what);
+  void wait_event(gpuEvent_t e, const char* what);
+  void check_launch(int err, const std::string& kernel);
+
+  int ordinal_;
+  DeviceInfo info_;
+  ContextOptions options_;
+  int sm_count_ = 1;
+  gpuStream_t stream_ = nullptr;
+  std::shared_ptr<Allocator> allocator_;
+  std::vector<gpuEvent_t> events_;  // a pool: timestamp() records the next one
+  uint32_t next_event_ = 0;
+};
+
+}  // namespace kf::hal::cuda

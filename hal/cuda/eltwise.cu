@@ -1,0 +1,234 @@
+// Elementwise fusions (KERNELS.md section 1) in CUDA/HIP: the counterpart of shaders/eltwise.comp.
+// A thread owns whole 16-byte packs of the output. A block handles tiles of kEltwiseThreads *
+// kEltwiseItems packs, each thread issuing the loads of its kEltwiseItems packs before computing any, so
+// that enough bytes are in flight to saturate memory; blocks stride over the tiles. Operands of the
+// output's shape, and broadcast or packed operands whose features are a multiple of the pack, are read
+// as aligned 16-byte packs; others are gathered per element. The last, partial pack is read and written
+// element by element (the tail path), so nothing outside a tensor is touched.
+#include "hal/cuda/common.cuh"
+
+namespace kf::hal::cuda {
+namespace {
+
+template <EltOp OP>
+constexpr bool kRandom = OP == EltOp::dropout || OP == EltOp::gelu_dropout || OP == EltOp::bias_gelu_dropout ||
+                         OP == EltOp::add_dropout_residual;
+
+// The fused function of one element: x (input 0), b (input 1 or the gate), c (input 2).
+template <EltOp OP, class C>
+KF_DEV C apply(C x, C b, C c) {
+  if constexpr (OP == EltOp::add_relu || OP == EltOp::bias_relu) return relu_f(x + b);
+  else if constexpr (OP == EltOp::mul_relu) return relu_f(x * b);
+  else if constexpr (OP == EltOp::add_sigmoid) return sigmoid_f(x + b);
+  else if constexpr (OP == EltOp::mul_tanh) return tanh_f(x * b);
+  else if constexpr (OP == EltOp::bias_gelu || OP == EltOp::bias_gelu_dropout) return gelu_f(x + b);
+  else if constexpr (OP == EltOp::bias_gelu_tanh) return gelu_tanh_f(x + b);
+  else if constexpr (OP == EltOp::bias_silu) return silu_f(x + b);
+  else if constexpr (OP == EltOp::swiglu) return silu_f(b) * x;
+  else if constexpr (OP == EltOp::geglu) return gelu_f(b) * x;
+  else if constexpr (OP == EltOp::mish_scale) return mish_f(x) * b;
+  else if constexpr (OP == EltOp::prelu_bias) {
+    const C s = x + c;
+    return s >= C(0) ? s : b * s;
+  } else if constexpr (OP == EltOp::gelu_dropout || OP == EltOp::gelu) return gelu_f(x);
+  else if constexpr (OP == EltOp::dropout || OP == EltOp::add_dropout_residual || OP == EltOp::copy) return x;
+  else if constexpr (OP == EltOp::add) return x + b;
+  else if constexpr (OP == EltOp::mul) return x * b;
+  else if constexpr (OP == EltOp::prelu) return x >= C(0) ? x : b * x;
+  else if constexpr (OP == EltOp::relu) return relu_f(x);
+  else if constexpr (OP == EltOp::sigmoid) return sigmoid_f(x);
+  else if constexpr (OP == EltOp::tanh) return tanh_f(x);
+  else if constexpr (OP == EltOp::gelu_tanh) return gelu_tanh_f(x);
+  else if constexpr (OP == EltOp::silu) return silu_f(x);
+  else if constexpr (OP == EltOp::mish) return mish_f(x);
+  else static_assert(OP == EltOp::count, "eltwise.cu: an EltOp without a formula");
+}
+
+// i mod feat (and i / feat), in 32 bits when both fit: 64-bit division is slow on GPUs.
+KF_DEV int64_t mod_feat(int64_t i, int64_t feat) {
+  if (((i | feat) >> 32) == 0) return static_cast<uint32_t>(i) % static_cast<uint32_t>(feat);
+  return i % feat;
+}
+KF_DEV int64_t div_feat(int64_t i, int64_t feat) {
+  if (((i | feat) >> 32) == 0) return static_cast<uint32_t>(i) / static_cast<uint32_t>(feat);
+  return i / feat;
+}
+
+// Operand 1 or 2 (pointer q, layout mode) for the VW elements from i0 (a whole pack).
+template <class T>
+KF_DEV void load_operand(const void* q, uint32_t mode, const EltwiseParams& p, int64_t i0, const uint4& raw,
+                         typename T::C (&dst)[T::VW]) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  if (mode == kFull) {
+    T::unpack(raw, dst);
+  } else if (mode == kFeatures && !p.gather) {
+    T::unpack(load_pack(q, mod_feat(i0, p.feat) / VW), dst);
+  } else if (mode == kFeatures) {
+    int64_t f = mod_feat(i0, p.feat);
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      dst[k] = T::load(q, f);
+      if (++f == p.feat) f = 0;
+    }
+  } else if (mode == kScalar) {
+    const C s = T::load(q, 0);
+#pragma unroll
+    for (int k = 0; k < VW; ++k) dst[k] = s;
+  } else {
+#pragma unroll
+    for (int k = 0; k < VW; ++k) dst[k] = C(0);
+  }
+}
+
+// Operand 1 or 2 at element i alone (the tail path).
+template <class T>
+KF_DEV typename T::C load_operand_elem(const void* q, uint32_t mode, const EltwiseParams& p, int64_t i) {
+  using C = typename T::C;
+  if (mode == kFull) return T::load(q, i);
+  if (mode == kFeatures) return T::load(q, mod_feat(i, p.feat));
+  if (mode == kScalar) return T::load(q, 0);
+  return C(0);
+}
+
+// Dropout of value v at element i given its Philox word; then the residual of add_dropout_residual.
+template <EltOp OP, class C>
+KF_DEV C finish(C v, C b, unsigned word, const EltwiseParams& p) {
+  if constexpr (kRandom<OP>) {
+    if (p.thr != 0u) {
+      C keep;
+      if constexpr (sizeof(C) == 8) keep = p.keep_d;
+      else keep = p.keep_f;
+      v = (word >> 8) >= p.thr ? v * keep : C(0);
+    }
+    if constexpr (OP == EltOp::add_dropout_residual) v += b;
+  }
+  (void)b, (void)word, (void)p;
+  return v;
+}
+
+// One whole output pack pk (elements i0 .. i0 + VW - 1), given the raw packs of the full-size operands.
+template <EltOp OP, class T>
+KF_DEV void process_pack(const EltwiseParams& p, int64_t pk, const uint4& r0, const uint4& r1, const uint4& r2) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  const int64_t i0 = pk * VW;
+  C x[VW], b[VW], c[VW];
+  if (!p.packed) {
+    T::unpack(r0, x);
+    load_operand<T>(p.in1, p.mode1, p, i0, r1, b);
+  } else if (!p.gather) {  // x and gate of [.., 2F] as aligned packs
+    const int64_t r = div_feat(i0, p.feat), f = i0 - r * p.feat, base = r * 2 * p.feat + f;
+    T::unpack(load_pack(p.in0, base / VW), x);
+    T::unpack(load_pack(p.in0, (base + p.feat) / VW), b);
+  } else {
+    int64_t r = div_feat(i0, p.feat), f = i0 - r * p.feat;
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const int64_t base = r * 2 * p.feat + f;
+      x[k] = T::load(p.in0, base);
+      b[k] = T::load(p.in0, base + p.feat);
+      if (++f == p.feat) f = 0, ++r;
+    }
+  }
+  load_operand<T>(p.in2, p.mode2, p, i0, r2, c);
+
+  C y[VW];
+  uint4 words = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int k = 0; k < VW; ++k) {
+    const int64_t i = i0 + k;
+    if constexpr (kRandom<OP>) {
+      if (p.thr != 0u && (k == 0 || (i & 3) == 0)) words = philox_block(i, p);
+    }
+    y[k] = finish<OP>(apply<OP>(x[k], b[k], c[k]), b[k], word_of(words, i), p);
+  }
+  store_pack(p.out, pk, T::pack(y));
+}
+
+// Element i alone (the last, partial pack).
+template <EltOp OP, class T>
+KF_DEV void process_elem(const EltwiseParams& p, int64_t i) {
+  using C = typename T::C;
+  C x, b;
+  if (!p.packed) {
+    x = T::load(p.in0, i);
+    b = load_operand_elem<T>(p.in1, p.mode1, p, i);
+  } else {
+    const int64_t r = div_feat(i, p.feat), f = i - r * p.feat, base = r * 2 * p.feat + f;
+    x = T::load(p.in0, base);
+    b = T::load(p.in0, base + p.feat);
+  }
+  const C c = load_operand_elem<T>(p.in2, p.mode2, p, i);
+  unsigned word = 0;
+  if constexpr (kRandom<OP>) {
+    if (p.thr != 0u) word = word_of(philox_block(i, p), i);
+  }
+  T::store(p.out, i, finish<OP>(apply<OP>(x, b, c), b, word, p));
+}
+
+template <EltOp OP, class T>
+__global__ void __launch_bounds__(kEltwiseThreads) eltwise_kernel(const EltwiseParams p) {
+  constexpr int VW = T::VW, ITEMS = kEltwiseItems, WG = kEltwiseThreads;
+  const int64_t whole = p.n / VW;                  // packs entirely inside the tensor
+  const int64_t npacks = (p.n + VW - 1) / VW;
+  const int64_t tile = int64_t(WG) * ITEMS;
+  const int64_t ntiles = (npacks + tile - 1) / tile;
+  const bool full1 = p.mode1 == kFull && !p.packed, full2 = p.mode2 == kFull;
+  for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    const int64_t p0 = t * tile + threadIdx.x;
+    uint4 r0[ITEMS], r1[ITEMS], r2[ITEMS];
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+      const int64_t pk = p0 + int64_t(it) * WG;
+      const bool in = pk < whole;
+      r0[it] = in && !p.packed ? load_pack(p.in0, pk) : make_uint4(0, 0, 0, 0);
+      r1[it] = in && full1 ? load_pack(p.in1, pk) : make_uint4(0, 0, 0, 0);
+      r2[it] = in && full2 ? load_pack(p.in2, pk) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+      const int64_t pk = p0 + int64_t(it) * WG;
+      if (pk < whole) {
+        process_pack<OP, T>(p, pk, r0[it], r1[it], r2[it]);
+      } else if (pk < npacks) {
+        for (int64_t i = pk * VW; i < p.n; ++i) process_elem<OP, T>(p, i);
+      }
+    }
+  }
+}
+
+template <EltOp OP>
+int launch_op(Dt dt, const EltwiseParams& p, uint32_t blocks, gpuStream_t s) {
+  switch (dt) {
+    case Dt::f32: eltwise_kernel<OP, F32><<<blocks, kEltwiseThreads, 0, s>>>(p); break;
+    case Dt::f16: eltwise_kernel<OP, F16><<<blocks, kEltwiseThreads, 0, s>>>(p); break;
+    case Dt::bf16: eltwise_kernel<OP, BF16><<<blocks, kEltwiseThreads, 0, s>>>(p); break;
+    case Dt::f64: eltwise_kernel<OP, F64><<<blocks, kEltwiseThreads, 0, s>>>(p); break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+}  // namespace
+
+int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (op) {
+#define KF_CUDA_CASE(name) \
+  case EltOp::name: return launch_op<EltOp::name>(dt, p, blocks, s);
+    KF_CUDA_ELTWISE_OPS(KF_CUDA_CASE)
+#undef KF_CUDA_CASE
+    case EltOp::count: break;
+  }
+  return -1;
+}
+
+// Whether this binary holds code the current device runs: the runtime looks for an image of a kernel
+// (SASS of the device's architecture, or PTX it can compile) without launching it.
+int probe_kernels() {
+  gpuFuncAttributes a;
+  return static_cast<int>(
+      gpuFuncGetAttributes(&a, reinterpret_cast<const void*>(&eltwise_kernel<EltOp::copy, F32>)));
+}
+
+}  // namespace kf::hal::cuda

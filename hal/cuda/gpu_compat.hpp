@@ -1,0 +1,96 @@
+// The CUDA/HIP-common dialect of hal/cuda/ (VkFFT's idea in STYLE.md: one kernel source, several
+// backends). Host code calls the runtime through gpu* names and kernels use the KF_* helpers below, so
+// nvcc compiles these files as CUDA and hipcc compiles the very same files as HIP (build with KF_HIP, or
+// tools/check-hip.sh). Nothing else in hal/cuda/ names cuda* or hip* directly.
+#pragma once
+
+#if defined(KF_HIP) || defined(__HIPCC__)
+#ifndef KF_HIP
+#define KF_HIP 1
+#endif
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+#define KF_GPU_API "HIP"
+#define KF_GPU_VENDOR "AMD"
+#define KF_GPU(name) hip##name
+#define gpuDeviceProp hipDeviceProp_t
+#else
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#else
+#include <cuda_runtime_api.h>
+#endif
+#define KF_GPU_API "CUDA"
+#define KF_GPU_VENDOR "NVIDIA"
+#define KF_GPU(name) cuda##name
+#define gpuDeviceProp cudaDeviceProp
+#endif
+
+// Runtime names used by the backend (types, constants and functions), spelled once for both APIs.
+#define gpuError_t KF_GPU(Error_t)
+#define gpuStream_t KF_GPU(Stream_t)
+#define gpuEvent_t KF_GPU(Event_t)
+#define gpuSuccess KF_GPU(Success)
+#define gpuErrorNotReady KF_GPU(ErrorNotReady)
+#define gpuErrorMemoryAllocation KF_GPU(ErrorMemoryAllocation)
+#define gpuErrorNoDevice KF_GPU(ErrorNoDevice)
+#define gpuErrorInsufficientDriver KF_GPU(ErrorInsufficientDriver)
+#define gpuErrorIllegalAddress KF_GPU(ErrorIllegalAddress)
+#define gpuErrorLaunchFailure KF_GPU(ErrorLaunchFailure)
+#define gpuStreamNonBlocking KF_GPU(StreamNonBlocking)
+#define gpuMemcpyHostToDevice KF_GPU(MemcpyHostToDevice)
+#define gpuMemcpyDeviceToHost KF_GPU(MemcpyDeviceToHost)
+#define gpuGetDeviceCount KF_GPU(GetDeviceCount)
+#define gpuGetDeviceProperties KF_GPU(GetDeviceProperties)
+#define gpuDriverGetVersion KF_GPU(DriverGetVersion)
+#define gpuRuntimeGetVersion KF_GPU(RuntimeGetVersion)
+#define gpuSetDevice KF_GPU(SetDevice)
+#define gpuGetErrorName KF_GPU(GetErrorName)
+#define gpuGetErrorString KF_GPU(GetErrorString)
+#define gpuGetLastError KF_GPU(GetLastError)
+#define gpuMalloc KF_GPU(Malloc)
+#define gpuFree KF_GPU(Free)
+#define gpuMemGetInfo KF_GPU(MemGetInfo)
+#define gpuMemcpyAsync KF_GPU(MemcpyAsync)
+#define gpuMemsetAsync KF_GPU(MemsetAsync)
+#define gpuStreamCreateWithFlags KF_GPU(StreamCreateWithFlags)
+#define gpuStreamDestroy KF_GPU(StreamDestroy)
+#define gpuStreamQuery KF_GPU(StreamQuery)
+#define gpuEventCreate KF_GPU(EventCreate)
+#define gpuEventDestroy KF_GPU(EventDestroy)
+#define gpuEventRecord KF_GPU(EventRecord)
+#define gpuEventQuery KF_GPU(EventQuery)
+#define gpuEventElapsedTime KF_GPU(EventElapsedTime)
+#define gpuFuncAttributes KF_GPU(FuncAttributes)
+#define gpuFuncGetAttributes KF_GPU(FuncGetAttributes)
+
+// Device-side helpers (only in files the GPU compiler builds).
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define KF_DEV __device__ __forceinline__
+
+// The warp (CUDA) or wavefront (HIP) width of the code being compiled. The host reads the running
+// device's width from its properties and never launches fewer threads per row than that.
+#if defined(KF_HIP)
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+#define KF_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define KF_WARP 64
+#endif
+#define KF_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#else
+#define KF_WARP 32
+#define KF_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#endif
+
+// IEEE half <-> float through the vendor's conversion instructions (round to nearest even).
+KF_DEV float kf_half_to_float(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+KF_DEV unsigned short kf_float_to_half(float f) { return __half_as_ushort(__float2half_rn(f)); }
+#endif

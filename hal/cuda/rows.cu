@@ -1,0 +1,311 @@
+// Row kernels (KERNELS.md section 2) in CUDA/HIP: the counterpart of shaders/rows.comp. p.tpr threads
+// share a row (a warp for short rows, up to the whole block for long ones); a block of BLOCK threads
+// holds BLOCK / tpr rows and strides over the rows. Rows whose length is a multiple of the pack move as
+// 16-byte packs ("units" of VW elements), others element by element (units of 1).
+//
+// Softmax keeps up to CACHE values of its row per thread in registers, so a row that fits is read from
+// memory once. Each thread folds its values into a running (max, sum of exponentials) pair; the part of
+// a long row beyond the cache is streamed through the same online update and read again for the output.
+// One reduction of pairs per row, in a fixed order (warp shuffles in butterfly order, whose result is the
+// same in every lane, then the warps of the row in index order through shared memory), so the same row
+// gives the same bits on every run. Float dtypes compute in float, in base 2 as rows.comp
+// (exp(s x - max) = exp2(fma(x, s log2 e, -M))); f64 computes in double with exp and log.
+#include <math.h>
+
+#include "hal/cuda/common.cuh"
+
+namespace kf::hal::cuda {
+namespace {
+
+// ---- A unit of a row: a 16-byte pack (W = VW) or one element (W = 1).
+template <class T, int W>
+KF_DEV void load_unit(const void* q, int64_t u, typename T::C (&x)[W]) {
+  if constexpr (W == T::VW) T::unpack(load_pack(q, u), x);
+  else x[0] = T::load(q, u);
+}
+template <class T, int W>
+KF_DEV void store_unit(void* q, int64_t u, const typename T::C (&x)[W]) {
+  if constexpr (W == T::VW) store_pack(q, u, T::pack(x));
+  else T::store(q, u, x[0]);
+}
+
+// ---- Reductions across the tpr threads of a row (tpr a power of two, at least KF_WARP).
+template <class A>
+KF_DEV A warp_sum(A v) {
+#pragma unroll
+  for (int m = KF_WARP / 2; m > 0; m >>= 1) v += KF_SHFL_XOR(v, m);
+  return v;
+}
+
+template <class A>
+KF_DEV A row_sum(A v, int tpr, int slot, A* red) {
+  v = warp_sum(v);
+  if (tpr <= KF_WARP) return v;
+  const int wpr = tpr / KF_WARP, warp = threadIdx.x / KF_WARP;
+  if (threadIdx.x % KF_WARP == 0) red[warp] = v;
+  __syncthreads();
+  A r = red[slot * wpr];
+  for (int k = 1; k < wpr; ++k) r += red[slot * wpr + k];
+  __syncthreads();
+  return r;
+}
+
+// Softmax statistics in the units of the compute type: float works in base 2 (m is a max of x s log2 e),
+// double in base e (m is a max of s x).
+template <class C> struct Stats;
+template <> struct Stats<float> {
+  float s, k;  // scale, and scale * log2(e)
+  KF_DEV explicit Stats(const RowsParams& p) : s(p.scale), k(p.scale * 1.4426950408889634f) {}
+  KF_DEV float logit(float x) const { return x * k; }
+  KF_DEV float exp_rel(float x, float m) const { return exp2f(fmaf(x, k, -m)); }  // exp(s x) / exp(m)
+  static KF_DEV float ex(float d) { return exp2f(d); }
+  KF_DEV float lse(float M, float S) const { return (M + log2f(S)) * 0.6931471805599453f; }  // natural
+};
+template <> struct Stats<double> {
+  double s;
+  KF_DEV explicit Stats(const RowsParams& p) : s(p.scale_d) {}
+  KF_DEV double logit(double x) const { return s * x; }
+  KF_DEV double exp_rel(double x, double m) const { return exp(s * x - m); }
+  static KF_DEV double ex(double d) { return exp(d); }
+  KF_DEV double lse(double M, double S) const { return M + log(S); }
+};
+
+// Combines two (max, sum) pairs. Commutative bit for bit, so every lane of a butterfly gets the same.
+// A pair whose max is -inf saw only -inf and NaN: its sum (relative to 0) is 0 or NaN, and stays so.
+template <class C>
+KF_DEV void combine(C& m, C& s, C m2, C s2) {
+  const C M = fmax(m, m2);
+  if (M == -C(INFINITY)) {
+    s = s + s2;
+    return;
+  }
+  s = s * Stats<C>::ex(m - M) + s2 * Stats<C>::ex(m2 - M);
+  m = M;
+}
+
+template <class C>
+KF_DEV void row_combine(C& m, C& s, int tpr, int slot, C* red_m, C* red_s) {
+#pragma unroll
+  for (int k = KF_WARP / 2; k > 0; k >>= 1) combine(m, s, KF_SHFL_XOR(m, k), KF_SHFL_XOR(s, k));
+  if (tpr <= KF_WARP) return;
+  const int wpr = tpr / KF_WARP, warp = threadIdx.x / KF_WARP;
+  if (threadIdx.x % KF_WARP == 0) red_m[warp] = m, red_s[warp] = s;
+  __syncthreads();
+  m = red_m[slot * wpr], s = red_s[slot * wpr];
+  for (int k = 1; k < wpr; ++k) combine(m, s, red_m[slot * wpr + k], red_s[slot * wpr + k]);
+  __syncthreads();
+}
+
+constexpr int kUnroll = 4;  // units in flight per thread in the streaming loops
+
+// sum_squared, mean_abs: one value per row.
+template <RowOp OP, class T, int W>
+KF_DEV void reduce_row(const RowsParams& p, int64_t row, bool valid, int lane, int slot, typename T::C* red) {
+  using C = typename T::C;
+  const int64_t npk = p.feat / W, base = row * npk;
+  C acc = C(0);
+  if (valid) {
+    for (int64_t j0 = lane; j0 < npk; j0 += int64_t(kUnroll) * p.tpr) {
+      C x[kUnroll][W];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = j0 + int64_t(u) * p.tpr;
+        if (j < npk) load_unit<T, W>(p.in, base + j, x[u]);
+        else
+#pragma unroll
+          for (int k = 0; k < W; ++k) x[u][k] = C(0);  // zeros add nothing to either sum
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < W; ++k) acc += OP == RowOp::sum_squared ? x[u][k] * x[u][k] : m_abs(x[u][k]);
+    }
+  }
+  acc = row_sum(acc, p.tpr, slot, red);
+  if (OP == RowOp::mean_abs) acc = acc / C(p.feat);
+  if (valid && lane == 0) T::store(p.out, row, acc);
+}
+
+// softmax, log_softmax. CU units of W values are cached per thread.
+template <RowOp OP, class T, int W, int CU>
+KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, int slot, typename T::C* red_m,
+                        typename T::C* red_s) {
+  using C = typename T::C;
+  const Stats<C> st(p);
+  const C NEG_INF = -C(INFINITY);
+  const int64_t npk = p.feat / W, base = row * npk, tpr = p.tpr;
+  C xc[CU][W];
+  C m = NEG_INF, s = C(0);
+  if (valid) {
+#pragma unroll
+    for (int t = 0; t < CU; ++t) {
+      const int64_t j = lane + t * tpr;
+      if (j < npk) {
+        load_unit<T, W>(p.in, base + j, xc[t]);
+#pragma unroll
+        for (int k = 0; k < W; ++k) m = fmax(m, st.logit(xc[t][k]));
+      }
+    }
+    // The part beyond the cache: online (max, sum), kUnroll units at a time.
+    for (int64_t j0 = lane + CU * tpr; j0 < npk; j0 += kUnroll * tpr) {
+      C x[kUnroll][W];
+      C pm = NEG_INF;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = j0 + u * tpr;
+        if (j < npk) load_unit<T, W>(p.in, base + j, x[u]);
+        else
+#pragma unroll
+          for (int k = 0; k < W; ++k) x[u][k] = NEG_INF;  // adds exp(-inf) = 0
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < W; ++k) pm = fmax(pm, st.logit(x[u][k]));
+      if (pm > m) {
+        s = s * Stats<C>::ex(m - pm);  // a sum of NaN stays NaN, of zeros zero
+        m = pm;
+      }
+      const C mr = m == NEG_INF ? C(0) : m;  // values all -inf or NaN so far: NaN must still reach the sum
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < W; ++k) s += st.exp_rel(x[u][k], mr);
+    }
+    const C mr = m == NEG_INF ? C(0) : m;
+#pragma unroll
+    for (int t = 0; t < CU; ++t) {
+      if (lane + t * tpr < npk) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const C e = st.exp_rel(xc[t][k], mr);
+          s += e;
+          if (OP == RowOp::softmax) xc[t][k] = e;  // kept: the output only scales it
+        }
+      }
+    }
+  }
+  const C m_own = m;
+  row_combine(m, s, p.tpr, slot, red_m, red_s);
+  if (!valid) return;
+  const C M = m, S = s;
+
+  if (OP == RowOp::softmax) {
+    // A row whose values are all -inf (NaN aside, as the reference's max ignores NaN) gives zeros.
+    const bool zeros = M == NEG_INF;
+    const C inv = C(1) / S;
+    // The cached exponentials are relative to this thread's max (0 when it saw no finite value, which
+    // keeps -inf at 0 and NaN NaN): rescale them to the row's.
+    const C f = Stats<C>::ex(m_own - M) * inv;
+#pragma unroll
+    for (int t = 0; t < CU; ++t) {
+      const int64_t j = lane + t * tpr;
+      if (j < npk) {
+        C y[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) y[k] = zeros ? C(0) : xc[t][k] * f;
+        store_unit<T, W>(p.out, base + j, y);
+      }
+    }
+    for (int64_t j0 = lane + CU * tpr; j0 < npk; j0 += kUnroll * tpr) {
+      C x[kUnroll][W];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (j0 + u * tpr < npk) load_unit<T, W>(p.in, base + j0 + u * tpr, x[u]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (j0 + u * tpr < npk) {
+#pragma unroll
+          for (int k = 0; k < W; ++k) x[u][k] = zeros ? C(0) : st.exp_rel(x[u][k], M) * inv;
+          store_unit<T, W>(p.out, base + j0 + u * tpr, x[u]);
+        }
+      }
+    }
+  } else {
+    const C lse = st.lse(M, S);
+    const C sc = st.s;
+#pragma unroll
+    for (int t = 0; t < CU; ++t) {
+      const int64_t j = lane + t * tpr;
+      if (j < npk) {
+        C y[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) y[k] = sc * xc[t][k] - lse;
+        store_unit<T, W>(p.out, base + j, y);
+      }
+    }
+    for (int64_t j0 = lane + CU * tpr; j0 < npk; j0 += kUnroll * tpr) {
+      C x[kUnroll][W];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (j0 + u * tpr < npk) load_unit<T, W>(p.in, base + j0 + u * tpr, x[u]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (j0 + u * tpr < npk) {
+#pragma unroll
+          for (int k = 0; k < W; ++k) x[u][k] = sc * x[u][k] - lse;
+          store_unit<T, W>(p.out, base + j0 + u * tpr, x[u]);
+        }
+      }
+    }
+  }
+}
+
+template <RowOp OP, class T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) rows_kernel(const RowsParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  // Values cached per thread: fewer in 1024-thread blocks (64 registers a thread at most), and half as
+  // many doubles as floats (the same registers).
+  constexpr int CACHE = (BLOCK == 1024 ? kRowCache1024 : kRowCache256) / (sizeof(C) == 8 ? 2 : 1);
+  __shared__ C red_m[BLOCK / KF_WARP], red_s[BLOCK / KF_WARP];
+  const int tpr = p.tpr, rpb = BLOCK / tpr;
+  const int lane = threadIdx.x & (tpr - 1), slot = threadIdx.x / tpr;
+  const int64_t nblk = (p.rows + rpb - 1) / rpb;
+  // The loop bound is the same for the whole block, so every thread reaches every __syncthreads().
+  for (int64_t blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
+    const int64_t row = blk * rpb + slot;
+    const bool valid = row < p.rows;
+    if constexpr (OP == RowOp::sum_squared || OP == RowOp::mean_abs) {
+      if (p.wide) reduce_row<OP, T, VW>(p, row, valid, lane, slot, red_s);
+      else reduce_row<OP, T, 1>(p, row, valid, lane, slot, red_s);
+    } else {
+      if (p.wide) softmax_row<OP, T, VW, CACHE / VW>(p, row, valid, lane, slot, red_m, red_s);
+      else softmax_row<OP, T, 1, CACHE>(p, row, valid, lane, slot, red_m, red_s);
+    }
+  }
+}
+
+template <RowOp OP, class T>
+int launch_dtype(const RowsParams& p, int block, uint32_t blocks, gpuStream_t s) {
+  if (block == 1024) rows_kernel<OP, T, 1024><<<blocks, 1024, 0, s>>>(p);
+  else rows_kernel<OP, T, 256><<<blocks, 256, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <RowOp OP>
+int launch_op(Dt dt, const RowsParams& p, int block, uint32_t blocks, gpuStream_t s) {
+  switch (dt) {
+    case Dt::f32: return launch_dtype<OP, F32>(p, block, blocks, s);
+    case Dt::f16: return launch_dtype<OP, F16>(p, block, blocks, s);
+    case Dt::bf16: return launch_dtype<OP, BF16>(p, block, blocks, s);
+    case Dt::f64: return launch_dtype<OP, F64>(p, block, blocks, s);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (op) {
+#define KF_CUDA_CASE(name) \
+  case RowOp::name: return launch_op<RowOp::name>(dt, p, block, blocks, s);
+    KF_CUDA_ROW_OPS(KF_CUDA_CASE)
+#undef KF_CUDA_CASE
+    case RowOp::count: break;
+  }
+  return -1;
+}
+
+}  // namespace kf::hal::cuda
