@@ -32,6 +32,10 @@ layout(push_constant) uniform PC {
   uint keep_scale_lo, keep_scale_hi;  // the same as a double's bits (f64 variants)
 } pc;
 
+#if defined(GRAD_OP)
+#include "activations_grad.glsl"  // backward ops (sections 3 and 6): grad_apply(dy or a, x or b)
+#endif
+
 FT relu_t(FT x) { return x < FT(0) ? FT(0) : x; }
 
 #if defined(DT_F64)
@@ -89,6 +93,8 @@ FT apply(FT x, FT b, FT c) {
   return silu_f(x);
 #elif defined(OP_mish)
   return mish_f(x);
+#elif defined(GRAD_OP)
+  return grad_apply(x, b);
 #else
 #error "eltwise.comp: no OP_<name> defined"
 #endif

@@ -27,3 +27,20 @@ foreach(dt IN LISTS KF_DTYPES ITEMS f64)
   string(TOUPPER ${dt} DT)
   list(APPEND KF_SHADER_VARIANTS "bn_${dt}|batchnorm.comp|DT_${DT}")
 endforeach()
+
+# Losses (loss.comp): cross_entropy and its backward need exp/log (no f64); mse has f64.
+kf_row_variants(loss loss.comp "cross_entropy;cross_entropy_backward;mse" "mse")
+
+# Backward elementwise ops on eltwise.comp (GRAD_OP: activations_grad.glsl): dy * act'(x), mse_backward.
+set(KF_GRAD_ELTWISE_OPS mse_backward)
+set(KF_GRAD_ELTWISE_F64_OPS mse_backward)
+foreach(op IN LISTS KF_GRAD_ELTWISE_OPS)
+  set(dts ${KF_DTYPES})
+  if(op IN_LIST KF_GRAD_ELTWISE_F64_OPS)
+    list(APPEND dts f64)
+  endif()
+  foreach(dt IN LISTS dts)
+    string(TOUPPER ${dt} DT)
+    list(APPEND KF_SHADER_VARIANTS "eltwise_${op}_${dt}|eltwise.comp|OP_${op},DT_${DT},GRAD_OP")
+  endforeach()
+endforeach()

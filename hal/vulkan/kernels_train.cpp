@@ -8,8 +8,85 @@ namespace kf::hal::vk {
 std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   throw Error(ErrorCode::Internal, "vulkan: no kernel for " + call.op->name);
 }
+namespace {
+
+struct LossPush {
+  uint32_t rows, classes, chunk, nchunks;
+  int32_t ignore_index;
+  float smoothing;
+};
+
+}  // namespace
+
+// cross_entropy, cross_entropy_backward and mse (loss.comp): a count pass, the row (or chunk) passes,
+// and a final one-workgroup sum in row order; see the shader for what each pass does.
 std::string VulkanDevice::dispatch_loss(const OpCall& call) {
-  throw Error(ErrorCode::Internal, "vulkan: no kernel for " + call.op->name);
+  const OpDef& op = *call.op;
+  const Caps& caps = info_.caps;
+  const TensorArg& x = call.inputs[0];
+  const size_t acc = call.dtype == DType::f64 ? 8 : 4;
+  Launch l;
+  l.variant = training_variant(op, call.dtype, caps);
+  l.bindings[0] = x.buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  l.bindings[2] = call.outputs[0].buffer;
+  if (call.outputs.size() > 1) l.bindings[3] = call.outputs[1].buffer;
+  LossPush pc{};
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  const uint32_t cache_values = tuning().rows_values ? tuning().rows_values : 32;
+  const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass) {
+    return std::vector<uint32_t>{kWorkgroup, tpr, wide ? 1u : 0u, cache_values, pass};
+  };
+  const std::string form = use_subgroups(caps) ? "subgroup" : "shared-memory";
+
+  if (op.name == "mse") {
+    const uint64_t n = static_cast<uint64_t>(x.numel), vw = pack_elems(call.dtype);
+    const uint64_t packs = (n + vw - 1) / vw, per_chunk = uint64_t(kWorkgroup) * 16;
+    pc.classes = static_cast<uint32_t>(n);
+    pc.chunk = static_cast<uint32_t>(per_chunk);
+    pc.nchunks = static_cast<uint32_t>((packs + per_chunk - 1) / per_chunk);
+    l.bindings[4] = workspace(acc * pc.nchunks);
+    l.spec = spec(kWorkgroup, true, 1);
+    l.groups = grid(pc.nchunks, 1, caps, tuning());
+    record(l);
+    l.spec = spec(kWorkgroup, true, 4);
+    l.groups = 1;
+    record(l);
+    return "vulkan:loss/" + form + ",chunks=" + std::to_string(pc.nchunks);
+  }
+
+  const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
+  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, N, C);
+  pc.rows = static_cast<uint32_t>(N);
+  pc.classes = static_cast<uint32_t>(C);
+  pc.chunk = static_cast<uint32_t>(plan.chunk);
+  pc.nchunks = static_cast<uint32_t>(plan.nchunks);
+  pc.ignore_index = static_cast<int32_t>(call.attrs.ignore_index);
+  pc.smoothing = static_cast<float>(call.attrs.label_smoothing);
+  // Workspace: the count, a loss per row, three statistics per chunk.
+  l.bindings[4] = workspace(4 * (1 + N + (plan.split ? 3 * N * plan.nchunks : 0)));
+  l.spec = spec(kWorkgroup, plan.wide, 0);
+  l.groups = 1;
+  record(l);
+  std::string how;
+  if (!plan.split) {
+    l.spec = spec(plan.tpr, plan.wide, 1);
+    l.groups = grid(N, kWorkgroup / plan.tpr, caps, tuning());
+    record(l);
+    how = ",tpr=" + std::to_string(plan.tpr);
+  } else {
+    l.groups = grid(N * plan.nchunks, 1, caps, tuning());
+    l.spec = spec(kWorkgroup, plan.wide, 2);
+    record(l);
+    l.spec = spec(kWorkgroup, plan.wide, 3);
+    record(l);
+    how = ",split=" + std::to_string(plan.nchunks) + "x" + std::to_string(plan.chunk);
+  }
+  l.spec = spec(kWorkgroup, plan.wide, 4);
+  l.groups = 1;
+  record(l);
+  return "vulkan:loss/" + form + how + (plan.wide ? ",16B-packs" : ",scalar");
 }
 std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
   throw Error(ErrorCode::Internal, "vulkan: no kernel for " + call.op->name);

@@ -1,0 +1,266 @@
+#version 450
+// Losses (KERNELS.md section 6): cross_entropy (the mean loss), cross_entropy_backward (the mean loss and
+// d logits from the same pass over the logits) and mse. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
+// Passes (the host records them in order, each reading what the previous wrote to the workspace):
+//   PASS 0: one workgroup counts the targets not ignored (the mean's denominator, needed by the gradient).
+//   PASS 1: TPR invocations per row (rows that fit in their registers): max, sum of exp, sum of the
+//           logits (label smoothing); the row's loss to the workspace; with GRAD, the gradient row.
+//   PASS 2, 3: rows longer than a workgroup's registers, in chunks of CHUNK logits: PASS 2 writes each
+//           chunk's (max, sum of exp about it, sum); PASS 3 combines the chunks of the row in order
+//           (the chunk-0 workgroup writes the row's loss) and, with GRAD, writes its chunk's gradient.
+//   PASS 4: one workgroup sums the per-row losses in row order and divides by the count (NaN when every
+//           target is ignored, as torch).
+//   mse: PASS 1 sums (a - b)^2 over fixed chunks of the tensor; PASS 4 adds the chunk sums in order / n.
+// The probabilities never exist in memory: only the gradient, when asked, is written. A target outside
+// [0, C) that is not ignore_index is data on the device: its row's loss is NaN (so is the mean) and its
+// gradient row is NaN; the CPU backend raises kf::Error for it instead.
+#include "common.glsl"
+
+#if defined(DT_F64)
+#define ACC double
+#else
+#define ACC float
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint TPR = 256;
+layout(constant_id = 2) const bool WIDE = true;
+layout(constant_id = 3) const uint CACHE_VALUES = 32;
+layout(constant_id = 4) const uint PASS = 1;
+#define NT (CACHE_VALUES / VW)
+
+#include "row_reduce.glsl"
+
+#if defined(OP_cross_entropy_backward)
+#define GRAD 1
+#endif
+#if defined(OP_cross_entropy) || defined(OP_cross_entropy_backward)
+#define XENT 1
+#endif
+
+// Bindings: 0 logits (a for mse), 1 target (b for mse), 2 the loss, 3 d logits, 4 the workspace:
+// word 0 the count, then one loss per row, then three values per chunk (cross entropy); mse: one sum
+// per chunk.
+DECLARE_BUFFER(0, x, readonly)
+#if defined(XENT)
+layout(std430, binding = 1) readonly buffer T { int target[]; };
+#else
+DECLARE_BUFFER(1, bb, readonly)
+#endif
+DECLARE_BUFFER(2, loss, )
+DECLARE_BUFFER(3, dx, writeonly)
+layout(std430, binding = 4) buffer WS { ACC ws[]; };
+layout(std430, binding = 4) buffer WSU { uint wsu[]; };
+
+layout(push_constant) uniform PC {
+  uint rows;
+  uint classes;     // row length (mse: elements)
+  uint chunk;       // logits per chunk (PASS 2, 3); mse: packs per chunk
+  uint nchunks;
+  int ignore_index;
+  float smoothing;  // label_smoothing
+} pc;
+
+#define NAN_F uintBitsToFloat(0x7fc00000u)
+#define NEG_INF uintBitsToFloat(0xff800000u)
+#define LOSS_AT 1u                          // first per-row loss in the workspace
+#define CHUNKS_AT (1u + pc.rows)            // first chunk statistic
+
+FT xc[NT][VW];
+
+#if defined(XENT)
+// Item j of the segment [e0, e0 + len) into xc[t]; padding (past len) is -inf for the max and sum of
+// exp, and masked for the sum of the logits.
+void load_item(uint e0, uint len, uint j, uint t) {
+  if (WIDE) {
+    unpack(x_v.v[e0 / VW + j], xc[t]);
+  } else {
+    [[unroll]] for (uint k = 0; k < VW; ++k) {
+      const uint o = j * VW + k;
+      xc[t][k] = o < len ? LOAD_ELEM(x, e0 + o) : NEG_INF;
+    }
+  }
+}
+
+bool in_seg(uint j, uint k, uint len) { return WIDE || j * VW + k < len; }
+
+// Loads the segment into the registers; returns its max, and its sum of exp(x - max) and of x in s, sx.
+float segment_stats(bool valid, uint e0, uint len, uint lane, uint slot, out float s, out float sx) {
+  const uint nitems = (len + VW - 1u) / VW;
+  float m = NEG_INF;
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (valid && j < nitems) {
+      load_item(e0, len, j, t);
+      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, xc[t][k]);
+    }
+  }
+  m = row_max(m, lane, slot);
+  float acc = 0.0, accx = 0.0;
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (valid && j < nitems && m != NEG_INF) {
+      [[unroll]] for (uint k = 0; k < VW; ++k) {
+        acc += exp(xc[t][k] - m);  // exp(-inf) = 0 for the padding
+        if (in_seg(j, k, len)) accx += xc[t][k];
+      }
+    }
+  }
+  s = row_sum(acc, lane, slot);
+  sx = row_sum(accx, lane, slot);
+  return m;
+}
+
+// The row's target: its class, or -1 when ignored, or -2 when out of range.
+int target_of(uint row) {
+  const int t = target[row];
+  if (t == pc.ignore_index) return -1;
+  return (t < 0 || uint(t) >= pc.classes) ? -2 : t;
+}
+
+float row_loss(uint row, int t, float m, float s, float sx) {
+  if (t == -1) return 0.0;
+  if (t == -2) return NAN_F;
+  const float lse = m + log(s);
+  const float xt = LOAD_ELEM(x, row * pc.classes + uint(t));
+  return lse - (1.0 - pc.smoothing) * xt - pc.smoothing / float(pc.classes) * sx;
+}
+
+#if defined(GRAD)
+// d logits of the cached segment: (softmax - (1 - eps) onehot(t) - eps / C) / count; 0 for an ignored row.
+void store_grad(uint e0, uint c0, uint len, uint lane, int t, float m, float s) {
+  const uint count = wsu[0];
+  const float inv = 1.0 / float(max(count, 1u)), inv_s = 1.0 / s;
+  const float off = pc.smoothing / float(pc.classes);
+  const uint nitems = (len + VW - 1u) / VW;
+  [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
+    const uint j = lane + tt * TPR;
+    if (j < nitems) {
+      PACK_T(g);
+      [[unroll]] for (uint k = 0; k < VW; ++k) {
+        const uint c = c0 + j * VW + k;
+        float v = exp(xc[tt][k] - m) * inv_s - off - (int(c) == t ? 1.0 - pc.smoothing : 0.0);
+        g[k] = t == -1 ? 0.0 : (t == -2 ? NAN_F : v * inv);
+      }
+      if (WIDE) {
+        dx_v.v[e0 / VW + j] = pack(g);
+      } else {
+        [[unroll]] for (uint k = 0; k < VW; ++k)
+          if (j * VW + k < len) STORE_ELEM(dx, e0 + j * VW + k, g[k])
+      }
+    }
+  }
+}
+#endif
+
+void whole_row(uint row, bool valid, uint lane, uint slot) {
+  const uint C = pc.classes, e0 = row * C;
+  float s, sx;
+  const float m = segment_stats(valid, e0, C, lane, slot, s, sx);
+  if (!valid) return;
+  const int t = target_of(row);
+  if (lane == 0u) ws[LOSS_AT + row] = row_loss(row, t, m, s, sx);
+#if defined(GRAD)
+  store_grad(e0, 0u, C, lane, t, m, s);
+#endif
+}
+
+void chunk_stats(uint row, uint c, uint lane) {
+  const uint c0 = c * pc.chunk, e0 = row * pc.classes + c0, len = min(pc.chunk, pc.classes - c0);
+  float s, sx;
+  const float m = segment_stats(true, e0, len, lane, 0u, s, sx);
+  if (lane == 0u) {
+    const uint at = CHUNKS_AT + 3u * (row * pc.nchunks + c);
+    ws[at] = m;
+    ws[at + 1u] = s;
+    ws[at + 2u] = sx;
+  }
+}
+
+void chunk_combine(uint row, uint c, uint lane) {
+  const uint base = CHUNKS_AT + 3u * row * pc.nchunks;
+  float m = NEG_INF;
+  for (uint k = 0; k < pc.nchunks; ++k) m = max(m, ws[base + 3u * k]);
+  float s = 0.0, sx = 0.0;
+  for (uint k = 0; k < pc.nchunks; ++k) {
+    const float mk = ws[base + 3u * k];
+    if (mk != NEG_INF) s += ws[base + 3u * k + 1u] * exp(mk - m);
+    sx += ws[base + 3u * k + 2u];
+  }
+  const int t = target_of(row);
+  if (c == 0u && lane == 0u) ws[LOSS_AT + row] = row_loss(row, t, m, s, sx);
+#if defined(GRAD)
+  const uint c0 = c * pc.chunk, e0 = row * pc.classes + c0, len = min(pc.chunk, pc.classes - c0);
+  const uint nitems = (len + VW - 1u) / VW;
+  [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
+    const uint j = lane + tt * TPR;
+    if (j < nitems) load_item(e0, len, j, tt);
+  }
+  store_grad(e0, c0, len, lane, t, m, s);
+#endif
+}
+#endif  // XENT
+
+// One workgroup: `n` values from the workspace at `at`, each lane a strided share in order, then the
+// fixed-order reduction.
+ACC sum_workspace(uint at, uint n, uint lane) {
+  ACC acc = ACC(0);
+  for (uint i = lane; i < n; i += gl_WorkGroupSize.x) acc += ws[at + i];
+  return row_sum(acc, lane, 0u);
+}
+
+void main() {
+  const uint lane = gl_LocalInvocationID.x % TPR, slot = gl_LocalInvocationID.x / TPR;
+#if defined(XENT)
+  if (PASS == 0u) {
+    uint n = 0u;
+    for (uint r = lane; r < pc.rows; r += gl_WorkGroupSize.x) n += target[r] != pc.ignore_index ? 1u : 0u;
+    const float total = row_sum(float(n), lane, 0u);  // exact: fewer than 2^24 rows
+    if (lane == 0u) wsu[0] = uint(total);
+  } else if (PASS == 1u) {
+    const uint rpw = gl_WorkGroupSize.x / TPR;
+    const uint nblocks = (pc.rows + rpw - 1u) / rpw;
+    for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += gl_NumWorkGroups.x) {
+      const uint row = blk * rpw + slot;
+      whole_row(row, row < pc.rows, lane, slot);
+    }
+  } else if (PASS == 2u || PASS == 3u) {
+    const uint units = pc.rows * pc.nchunks;
+    for (uint u = gl_WorkGroupID.x; u < units; u += gl_NumWorkGroups.x) {
+      if (PASS == 2u) chunk_stats(u / pc.nchunks, u % pc.nchunks, lane);
+#if defined(GRAD)
+      else chunk_combine(u / pc.nchunks, u % pc.nchunks, lane);
+#else
+      else if (u % pc.nchunks == 0u) chunk_combine(u / pc.nchunks, 0u, lane);
+#endif
+    }
+  } else {
+    const float total = sum_workspace(LOSS_AT, pc.rows, lane);
+    const uint count = wsu[0];
+    if (lane == 0u) STORE_ELEM(loss, 0u, count == 0u ? NAN_F : total / float(count))
+  }
+#else  // mse: chunks of pc.chunk packs
+  if (PASS == 1u) {
+    const uint npk = (pc.classes + VW - 1u) / VW;
+    for (uint c = gl_WorkGroupID.x; c < pc.nchunks; c += gl_NumWorkGroups.x) {
+      ACC acc = ACC(0);
+      const uint end = min(npk, (c + 1u) * pc.chunk);
+      for (uint p = c * pc.chunk + lane; p < end; p += gl_WorkGroupSize.x) {
+        PACK_T(a);
+        PACK_T(b);
+        unpack(x_v.v[p], a);
+        unpack(bb_v.v[p], b);
+        [[unroll]] for (uint k = 0; k < VW; ++k) {
+          const ACC d = ACC(a[k]) - ACC(b[k]);
+          if (p * VW + k < pc.classes) acc += d * d;  // the last pack may hold padding
+        }
+      }
+      acc = row_sum(acc, lane, 0u);
+      if (lane == 0u) ws[c] = acc;
+    }
+  } else {
+    const ACC total = sum_workspace(0u, pc.nchunks, lane);
+    if (lane == 0u) STORE_ELEM(loss, 0u, FT(total / ACC(pc.classes)))
+  }
+#endif
+}
