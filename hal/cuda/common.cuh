@@ -13,7 +13,7 @@ namespace kf::hal::cuda {
 // accumulates in float32 or better), VW the elements of a 16-byte pack.
 struct F32 {
   using C = float;
-  static constexpr int VW = 4;
+  static constexpr int VW = 4, ES = 4;  // elements per pack, bytes per element
   static KF_DEV C load(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
   static KF_DEV void store(void* p, int64_t i, C v) { static_cast<float*>(p)[i] = v; }
   static KF_DEV void unpack(const uint4& u, C (&x)[VW]) {
@@ -26,7 +26,7 @@ struct F32 {
 
 struct F64 {
   using C = double;
-  static constexpr int VW = 2;
+  static constexpr int VW = 2, ES = 8;
   static KF_DEV C load(const void* p, int64_t i) { return static_cast<const double*>(p)[i]; }
   static KF_DEV void store(void* p, int64_t i, C v) { static_cast<double*>(p)[i] = v; }
   static KF_DEV void unpack(const uint4& u, C (&x)[VW]) {
@@ -43,7 +43,7 @@ struct F64 {
 template <class Conv>
 struct Half16 {
   using C = float;
-  static constexpr int VW = 8;
+  static constexpr int VW = 8, ES = 2;
   static KF_DEV C load(const void* p, int64_t i) { return Conv::to_float(static_cast<const unsigned short*>(p)[i]); }
   static KF_DEV void store(void* p, int64_t i, C v) { static_cast<unsigned short*>(p)[i] = Conv::from_float(v); }
   static KF_DEV void unpack(const uint4& u, C (&x)[VW]) {

@@ -3,6 +3,7 @@
 // table (new ops land in src/ops/ before their CUDA kernel) is reported unsupported with the reason,
 // never skipped and never run by a kernel written for another signature.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <unordered_map>
 
@@ -173,6 +174,9 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   p.scale_d = call.attrs.scale;
   const bool sums = entry.id == static_cast<int>(RowOp::sum_squared) || entry.id == static_cast<int>(RowOp::mean_abs);
   const int64_t units = p.wide ? p.feat / vw : p.feat;
+  if (p.feat > INT32_MAX)  // rows.cu indexes within a row in 32 bits
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": rows of " + std::to_string(p.feat) +
+                                            " features exceed the row kernels' 2^31 - 1");
   const int64_t per_value = call.dtype == DType::f64 ? 2 : 1;  // f64 caches half as many values
   auto per_thread = [&](int cache_values) -> int64_t {
     if (sums) return 8;

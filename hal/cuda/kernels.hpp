@@ -60,7 +60,7 @@ struct RowsParams {
 
 // Threads per block of the row kernels: 256 (cache of kRowCache256 values per thread) for rows that
 // fit, 1024 (kRowCache1024 values per thread) for longer ones.
-constexpr int kRowCache256 = 32, kRowCache1024 = 16;  // values of float-computed dtypes; f64 keeps half
+constexpr int kRowCache256 = 32, kRowCache1024 = 8;  // values of float-computed dtypes; f64 keeps half
 
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch
 // (0 when it was accepted): kernels.cpp turns it into a kf::Error.

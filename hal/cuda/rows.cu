@@ -18,13 +18,14 @@ namespace kf::hal::cuda {
 namespace {
 
 // ---- A unit of a row: a 16-byte pack (W = VW) or one element (W = 1).
+// Units are indexed from the row's start in 32 bits (the host keeps a row under 2^31 units).
 template <class T, int W>
-KF_DEV void load_unit(const void* q, int64_t u, typename T::C (&x)[W]) {
+KF_DEV void load_unit(const void* q, int u, typename T::C (&x)[W]) {
   if constexpr (W == T::VW) T::unpack(load_pack(q, u), x);
   else x[0] = T::load(q, u);
 }
 template <class T, int W>
-KF_DEV void store_unit(void* q, int64_t u, const typename T::C (&x)[W]) {
+KF_DEV void store_unit(void* q, int u, const typename T::C (&x)[W]) {
   if constexpr (W == T::VW) store_pack(q, u, T::pack(x));
   else T::store(q, u, x[0]);
 }
@@ -102,15 +103,16 @@ constexpr int kUnroll = 4;  // units in flight per thread in the streaming loops
 template <RowOp OP, class T, int W>
 KF_DEV void reduce_row(const RowsParams& p, int64_t row, bool valid, int lane, int slot, typename T::C* red) {
   using C = typename T::C;
-  const int64_t npk = p.feat / W, base = row * npk;
+  const int npk = static_cast<int>(p.feat / W), tpr = p.tpr;
+  const void* in = static_cast<const char*>(p.in) + row * p.feat * T::ES;
   C acc = C(0);
   if (valid) {
-    for (int64_t j0 = lane; j0 < npk; j0 += int64_t(kUnroll) * p.tpr) {
+    for (int j0 = lane; j0 < npk; j0 += kUnroll * tpr) {
       C x[kUnroll][W];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t j = j0 + int64_t(u) * p.tpr;
-        if (j < npk) load_unit<T, W>(p.in, base + j, x[u]);
+        const int j = j0 + u * tpr;
+        if (j < npk) load_unit<T, W>(in, j, x[u]);
         else
 #pragma unroll
           for (int k = 0; k < W; ++k) x[u][k] = C(0);  // zeros add nothing to either sum
@@ -126,40 +128,42 @@ KF_DEV void reduce_row(const RowsParams& p, int64_t row, bool valid, int lane, i
   if (valid && lane == 0) T::store(p.out, row, acc);
 }
 
-// softmax, log_softmax. CU units of W values are cached per thread.
-template <RowOp OP, class T, int W, int CU>
+// softmax, log_softmax. CU units of W values are cached per thread; the rest streams UNROLL units at a time.
+template <RowOp OP, class T, int W, int CU, int UNROLL>
 KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, int slot, typename T::C* red_m,
                         typename T::C* red_s) {
   using C = typename T::C;
   const Stats<C> st(p);
   const C NEG_INF = -C(INFINITY);
-  const int64_t npk = p.feat / W, base = row * npk, tpr = p.tpr;
+  const int npk = static_cast<int>(p.feat / W), tpr = p.tpr;
+  const void* in = static_cast<const char*>(p.in) + row * p.feat * T::ES;
+  void* out = static_cast<char*>(p.out) + row * p.feat * T::ES;
   C xc[CU][W];
   C m = NEG_INF, s = C(0);
   if (valid) {
 #pragma unroll
     for (int t = 0; t < CU; ++t) {
-      const int64_t j = lane + t * tpr;
+      const int j = lane + t * tpr;
       if (j < npk) {
-        load_unit<T, W>(p.in, base + j, xc[t]);
+        load_unit<T, W>(in, j, xc[t]);
 #pragma unroll
         for (int k = 0; k < W; ++k) m = fmax(m, st.logit(xc[t][k]));
       }
     }
-    // The part beyond the cache: online (max, sum), kUnroll units at a time.
-    for (int64_t j0 = lane + CU * tpr; j0 < npk; j0 += kUnroll * tpr) {
-      C x[kUnroll][W];
+    // The part beyond the cache: online (max, sum).
+    for (int j0 = lane + CU * tpr; j0 < npk; j0 += UNROLL * tpr) {
+      C x[UNROLL][W];
       C pm = NEG_INF;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t j = j0 + u * tpr;
-        if (j < npk) load_unit<T, W>(p.in, base + j, x[u]);
+      for (int u = 0; u < UNROLL; ++u) {
+        const int j = j0 + u * tpr;
+        if (j < npk) load_unit<T, W>(in, j, x[u]);
         else
 #pragma unroll
           for (int k = 0; k < W; ++k) x[u][k] = NEG_INF;  // adds exp(-inf) = 0
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
         for (int k = 0; k < W; ++k) pm = fmax(pm, st.logit(x[u][k]));
       if (pm > m) {
@@ -168,7 +172,7 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
       }
       const C mr = m == NEG_INF ? C(0) : m;  // values all -inf or NaN so far: NaN must still reach the sum
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
         for (int k = 0; k < W; ++k) s += st.exp_rel(x[u][k], mr);
     }
@@ -199,25 +203,25 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
     const C f = Stats<C>::ex(m_own - M) * inv;
 #pragma unroll
     for (int t = 0; t < CU; ++t) {
-      const int64_t j = lane + t * tpr;
+      const int j = lane + t * tpr;
       if (j < npk) {
         C y[W];
 #pragma unroll
         for (int k = 0; k < W; ++k) y[k] = zeros ? C(0) : xc[t][k] * f;
-        store_unit<T, W>(p.out, base + j, y);
+        store_unit<T, W>(out, j, y);
       }
     }
-    for (int64_t j0 = lane + CU * tpr; j0 < npk; j0 += kUnroll * tpr) {
-      C x[kUnroll][W];
+    for (int j0 = lane + CU * tpr; j0 < npk; j0 += UNROLL * tpr) {
+      C x[UNROLL][W];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (j0 + u * tpr < npk) load_unit<T, W>(p.in, base + j0 + u * tpr, x[u]);
+      for (int u = 0; u < UNROLL; ++u)
+        if (j0 + u * tpr < npk) load_unit<T, W>(in, j0 + u * tpr, x[u]);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < UNROLL; ++u) {
         if (j0 + u * tpr < npk) {
 #pragma unroll
           for (int k = 0; k < W; ++k) x[u][k] = zeros ? C(0) : st.exp_rel(x[u][k], M) * inv;
-          store_unit<T, W>(p.out, base + j0 + u * tpr, x[u]);
+          store_unit<T, W>(out, j0 + u * tpr, x[u]);
         }
       }
     }
@@ -226,38 +230,42 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
     const C sc = st.s;
 #pragma unroll
     for (int t = 0; t < CU; ++t) {
-      const int64_t j = lane + t * tpr;
+      const int j = lane + t * tpr;
       if (j < npk) {
         C y[W];
 #pragma unroll
         for (int k = 0; k < W; ++k) y[k] = sc * xc[t][k] - lse;
-        store_unit<T, W>(p.out, base + j, y);
+        store_unit<T, W>(out, j, y);
       }
     }
-    for (int64_t j0 = lane + CU * tpr; j0 < npk; j0 += kUnroll * tpr) {
-      C x[kUnroll][W];
+    for (int j0 = lane + CU * tpr; j0 < npk; j0 += UNROLL * tpr) {
+      C x[UNROLL][W];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (j0 + u * tpr < npk) load_unit<T, W>(p.in, base + j0 + u * tpr, x[u]);
+      for (int u = 0; u < UNROLL; ++u)
+        if (j0 + u * tpr < npk) load_unit<T, W>(in, j0 + u * tpr, x[u]);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < UNROLL; ++u) {
         if (j0 + u * tpr < npk) {
 #pragma unroll
           for (int k = 0; k < W; ++k) x[u][k] = sc * x[u][k] - lse;
-          store_unit<T, W>(p.out, base + j0 + u * tpr, x[u]);
+          store_unit<T, W>(out, j0 + u * tpr, x[u]);
         }
       }
     }
   }
 }
 
-template <RowOp OP, class T, int BLOCK>
-__global__ void __launch_bounds__(BLOCK) rows_kernel(const RowsParams p) {
+// One kernel per op, dtype, block size and row layout (WIDE: 16-byte packs). 256-thread blocks may use
+// 128 registers a thread (two blocks a multiprocessor): a cache of 32 values (16 doubles) and four units
+// in flight; 1024-thread blocks, for rows longer than 256 threads cache, have 64: 8 values (4 doubles)
+// and two units in flight, the rest of the row streaming.
+template <RowOp OP, class T, int BLOCK, bool WIDE>
+__global__ void __launch_bounds__(BLOCK, BLOCK == 1024 ? 1 : 2) rows_kernel(const RowsParams p) {
   using C = typename T::C;
-  constexpr int VW = T::VW;
-  // Values cached per thread: fewer in 1024-thread blocks (64 registers a thread at most), and half as
-  // many doubles as floats (the same registers).
+  constexpr int W = WIDE ? T::VW : 1;
   constexpr int CACHE = (BLOCK == 1024 ? kRowCache1024 : kRowCache256) / (sizeof(C) == 8 ? 2 : 1);
+  constexpr int CU = CACHE / W > 0 ? CACHE / W : 1;
+  constexpr int UNROLL = BLOCK == 1024 ? 2 : 4;
   __shared__ C red_m[BLOCK / KF_WARP], red_s[BLOCK / KF_WARP];
   const int tpr = p.tpr, rpb = BLOCK / tpr;
   const int lane = threadIdx.x & (tpr - 1), slot = threadIdx.x / tpr;
@@ -266,20 +274,17 @@ __global__ void __launch_bounds__(BLOCK) rows_kernel(const RowsParams p) {
   for (int64_t blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
     const int64_t row = blk * rpb + slot;
     const bool valid = row < p.rows;
-    if constexpr (OP == RowOp::sum_squared || OP == RowOp::mean_abs) {
-      if (p.wide) reduce_row<OP, T, VW>(p, row, valid, lane, slot, red_s);
-      else reduce_row<OP, T, 1>(p, row, valid, lane, slot, red_s);
-    } else {
-      if (p.wide) softmax_row<OP, T, VW, CACHE / VW>(p, row, valid, lane, slot, red_m, red_s);
-      else softmax_row<OP, T, 1, CACHE>(p, row, valid, lane, slot, red_m, red_s);
-    }
+    if constexpr (OP == RowOp::sum_squared || OP == RowOp::mean_abs) reduce_row<OP, T, W>(p, row, valid, lane, slot, red_s);
+    else softmax_row<OP, T, W, CU, UNROLL>(p, row, valid, lane, slot, red_m, red_s);
   }
 }
 
 template <RowOp OP, class T>
 int launch_dtype(const RowsParams& p, int block, uint32_t blocks, gpuStream_t s) {
-  if (block == 1024) rows_kernel<OP, T, 1024><<<blocks, 1024, 0, s>>>(p);
-  else rows_kernel<OP, T, 256><<<blocks, 256, 0, s>>>(p);
+  if (block == 1024 && p.wide) rows_kernel<OP, T, 1024, true><<<blocks, 1024, 0, s>>>(p);
+  else if (block == 1024) rows_kernel<OP, T, 1024, false><<<blocks, 1024, 0, s>>>(p);
+  else if (p.wide) rows_kernel<OP, T, 256, true><<<blocks, 256, 0, s>>>(p);
+  else rows_kernel<OP, T, 256, false><<<blocks, 256, 0, s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }
 
