@@ -3,7 +3,8 @@
 # with a Release build configured with KF_CUDA=ON (the default when nvcc is found):
 #
 #   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build -j
-#   tools/gpu-check-cuda.sh [BUILD_DIR] [OUT_DIR]       # defaults: build, BUILD_DIR/gpu-check-cuda
+#   tools/gpu-check-cuda.sh [BUILD_DIR] [OUT_DIR]
+#   (or, from inside the build folder: ../tools/gpu-check-cuda.sh; OUT_DIR defaults to BUILD_DIR/gpu-check-cuda)
 #
 # 1. kf-info: the CUDA device must be listed as usable (the script stops otherwise, saying why).
 # 2. Correctness on the CUDA device alone (KF_BACKEND=cuda): every test binary of BUILD_DIR/tests and,
@@ -17,14 +18,18 @@
 # UNFUSED=1 to also time the unfused chains, SANITIZE=1 to run compute-sanitizer (memcheck over the
 # CUDA cases of test_ops, racecheck over the row kernels), SKIP_TESTS=1 / SKIP_BENCH=1.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-build}
+# The build folder: the argument, else the current directory when it is one, else build/.
+if [ $# -ge 1 ]; then build=$(cd "$1" && pwd) || exit 2
+elif [ -f CMakeCache.txt ]; then build=$PWD
+else build=$(cd "$(dirname "$0")/.." && pwd)/build
+fi
 out=${2:-$build/gpu-check-cuda}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
 dtypes=${DTYPES:-f32,f16,bf16}
 size=${SIZE_MIB:-256}
 reps=${REPS:-30}
 ops=${OPS:-.*}
-mkdir -p "$out"
 failures=()
 note() { printf '\n== %s\n' "$*"; }
 
