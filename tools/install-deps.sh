@@ -11,6 +11,7 @@ PKGS=(
   libeigen3-dev libgtest-dev libgmock-dev
   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libcli11-dev nlohmann-json3-dev
+  python3 chromium  # bench/torch_bench.py's plan check; the browser test of kf-bench's HTML report
 )
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${PKGS[@]}"

@@ -237,18 +237,68 @@ OpDef unary(const std::string& name, double flops, bool transcendental, double (
   return op;
 }
 
+// Unfused baselines: the same function as a chain of registered primitives, each step a separate
+// Context::run that reads its inputs from memory and writes a temporary (as an unfused framework does).
+Tensor temp_like(Context& ctx, const Tensor& t) { return unfused_temporary(ctx, t.shape(), t.dtype()); }
+
+[[noreturn]] void no_chain(const std::string& op, const std::string& why) {
+  throw Error(ErrorCode::Unsupported, op + ": no unfused chain for this form (" + why + ")");
+}
+
+// act(a (+|*) b): binary primitive, then unary primitive.
+OpDef::UnfusedFn chain_binary_then(std::string bin, std::string act) {
+  return [bin, act](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+    Tensor t = temp_like(ctx, out[0]);
+    ctx.run(bin, {in[0], in[1]}, {t});
+    ctx.run(act, {t}, out);
+  };
+}
+
+// act(gate) * x; the packed form has no chain (no slicing primitive).
+OpDef::UnfusedFn chain_gated(std::string name, std::string act) {
+  return [name, act](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+    if (in.size() < 2 || !in[1].defined()) no_chain(name, "the packed form: there is no slicing primitive");
+    Tensor t = temp_like(ctx, out[0]);
+    ctx.run(act, {in[1]}, {t});
+    ctx.run("mul", {in[0], t}, out);
+  };
+}
+
+// The binary primitives broadcast a features-shaped operand only, not a scalar [1].
+void need_features_shape(const std::string& op, const std::vector<Tensor>& in, int k, const char* arg) {
+  if (in[k].shape() != Shape{features(in[0].shape())})
+    no_chain(op, std::string("argument '") + arg + "' of shape " + to_string(in[k].shape()) +
+                     ": the binary primitives broadcast the features shape only");
+}
+
+thread_local UnfusedScratch* current_scratch = nullptr;
+
 }  // namespace
+
+UnfusedScratch::UnfusedScratch() : previous_(current_scratch) { current_scratch = this; }
+UnfusedScratch::~UnfusedScratch() { current_scratch = previous_; }
+
+Tensor unfused_temporary(Context& ctx, const Shape& shape, DType dtype, int slot) {
+  if (current_scratch == nullptr) return ctx.empty(shape, dtype);
+  std::ostringstream key;
+  key << static_cast<const void*>(ctx.impl()) << ' ' << to_string(shape) << ' ' << to_string(dtype) << ' ' << slot;
+  auto& pool = current_scratch->pool_;
+  for (const auto& [k, t] : pool)
+    if (k == key.str()) return t;
+  pool.emplace_back(key.str(), ctx.empty(shape, dtype));
+  return pool.back().second;
+}
 
 void register_elementwise_ops(std::vector<OpDef>& ops) {
   using namespace ref;
   ops.push_back(binary("add_relu", 2, false, [](double a, double b) { return relu(a + b); }));
-  ops.back().unfused = {"add", "relu"};
+  ops.back().unfused = chain_binary_then("add", "relu");
   ops.push_back(binary("mul_relu", 2, false, [](double a, double b) { return relu(a * b); }));
-  ops.back().unfused = {"mul", "relu"};
+  ops.back().unfused = chain_binary_then("mul", "relu");
   ops.push_back(binary("add_sigmoid", 5, true, [](double a, double b) { return sigmoid(a + b); }));
-  ops.back().unfused = {"add", "sigmoid"};
+  ops.back().unfused = chain_binary_then("add", "sigmoid");
   ops.push_back(binary("mul_tanh", 5, true, [](double a, double b) { return std::tanh(a * b); }));
-  ops.back().unfused = {"mul", "tanh"};
+  ops.back().unfused = chain_binary_then("mul", "tanh");
 
   ops.push_back(bias_act("bias_relu", 2, false, relu));
   ops.push_back(bias_act("bias_gelu", 12, true, gelu));
@@ -256,13 +306,13 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
   ops.push_back(bias_act("bias_silu", 6, true, silu));
   for (const char* n : {"bias_relu", "bias_gelu", "bias_gelu_tanh", "bias_silu"}) {
     for (auto& o : ops)
-      if (o.name == n) o.unfused = {"add", std::string(n).substr(5)};
+      if (o.name == n) o.unfused = chain_binary_then("add", std::string(n).substr(5));  // add, then act
   }
 
   ops.push_back(gated("swiglu", 7, silu));
-  ops.back().unfused = {"silu", "mul"};
+  ops.back().unfused = chain_gated("swiglu", "silu");
   ops.push_back(gated("geglu", 13, gelu));
-  ops.back().unfused = {"gelu", "mul"};
+  ops.back().unfused = chain_gated("geglu", "gelu");
 
   {
     OpDef op;
@@ -284,7 +334,12 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
     op.tests.push_back({"scalar_s", {{5, 19}, {1}}});
     op.tests.push_back({"scalar_s_n1000003", {{1000003}, {1}}});
     op.bench = {{"full", {kBig, {kBig[1]}}}};
-    op.unfused = {"mish", "mul"};
+    op.unfused = [](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+      need_features_shape("mish_scale", in, 1, "s");
+      Tensor t = temp_like(ctx, out[0]);
+      ctx.run("mish", {in[0]}, {t});
+      ctx.run("mul", {t, in[1]}, out);
+    };
     ops.push_back(op);
   }
   {
@@ -309,7 +364,12 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
     }
     op.tests.push_back({"scalar_a", {{5, 19}, {1}, {19}}});
     op.bench = {{"full", {kBig, {kBig[1]}, {kBig[1]}}}};
-    op.unfused = {"add", "prelu"};
+    op.unfused = [](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+      need_features_shape("prelu_bias", in, 1, "a");
+      Tensor t = temp_like(ctx, out[0]);
+      ctx.run("add", {in[0], in[2]}, {t});
+      ctx.run("prelu", {t, in[1]}, out);
+    };
     ops.push_back(op);
   }
 
@@ -319,17 +379,33 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
   ops.push_back(dropout_op(
       "gelu_dropout", {"x"}, 14, true,
       [](const std::vector<HostTensor>& in, int64_t i, int64_t, int64_t) { return gelu(in[0].data[i]); }, same));
-  ops.back().unfused = {"gelu", "dropout"};
+  ops.back().unfused = [](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                          const Attrs& a) {
+    Tensor t = temp_like(ctx, out[0]);
+    ctx.run("gelu", {in[0]}, {t});
+    ctx.run("dropout", {t}, out, a);  // the same (seed, offset, index): the same mask as the fused op
+  };
   ops.push_back(dropout_op(
       "bias_gelu_dropout", {"x", "bias"}, 15, true,
       [](const std::vector<HostTensor>& in, int64_t i, int64_t n, int64_t F) {
         return gelu(in[0].data[i] + at(in[1], i, n, F));
       },
       same));
-  ops.back().unfused = {"add", "gelu", "dropout"};
+  ops.back().unfused = [](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                          const Attrs& a) {
+    Tensor t = temp_like(ctx, out[0]);
+    ctx.run("add", {in[0], in[1]}, out);  // the output serves as the first temporary
+    ctx.run("gelu", out, {t});
+    ctx.run("dropout", {t}, out, a);
+  };
   ops.push_back(dropout_op("add_dropout_residual", {"x", "r"}, 3, false, x0,
                            [](const std::vector<HostTensor>& in, int64_t i, double v) { return in[1].data[i] + v; }));
-  ops.back().unfused = {"dropout", "add"};
+  ops.back().unfused = [](Context& ctx, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                          const Attrs& a) {
+    Tensor t = temp_like(ctx, out[0]);
+    ctx.run("dropout", {in[0]}, {t}, a);
+    ctx.run("add", {in[1], t}, out);  // r + dropout(x)
+  };
 
   // Unfused primitives: the baselines kf-bench runs as chains to measure the gain of fusion.
   ops.push_back(binary("add", 1, false, [](double a, double b) { return a + b; }));

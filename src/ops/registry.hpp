@@ -75,8 +75,33 @@ struct OpDef {
 
   std::vector<TestCase> tests;  // small, awkward shapes: CI and kf-conformance
   std::vector<TestCase> bench;  // large shapes: kf-bench (sizes for f32; kf-bench scales per dtype)
-  // The unfused chain of simpler registered ops that computes the same (kf-bench's baseline).
-  std::vector<std::string> unfused;
+  // The unfused baseline (kf-bench's "speed-up of fusion"): computes the op's result as a chain of
+  // registered primitive ops run through Context::run, with temporaries from unfused_temporary (so
+  // each step reads and writes memory as an unfused framework would). Empty when the op has no
+  // such chain (reductions and softmax: there is no reduction primitive). A chain that exists for some
+  // forms of an op only (the packed swiglu / geglu, a scalar `s` or `a`: no slicing or scalar-broadcast
+  // primitive) throws kf::Error with ErrorCode::Unsupported for the other forms.
+  using UnfusedFn = std::function<void(Context&, const std::vector<Tensor>& inputs,
+                                       const std::vector<Tensor>& outputs, const Attrs&)>;
+  UnfusedFn unfused;
+};
+
+// The temporaries of the unfused chains. A chain allocates fresh ones, unless an UnfusedScratch is alive
+// on this thread: then the temporary of the same context, shape, dtype and slot is reused, as a framework's
+// caching allocator reuses its blocks. kf-bench keeps one alive while it times, so that its runs neither
+// wait for device-memory allocation nor fragment device memory by allocating and freeing each run.
+Tensor unfused_temporary(Context& ctx, const Shape& shape, DType dtype, int slot = 0);
+class UnfusedScratch {
+ public:
+  UnfusedScratch();
+  ~UnfusedScratch();
+  UnfusedScratch(const UnfusedScratch&) = delete;
+  UnfusedScratch& operator=(const UnfusedScratch&) = delete;
+
+ private:
+  friend Tensor unfused_temporary(Context&, const Shape&, DType, int);
+  std::vector<std::pair<std::string, Tensor>> pool_;
+  UnfusedScratch* previous_;
 };
 
 const std::vector<OpDef>& registry();
