@@ -8,9 +8,12 @@
 //           keeping its share of the row in registers: the row is read once, the statistics are two
 //           passes over the registers (mean, then squared deviations), the output one more.
 //   PASS 1 and 2: rows longer than one workgroup's registers are cut into chunks of CHUNK elements,
-//           one workgroup per chunk. PASS 1 writes each chunk's count-weighted statistics (mean and
-//           squared deviations about it, or the sum of squares) to a workspace; PASS 2 combines the
-//           chunks of its row in chunk order (Chan's parallel variance) and normalizes its chunk.
+//           one workgroup per chunk. PASS 1 writes each chunk's statistics (its mean, the residual of
+//           that mean and the squared deviations about it, or the sum of squares) to a workspace;
+//           PASS 2 combines the chunks of its row in chunk order (Chan's parallel variance) and
+//           normalizes its chunk.
+// The mean is carried as two floats (hi + lo, the corrected two-pass algorithm), so that rows whose
+// spread is small next to their mean keep their precision.
 // Every sum is in a fixed order, so the same input gives the same bits every run. Accumulation is in
 // float (double for f64).
 //
@@ -51,7 +54,7 @@ FT xc[NT][VW];  // this invocation's items of the segment (private: registers on
 #endif
 
 // Bindings: 0 x, 1 r (the residual of the add forms), 2 w, 3 b; 4 the output this pass writes (y; s in
-// PASS 1); 5 s in PASS 0, the workspace in PASS 1 and 2 (two values per chunk).
+// PASS 1); 5 s in PASS 0, the workspace in PASS 1 and 2 (three values per chunk).
 DECLARE_BUFFER(0, x, readonly)
 DECLARE_BUFFER(1, r, readonly)
 DECLARE_BUFFER(2, w, readonly)
@@ -151,8 +154,9 @@ void load_affine(uint e0, uint j, out FT wv[VW], out FT bv[VW]) {
   }
 }
 
-// Normalizes the cached items of one segment and stores them to binding 4.
-void normalize_store(uint e0, uint len, uint lane, ACC mean, ACC rstd) {
+// Normalizes the cached items of one segment and stores them to binding 4. The mean is hi + lo (see
+// whole_row): x - mean is computed as (x - hi) - lo, exact where x is close to the mean.
+void normalize_store(uint e0, uint len, uint lane, ACC hi, ACC lo, ACC rstd) {
   const uint nitems = (len + VW - 1u) / VW;
   [[unroll]] for (uint t = 0; t < NT; ++t) {
     const uint j = lane + t * TPR;
@@ -161,7 +165,7 @@ void normalize_store(uint e0, uint len, uint lane, ACC mean, ACC rstd) {
       PACK_T(bv);
       load_affine(e0, j, wv, bv);
       PACK_T(y);
-      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = act(FT((ACC(xc[t][k]) - mean) * rstd) * wv[k] + bv[k]);
+      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = act(FT(((ACC(xc[t][k]) - hi) - lo) * rstd) * wv[k] + bv[k]);
       store_item(false, e0, len, j, y);
     }
   }
@@ -192,33 +196,41 @@ ACC load_segment(bool valid, uint e0, uint len, uint lane, uint slot, bool store
   return row_sum(acc, lane, slot);
 }
 
-// Squared deviations of the cached segment about `mean`, reduced over the TPR lanes.
-ACC deviations(bool valid, uint len, uint lane, uint slot, ACC mean) {
+// The deviations of the cached segment about m, reduced over the TPR lanes: their sum c (the residual
+// of m's rounding) and the sum of their squares m2.
+void deviations(bool valid, uint len, uint lane, uint slot, ACC m, out ACC c, out ACC m2) {
   const uint nitems = (len + VW - 1u) / VW;
-  ACC m2 = ACC(0);
+  ACC sc = ACC(0), s2 = ACC(0);
   [[unroll]] for (uint t = 0; t < NT; ++t) {
     const uint j = lane + t * TPR;
     if (valid && j < nitems) {
       [[unroll]] for (uint k = 0; k < VW; ++k) {
-        const ACC d = ACC(xc[t][k]) - mean;
-        if (in_row(j, k, len)) m2 += d * d;
+        const ACC d = ACC(xc[t][k]) - m;
+        if (in_row(j, k, len)) sc += d, s2 += d * d;
       }
     }
   }
-  return row_sum(m2, lane, slot);
+  c = row_sum(sc, lane, slot);
+  m2 = row_sum(s2, lane, slot);
 }
 
 void whole_row(uint row, bool valid, uint lane, uint slot) {
   const uint L = pc.feat, e0 = row * L;
   const ACC s = load_segment(valid, e0, L, lane, slot, true, true);
 #if defined(RMS)
-  const ACC mean = ACC(0), m2 = s;
+  const ACC hi = ACC(0), lo = ACC(0), m2 = s;
 #else
-  const ACC mean = s / ACC(L);
-  const ACC m2 = deviations(valid, L, lane, slot, mean);
+  // The corrected two-pass algorithm (Chan, Golub and LeVeque): the mean is hi + lo, with lo the mean
+  // deviation about the rounded hi, and the squared deviations corrected for it. Rows whose spread is
+  // small next to their mean keep their precision.
+  const ACC hi = s / ACC(L);
+  ACC c, m2;
+  deviations(valid, L, lane, slot, hi, c, m2);
+  const ACC lo = c / ACC(L);
+  m2 = max(m2 - c * lo, ACC(0));
 #endif
   const ACC rstd = rsqrt_(m2 / ACC(L) + ACC(EPS));
-  if (valid) normalize_store(e0, L, lane, mean, rstd);
+  if (valid) normalize_store(e0, L, lane, hi, lo, rstd);
 }
 
 // PASS 1: chunk `c` of `row`: its statistics to the workspace (and s for the add forms).
@@ -226,33 +238,44 @@ void chunk_stats(uint row, uint c, uint lane) {
   const uint e0 = row * pc.feat + c * pc.chunk, len = min(pc.chunk, pc.feat - c * pc.chunk);
   const ACC s = load_segment(true, e0, len, lane, 0u, true, false);
 #if defined(RMS)
-  const ACC m = s, m2 = ACC(0);
+  const ACC m = s, cr = ACC(0), m2 = ACC(0);
 #else
   const ACC m = s / ACC(len);
-  const ACC m2 = deviations(true, len, lane, 0u, m);
+  ACC cr, m2;
+  deviations(true, len, lane, 0u, m, cr, m2);
 #endif
   if (lane == 0u) {
-    ws[2u * (row * pc.nchunks + c)] = m;
-    ws[2u * (row * pc.nchunks + c) + 1u] = m2;
+    const uint at = 3u * (row * pc.nchunks + c);
+    ws[at] = m;  // rms: the sum of squares
+    ws[at + 1u] = cr;
+    ws[at + 2u] = m2;
   }
 }
 
 // PASS 2: combines the chunks of `row` in chunk order, then normalizes chunk `c`.
 void chunk_normalize(uint row, uint c, uint lane) {
-  const uint L = pc.feat, base = 2u * row * pc.nchunks;
+  const uint L = pc.feat, base = 3u * row * pc.nchunks;
 #if defined(RMS)
   ACC ss = ACC(0);
-  for (uint k = 0; k < pc.nchunks; ++k) ss += ws[base + 2u * k];
-  const ACC mean = ACC(0), m2 = ss;
+  for (uint k = 0; k < pc.nchunks; ++k) ss += ws[base + 3u * k];
+  const ACC hi = ACC(0), lo = ACC(0), m2 = ss;
 #else
+  // Chunk k holds n_k values, their rounded mean m_k, the residual c_k = sum(x - m_k) and
+  // M2_k = sum((x - m_k)^2). The row's mean is hi + lo; with d_k = m_k - mean, the row's squared
+  // deviations are the sum of M2_k + 2 d_k c_k + n_k d_k^2 (Chan's combination, corrected).
   ACC sum = ACC(0);
-  for (uint k = 0; k < pc.nchunks; ++k) sum += ACC(min(pc.chunk, L - k * pc.chunk)) * ws[base + 2u * k];
-  const ACC mean = sum / ACC(L);
+  for (uint k = 0; k < pc.nchunks; ++k) sum += ACC(min(pc.chunk, L - k * pc.chunk)) * ws[base + 3u * k];
+  const ACC hi = sum / ACC(L);
+  ACC r = ACC(0);
+  for (uint k = 0; k < pc.nchunks; ++k)
+    r += ACC(min(pc.chunk, L - k * pc.chunk)) * (ws[base + 3u * k] - hi) + ws[base + 3u * k + 1u];
+  const ACC lo = r / ACC(L);
   ACC m2 = ACC(0);
   for (uint k = 0; k < pc.nchunks; ++k) {
-    const ACC d = ws[base + 2u * k] - mean;
-    m2 += ws[base + 2u * k + 1u] + ACC(min(pc.chunk, L - k * pc.chunk)) * d * d;
+    const ACC n = ACC(min(pc.chunk, L - k * pc.chunk)), d = (ws[base + 3u * k] - hi) - lo;
+    m2 += ws[base + 3u * k + 2u] + ACC(2) * d * ws[base + 3u * k + 1u] + n * d * d;
   }
+  m2 = max(m2, ACC(0));
 #endif
   const ACC rstd = rsqrt_(m2 / ACC(L) + ACC(EPS));
   const uint e0 = row * L + c * pc.chunk, len = min(pc.chunk, L - c * pc.chunk);
@@ -261,7 +284,7 @@ void chunk_normalize(uint row, uint c, uint lane) {
     const uint j = lane + t * TPR;
     if (j < nitems) load_item(e0, len, j, xc[t]);
   }
-  normalize_store(e0, len, lane, mean, rstd);
+  normalize_store(e0, len, lane, hi, lo, rstd);
 }
 
 void main() {

@@ -32,8 +32,9 @@ endforeach()
 kf_row_variants(loss loss.comp "cross_entropy;cross_entropy_backward;mse" "mse")
 
 # Backward elementwise ops on eltwise.comp (GRAD_OP: activations_grad.glsl): dy * act'(x), mse_backward.
-set(KF_GRAD_ELTWISE_OPS mse_backward)
-set(KF_GRAD_ELTWISE_F64_OPS mse_backward)
+set(KF_GRAD_ELTWISE_OPS mse_backward relu_backward sigmoid_backward tanh_backward gelu_backward
+  gelu_tanh_backward silu_backward mish_backward)
+set(KF_GRAD_ELTWISE_F64_OPS mse_backward relu_backward)
 foreach(op IN LISTS KF_GRAD_ELTWISE_OPS)
   set(dts ${KF_DTYPES})
   if(op IN_LIST KF_GRAD_ELTWISE_F64_OPS)
@@ -44,3 +45,13 @@ foreach(op IN LISTS KF_GRAD_ELTWISE_OPS)
     list(APPEND KF_SHADER_VARIANTS "eltwise_${op}_${dt}|eltwise.comp|OP_${op},DT_${DT},GRAD_OP")
   endforeach()
 endforeach()
+
+# dropout_backward is dropout applied to dy (the same Philox mask): eltwise.comp's dropout kernel.
+foreach(dt IN LISTS KF_DTYPES ITEMS f64)
+  string(TOUPPER ${dt} DT)
+  list(APPEND KF_SHADER_VARIANTS "eltwise_dropout_backward_${dt}|eltwise.comp|OP_dropout,DT_${DT}")
+endforeach()
+
+# Row backward passes (norm_bwd.comp): softmax, layer norm and rms norm; no exp, so f64 too.
+kf_row_variants(normbwd norm_bwd.comp "softmax_backward;layer_norm_backward;rms_norm_backward"
+  "softmax_backward;layer_norm_backward;rms_norm_backward")

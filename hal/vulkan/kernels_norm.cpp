@@ -143,9 +143,9 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
     record(l);
     return "vulkan:norm/" + form + ",tpr=" + std::to_string(plan.tpr);
   }
-  // Split rows: PASS 1 writes two statistics per chunk to the workspace (and s), PASS 2 normalizes.
+  // Split rows: PASS 1 writes three statistics per chunk to the workspace (and s), PASS 2 normalizes.
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
-  const std::shared_ptr<Buffer> ws = workspace(2 * rows * plan.nchunks * acc);
+  const std::shared_ptr<Buffer> ws = workspace(3 * rows * plan.nchunks * acc);
   l.groups = grid(rows * plan.nchunks, 1, caps, tuning());
   l.spec = spec(kWorkgroup, 1);
   l.bindings[4] = s;  // null for the plain forms: binding 4 then repeats binding 0, never written

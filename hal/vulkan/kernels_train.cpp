@@ -1,12 +1,65 @@
 // The Vulkan kernels of KERNELS.md section 6 (losses, optimizers) and the section 3 backward passes.
+#include <algorithm>
+
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
 #include "ops/registry.hpp"
 
 namespace kf::hal::vk {
 
+// softmax_backward, layer_norm_backward, rms_norm_backward (norm_bwd.comp): the row pass (dx, and the
+// rows' statistics), then for the norms a column pass of per-chunk partial sums and their combine.
 std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
-  throw Error(ErrorCode::Internal, "vulkan: no kernel for " + call.op->name);
+  const OpDef& op = *call.op;
+  const Caps& caps = info_.caps;
+  const TensorArg& dy = call.inputs[0];
+  const uint64_t L = static_cast<uint64_t>(dy.shape.back()), R = static_cast<uint64_t>(dy.numel) / L;
+  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, R, L);
+  const bool norm = op.name != "softmax_backward";
+  const bool has_w = norm && call.inputs.size() > 2 && call.inputs[2].buffer;
+  const uint64_t npk = (L + plan.vw - 1) / plan.vw, colgroups = (npk + kWorkgroup - 1) / kWorkgroup;
+  // Row chunks of the column pass: enough (row chunk, column group) units to fill a large GPU.
+  const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1, R);
+  const uint64_t rchunk = (R + want - 1) / want, nrchunks = (R + rchunk - 1) / rchunk;
+  struct {
+    uint32_t rows, feat, rchunk, nrchunks;
+    float eps;
+    uint32_t eps_lo, eps_hi;
+  } pc{static_cast<uint32_t>(R), static_cast<uint32_t>(L), static_cast<uint32_t>(rchunk),
+       static_cast<uint32_t>(nrchunks), 0, 0, 0};
+  set_eps(norm ? op.eps_of(call.attrs) : call.attrs.scale, pc.eps, pc.eps_lo, pc.eps_hi);
+  // Rows longer than TPR * CACHE_VALUES are streamed (read again in each pass) rather than split.
+  const uint32_t tpr = plan.split ? kWorkgroup : plan.tpr;
+  Launch l;
+  l.variant = training_variant(op, call.dtype, caps);
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  const auto spec = [&](uint32_t t, uint32_t pass) {
+    return std::vector<uint32_t>{kWorkgroup, t, plan.wide ? 1u : 0u, plan.cache_values, pass, has_w ? 1u : 0u};
+  };
+  const size_t acc = call.dtype == DType::f64 ? 8 : 4;
+  std::shared_ptr<Buffer> ws;
+  if (norm) ws = workspace(acc * (3 * R + 2 * nrchunks * npk * plan.vw));
+  l.bindings[0] = dy.buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  if (has_w) l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[3] = call.outputs[0].buffer;
+  l.bindings[4] = ws;
+  l.spec = spec(tpr, 0);
+  l.groups = grid(R, kWorkgroup / tpr, caps, tuning());
+  record(l);
+  const std::string form = std::string(plan.subgroup ? "subgroup" : "shared-memory") + ",tpr=" +
+                           std::to_string(tpr) + (plan.split ? ",streamed" : "") + (plan.wide ? ",16B-packs" : ",scalar");
+  if (!norm) return "vulkan:normbwd/" + form;
+  l.spec = spec(kWorkgroup, 1);
+  l.groups = grid(colgroups * nrchunks, 1, caps, tuning());
+  record(l);
+  l.bindings[3] = call.outputs[1].buffer;
+  if (call.outputs.size() > 2) l.bindings[5] = call.outputs[2].buffer;
+  l.spec = spec(kWorkgroup, 2);
+  l.groups = grid(colgroups, 1, caps, tuning());
+  record(l);
+  return "vulkan:normbwd/" + form + ",columns=" + std::to_string(nrchunks) + "x" + std::to_string(rchunk);
 }
 namespace {
 

@@ -44,3 +44,8 @@ inline double check_eps(const OpDef& op, const Attrs& a) {
 }
 
 }  // namespace kf::opcheck
+
+namespace kf {
+// The section 3 backward ops (src/ops/backward.cpp), registered by register_training_ops.
+void register_backward_ops(std::vector<OpDef>& ops);
+}  // namespace kf

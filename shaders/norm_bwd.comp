@@ -1,0 +1,326 @@
+#version 450
+// Row backward passes (KERNELS.md section 3, training): softmax_backward, layer_norm_backward and
+// rms_norm_backward. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
+//   PASS 0 (rows): TPR invocations per row, each caching up to CACHE_VALUES values of dy and of x (y for
+//     softmax); items past the cache (rows longer than TPR * CACHE_VALUES) are read again from memory in
+//     each pass over the row. It writes dx and, for the norms, the row's (mean, rstd) to the workspace
+//     (the mean as hi + lo: the corrected two-pass algorithm, as norm.comp).
+//       softmax:    dx = s * y * (dy - sum(dy * y))
+//       layer norm: g = dy * w, xhat = (x - mean) * rstd, dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//       rms norm:   g = dy * w, xhat = x * rstd,          dx = rstd * (g - xhat * mean(g * xhat))
+//   PASS 1 (columns): the weight and bias gradients are sums over rows. Each workgroup takes 256 packs of
+//     columns and one chunk of `rchunk` rows and writes the chunk's partial sums of dy * xhat and dy
+//     to the workspace.
+//   PASS 2 (combine): each invocation adds one column pack's partial sums in chunk order: dw, db.
+// Every sum has a fixed order, so the results are the same bits every run.
+#include "common.glsl"
+
+#if defined(DT_F64)
+#define ACC double
+#else
+#define ACC float
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint TPR = 256;
+layout(constant_id = 2) const bool WIDE = true;
+layout(constant_id = 3) const uint CACHE_VALUES = 32;
+layout(constant_id = 4) const uint PASS = 0;
+layout(constant_id = 5) const bool HAS_W = false;
+#define NT (CACHE_VALUES / VW)
+
+#include "row_reduce.glsl"
+
+#if defined(OP_layer_norm_backward)
+#define LAYER 1
+#endif
+#if defined(OP_layer_norm_backward) || defined(OP_rms_norm_backward)
+#define NORM 1
+#endif
+
+// Bindings: 0 dy, 1 x (y for softmax), 2 w; 3 dx (PASS 0) or dw (PASS 2); 4 the workspace (three
+// statistics per row, then the column partial sums); 5 db (PASS 2).
+DECLARE_BUFFER(0, dy, readonly)
+DECLARE_BUFFER(1, xv, readonly)
+DECLARE_BUFFER(2, w, readonly)
+DECLARE_BUFFER(3, out3, )
+layout(std430, binding = 4) buffer WS { ACC ws[]; };
+DECLARE_BUFFER(5, out5, )
+
+layout(push_constant) uniform PC {
+  uint rows;
+  uint feat;
+  uint rchunk;    // rows per chunk of the column pass
+  uint nrchunks;
+  float eps;      // the norms' eps; softmax: its scale
+  uint eps_lo, eps_hi;
+} pc;
+
+#if defined(DT_F64)
+#define EPS packDouble2x32(uvec2(pc.eps_lo, pc.eps_hi))
+#else
+#define EPS pc.eps
+#endif
+#define PARTIALS_AT (3u * pc.rows)  // the column partials follow the row statistics
+#define FPAD (((pc.feat + VW - 1u) / VW) * VW)
+
+FT uc[NT][VW], vc[NT][VW];  // cached dy and x (y)
+
+// Item j of the row starting at element e0: dy into u, x (y) into v; padding past `len` is zero.
+void load_item(uint e0, uint len, uint j, out FT u[VW], out FT v[VW]) {
+  if (WIDE) {
+    unpack(dy_v.v[e0 / VW + j], u);
+    unpack(xv_v.v[e0 / VW + j], v);
+  } else {
+    [[unroll]] for (uint k = 0; k < VW; ++k) {
+      const uint o = j * VW + k;
+      u[k] = o < len ? LOAD_ELEM(dy, e0 + o) : FT(0);
+      v[k] = o < len ? LOAD_ELEM(xv, e0 + o) : FT(0);
+    }
+  }
+}
+
+bool in_row(uint j, uint k) { return WIDE || j * VW + k < pc.feat; }
+
+void load_w(uint j, out FT wv[VW]) {
+  [[unroll]] for (uint k = 0; k < VW; ++k) wv[k] = FT(1);
+  if (!HAS_W) return;
+  if (WIDE) {
+    unpack(w_v.v[j], wv);
+  } else {
+    [[unroll]] for (uint k = 0; k < VW; ++k) wv[k] = LOAD_ELEM(w, min(j * VW + k, pc.feat - 1u));
+  }
+}
+
+// The per-item steps of the passes over one row.
+ACC first_sum(FT u[VW], FT v[VW], uint j) {  // softmax: dy * y; layer: x; rms: x^2
+  ACC a = ACC(0);
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+#if defined(OP_softmax_backward)
+    a += ACC(u[k]) * ACC(v[k]);
+#elif defined(LAYER)
+    a += ACC(v[k]);
+#else
+    a += ACC(v[k]) * ACC(v[k]);
+#endif
+  }
+  return a;
+}
+void deviations(FT v[VW], uint j, ACC hi, inout ACC c, inout ACC m2) {
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    const ACC d = ACC(v[k]) - hi;
+    if (in_row(j, k)) c += d, m2 += d * d;
+  }
+}
+// The mean is hi + lo (the corrected two-pass algorithm, as norm.comp).
+ACC xhat_of(FT v, ACC hi, ACC lo, ACC rstd) { return ((ACC(v) - hi) - lo) * rstd; }
+void grad_sums(FT u[VW], FT v[VW], uint j, ACC hi, ACC lo, ACC rstd, inout ACC sg, inout ACC sgx) {
+  PACK_T(wv);
+  load_w(j, wv);
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    const ACC g = ACC(u[k]) * ACC(wv[k]);  // zero on the padding (dy is)
+    sg += g;
+    sgx += g * xhat_of(v[k], hi, lo, rstd);
+  }
+}
+void store_dx(uint e0, uint j, FT y[VW]) {
+  if (WIDE) {
+    out3_v.v[e0 / VW + j] = pack(y);
+  } else {
+    [[unroll]] for (uint k = 0; k < VW; ++k)
+      if (j * VW + k < pc.feat) STORE_ELEM(out3, e0 + j * VW + k, y[k])
+  }
+}
+void dx_item(FT u[VW], FT v[VW], uint e0, uint j, ACC a, ACC b, ACC hi, ACC lo, ACC rstd) {
+  PACK_T(y);
+#if defined(OP_softmax_backward)
+  [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = FT(ACC(EPS) * ACC(v[k]) * (ACC(u[k]) - a));
+#else
+  PACK_T(wv);
+  load_w(j, wv);
+  const ACC inv_l = ACC(1) / ACC(pc.feat);
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    const ACC g = ACC(u[k]) * ACC(wv[k]), xhat = xhat_of(v[k], hi, lo, rstd);
+    y[k] = FT(rstd * (g - a * inv_l - xhat * b * inv_l));
+  }
+#endif
+  store_dx(e0, j, y);
+}
+
+void row(uint r, bool valid, uint lane, uint slot) {
+  const uint L = pc.feat, e0 = r * L, nitems = (L + VW - 1u) / VW;
+  // Pass over the row 1: load (and cache) dy and x; the first sum.
+  ACC s1 = ACC(0);
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (valid && j < nitems) {
+      load_item(e0, L, j, uc[t], vc[t]);
+      s1 += first_sum(uc[t], vc[t], j);
+    }
+  }
+  for (uint j = lane + NT * TPR; valid && j < nitems; j += TPR) {
+    PACK_T(u);
+    PACK_T(v);
+    load_item(e0, L, j, u, v);
+    s1 += first_sum(u, v, j);
+  }
+  s1 = row_sum(s1, lane, slot);
+#if defined(OP_softmax_backward)
+  if (!valid) return;
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (j < nitems) dx_item(uc[t], vc[t], e0, j, s1, ACC(0), ACC(0), ACC(0), ACC(0));
+  }
+  for (uint j = lane + NT * TPR; j < nitems; j += TPR) {
+    PACK_T(u);
+    PACK_T(v);
+    load_item(e0, L, j, u, v);
+    dx_item(u, v, e0, j, s1, ACC(0), ACC(0), ACC(0), ACC(0));
+  }
+#else
+#if defined(LAYER)
+  const ACC hi = s1 / ACC(L);
+  ACC c = ACC(0), m2 = ACC(0);
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (valid && j < nitems) deviations(vc[t], j, hi, c, m2);
+  }
+  for (uint j = lane + NT * TPR; valid && j < nitems; j += TPR) {
+    PACK_T(u);
+    PACK_T(v);
+    load_item(e0, L, j, u, v);
+    deviations(v, j, hi, c, m2);
+  }
+  c = row_sum(c, lane, slot);
+  m2 = row_sum(m2, lane, slot);
+  const ACC lo = c / ACC(L);
+  m2 = max(m2 - c * lo, ACC(0));
+#else
+  const ACC hi = ACC(0), lo = ACC(0), m2 = s1;
+#endif
+  const ACC rstd = rsqrt_(m2 / ACC(L) + ACC(EPS));
+  ACC sg = ACC(0), sgx = ACC(0);
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (valid && j < nitems) grad_sums(uc[t], vc[t], j, hi, lo, rstd, sg, sgx);
+  }
+  for (uint j = lane + NT * TPR; valid && j < nitems; j += TPR) {
+    PACK_T(u);
+    PACK_T(v);
+    load_item(e0, L, j, u, v);
+    grad_sums(u, v, j, hi, lo, rstd, sg, sgx);
+  }
+#if defined(LAYER)
+  sg = row_sum(sg, lane, slot);
+#else
+  sg = ACC(0);  // rms norm has no mean to subtract
+#endif
+  sgx = row_sum(sgx, lane, slot);
+  if (!valid) return;
+  if (lane == 0u) {
+    ws[3u * r] = hi;
+    ws[3u * r + 1u] = lo;
+    ws[3u * r + 2u] = rstd;
+  }
+  [[unroll]] for (uint t = 0; t < NT; ++t) {
+    const uint j = lane + t * TPR;
+    if (j < nitems) dx_item(uc[t], vc[t], e0, j, sg, sgx, hi, lo, rstd);
+  }
+  for (uint j = lane + NT * TPR; j < nitems; j += TPR) {
+    PACK_T(u);
+    PACK_T(v);
+    load_item(e0, L, j, u, v);
+    dx_item(u, v, e0, j, sg, sgx, hi, lo, rstd);
+  }
+#endif
+}
+
+#if defined(NORM)
+// Compensated (Kahan) addition of v to the sum s with compensation c: the column sums run over many
+// rows in sequence, where plain float addition would lose digits. `precise` keeps the compiler from
+// reassociating it away.
+void kahan_add(inout ACC s, inout ACC c, ACC v) {
+  precise ACC y = v - c;
+  precise ACC t = s + y;
+  c = (t - s) - y;
+  s = t;
+}
+
+// PASS 1: column pack p (VW columns) over the rows of chunk c: partial sums of dy * xhat and dy.
+void column_partials(uint p, uint c) {
+  ACC a[VW], b[VW], ca[VW], cb[VW];
+  [[unroll]] for (uint k = 0; k < VW; ++k) a[k] = ACC(0), b[k] = ACC(0), ca[k] = ACC(0), cb[k] = ACC(0);
+  const uint r1 = min(pc.rows, (c + 1u) * pc.rchunk);
+  for (uint r = c * pc.rchunk; r < r1; ++r) {
+    PACK_T(u);
+    PACK_T(v);
+    load_item(r * pc.feat, pc.feat, p, u, v);
+    const ACC hi = ws[3u * r], lo = ws[3u * r + 1u], rstd = ws[3u * r + 2u];
+    [[unroll]] for (uint k = 0; k < VW; ++k) {
+      kahan_add(a[k], ca[k], ACC(u[k]) * xhat_of(v[k], hi, lo, rstd));
+      kahan_add(b[k], cb[k], ACC(u[k]));
+    }
+  }
+  const uint at = PARTIALS_AT + 2u * c * FPAD + p * VW;
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    ws[at + k] = a[k];
+    ws[at + FPAD + k] = b[k];
+  }
+}
+
+// PASS 2: column pack p: the chunks' partial sums in chunk order, stored to dw (and db).
+void column_combine(uint p) {
+  PACK_T(dw);
+  PACK_T(db);
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    ACC a = ACC(0), b = ACC(0), ca = ACC(0), cb = ACC(0);
+    for (uint c = 0; c < pc.nrchunks; ++c) {
+      const uint at = PARTIALS_AT + 2u * c * FPAD + p * VW + k;
+      kahan_add(a, ca, ws[at]);
+      kahan_add(b, cb, ws[at + FPAD]);
+    }
+    dw[k] = FT(a);
+    db[k] = FT(b);
+  }
+  if (WIDE) {
+    out3_v.v[p] = pack(dw);
+#if defined(LAYER)
+    out5_v.v[p] = pack(db);
+#endif
+  } else {
+    [[unroll]] for (uint k = 0; k < VW; ++k) {
+      if (p * VW + k < pc.feat) {
+        STORE_ELEM(out3, p * VW + k, dw[k])
+#if defined(LAYER)
+        STORE_ELEM(out5, p * VW + k, db[k])
+#endif
+      }
+    }
+  }
+}
+#endif
+
+void main() {
+  const uint lane = gl_LocalInvocationID.x % TPR, slot = gl_LocalInvocationID.x / TPR;
+  if (PASS == 0u) {
+    const uint rpw = gl_WorkGroupSize.x / TPR;
+    const uint nblocks = (pc.rows + rpw - 1u) / rpw;
+    for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += gl_NumWorkGroups.x) {
+      const uint r = blk * rpw + slot;
+      row(r, r < pc.rows, lane, slot);
+    }
+  }
+#if defined(NORM)
+  else {
+    const uint npk = (pc.feat + VW - 1u) / VW;
+    const uint colgroups = (npk + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
+    const uint units = PASS == 1u ? colgroups * pc.nrchunks : colgroups;
+    for (uint u = gl_WorkGroupID.x; u < units; u += gl_NumWorkGroups.x) {
+      const uint p = (u % colgroups) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+      if (p >= npk) continue;
+      if (PASS == 1u) column_partials(p, u / colgroups);
+      else column_combine(p);
+    }
+  }
+#endif
+}
