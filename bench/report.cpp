@@ -314,7 +314,7 @@ svg.chart { display: block; margin: 8px 0; font-family: inherit; }
 .ptlbl { font-size: 9px; fill: #444; }
 table.results { border-collapse: collapse; font-size: 12px; margin-top: 8px; }
 table.results th, table.results td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
-table.results th { background: #f0f0f0; } table.results td.l { text-align: left; }
+table.results th { background: #f0f0f0; } table.results td.l { text-align: left; white-space: nowrap; }
 )";
 
 std::string device_card(const json& doc, const std::string& heading) {
