@@ -101,7 +101,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     python3 - "$out/bench-vulkan.json" "$out/bench-cuda.json" "$out/ratio.json" <<'EOF' | tee "$out/ratio.txt"
 import json, math, sys
 vk, cu = (json.load(open(p)) for p in sys.argv[1:3])
-key = lambda r: (r["op"], r["case"], r["dtype"])
+key = lambda r: (r["op"], r.get("case", ""), r.get("dtype", ""))
 cuda = {key(r): r for r in cu["results"] if "ms" in r}
 rows, by_dtype = [], {}
 print(f"{'op':24} {'case':10} {'dtype':5} {'vulkan ms':>10} {'cuda ms':>10} {'vk/cuda':>8} {'vk copy%':>9} {'cuda copy%':>10}")
@@ -121,10 +121,10 @@ for r in vk["results"]:
           + ("" if rows[-1]["same_shapes"] else "  (shapes differ)"))
 for t, v in sorted(by_dtype.items()):
     print(f"geometric mean vulkan/cuda {t}: {math.exp(sum(map(math.log, v)) / len(v)):.3f} over {len(v)} timings")
-only = sorted({key(r) for r in cu["results"]} ^ {key(r) for r in vk["results"]})
+only = sorted({key(r) for r in cu["results"] if "ms" in r} ^ {key(r) for r in vk["results"] if "ms" in r})
 if only:
     print("timed on one backend only:", ", ".join("/".join(k) for k in only))
-unsupported = [f"{r['op']}/{r['dtype']}: {r['unsupported']}" for r in cu["results"] if "unsupported" in r]
+unsupported = [f"{r['op']}/{r.get('dtype', '')}: {r['unsupported']}" for r in cu["results"] if "unsupported" in r]
 if unsupported:
     print("unsupported on CUDA:", *unsupported, sep="\n  ")
 json.dump({"device": cu.get("device"), "vulkan_device": vk.get("device"), "rows": rows}, open(sys.argv[3], "w"), indent=1)

@@ -11,9 +11,11 @@ namespace kf::hal::cuda {
 
 // ---- Storage dtypes. C is the compute type (float for the 16-bit and 32-bit dtypes, as every backend
 // accumulates in float32 or better), VW the elements of a 16-byte pack.
+// FAST: the activations may use the hardware's approximate exp and division (16-bit dtypes only).
 struct F32 {
   using C = float;
   static constexpr int VW = 4, ES = 4;  // elements per pack, bytes per element
+  static constexpr bool FAST = false;
   static KF_DEV C load(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
   static KF_DEV void store(void* p, int64_t i, C v) { static_cast<float*>(p)[i] = v; }
   static KF_DEV void unpack(const uint4& u, C (&x)[VW]) {
@@ -27,6 +29,7 @@ struct F32 {
 struct F64 {
   using C = double;
   static constexpr int VW = 2, ES = 8;
+  static constexpr bool FAST = false;
   static KF_DEV C load(const void* p, int64_t i) { return static_cast<const double*>(p)[i]; }
   static KF_DEV void store(void* p, int64_t i, C v) { static_cast<double*>(p)[i] = v; }
   static KF_DEV void unpack(const uint4& u, C (&x)[VW]) {
@@ -44,6 +47,7 @@ template <class Conv>
 struct Half16 {
   using C = float;
   static constexpr int VW = 8, ES = 2;
+  static constexpr bool FAST = true;
   static KF_DEV C load(const void* p, int64_t i) { return Conv::to_float(static_cast<const unsigned short*>(p)[i]); }
   static KF_DEV void store(void* p, int64_t i, C v) { static_cast<unsigned short*>(p)[i] = Conv::from_float(v); }
   static KF_DEV void unpack(const uint4& u, C (&x)[VW]) {
@@ -57,8 +61,7 @@ struct Half16 {
   static KF_DEV uint4 pack(const C (&x)[VW]) {
     unsigned w[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      w[k] = unsigned(Conv::from_float(x[2 * k])) | (unsigned(Conv::from_float(x[2 * k + 1])) << 16);
+    for (int k = 0; k < 4; ++k) w[k] = Conv::pack2(x[2 * k], x[2 * k + 1]);
     return make_uint4(w[0], w[1], w[2], w[3]);
   }
 };
@@ -66,6 +69,7 @@ struct Half16 {
 struct HalfConv {
   static KF_DEV float to_float(unsigned short h) { return kf_half_to_float(h); }
   static KF_DEV unsigned short from_float(float f) { return kf_float_to_half(f); }
+  static KF_DEV unsigned pack2(float lo, float hi) { return kf_pack_half2(lo, hi); }
 };
 
 struct Bf16Conv {
@@ -75,6 +79,13 @@ struct Bf16Conv {
     if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
     return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
+  static KF_DEV unsigned pack2(float lo, float hi) {
+#if KF_HAVE_BF16_PAIR
+    return kf_pack_bf162(lo, hi);
+#else
+    return unsigned(from_float(lo)) | (unsigned(from_float(hi)) << 16);
+#endif
+  }
 };
 
 using F16 = Half16<HalfConv>;
@@ -83,39 +94,58 @@ using BF16 = Half16<Bf16Conv>;
 KF_DEV uint4 load_pack(const void* p, int64_t k) { return static_cast<const uint4*>(p)[k]; }
 KF_DEV void store_pack(void* p, int64_t k, const uint4& v) { static_cast<uint4*>(p)[k] = v; }
 
-// ---- Math in the compute type, through the vendor's accurate libm (never the fast intrinsics).
-KF_DEV float m_exp(float x) { return expf(x); }
-KF_DEV double m_exp(double x) { return exp(x); }
-KF_DEV float m_tanh(float x) { return tanhf(x); }
-KF_DEV double m_tanh(double x) { return tanh(x); }
-KF_DEV float m_erfc(float x) { return erfcf(x); }
-KF_DEV double m_erfc(double x) { return erfc(x); }
-KF_DEV float m_log1p(float x) { return log1pf(x); }
-KF_DEV double m_log1p(double x) { return log1p(x); }
+// ---- Math in the compute type. M = Math<C, FAST>: the vendor's accurate libm, or for FAST (16-bit
+// dtypes) the hardware's approximate exp and division.
+template <class C, bool FAST> struct Math;
+template <bool FAST> struct Math<float, FAST> {
+  static KF_DEV float exp(float x) {
+    if constexpr (FAST) return kf_fast_exp(x);
+    else return expf(x);
+  }
+  static KF_DEV float div(float a, float b) {
+    if constexpr (FAST) return kf_fast_div(a, b);
+    else return a / b;
+  }
+  static KF_DEV float tanh(float x) { return tanhf(x); }
+  // gelu's erf term: 1 + erf(x / sqrt 2) (erff is much cheaper than erfcf; the cancellation for
+  // x << 0 costs at most |x| 2^-24 absolute, far inside the tolerances).
+  static KF_DEV float one_plus_erf(float x) { return 1.0f + erff(x); }
+};
+template <bool FAST> struct Math<double, FAST> {
+  static KF_DEV double exp(double x) { return ::exp(x); }
+  static KF_DEV double div(double a, double b) { return a / b; }
+  static KF_DEV double tanh(double x) { return ::tanh(x); }
+  static KF_DEV double one_plus_erf(double x) { return erfc(-x); }  // as the reference
+};
 KF_DEV float m_abs(float x) { return fabsf(x); }
 KF_DEV double m_abs(double x) { return fabs(x); }
 
-// ---- The activations of KERNELS.md, with the formulas of shaders/activations.glsl.
-template <class C> KF_DEV C relu_f(C x) { return x < C(0) ? C(0) : x; }  // NaN stays NaN
-template <class C> KF_DEV C sigmoid_f(C x) { return C(1) / (C(1) + m_exp(-x)); }
-template <class C> KF_DEV C tanh_f(C x) { return m_tanh(x); }
-template <class C> KF_DEV C gelu_f(C x) { return C(0.5) * x * m_erfc(-x * C(0.70710678118654752440)); }
-template <class C> KF_DEV C gelu_tanh_f(C x) {
-  return C(0.5) * x * (C(1) + m_tanh(C(0.79788456080286535588) * (x + C(0.044715) * x * x * x)));
+// ---- The activations of KERNELS.md (same functions as shaders/activations.glsl and the reference).
+template <class M, class C> KF_DEV C relu_f(C x) { return x < C(0) ? C(0) : x; }  // NaN stays NaN
+template <class M, class C> KF_DEV C sigmoid_f(C x) { return M::div(C(1), C(1) + M::exp(-x)); }
+template <class M, class C> KF_DEV C tanh_f(C x) { return M::tanh(x); }
+template <class M, class C> KF_DEV C gelu_f(C x) { return C(0.5) * x * M::one_plus_erf(x * C(0.70710678118654752440)); }
+template <class M, class C> KF_DEV C gelu_tanh_f(C x) {
+  return C(0.5) * x * (C(1) + M::tanh(C(0.79788456080286535588) * (x + C(0.044715) * x * x * x)));
 }
-template <class C> KF_DEV C silu_f(C x) { return x / (C(1) + m_exp(-x)); }
-// softplus = log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), and x itself for x > 20 (KERNELS.md).
-template <class C> KF_DEV C softplus_f(C x) {
-  return x > C(20) ? x : (x > C(0) ? x : C(0)) + m_log1p(m_exp(-m_abs(x)));
+template <class M, class C> KF_DEV C silu_f(C x) { return M::div(x, C(1) + M::exp(-x)); }
+// mish = x tanh(softplus(x)), softplus = log1p(exp(x)) and x itself for x > 20 (KERNELS.md). With
+// e = exp(x), tanh(log(1 + e)) = n / (n + 2) for n = e (e + 2): one exp, no log, no cancellation
+// (for x << 0 it tends to x e). Above 20, tanh(x) is 1 in float and within 1e-17 of it in double.
+template <class M, class C> KF_DEV C mish_f(C x) {
+  if (x > C(20)) return x;
+  const C e = M::exp(x), n = e * (e + C(2));
+  return x * M::div(n, n + C(2));
 }
-template <class C> KF_DEV C mish_f(C x) { return x * m_tanh(softplus_f(x)); }
 
 // ---- Philox4x32-10 (Salmon et al. 2011): counter c, key k.
 KF_DEV uint4 philox4x32_10(uint4 c, unsigned k0, unsigned k1) {
 #pragma unroll
   for (int r = 0; r < 10; ++r) {
-    const unsigned lo0 = 0xD2511F53u * c.x, hi0 = __umulhi(0xD2511F53u, c.x);
-    const unsigned lo1 = 0xCD9E8D57u * c.z, hi1 = __umulhi(0xCD9E8D57u, c.z);
+    // 32 x 32 -> 64-bit products: one wide multiply-add each on NVIDIA GPUs.
+    const unsigned long long p0 = 0xD2511F53ull * c.x, p1 = 0xCD9E8D57ull * c.z;
+    const unsigned lo0 = static_cast<unsigned>(p0), hi0 = static_cast<unsigned>(p0 >> 32);
+    const unsigned lo1 = static_cast<unsigned>(p1), hi1 = static_cast<unsigned>(p1 >> 32);
     c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;

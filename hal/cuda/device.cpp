@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -182,8 +183,30 @@ void throw_error(gpuError_t e, const std::string& what) {
   throw Error(code, msg);
 }
 
+namespace {
+
+// The developer knobs of KF_TUNE / ContextOptions::tuning ("key=value,...") this backend reads; the
+// others belong to other backends and are left to them.
+int rows_values_of(const std::string& tuning) {
+  int rows_values = kRowCache256;
+  size_t at = 0;
+  while (at <= tuning.size()) {
+    const size_t end = std::min(tuning.find(',', at), tuning.size());
+    const std::string item = tuning.substr(at, end - at);
+    at = end + 1;
+    if (item.rfind("rows_values=", 0) != 0) continue;
+    // The Vulkan kernels take 16 to 128; these have 16 and 32 (the variant string says which ran).
+    const long v = std::strtol(item.c_str() + 12, nullptr, 10);
+    if (v <= 0) throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item + "' needs a positive value");
+    rows_values = v >= 32 ? 32 : 16;
+  }
+  return rows_values;
+}
+
+}  // namespace
+
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
-    : ordinal_(ordinal), info_(info), options_(o) {
+    : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {

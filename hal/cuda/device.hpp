@@ -113,6 +113,7 @@ class CudaDevice final : public Device {
   DeviceInfo info_;
   ContextOptions options_;
   int sm_count_ = 1;
+  int rows_values_ = 16;  // KF_TUNE rows_values: row values a thread caches in 256-thread row kernels
   gpuStream_t stream_ = nullptr;
   std::shared_ptr<Allocator> allocator_;
   std::vector<gpuEvent_t> events_;  // a pool: timestamp() records the next one

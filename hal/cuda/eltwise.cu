@@ -14,33 +14,33 @@ template <EltOp OP>
 constexpr bool kRandom = OP == EltOp::dropout || OP == EltOp::gelu_dropout || OP == EltOp::bias_gelu_dropout ||
                          OP == EltOp::add_dropout_residual;
 
-// The fused function of one element: x (input 0), b (input 1 or the gate), c (input 2).
-template <EltOp OP, class C>
+// The fused function of one element: x (input 0), b (input 1 or the gate), c (input 2). M: Math<C, FAST>.
+template <EltOp OP, class M, class C>
 KF_DEV C apply(C x, C b, C c) {
-  if constexpr (OP == EltOp::add_relu || OP == EltOp::bias_relu) return relu_f(x + b);
-  else if constexpr (OP == EltOp::mul_relu) return relu_f(x * b);
-  else if constexpr (OP == EltOp::add_sigmoid) return sigmoid_f(x + b);
-  else if constexpr (OP == EltOp::mul_tanh) return tanh_f(x * b);
-  else if constexpr (OP == EltOp::bias_gelu || OP == EltOp::bias_gelu_dropout) return gelu_f(x + b);
-  else if constexpr (OP == EltOp::bias_gelu_tanh) return gelu_tanh_f(x + b);
-  else if constexpr (OP == EltOp::bias_silu) return silu_f(x + b);
-  else if constexpr (OP == EltOp::swiglu) return silu_f(b) * x;
-  else if constexpr (OP == EltOp::geglu) return gelu_f(b) * x;
-  else if constexpr (OP == EltOp::mish_scale) return mish_f(x) * b;
+  if constexpr (OP == EltOp::add_relu || OP == EltOp::bias_relu) return relu_f<M>(x + b);
+  else if constexpr (OP == EltOp::mul_relu) return relu_f<M>(x * b);
+  else if constexpr (OP == EltOp::add_sigmoid) return sigmoid_f<M>(x + b);
+  else if constexpr (OP == EltOp::mul_tanh) return tanh_f<M>(x * b);
+  else if constexpr (OP == EltOp::bias_gelu || OP == EltOp::bias_gelu_dropout) return gelu_f<M>(x + b);
+  else if constexpr (OP == EltOp::bias_gelu_tanh) return gelu_tanh_f<M>(x + b);
+  else if constexpr (OP == EltOp::bias_silu) return silu_f<M>(x + b);
+  else if constexpr (OP == EltOp::swiglu) return silu_f<M>(b) * x;
+  else if constexpr (OP == EltOp::geglu) return gelu_f<M>(b) * x;
+  else if constexpr (OP == EltOp::mish_scale) return mish_f<M>(x) * b;
   else if constexpr (OP == EltOp::prelu_bias) {
     const C s = x + c;
     return s >= C(0) ? s : b * s;
-  } else if constexpr (OP == EltOp::gelu_dropout || OP == EltOp::gelu) return gelu_f(x);
+  } else if constexpr (OP == EltOp::gelu_dropout || OP == EltOp::gelu) return gelu_f<M>(x);
   else if constexpr (OP == EltOp::dropout || OP == EltOp::add_dropout_residual || OP == EltOp::copy) return x;
   else if constexpr (OP == EltOp::add) return x + b;
   else if constexpr (OP == EltOp::mul) return x * b;
   else if constexpr (OP == EltOp::prelu) return x >= C(0) ? x : b * x;
-  else if constexpr (OP == EltOp::relu) return relu_f(x);
-  else if constexpr (OP == EltOp::sigmoid) return sigmoid_f(x);
-  else if constexpr (OP == EltOp::tanh) return tanh_f(x);
-  else if constexpr (OP == EltOp::gelu_tanh) return gelu_tanh_f(x);
-  else if constexpr (OP == EltOp::silu) return silu_f(x);
-  else if constexpr (OP == EltOp::mish) return mish_f(x);
+  else if constexpr (OP == EltOp::relu) return relu_f<M>(x);
+  else if constexpr (OP == EltOp::sigmoid) return sigmoid_f<M>(x);
+  else if constexpr (OP == EltOp::tanh) return tanh_f<M>(x);
+  else if constexpr (OP == EltOp::gelu_tanh) return gelu_tanh_f<M>(x);
+  else if constexpr (OP == EltOp::silu) return silu_f<M>(x);
+  else if constexpr (OP == EltOp::mish) return mish_f<M>(x);
   else static_assert(OP == EltOp::count, "eltwise.cu: an EltOp without a formula");
 }
 
@@ -141,7 +141,7 @@ KF_DEV void process_pack(const EltwiseParams& p, int64_t pk, const uint4& r0, co
     if constexpr (kRandom<OP>) {
       if (p.thr != 0u && (k == 0 || (i & 3) == 0)) words = philox_block(i, p);
     }
-    y[k] = finish<OP>(apply<OP>(x[k], b[k], c[k]), b[k], word_of(words, i), p);
+    y[k] = finish<OP>(apply<OP, Math<C, T::FAST>>(x[k], b[k], c[k]), b[k], word_of(words, i), p);
   }
   store_pack(p.out, pk, T::pack(y));
 }
@@ -164,7 +164,7 @@ KF_DEV void process_elem(const EltwiseParams& p, int64_t i) {
   if constexpr (kRandom<OP>) {
     if (p.thr != 0u) word = word_of(philox_block(i, p), i);
   }
-  T::store(p.out, i, finish<OP>(apply<OP>(x, b, c), b, word, p));
+  T::store(p.out, i, finish<OP>(apply<OP, Math<C, T::FAST>>(x, b, c), b, word, p));
 }
 
 template <EltOp OP, class T>

@@ -23,6 +23,7 @@
 #define gpuDeviceProp hipDeviceProp_t
 #else
 #if defined(__CUDACC__)
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #else
@@ -90,7 +91,27 @@
 #define KF_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 #endif
 
-// IEEE half <-> float through the vendor's conversion instructions (round to nearest even).
+// IEEE half <-> float through the vendor's conversion instructions (round to nearest even); pairs in
+// one instruction where there is one (cvt.rn.f16x2.f32, cvt.rn.bf16x2.f32 on sm_80 and newer).
 KF_DEV float kf_half_to_float(unsigned short h) { return __half2float(__ushort_as_half(h)); }
 KF_DEV unsigned short kf_float_to_half(float f) { return __half_as_ushort(__float2half_rn(f)); }
+// Two values as one 32-bit word, lo in the low half. kf_pack_bf162 returns false where the compiler
+// has no bf16 pair conversion (HIP): the caller rounds by bit operations instead.
+KF_DEV unsigned kf_pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return unsigned(__half_as_ushort(__low2half(h))) | (unsigned(__half_as_ushort(__high2half(h))) << 16);
+}
+#if defined(KF_HIP)
+#define KF_HAVE_BF16_PAIR 0
+#else
+#define KF_HAVE_BF16_PAIR 1
+KF_DEV unsigned kf_pack_bf162(float lo, float hi) {
+  const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+  return unsigned(__bfloat16_as_ushort(__low2bfloat16(b))) | (unsigned(__bfloat16_as_ushort(__high2bfloat16(b))) << 16);
+}
+#endif
+// The hardware's approximate exp and division (about 2 ulp): for dtypes stored in 16 bits, whose
+// rounding is a thousand times coarser.
+KF_DEV float kf_fast_exp(float x) { return __expf(x); }
+KF_DEV float kf_fast_div(float a, float b) { return __fdividef(a, b); }
 #endif

@@ -184,15 +184,16 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     return std::max<int64_t>(1, p.wide ? v / vw : v);
   };
   const int warp = std::max<int>(1, static_cast<int>(info_.caps.subgroup_size));
+  const int cache = rows_values_;
   int block = 256, tpr = warp;
-  while (int64_t(tpr) * per_thread(kRowCache256) < units && tpr < 256) tpr *= 2;
-  if (int64_t(tpr) * per_thread(kRowCache256) < units) block = tpr = 1024;
+  while (int64_t(tpr) * per_thread(cache) < units && tpr < 256) tpr *= 2;
+  if (int64_t(tpr) * per_thread(cache) < units) block = tpr = 1024;
   p.tpr = tpr;
   const int64_t rpb = block / tpr;
   const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((p.rows + rpb - 1) / rpb, 1, int64_t(1) << 30));
-  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, blocks, stream_), "rows " + op.name);
+  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_), "rows " + op.name);
   return prefix + "rows/warp-shuffle,tpr=" + std::to_string(tpr) + ",block=" + std::to_string(block) +
-         (p.wide ? ",16B-packs" : ",scalar");
+         (sums || block == 1024 ? "" : ",cache=" + std::to_string(cache)) + (p.wide ? ",16B-packs" : ",scalar");
 }
 
 }  // namespace kf::hal::cuda

@@ -58,14 +58,15 @@ struct RowsParams {
   double scale_d = 1;
 };
 
-// Threads per block of the row kernels: 256 (cache of kRowCache256 values per thread) for rows that
-// fit, 1024 (kRowCache1024 values per thread) for longer ones.
-constexpr int kRowCache256 = 32, kRowCache1024 = 8;  // values of float-computed dtypes; f64 keeps half
+// Threads per block of the row kernels: 256 for rows that a block caches (16 or 32 values of its row
+// per thread: KF_TUNE rows_values, default kRowCache256), 1024 (kRowCache1024 values per thread) for
+// longer ones. Values of float-computed dtypes; f64 keeps half as many.
+constexpr int kRowCache256 = 16, kRowCache1024 = 8;
 
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch
 // (0 when it was accepted): kernels.cpp turns it into a kf::Error.
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
-int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, uint32_t blocks, void* stream);
+int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream);
 
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).

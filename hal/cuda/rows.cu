@@ -255,17 +255,19 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
   }
 }
 
-// One kernel per op, dtype, block size and row layout (WIDE: 16-byte packs). 256-thread blocks may use
-// 128 registers a thread (two blocks a multiprocessor): a cache of 32 values (16 doubles) and four units
-// in flight; 1024-thread blocks, for rows longer than 256 threads cache, have 64: 8 values (4 doubles)
-// and two units in flight, the rest of the row streaming.
-template <RowOp OP, class T, int BLOCK, bool WIDE>
-__global__ void __launch_bounds__(BLOCK, BLOCK == 1024 ? 1 : 2) rows_kernel(const RowsParams p) {
+// One kernel per op, dtype, block size, row layout (WIDE: 16-byte packs) and, for 256-thread blocks,
+// the values of its row each thread caches (CACHE_VALUES, 16 or 32 for float dtypes: KF_TUNE rows_values;
+// doubles keep half as many). The launch bounds hold the registers to what the cache needs: 64 a thread
+// for 16 values (four blocks a multiprocessor), 128 for 32 (two). 1024-thread blocks, for rows longer
+// than a 256-thread block caches, keep 8 values and stream the rest of the row.
+template <RowOp OP, class T, int BLOCK, bool WIDE, int CACHE_VALUES>
+__global__ void __launch_bounds__(BLOCK, BLOCK == 1024 ? 1 : (CACHE_VALUES > 16 ? 2 : 4))
+    rows_kernel(const RowsParams p) {
   using C = typename T::C;
   constexpr int W = WIDE ? T::VW : 1;
-  constexpr int CACHE = (BLOCK == 1024 ? kRowCache1024 : kRowCache256) / (sizeof(C) == 8 ? 2 : 1);
+  constexpr int CACHE = CACHE_VALUES / (sizeof(C) == 8 ? 2 : 1);
   constexpr int CU = CACHE / W > 0 ? CACHE / W : 1;
-  constexpr int UNROLL = BLOCK == 1024 ? 2 : 4;
+  constexpr int UNROLL = BLOCK == 1024 || CACHE_VALUES <= 16 ? 2 : 4;
   __shared__ C red_m[BLOCK / KF_WARP], red_s[BLOCK / KF_WARP];
   const int tpr = p.tpr, rpb = BLOCK / tpr;
   const int lane = threadIdx.x & (tpr - 1), slot = threadIdx.x / tpr;
@@ -279,33 +281,39 @@ __global__ void __launch_bounds__(BLOCK, BLOCK == 1024 ? 1 : 2) rows_kernel(cons
   }
 }
 
+template <RowOp OP, class T, bool WIDE>
+void launch_layout(const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s) {
+  constexpr bool sums = OP == RowOp::sum_squared || OP == RowOp::mean_abs;  // no cache: one kernel
+  if (block == 1024) rows_kernel<OP, T, 1024, WIDE, kRowCache1024><<<blocks, 1024, 0, s>>>(p);
+  else if (sums || cache <= 16) rows_kernel<OP, T, 256, WIDE, 16><<<blocks, 256, 0, s>>>(p);
+  else rows_kernel<OP, T, 256, WIDE, 32><<<blocks, 256, 0, s>>>(p);
+}
+
 template <RowOp OP, class T>
-int launch_dtype(const RowsParams& p, int block, uint32_t blocks, gpuStream_t s) {
-  if (block == 1024 && p.wide) rows_kernel<OP, T, 1024, true><<<blocks, 1024, 0, s>>>(p);
-  else if (block == 1024) rows_kernel<OP, T, 1024, false><<<blocks, 1024, 0, s>>>(p);
-  else if (p.wide) rows_kernel<OP, T, 256, true><<<blocks, 256, 0, s>>>(p);
-  else rows_kernel<OP, T, 256, false><<<blocks, 256, 0, s>>>(p);
+int launch_dtype(const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s) {
+  if (p.wide) launch_layout<OP, T, true>(p, block, cache, blocks, s);
+  else launch_layout<OP, T, false>(p, block, cache, blocks, s);
   return static_cast<int>(gpuGetLastError());
 }
 
 template <RowOp OP>
-int launch_op(Dt dt, const RowsParams& p, int block, uint32_t blocks, gpuStream_t s) {
+int launch_op(Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s) {
   switch (dt) {
-    case Dt::f32: return launch_dtype<OP, F32>(p, block, blocks, s);
-    case Dt::f16: return launch_dtype<OP, F16>(p, block, blocks, s);
-    case Dt::bf16: return launch_dtype<OP, BF16>(p, block, blocks, s);
-    case Dt::f64: return launch_dtype<OP, F64>(p, block, blocks, s);
+    case Dt::f32: return launch_dtype<OP, F32>(p, block, cache, blocks, s);
+    case Dt::f16: return launch_dtype<OP, F16>(p, block, cache, blocks, s);
+    case Dt::bf16: return launch_dtype<OP, BF16>(p, block, cache, blocks, s);
+    case Dt::f64: return launch_dtype<OP, F64>(p, block, cache, blocks, s);
   }
   return -1;
 }
 
 }  // namespace
 
-int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, uint32_t blocks, void* stream) {
+int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (op) {
 #define KF_CUDA_CASE(name) \
-  case RowOp::name: return launch_op<RowOp::name>(dt, p, block, blocks, s);
+  case RowOp::name: return launch_op<RowOp::name>(dt, p, block, cache, blocks, s);
     KF_CUDA_ROW_OPS(KF_CUDA_CASE)
 #undef KF_CUDA_CASE
     case RowOp::count: break;
