@@ -55,3 +55,11 @@ endforeach()
 # Row backward passes (norm_bwd.comp): softmax, layer norm and rms norm; no exp, so f64 too.
 kf_row_variants(normbwd norm_bwd.comp "softmax_backward;layer_norm_backward;rms_norm_backward"
   "softmax_backward;layer_norm_backward;rms_norm_backward")
+
+# Optimizers (optim.comp): no exp, so f64 too.
+foreach(op adamw_step sgd_step)
+  foreach(dt IN LISTS KF_DTYPES ITEMS f64)
+    string(TOUPPER ${dt} DT)
+    list(APPEND KF_SHADER_VARIANTS "optim_${op}_${dt}|optim.comp|OP_${op},DT_${DT}")
+  endforeach()
+endforeach()

@@ -80,6 +80,125 @@ TEST_P(Training, CrossEntropyTargetMustBeInt32) {
   EXPECT_THROW(ctx_->call("cross_entropy", {logits, t2}), Error);  // one target per row
 }
 
+// The optimizers over a list of tensors, stepped in place ten times (kf::adamw_step / kf::sgd_step),
+// against the registry's float64 reference stepped ten times on the same gradients, its state rounded to
+// the dtype after each step as the device stores it.
+struct OptCase {
+  std::string op;
+  Attrs attrs;
+  std::string label;
+};
+
+std::vector<OptCase> opt_cases() {
+  std::vector<OptCase> v;
+  Attrs a;
+  a.lr = 1e-2, a.weight_decay = 1e-2;
+  v.push_back({"adamw_step", a, "adamw"});
+  a = {};
+  a.lr = 3e-3, a.beta1 = 0.8, a.beta2 = 0.95, a.eps = 1e-6;
+  v.push_back({"adamw_step", a, "adamw_betas"});
+  a = {};
+  a.lr = 0.05;
+  v.push_back({"sgd_step", a, "sgd"});
+  a.momentum = 0.9, a.weight_decay = 1e-3;
+  v.push_back({"sgd_step", a, "sgd_momentum"});
+  a.nesterov = true;
+  v.push_back({"sgd_step", a, "sgd_nesterov"});
+  a.nesterov = false, a.dampening = 0.3;
+  v.push_back({"sgd_step", a, "sgd_dampening"});
+  return v;
+}
+
+TEST_P(Training, OptimizersTenStepsInPlace) {
+  ValidationCheck vc(*ctx_);
+  const std::vector<Shape> shapes = {{17}, {7, 33}, {4099}};
+  for (const OptCase& c : opt_cases())
+    for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+      if (!ctx_->supports(c.op, t)) continue;
+      SCOPED_TRACE(c.label + " " + to_string(t));
+      const OpDef& op = get_op(c.op);
+      const bool adam = c.op == "adamw_step";
+      const size_t n_state = adam ? 3 : 2;  // param, m, v / param, buffer
+      std::vector<std::vector<Tensor>> state(n_state);
+      std::vector<std::vector<HostTensor>> ref(shapes.size());
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        for (size_t k = 0; k < n_state; ++k) {
+          Tensor x = values(shapes[i], t, 1, 100 * i + k);
+          if (k == 2) x = ctx_->from_host(shapes[i], t, std::vector<double>(static_cast<size_t>(numel(shapes[i])), 0.0));
+          state[k].push_back(x);
+          ref[i].push_back(HostTensor{shapes[i], x.to_double()});
+        }
+      }
+      for (int64_t step = 1; step <= 10; ++step) {
+        Attrs a = c.attrs;
+        a.step = step;
+        std::vector<Tensor> grads;
+        for (size_t i = 0; i < shapes.size(); ++i) grads.push_back(values(shapes[i], t, 0.5, 1000 * step + i));
+        if (adam) {
+          AdamWOptions o;
+          o.lr = a.lr, o.beta1 = a.beta1, o.beta2 = a.beta2, o.eps = a.eps, o.weight_decay = a.weight_decay;
+          adamw_step(state[0], grads, state[1], state[2], o, step);
+        } else {
+          SgdOptions o;
+          o.lr = a.lr, o.momentum = a.momentum, o.dampening = a.dampening, o.weight_decay = a.weight_decay;
+          o.nesterov = a.nesterov;
+          sgd_step(state[0], grads, state[1], o, step);
+        }
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          std::vector<HostTensor> in = {ref[i][0], HostTensor{shapes[i], grads[i].to_double()}};
+          for (size_t k = 1; k < n_state; ++k) in.push_back(ref[i][k]);
+          std::vector<HostTensor> out(n_state);
+          for (auto& o : out) o = HostTensor{shapes[i], std::vector<double>(static_cast<size_t>(numel(shapes[i])))};
+          op.reference(in, out, a);
+          for (size_t k = 0; k < n_state; ++k) {
+            for (auto& e : out[k].data) e = round_to(t, e);  // what the device stores
+            ref[i][k] = out[k];
+          }
+        }
+      }
+      for (size_t i = 0; i < shapes.size(); ++i)
+        for (size_t k = 0; k < n_state; ++k) {
+          const auto cmp = check::compare(state[k][i].to_double(), ref[i][k].data, t, 1);
+          EXPECT_TRUE(cmp.pass) << op.outputs[k] << " of tensor " << i << " " << to_string(shapes[i]) << " after 10 steps:"
+                                << cmp.message;
+        }
+    }
+}
+
+// In place and with separate outputs give the same bits; separate outputs leave the inputs unchanged;
+// an output may alias only its documented input.
+TEST_P(Training, OptimizerAliasing) {
+  ValidationCheck vc(*ctx_);
+  Attrs a;
+  a.lr = 0.01, a.weight_decay = 0.1, a.step = 3;
+  const Shape s = {5, 13};
+  Tensor p = values(s, DType::f32, 1, 1), g = values(s, DType::f32, 1, 2), m = values(s, DType::f32, 1, 3);
+  Tensor v = ctx_->from_host(s, DType::f32, std::vector<double>(65, 0.25));
+  const auto p0 = raw_bytes(p), m0 = raw_bytes(m), v0 = raw_bytes(v);
+  Tensor po = ctx_->empty(s, DType::f32), mo = ctx_->empty(s, DType::f32), vo = ctx_->empty(s, DType::f32);
+  ctx_->run("adamw_step", {p, g, m, v}, {po, mo, vo}, a);
+  EXPECT_TRUE(raw_bytes(p) == p0 && raw_bytes(m) == m0 && raw_bytes(v) == v0) << "separate outputs changed an input";
+  ctx_->run("adamw_step", {p, g, m, v}, {p, m, v}, a);
+  EXPECT_TRUE(raw_bytes(p) == raw_bytes(po) && raw_bytes(m) == raw_bytes(mo) && raw_bytes(v) == raw_bytes(vo))
+      << "in place differs from separate outputs";
+  try {
+    ctx_->run("adamw_step", {p, g, m, v}, {g, mo, vo}, a);
+    ADD_FAILURE() << "param_out aliasing grad was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("'grad'"), std::string::npos) << e.what();
+  }
+  try {
+    Attrs bad = a;
+    bad.step = 0;
+    adamw_step({p}, {g}, {m}, {v}, AdamWOptions{}, 0);
+    ADD_FAILURE() << "step 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'step'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(sgd_step({p, p}, {g}, {m}, SgdOptions{}, 1), Error);  // lists of different lengths
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Training, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return i.param.tag; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Training);

@@ -371,6 +371,17 @@ VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<
   return p;
 }
 
+void VulkanDevice::record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes) {
+  if (commands_ >= kMaxBatch) submit_and_wait();
+  begin();
+  barrier();
+  const VkBufferCopy region{0, 0, bytes};
+  vkCmdCopyBuffer(cmd_, static_cast<VkBuf*>(src.get())->handle(), static_cast<VkBuf*>(dst.get())->handle(), 1, &region);
+  retained_.push_back(src);
+  retained_.push_back(dst);
+  ++commands_;
+}
+
 void VulkanDevice::record(const Launch& l) {
   VkPipeline p = pipeline(l.variant, l.spec);  // may throw before anything is recorded
   if (commands_ >= kMaxBatch) submit_and_wait();

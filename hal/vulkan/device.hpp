@@ -77,6 +77,8 @@ class VulkanDevice final : public Device {
   std::string dispatch_norm_backward(const OpCall& call);
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
+  // Records a copy of `bytes` from src to dst, ordered after everything recorded before it.
+  void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
   std::shared_ptr<Buffer> workspace(size_t bytes);
 

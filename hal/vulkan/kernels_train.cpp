@@ -1,5 +1,7 @@
 // The Vulkan kernels of KERNELS.md section 6 (losses, optimizers) and the section 3 backward passes.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
@@ -141,8 +143,58 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   record(l);
   return "vulkan:loss/" + form + how + (plan.wide ? ",16B-packs" : ",scalar");
 }
+// adamw_step, sgd_step (optim.comp): one in-place kernel over the outputs. An output that is not the
+// same tensor as its input (OpDef::in_place) first receives a copy of it, so that separate outputs
+// leave the inputs unchanged; called in place (the normal use) nothing is copied. The list form of the
+// public API records one such dispatch per tensor into the same command buffer.
 std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
-  throw Error(ErrorCode::Internal, "vulkan: no kernel for " + call.op->name);
+  const OpDef& op = *call.op;
+  const Attrs& a = call.attrs;
+  const bool adam = op.name == "adamw_step";
+  int copies = 0;
+  for (const auto& [o, i] : op.in_place) {
+    if (call.outputs[o].buffer == call.inputs[i].buffer) continue;
+    record_copy(call.inputs[i].buffer, call.outputs[o].buffer,
+                static_cast<size_t>(call.inputs[i].numel) * dtype_size(call.dtype));
+    ++copies;
+  }
+  // The step's scalars in double precision, pushed as floats or (f64) as doubles.
+  std::vector<double> vals;
+  uint32_t flags = 0;
+  if (adam) {
+    const double eps = op.eps_of(a);
+    const double bc1 = 1 - std::pow(a.beta1, double(a.step)), bc2 = 1 - std::pow(a.beta2, double(a.step));
+    vals = {1 - a.lr * a.weight_decay, a.lr * std::sqrt(bc2) / bc1, a.beta1, 1 - a.beta1, a.beta2, 1 - a.beta2,
+            eps * std::sqrt(bc2)};  // optim.comp's push constants
+  } else {
+    vals = {a.lr, a.weight_decay, a.momentum, 1 - a.dampening};
+    flags = (a.momentum != 0 ? 1u : 0u) | (a.nesterov ? 2u : 0u) | (a.step == 1 ? 4u : 0u);
+  }
+  uint32_t push[16] = {};
+  const uint32_t n = static_cast<uint32_t>(call.inputs[0].numel);
+  push[0] = n;
+  push[1] = flags;
+  for (size_t k = 0; k < vals.size(); ++k) {
+    if (call.dtype == DType::f64) {
+      std::memcpy(&push[2 + 2 * k], &vals[k], 8);
+    } else {
+      const float f = static_cast<float>(vals[k]);
+      std::memcpy(&push[2 + k], &f, 4);
+    }
+  }
+  Launch l;
+  l.variant = training_variant(op, call.dtype, info_.caps);
+  l.spec = {kWorkgroup};
+  l.bindings[0] = call.outputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  l.bindings[2] = call.outputs[1].buffer;
+  if (adam) l.bindings[3] = call.outputs[2].buffer;
+  l.push = push;
+  l.push_bytes = static_cast<uint32_t>(4 * (2 + (call.dtype == DType::f64 ? 2 : 1) * vals.size()));
+  const uint32_t vw = pack_elems(call.dtype);
+  l.groups = grid((uint64_t(n) + vw - 1) / vw, kWorkgroup, info_.caps, tuning());
+  record(l);
+  return std::string("vulkan:optim/16B-packs,") + (copies ? "copied-" + std::to_string(copies) : "in-place");
 }
 
 }  // namespace kf::hal::vk

@@ -6,3 +6,4 @@
 #include "kf/error.hpp"
 #include "kf/ops.hpp"
 #include "kf/tensor.hpp"
+#include "kf/training.hpp"

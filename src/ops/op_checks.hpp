@@ -48,4 +48,6 @@ inline double check_eps(const OpDef& op, const Attrs& a) {
 namespace kf {
 // The section 3 backward ops (src/ops/backward.cpp), registered by register_training_ops.
 void register_backward_ops(std::vector<OpDef>& ops);
+// adamw_step, sgd_step (src/ops/optim.cpp), registered by register_training_ops.
+void register_optimizer_ops(std::vector<OpDef>& ops);
 }  // namespace kf
