@@ -165,7 +165,7 @@ void normalize_store(uint e0, uint len, uint lane, ACC hi, ACC lo, ACC rstd) {
       PACK_T(bv);
       load_affine(e0, j, wv, bv);
       PACK_T(y);
-      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = act(FT(((ACC(xc[t][k]) - hi) - lo) * rstd) * wv[k] + bv[k]);
+      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = act(FT(centered(ACC(xc[t][k]), hi, lo) * rstd) * wv[k] + bv[k]);
       store_item(false, e0, len, j, y);
     }
   }
@@ -272,7 +272,7 @@ void chunk_normalize(uint row, uint c, uint lane) {
   const ACC lo = r / ACC(L);
   ACC m2 = ACC(0);
   for (uint k = 0; k < pc.nchunks; ++k) {
-    const ACC n = ACC(min(pc.chunk, L - k * pc.chunk)), d = (ws[base + 3u * k] - hi) - lo;
+    const ACC n = ACC(min(pc.chunk, L - k * pc.chunk)), d = centered(ws[base + 3u * k], hi, lo);
     m2 += ws[base + 3u * k + 2u] + ACC(2) * d * ws[base + 3u * k + 1u] + n * d * d;
   }
   m2 = max(m2, ACC(0));

@@ -113,7 +113,7 @@ void deviations(FT v[VW], uint j, ACC hi, inout ACC c, inout ACC m2) {
   }
 }
 // The mean is hi + lo (the corrected two-pass algorithm, as norm.comp).
-ACC xhat_of(FT v, ACC hi, ACC lo, ACC rstd) { return ((ACC(v) - hi) - lo) * rstd; }
+ACC xhat_of(FT v, ACC hi, ACC lo, ACC rstd) { return centered(ACC(v), hi, lo) * rstd; }
 void grad_sums(FT u[VW], FT v[VW], uint j, ACC hi, ACC lo, ACC rstd, inout ACC sg, inout ACC sgx) {
   PACK_T(wv);
   load_w(j, wv);

@@ -47,3 +47,10 @@ ACC rsqrt_(ACC v) { return ACC(1) / sqrt(v); }
 #else
 ACC rsqrt_(ACC v) { return inversesqrt(v); }
 #endif
+
+// x - (hi + lo) for a mean carried as two values (the corrected two-pass algorithm of the norms),
+// precise so that the compiler does not reassociate it into x - (hi + lo) and lose lo.
+ACC centered(ACC x, ACC hi, ACC lo) {
+  precise ACC d = (x - hi) - lo;
+  return d;
+}

@@ -116,6 +116,30 @@ TEST_P(Norm, RowRegimes) {
     }
 }
 
+// The multi-pass kernels of sections 3 and 6 (split rows, column sums, loss reductions) give the same
+// bits on the same inputs every run (ARCHITECTURE.md principle 8).
+TEST_P(Norm, MultiPassDeterministic) {
+  ValidationCheck vc(*ctx_);
+  const std::vector<std::pair<std::string, std::vector<Shape>>> cases = {
+      {"cross_entropy_backward", {{3, 100003}, {3}}}, {"cross_entropy", {{300, 17}, {300}}},
+      {"layer_norm_backward", {{64, 1000}, {64, 1000}, {1000}}}, {"rms_norm_backward", {{2, 50000}, {2, 50000}}},
+      {"mse", {{1000003}, {1000003}}}, {"group_norm", {{2, 4, 50001}}}, {"softmax_backward", {{5, 20000}, {5, 20000}}}};
+  for (const auto& [name, shapes] : cases)
+    for (DType t : {DType::f32, DType::bf16}) {
+      const OpDef& op = get_op(name);
+      if (!ctx_->supports(name, t)) continue;
+      TestCase tc{"repeat", shapes};
+      if (name == "group_norm") tc.attrs.groups = 2;
+      check::CaseOptions o;
+      o.repeat = true;
+      o.check_validation = false;
+      const uint64_t seed = fresh_seed();
+      const auto r = check::run_case(*ctx_, op, t, tc, seed, o);
+      EXPECT_TRUE(r.pass && r.deterministic) << name << " " << to_string(t) << " seed " << seed << " (variant "
+                                             << r.variant << "):\n" << r.message;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Norm, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return i.param.tag; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Norm);

@@ -2,6 +2,7 @@
 // documented behaviour of cross_entropy's targets (out of range, all ignored, dtype), and the optimizers
 // stepped in place ten times against their float64 reference stepped the same way.
 #include <cmath>
+#include <iomanip>
 #include <limits>
 
 #include "common.hpp"
@@ -197,6 +198,39 @@ TEST_P(Training, OptimizerAliasing) {
     EXPECT_NE(std::string(e.what()).find("'step'"), std::string::npos) << e.what();
   }
   EXPECT_THROW(sgd_step({p, p}, {g}, {m}, SgdOptions{}, 1), Error);  // lists of different lengths
+}
+
+// The activation derivatives that cross zero keep their relative precision there (activations_grad.glsl
+// evaluates them by a series about the root): every element of a dense sweep around the roots, alone,
+// within the f32 tolerance of KERNELS.md (a one-element output is judged by its relative error).
+TEST_P(Training, ActivationBackwardNearRoots) {
+  ValidationCheck vc(*ctx_);
+  std::vector<double> x;
+  for (int i = 0; i <= 6000; ++i) x.push_back(-1.6 + 1.2 * i / 6000.0);
+  for (float r : {-0.7517915368f, -0.7524614334f, -1.2784645557f, -1.1924312115f}) {  // the roots, in f32
+    float a = r;
+    for (int d = 0; d < 3; ++d) a = std::nextafter(a, -2.0f);
+    for (int d = 0; d < 7; ++d, a = std::nextafter(a, 0.0f)) x.push_back(a);  // the root and 3 floats each side
+  }
+  const Shape s = {static_cast<int64_t>(x.size())};
+  Tensor xt = ctx_->from_host(s, DType::f32, x);
+  Tensor dy = ctx_->from_host(s, DType::f32, std::vector<double>(x.size(), 1.0));
+  const auto xr = xt.to_double();
+  for (const char* act : {"gelu", "gelu_tanh", "silu", "mish", "sigmoid", "tanh"}) {
+    const OpDef& op = get_op(std::string(act) + "_backward");
+    const auto out = ctx_->call(op.name, {dy, xt})[0].to_double();
+    std::vector<HostTensor> in = {{s, std::vector<double>(x.size(), 1.0)}, {s, xr}};
+    std::vector<HostTensor> ref = {{s, std::vector<double>(x.size())}};
+    op.reference(in, ref, {});
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const auto c = check::compare({out[i]}, {ref[0].data[i]}, DType::f32, 1);
+      if (!c.pass && ++bad <= 3)
+        ADD_FAILURE() << std::setprecision(17) << op.name << " at x = " << xr[i] << ": out " << out[i] << " ref "
+                      << ref[0].data[i] << c.message;
+    }
+    EXPECT_EQ(bad, 0) << op.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Training, ::testing::ValuesIn(devices()),

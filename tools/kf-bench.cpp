@@ -253,6 +253,9 @@ int main(int argc, char** argv) {
               continue;
             }
             for (size_t k = 0; k < out_shapes.size(); ++k) out.push_back(output(ctx, outputs, out_shapes[k], dtype, k));
+            // In-place ops (the optimizers, OpDef::in_place) are timed as they are used: each such output is
+            // its input (given separate outputs, a backend copies the inputs first).
+            for (const auto& [ok, ik] : op.in_place) out[static_cast<size_t>(ok)] = in[static_cast<size_t>(ik)];
             const double ms = time_runs(ctx, o, [&] { ctx.run(op.name, in, out, bc.attrs); });
             const std::string variant = ctx.last_variant();
             const Cost cost = op_cost(op, dtype, all);

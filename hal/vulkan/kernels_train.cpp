@@ -20,8 +20,9 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   const bool norm = op.name != "softmax_backward";
   const bool has_w = norm && call.inputs.size() > 2 && call.inputs[2].buffer;
   const uint64_t npk = (L + plan.vw - 1) / plan.vw, colgroups = (npk + kWorkgroup - 1) / kWorkgroup;
-  // Row chunks of the column pass: enough (row chunk, column group) units to fill a large GPU.
-  const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1, R);
+  // Row chunks of the column pass: enough (row chunk, column group) units to fill a large GPU, with at
+  // least 16 rows in a chunk where there are that many (fewer make the partial sums outweigh the rows).
+  const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1, std::max<uint64_t>(1, R / 16));
   const uint64_t rchunk = (R + want - 1) / want, nrchunks = (R + rchunk - 1) / rchunk;
   struct {
     uint32_t rows, feat, rchunk, nrchunks;

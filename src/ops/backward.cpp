@@ -144,7 +144,19 @@ OpDef softmax_backward() {
     }, 1);
   };
   op.terms = [](const std::vector<Shape>& in) { return double(features(in[0])); };
-  for (const Shape& s : row_shapes()) op.tests.push_back({"x" + to_string(s), {s, s}});
+  // y is a softmax output in use (positive, rows summing to 1): the tests draw it as one, so that
+  // sum(dy * y) is the weighted mean it is in training rather than a sum of random signs over 10^5 terms.
+  op.prepare_inputs = [](const std::vector<Shape>& shapes, const Attrs&, std::vector<std::vector<double>>& v) {
+    const int64_t L = features(shapes[1]), R = rows_of(shapes[1]);
+    for (int64_t r = 0; r < R; ++r) {
+      double* y = &v[1][static_cast<size_t>(r * L)];
+      double m = y[0], sum = 0;
+      for (int64_t j = 0; j < L; ++j) m = std::max(m, y[j]);
+      for (int64_t j = 0; j < L; ++j) sum += (y[j] = std::exp(y[j] - m));
+      for (int64_t j = 0; j < L; ++j) y[j] /= sum;
+    }
+  };
+  for (const Shape& s : row_shapes()) op.tests.push_back({"x" + to_string(s), {s, s}, {}, 3});
   op.tests.push_back({"scale0.5", {{4, 333}, {4, 333}}});
   op.tests.back().attrs.scale = 0.5;
   op.bench = {{"rows4096", {{16384, 4096}, {16384, 4096}}}};
