@@ -85,6 +85,29 @@ def drop(t, a):
     return F.dropout(t, a["p"], training=True)
 
 
+ACTS = {0: lambda t: t, 1: lambda t: F.relu(t), 2: lambda t: F.gelu(t), 3: lambda t: gelu_tanh(t),
+        4: lambda t: F.silu(t)}  # kf::Activation
+
+
+def linear(a, x, w, b=None, r=None):
+    """KERNELS.md section 4: act(x W^T + bias) + residual (torch.nn.Linear's W [out, in]); cuBLAS."""
+    y = ACTS[a.get("act", 0)](F.linear(x, w, b))
+    return y if r is None else y + r
+
+
+def matmul(a, x, w, b=None, r=None):
+    y = torch.matmul(x, w)
+    y = ACTS[a.get("act", 0)](y if b is None else y + b)
+    return y if r is None else y + r
+
+
+# kf's linear bench cases (src/ops/linalg.cpp): at --size-mib 128 the f16 shapes are as written.
+LINEAR = [("4096_gelu", [[4096, 4096], [4096, 4096], [4096], []], {"act": 2}),
+          ("4096_bare", [[4096, 4096], [4096, 4096], [], []], {}),
+          ("8192_gelu", [[8192, 8192], [8192, 8192], [8192], []], {"act": 2}),
+          ("8192_bare", [[8192, 8192], [8192, 8192], [], []], {}),
+          ("decode_8192", [[1, 8192], [8192, 8192], [8192], []], {})]
+
 # name -> (family, flops per element as kf's registry counts them, function(attrs, *inputs), bench cases).
 OPS = {
     "add_relu": ("elementwise", 2, lambda a, x, y: F.relu(x + y), BINARY),
@@ -107,6 +130,9 @@ OPS = {
     "mean_abs": ("reduction", 2, lambda a, x: torch.mean(torch.abs(x), dim=-1), ROWS),
     "softmax": ("reduction", 6, lambda a, x: torch.softmax(scaled(x, a), dim=-1), ROWS),
     "log_softmax": ("reduction", 5, lambda a, x: torch.log_softmax(scaled(x, a), dim=-1), ROWS),
+    # Section 4 (flops from the shapes: 2 M N K).
+    "linear": ("matmul", 0, linear, LINEAR),
+    "matmul": ("matmul", 0, matmul, [("4096", [[4096, 4096], [4096, 4096], [], []], {})]),
     # The unfused building blocks (--primitives, as kf-bench's).
     "add": ("primitive", 1, lambda a, x, y: x + y, BINARY),
     "mul": ("primitive", 1, lambda a, x, y: x * y, BINARY),
@@ -125,13 +151,19 @@ def llround(v):
     return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
 
 
-def scale_shapes(shapes, dtype, mib):
-    """kf-bench's scale_shapes: keep `mib` MiB per input in `dtype` by scaling the leading dimension."""
+def scale_shapes(shapes, dtype, mib, op=None):
+    """kf-bench's scale_shapes: keep `mib` MiB per input in `dtype` by scaling the leading dimension
+    (of a matrix product, only the rows of x and of the residual: the weights keep their shape)."""
     out = [list(s) for s in shapes]
     main = list(shapes[0])
     factor = (mib / 256.0) * (4.0 / SIZES[dtype])
     rows = main[0] if len(main) > 1 else 1
     new_rows = max(1, llround(rows * factor))
+    if op is not None and OPS[op][0] == "matmul":
+        for k, s in enumerate(out):
+            if (k == 0 or k == 3) and len(s) > 1 and s[0] == rows:
+                s[0] = new_rows
+        return out
     for s in out:
         if s and s[0] == rows and (len(s) > 1 or main[-1] != rows):
             s[0] = new_rows
@@ -147,6 +179,8 @@ def numel(s):
 def out_shape(op, shapes):
     family = OPS[op][0]
     x = shapes[0]
+    if family == "matmul":
+        return x[:-1] + ([shapes[1][0]] if op == "linear" else [shapes[1][-1]])
     if family == "reduction" and op in ("sum_squared", "mean_abs"):
         return x[:-1]
     if op in ("swiglu", "geglu") and (len(shapes) < 2 or not shapes[1]):
@@ -159,6 +193,8 @@ def cost(op, dtype, shapes):
     es = SIZES[dtype]
     y = out_shape(op, shapes)
     nbytes = es * (sum(numel(s) for s in shapes if s) + numel(y))
+    if OPS[op][0] == "matmul":  # 2 M N K, K the last dimension of x
+        return float(nbytes), float(2 * numel(y) * shapes[0][-1])
     n = numel(shapes[0]) if OPS[op][0] == "reduction" else numel(y)
     return float(nbytes), float(n * OPS[op][1])
 
@@ -231,7 +267,7 @@ def plan(args):
             for k, (label, shapes, attrs) in enumerate(cases):
                 if k > 0 and not args.all_cases:
                     break
-                shapes = scale_shapes(shapes, dtype, args.size_mib)
+                shapes = scale_shapes(shapes, dtype, args.size_mib, op)
                 items.append((op, label, dtype, shapes, dict(attrs), cost(op, dtype, shapes)))
     return items
 
@@ -314,7 +350,7 @@ def main():
                     while ins and ins[-1] is None:  # an optional input left out (the packed form)
                         ins.pop()
                     fn = OPS[op][2]
-                    a = {"p": attrs.get("p", 0.0), "scale": attrs.get("scale", 1.0)}
+                    a = {"p": attrs.get("p", 0.0), "scale": attrs.get("scale", 1.0), "act": int(attrs.get("act", 0))}
                     if mode == "compile":
                         torch._dynamo.reset()
                         compiled = torch.compile(lambda *t, _fn=fn, _a=a: _fn(_a, *t), mode=args.compile_mode,

@@ -67,6 +67,11 @@ class Device {
 
   virtual uint64_t validation_messages() const { return 0; }
   virtual std::vector<std::string> validation_log() const { return {}; }
+
+  // The roofline of matrix products (kf-bench): records a kernel that does nothing but the device's
+  // matrix multiply-adds on operands held in registers and returns the floating-point operations it
+  // performs, with what it measures in `what`; 0 when the backend has no such kernel.
+  virtual double record_matrix_peak(std::string* what) { (void)what; return 0; }
 };
 
 class Backend {

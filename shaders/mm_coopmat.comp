@@ -2,9 +2,17 @@
 // Matrix products on NVIDIA tensor cores through GL_NV_cooperative_matrix (f16 inputs, f32
 // accumulation), with the same epilogue as mm.comp. Chosen at run time when the device reports a
 // 16x16x16 f16 x f16 -> f32 subgroup shape; requires K % 8 == 0 (and N % 8 == 0 when B is [K, N]) so
-// that every 16-byte load is whole. A workgroup of 8 subgroups computes a 128 x 128 tile (each
-// subgroup 64 x 32 = 4 x 2 matrices of 16 x 16) from 32-deep slices staged in shared memory; the next
-// slice is loaded into registers while the current one is multiplied.
+// that every 16-byte load is whole.
+//
+// A workgroup of SG_M x SG_N subgroups computes a BM x BN tile, each subgroup FM x FN accumulators of
+// 16 x 16, from BK-deep slices of A and B staged in shared memory. The next slice is loaded from
+// global memory into registers while the current one is multiplied. With STAGES = 2 the slices
+// alternate between two shared-memory buffers, so one barrier per slice suffices (STAGES = 1 needs
+// two: one before overwriting the buffer, one before reading it); STAGES = 3 also loads two slices
+// ahead into registers.
+// The tile shape is a compile-time choice (defines; variants in variants.cmake, picked by the
+// backend and by KF_TUNE mm_cfg): the defaults are the measured best on an H100
+// (bench/results/h100-vulkan/NOTES.md).
 #extension GL_NV_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
@@ -13,14 +21,38 @@
 #include "common.glsl"
 #include "activations.glsl"
 
-layout(local_size_x = 256) in;
+#ifndef SG_M
+#define SG_M 2
+#endif
+#ifndef SG_N
+#define SG_N 4
+#endif
+#ifndef FM
+#define FM 4
+#endif
+#ifndef FN
+#define FN 2
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef STAGES
+#define STAGES 1
+#endif
+
+const uint NSG = SG_M * SG_N;                 // subgroups (of 32) per workgroup
+const uint NT = 32u * NSG;                    // invocations
+const uint BM = SG_M * FM * 16u, BN = SG_N * FN * 16u;
+layout(local_size_x = NT) in;
 layout(constant_id = 1) const bool B_NK = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_RES = false;
 layout(constant_id = 4) const uint ACT = 0;
 
-DECLARE_BUFFER(0, A, readonly)
-DECLARE_BUFFER(1, B, readonly)
+// A and B only ever read as 16-byte packs: declared alone and restrict, so that the compiler may
+// schedule their loads freely; bias, residual and C use the common views.
+layout(std430, binding = 0) restrict readonly buffer A_V { uvec4 v[]; } A_v;
+layout(std430, binding = 1) restrict readonly buffer B_V { uvec4 v[]; } B_v;
 DECLARE_BUFFER(2, BIAS, readonly)
 DECLARE_BUFFER(3, RES, readonly)
 DECLARE_BUFFER(4, C, )
@@ -30,12 +62,18 @@ layout(push_constant) uniform PC {
   uint stride_a, stride_b, stride_c;
 } pc;
 
-const uint BM = 128, BN = 128, BK = 32;
-const uint AROW = BK / 8u + 1u;   // uvec4 per staged row of A (and of B when [N, K]), padded
-const uint BROW = BN / 8u + 1u;   // uvec4 per staged row of B when [K, N], padded
-shared uvec4 As[BM * AROW];
-shared uvec4 Bs[(BN * AROW > BK * BROW) ? BN * AROW : BK * BROW];
-shared uvec4 Cst[8u * 64u];       // per subgroup, one 16 x 16 f32 tile
+const uint K8 = BK / 8u;              // uvec4 per staged row of a slice ([rows, BK])
+const uint AROW = K8 + 1u;            // padded (bank conflicts)
+const uint BROW = BN / 8u + 1u;       // uvec4 per staged row of B when [K, N], padded
+const uint A_STAGE = BM * AROW;
+const uint B_STAGE = (BN * AROW > BK * BROW) ? BN * AROW : BK * BROW;
+const uint LA = BM * K8 / NT;         // uvec4 of A each invocation moves per slice
+const uint LB = BN * K8 / NT;         // (the same count for B in either layout)
+// The epilogue stages one 16 x 16 f32 tile per subgroup (64 uvec4) in As once the loop is done.
+const uint NBUF = STAGES > 1 ? 2u : 1u;  // shared-memory buffers
+const uint AS_SIZE = (NBUF * A_STAGE > NSG * 64u) ? NBUF * A_STAGE : NSG * 64u;
+shared uvec4 As[AS_SIZE];
+shared uvec4 Bs[NBUF * B_STAGE];
 
 float act(float v) {
   if (ACT == 1u) return relu_f(v);
@@ -49,60 +87,110 @@ void main() {
   const uint lid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, bz = gl_WorkGroupID.z;
-  const uint sm = (sg / 4u) * 64u, sn = (sg % 4u) * 32u;  // this subgroup's 64 x 32 block
+  const uint sm = (sg / SG_N) * (FM * 16u), sn = (sg % SG_N) * (FN * 16u);  // this subgroup's block
   const uint a_base = bz * pc.stride_a / 8u, b_base = bz * pc.stride_b / 8u;  // in uvec4 (8 halves)
-  const uint K8 = pc.K / 8u, N8 = pc.N / 8u;
+  const uint GK8 = pc.K / 8u, GN8 = pc.N / 8u;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4][2];
-  [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 2u; ++j)
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FM][FN];
+  [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
     acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
-  // Each invocation moves 2 uvec4 of A and 2 of B per slice.
-  uvec4 ra[2], rb[2];
+  uvec4 ra[LA], rb[LB];
   const uvec4 Z = uvec4(0);
-#define LOAD_SLICE(k0)                                                                          \
-  [[unroll]] for (uint q = 0; q < 2u; ++q) {                                                    \
-    const uint e = lid + 256u * q;                                                              \
-    const uint r = e / 4u, c = e % 4u, gk8 = (k0) / 8u + c;                                    \
-    ra[q] = (m0 + r < pc.M && gk8 < K8) ? A_v.v[a_base + (m0 + r) * K8 + gk8] : Z;             \
+  // Global -> registers: slice rows of K8 packs; B as [N, K] rows, or [K, N] rows of BN / 8 packs.
+#define LOAD_SLICE(k0) LOAD_SLICE_INTO(k0, ra, rb)
+#define LOAD_SLICE_INTO(k0, ra, rb)                                                             \
+  [[unroll]] for (uint q = 0; q < LA; ++q) {                                                    \
+    const uint e = lid + NT * q, r = e / K8, gk8 = (k0) / 8u + e % K8;                         \
+    ra[q] = (m0 + r < pc.M && gk8 < GK8) ? A_v.v[a_base + (m0 + r) * GK8 + gk8] : Z;           \
+  }                                                                                             \
+  [[unroll]] for (uint q = 0; q < LB; ++q) {                                                    \
+    const uint e = lid + NT * q;                                                                \
     if (B_NK) {                                                                                 \
-      rb[q] = (n0 + r < pc.N && gk8 < K8) ? B_v.v[b_base + (n0 + r) * K8 + gk8] : Z;           \
+      const uint r = e / K8, gk8 = (k0) / 8u + e % K8;                                         \
+      rb[q] = (n0 + r < pc.N && gk8 < GK8) ? B_v.v[b_base + (n0 + r) * GK8 + gk8] : Z;         \
     } else {                                                                                    \
-      const uint kr = e / 16u, nc = e % 16u, gk = (k0) + kr, gn8 = n0 / 8u + nc;               \
-      rb[q] = (gk < pc.K && gn8 < N8) ? B_v.v[b_base + gk * N8 + gn8] : Z;                    \
+      const uint kr = e / (BN / 8u), gk = (k0) + kr, gn8 = n0 / 8u + e % (BN / 8u);            \
+      rb[q] = (gk < pc.K && gn8 < GN8) ? B_v.v[b_base + gk * GN8 + gn8] : Z;                   \
     }                                                                                           \
   }
+  // Registers -> shared-memory buffer `st`.
+#define STORE_SLICE(st) STORE_SLICE_FROM(st, ra, rb)
+#define STORE_SLICE_FROM(st, ra, rb)                                                            \
+  [[unroll]] for (uint q = 0; q < LA; ++q) {                                                    \
+    const uint e = lid + NT * q;                                                                \
+    As[(st) * A_STAGE + (e / K8) * AROW + e % K8] = ra[q];                                      \
+  }                                                                                             \
+  [[unroll]] for (uint q = 0; q < LB; ++q) {                                                    \
+    const uint e = lid + NT * q;                                                                \
+    if (B_NK) Bs[(st) * B_STAGE + (e / K8) * AROW + e % K8] = rb[q];                            \
+    else Bs[(st) * B_STAGE + (e / (BN / 8u)) * BROW + e % (BN / 8u)] = rb[q];                   \
+  }
+  // The products of one staged slice.
+#define COMPUTE_SLICE(st)                                                                       \
+  [[unroll]] for (uint kk = 0; kk < BK; kk += 16u) {                                            \
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[FM], fb[FN];                                    \
+    [[unroll]] for (uint i = 0; i < FM; ++i)                                                    \
+      coopMatLoadNV(fa[i], As, (st) * A_STAGE + (sm + 16u * i) * AROW + kk / 8u, AROW, false);  \
+    [[unroll]] for (uint j = 0; j < FN; ++j) {                                                  \
+      if (B_NK) coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + (sn + 16u * j) * AROW + kk / 8u, AROW, true); \
+      else coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + kk * BROW + (sn + 16u * j) / 8u, BROW, false);     \
+    }                                                                                           \
+    [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)           \
+      acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);                                     \
+  }
 
-  LOAD_SLICE(0u)
-  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-    [[unroll]] for (uint q = 0; q < 2u; ++q) {
-      const uint e = lid + 256u * q;
-      As[(e / 4u) * AROW + e % 4u] = ra[q];
-      if (B_NK) Bs[(e / 4u) * AROW + e % 4u] = rb[q];
-      else Bs[(e / 16u) * BROW + e % 16u] = rb[q];
-    }
+#if STAGES == 3
+  // Two shared-memory buffers and two register sets: slice t + 2 is loaded from global memory while
+  // slice t is multiplied and slice t + 1 is stored, so a load has two slices of products to arrive
+  // in. The loop is unrolled twice because register arrays cannot be indexed by a variable cheaply.
+  uvec4 ra2[LA], rb2[LB];
+  LOAD_SLICE_INTO(0u, ra, rb)
+  STORE_SLICE_FROM(0u, ra, rb)
+  if (BK < pc.K) LOAD_SLICE_INTO(BK, ra, rb)
+  barrier();
+  for (uint k0 = 0; k0 < pc.K; k0 += 2u * BK) {
+    if (k0 + 2u * BK < pc.K) LOAD_SLICE_INTO(k0 + 2u * BK, ra2, rb2)
+    COMPUTE_SLICE(0u)
+    if (k0 + BK < pc.K) STORE_SLICE_FROM(1u, ra, rb)
     barrier();
-    if (k0 + BK < pc.K) LOAD_SLICE(k0 + BK)
-    [[unroll]] for (uint kk = 0; kk < BK; kk += 16u) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4], fb[2];
-      [[unroll]] for (uint i = 0; i < 4u; ++i)
-        coopMatLoadNV(fa[i], As, (sm + 16u * i) * AROW + kk / 8u, AROW, false);
-      [[unroll]] for (uint j = 0; j < 2u; ++j) {
-        if (B_NK) coopMatLoadNV(fb[j], Bs, (sn + 16u * j) * AROW + kk / 8u, AROW, true);
-        else coopMatLoadNV(fb[j], Bs, kk * BROW + (sn + 16u * j) / 8u, BROW, false);
-      }
-      [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 2u; ++j)
-        acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
-    }
+    if (k0 + BK >= pc.K) break;
+    if (k0 + 3u * BK < pc.K) LOAD_SLICE_INTO(k0 + 3u * BK, ra, rb)
+    COMPUTE_SLICE(1u)
+    if (k0 + 2u * BK < pc.K) STORE_SLICE_FROM(0u, ra2, rb2)
     barrier();
   }
+#elif STAGES == 2
+  LOAD_SLICE(0u)
+  STORE_SLICE(0u)
+  barrier();
+  uint cur = 0u;
+  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+    const bool more = k0 + BK < pc.K;
+    if (more) LOAD_SLICE(k0 + BK)
+    COMPUTE_SLICE(cur)
+    if (more) STORE_SLICE(cur ^ 1u)
+    barrier();  // the next slice is stored, and nobody reads the buffer it will overwrite
+    cur ^= 1u;
+  }
+#else
+  LOAD_SLICE(0u)
+  for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+    STORE_SLICE(0u)
+    barrier();
+    if (k0 + BK < pc.K) LOAD_SLICE(k0 + BK)
+    COMPUTE_SLICE(0u)
+    barrier();
+  }
+#endif
 
   // Epilogue: each 16 x 16 accumulator goes through this subgroup's staging tile; lane l handles
   // row l / 2, columns 8 (l % 2) .. + 7, written as pairs of halves when N is even.
   const uint cbase = bz * pc.stride_c;
   const bool pairs = (pc.N % 2u) == 0u;
-  [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 2u; ++j) {
-    coopMatStoreNV(acc[i][j], Cst, sg * 64u, 4u, false);
+  const uint stage_tile = sg * 64u;
+  [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j) {
+    coopMatStoreNV(acc[i][j], As, stage_tile, 4u, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     const uint r = lane / 2u, c0 = (lane % 2u) * 8u;
@@ -110,7 +198,7 @@ void main() {
     float v[8];
     [[unroll]] for (uint h = 0; h < 8u; ++h) {
       const uint c = c0 + h;
-      float x = uintBitsToFloat(Cst[sg * 64u + r * 4u + c / 4u][c % 4u]);
+      float x = uintBitsToFloat(As[stage_tile + r * 4u + c / 4u][c % 4u]);
       const uint gn = gn0 + h;
       if (gm < pc.M && gn < pc.N) {
         if (HAS_BIAS) x += LOAD_ELEM(BIAS, gn);
@@ -123,7 +211,7 @@ void main() {
     if (gm < pc.M) {
       [[unroll]] for (uint h = 0; h < 8u; h += 2u) {
         const uint gn = gn0 + h, idx = cbase + gm * pc.N + gn;
-        if (pairs && gn + 1u < pc.N + 1u && gn < pc.N) {
+        if (pairs && gn < pc.N) {
           C_w.w[idx >> 1] = packHalf2x16(vec2(v[h], v[h + 1u]));
         } else if (!pairs) {
           if (gn < pc.N) STORE_ELEM(C, idx, v[h]);

@@ -33,7 +33,20 @@ execute_process(
   COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null ${CMAKE_CURRENT_LIST_DIR}/mm_coopmat.comp
   RESULT_VARIABLE coopmat_nv_rc OUTPUT_QUIET ERROR_QUIET)
 if(coopmat_nv_rc EQUAL 0)
-  list(APPEND KF_SHADER_VARIANTS "mm_coopmat_f16|mm_coopmat.comp|KF_COOPMAT_NV")
+  # Tile shapes (hal/vulkan/kernels.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,
+  # each FM x FN 16x16 accumulators, BK-deep slices, 1 or 2 shared-memory stages.
+  list(APPEND KF_SHADER_VARIANTS
+    "mm_coopmat_f16_c1|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1"
+    "mm_coopmat_f16_c2|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=2"
+    "mm_coopmat_f16_c3|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=64,STAGES=1"
+    "mm_coopmat_f16_c4|mm_coopmat.comp|SG_M=2,SG_N=2,FM=4,FN=4,BK=32,STAGES=2"
+    "mm_coopmat_f16_c5|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1"
+    "mm_coopmat_f16_c6|mm_coopmat.comp|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=2"
+    "mm_coopmat_f16_c7|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=3"
+    "mm_coopmat_f16_c8|mm_coopmat.comp|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=3"
+    "mm_coopmat_f16_c9|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=2"
+    "mm_coopmat_f16_c10|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=3"
+    "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV")
   message(STATUS "kf: glslc compiles GL_NV_cooperative_matrix: tensor-core matmul variant built")
 else()
   message(STATUS "kf: glslc cannot compile GL_NV_cooperative_matrix: portable matmul only")

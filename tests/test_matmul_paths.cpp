@@ -26,22 +26,27 @@ const std::vector<PathCase> kCases = {
     {"matmul", {{200, 520}, {520, 136}, {}, {}}, kActNone},
 };
 
-std::vector<DeviceEntry> vulkan_devices() {
-  std::vector<DeviceEntry> v;
-  for (const auto& e : Context::list_devices())
-    if (e.usable && e.info.backend == "vulkan") v.push_back(e);
+// Listed once: each listing creates a Vulkan instance, and on an H100 (driver 580) the instance
+// creations of listing before every tile shape ended in VK_ERROR_INCOMPATIBLE_DRIVER.
+const std::vector<DeviceEntry>& vulkan_devices() {
+  static const std::vector<DeviceEntry> v = [] {
+    std::vector<DeviceEntry> r;
+    for (const auto& e : Context::list_devices())
+      if (e.usable && e.info.backend == "vulkan") r.push_back(e);
+    return r;
+  }();
   return v;
 }
 
-void run_path(int path, DType dtype) {
-  const auto devices = vulkan_devices();
+void run_path(int path, DType dtype, int cfg = 0) {
+  const auto& devices = vulkan_devices();
   if (devices.empty()) GTEST_SKIP() << "no Vulkan device";
   for (const auto& d : devices) {
     ContextOptions o;
     o.backend = "vulkan";
     o.device = std::to_string(d.info.index);
     o.validation = true;
-    o.tuning = "mm_path=" + std::to_string(path);
+    o.tuning = "mm_path=" + std::to_string(path) + (cfg ? ",mm_cfg=" + std::to_string(cfg) : "");
     Context ctx = Context::create(o);
     for (const auto& c : kCases) {
       const OpDef& op = get_op(c.op);
@@ -51,7 +56,7 @@ void run_path(int path, DType dtype) {
       if (path == 2 && !r.pass && r.message.find("cooperative-matrix path was forced") != std::string::npos) {
         GTEST_SKIP() << d.info.name << ": " << r.message;
       }
-      EXPECT_TRUE(r.pass) << d.info.name << " " << c.op << " " << to_string(c.shapes[0]) << " x "
+      EXPECT_TRUE(r.pass) << d.info.name << " " << o.tuning << " " << c.op << " " << to_string(c.shapes[0]) << " x "
                           << to_string(c.shapes[1]) << " (" << to_string(dtype) << "): " << r.message
                           << " seed " << r.seed;
       EXPECT_NE(r.variant.find(path == 2 ? "coopmat" : "portable"), std::string::npos) << r.variant;
@@ -63,6 +68,10 @@ TEST(MatmulPaths, PortableF32) { run_path(1, DType::f32); }
 TEST(MatmulPaths, PortableF16) { run_path(1, DType::f16); }
 TEST(MatmulPaths, PortableBF16) { run_path(1, DType::bf16); }
 TEST(MatmulPaths, CooperativeMatrixF16) { run_path(2, DType::f16); }
+// Every tile shape of the tensor-core kernel (KF_TUNE mm_cfg), not only the default.
+TEST(MatmulPaths, CooperativeMatrixF16AllTiles) {
+  for (int cfg = 1; cfg <= 10; ++cfg) run_path(2, DType::f16, cfg);
+}
 
 }  // namespace
 }  // namespace kf

@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
     std::printf("kf-bench on %s (%s, %s), %g MiB per input, median of %d runs\n", dev.name.c_str(),
                 ctx.backend().c_str(), dev.driver.c_str(), o.size_mib, o.reps);
     const std::regex filter(o.ops);
-    json results = json::array(), copy_bw = json::object();
+    json results = json::array(), copy_bw = json::object(), matrix_peak = json::object();
     int failures = 0;
     // Fields every row of this run carries (bench/SCHEMA.md).
     const json common = {{"device", dev.name}, {"backend", ctx.backend()}, {"framework", "kf"}};
@@ -227,6 +227,21 @@ int main(int argc, char** argv) {
                        {"fraction_of_copy", 1.0}, {"variant", ctx.last_variant()}};
       copy_row.update(common);
       results.push_back(copy_row);
+      // The matrix roofline: the backend's in-register multiply-add kernel, when a matrix op is timed.
+      double peak_tflops = 0;
+      const bool any_matmul = std::any_of(registry().begin(), registry().end(), [&](const OpDef& op) {
+        return op.family == Family::Matmul && std::regex_search(op.name, filter);
+      });
+      if (any_matmul && dtype == DType::f16) {
+        std::string what;
+        double flops = 0;
+        const double peak_ms = time_runs(ctx, o, [&] { flops = ctx.record_matrix_peak(&what); });
+        if (flops > 0) {
+          peak_tflops = flops / (peak_ms * 1e9);
+          matrix_peak[dname] = {{"tflops", peak_tflops}, {"what", what}};
+          std::printf("[%s] matrix multiply-add ceiling: %.1f TFLOP/s (%s)\n", dname.c_str(), peak_tflops, what.c_str());
+        }
+      }
       for (const auto& op : registry()) {
         if (op.name == "copy" || (op.primitive && !o.primitives) || !std::regex_search(op.name, filter)) continue;
         if (std::find(op.dtypes.begin(), op.dtypes.end(), dtype) == op.dtypes.end()) continue;
@@ -262,9 +277,10 @@ int main(int argc, char** argv) {
             const double gbs = cost.bytes / (ms * 1e6), tflops = cost.flops / (ms * 1e9);
             json r = {{"op", op.name}, {"case", bc.label}, {"dtype", dname}, {"shapes", shapes_json(shapes)},
                       {"attrs", {{"p", bc.attrs.p}, {"seed", bc.attrs.seed}, {"offset", bc.attrs.offset},
-                                 {"scale", bc.attrs.scale}}},
+                                 {"scale", bc.attrs.scale}, {"act", bc.attrs.act}}},
                       {"ms", ms}, {"bytes", cost.bytes}, {"flops", cost.flops}, {"gbs", gbs}, {"tflops", tflops},
                       {"fraction_of_copy", gbs / copy_gbs}, {"variant", variant}};
+            if (op.family == Family::Matmul && peak_tflops > 0) r["fraction_of_matrix_peak"] = tflops / peak_tflops;
             r.update(common);
             char chain[32] = "-", speedup[32] = "-";
             if (op.unfused && !o.no_unfused) {
@@ -298,7 +314,7 @@ int main(int argc, char** argv) {
                       {"created", utc_now()},
                       {"device", {{"name", dev.name}, {"vendor", dev.vendor}, {"type", dev.type},
                                   {"driver", dev.driver}, {"api", dev.api_version}, {"backend", ctx.backend()},
-                                  {"copy_gbs", copy_bw}}},
+                                  {"copy_gbs", copy_bw}, {"matrix_peak", matrix_peak}}},
                       {"size_mib", o.size_mib},
                       {"reps", o.reps},
                       {"warmup", o.warmup},

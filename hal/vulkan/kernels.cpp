@@ -51,6 +51,26 @@ std::string variant_name(const OpDef& op, DType t, bool subgroup) {
   return fam + op.name + "_" + dtype_suffix(t) + (subgroup ? "_sg" : "");
 }
 
+// The tile shapes of mm_coopmat.comp (variants.cmake): KF_TUNE mm_cfg=k picks entry k - 1.
+struct CoopmatConfig {
+  const char* variant;
+  uint32_t bm, bn;
+  const char* label;
+};
+constexpr CoopmatConfig kCoopmatConfigs[] = {
+    {"mm_coopmat_f16_c1", 128, 128, "128x128,8sg,bk32,1stage"},
+    {"mm_coopmat_f16_c2", 128, 128, "128x128,8sg,bk32,2stage"},
+    {"mm_coopmat_f16_c3", 128, 128, "128x128,8sg,bk64,1stage"},
+    {"mm_coopmat_f16_c4", 128, 128, "128x128,4sg,bk32,2stage"},
+    {"mm_coopmat_f16_c5", 128, 256, "128x256,8sg,bk32,1stage"},
+    {"mm_coopmat_f16_c6", 128, 128, "128x128,8sg-4x2,bk32,2stage"},
+    {"mm_coopmat_f16_c7", 128, 128, "128x128,8sg,bk32,2stage,prefetch2"},
+    {"mm_coopmat_f16_c8", 128, 128, "128x128,8sg-4x2,bk32,2stage,prefetch2"},
+    {"mm_coopmat_f16_c9", 128, 128, "128x128,16sg,bk32,2stage"},
+    {"mm_coopmat_f16_c10", 128, 128, "128x128,16sg,bk32,2stage,prefetch2"},
+};
+constexpr size_t kCoopmatDefault = 1;  // index: c2 until measured otherwise
+
 struct MatmulPush {
   uint32_t M, N, K, stride_a, stride_b, stride_c;
 };
@@ -175,15 +195,16 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
                 static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N)};
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
+  const CoopmatConfig& cfg = kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : kCoopmatDefault];
   const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
-                            has_variant("mm_coopmat_f16");
+                            has_variant(cfg.variant);
   if (tuning().mm_path == 2 && !coopmat_fits)
     throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
                                         "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 and K % 8 == 0");
   const bool coopmat = coopmat_fits && tuning().mm_path != 1;
-  const uint32_t tile_m = coopmat ? 128 : 64, tile_n = coopmat ? 128 : 64;  // mm_coopmat.comp: BM x BN
+  const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   Launch l;
-  l.variant = coopmat ? "mm_coopmat_f16" : variant_name(*call.op, call.dtype, false);
+  l.variant = coopmat ? cfg.variant : variant_name(*call.op, call.dtype, false);
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
@@ -196,7 +217,26 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
   record(l);
-  return coopmat ? "vulkan:mm/coopmat-nv-128x128" : "vulkan:mm/portable-tiled-64x64";
+  return coopmat ? std::string("vulkan:mm/coopmat-nv-") + cfg.label : "vulkan:mm/portable-tiled-64x64";
+}
+
+// The in-register ceiling of the tensor-core path (mm_coopmat_peak.comp): 8 subgroups per workgroup,
+// 8 accumulators each, 16x16x16 multiply-adds; enough workgroups to fill any current GPU several times.
+double VulkanDevice::record_matrix_peak(std::string* what) {
+  if (!coopmat_f16_ || !has_variant("mm_coopmat_peak_f16")) return 0;
+  constexpr uint32_t kGroups = 4096, kIters = 2048;
+  struct {
+    uint32_t iters;
+  } pc{kIters};
+  Launch l;
+  l.variant = "mm_coopmat_peak_f16";
+  l.bindings[0] = workspace(static_cast<size_t>(kGroups) * 8 * 8 * 256 * sizeof(float));
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = kGroups;
+  record(l);
+  if (what) *what = "NV cooperative matrix 16x16x16 f16 -> f32, operands in registers";
+  return 2.0 * 16 * 16 * 16 * 8.0 * 8.0 * kIters * kGroups;
 }
 
 }  // namespace kf::hal::vk

@@ -88,6 +88,9 @@ class Context {
   uint32_t timestamp();
   double elapsed_ms(uint32_t begin, uint32_t end);
   void reset_timestamps();
+  // kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be
+  // timed between two timestamps) and returns its floating-point operations; 0 when there is none.
+  double record_matrix_peak(std::string* what = nullptr);
 
   // Messages the validation layer reported so far (0 when it is off).
   uint64_t validation_messages() const;

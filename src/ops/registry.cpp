@@ -45,6 +45,8 @@ Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs) {
                          op.family == Family::Loss;
   const double n = per_input ? static_cast<double>(numel(inputs[0])) : static_cast<double>(numel(outs[0]));
   c.flops = n * op.flops_per_element;
+  // Matrix products: 2 K per output element (a multiply and an add per term), K = terms().
+  if (op.family == Family::Matmul) c.flops = 2.0 * static_cast<double>(numel(outs[0])) * op.terms(inputs);
   return c;
 }
 
