@@ -70,10 +70,10 @@ const uint B_STAGE = (BN * AROW > BK * BROW) ? BN * AROW : BK * BROW;
 const uint LA = BM * K8 / NT;         // uvec4 of A each invocation moves per slice
 const uint LB = BN * K8 / NT;         // (the same count for B in either layout)
 // The epilogue stages one 16 x 16 f32 tile per subgroup (64 uvec4) in As once the loop is done.
-const uint NBUF = STAGES > 1 ? 2u : 1u;  // shared-memory buffers
+const uint NBUF = STAGES == 0 ? 0u : (STAGES > 1 ? 2u : 1u);  // shared-memory buffers
 const uint AS_SIZE = (NBUF * A_STAGE > NSG * 64u) ? NBUF * A_STAGE : NSG * 64u;
 shared uvec4 As[AS_SIZE];
-shared uvec4 Bs[NBUF * B_STAGE];
+shared uvec4 Bs[NBUF > 0u ? NBUF * B_STAGE : 1u];
 
 float act(float v) {
   if (ACT == 1u) return relu_f(v);
@@ -140,7 +140,22 @@ void main() {
       acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);                                     \
   }
 
-#if STAGES == 3
+#if STAGES == 0
+  // Fragments straight from global memory (through L1), no staging: needs whole tiles (M % BM, N % BN
+  // and K % 16 == 0; the backend checks). An experiment: is staging the bottleneck?
+  for (uint k0 = 0; k0 < pc.K; k0 += 16u) {
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[FM], fb[FN];
+    [[unroll]] for (uint i = 0; i < FM; ++i)
+      coopMatLoadNV(fa[i], A_v.v, a_base + (m0 + sm + 16u * i) * GK8 + k0 / 8u, GK8, false);
+    [[unroll]] for (uint j = 0; j < FN; ++j) {
+      if (B_NK) coopMatLoadNV(fb[j], B_v.v, b_base + (n0 + sn + 16u * j) * GK8 + k0 / 8u, GK8, true);
+      else coopMatLoadNV(fb[j], B_v.v, b_base + k0 * GN8 + (n0 + sn + 16u * j) / 8u, GN8, false);
+    }
+    [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
+      acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+  }
+  barrier();
+#elif STAGES == 3
   // Two shared-memory buffers and two register sets: slice t + 2 is loaded from global memory while
   // slice t is multiplied and slice t + 1 is stored, so a load has two slices of products to arrive
   // in. The loop is unrolled twice because register arrays cannot be indexed by a variable cheaply.

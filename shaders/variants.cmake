@@ -46,6 +46,7 @@ if(coopmat_nv_rc EQUAL 0)
     "mm_coopmat_f16_c8|mm_coopmat.comp|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=3"
     "mm_coopmat_f16_c9|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=2"
     "mm_coopmat_f16_c10|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=3"
+    "mm_coopmat_f16_c11|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=0"
     "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV")
   message(STATUS "kf: glslc compiles GL_NV_cooperative_matrix: tensor-core matmul variant built")
 else()

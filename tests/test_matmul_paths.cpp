@@ -24,6 +24,8 @@ const std::vector<PathCase> kCases = {
     {"linear", {{257, 40}, {129, 40}, {129}, {257, 129}}, kActRelu},
     {"matmul", {{2, 67, 48}, {2, 48, 72}, {72}, {}}, kActGeluTanh},
     {"matmul", {{200, 520}, {520, 136}, {}, {}}, kActNone},
+    {"linear", {{256, 64}, {128, 64}, {128}, {}}, kActGelu},  // whole 128 x 128 tiles (mm_cfg 11)
+    {"matmul", {{2, 128, 48}, {2, 48, 256}, {}, {}}, kActNone},
 };
 
 // Listed once: each listing creates a Vulkan instance, and on an H100 (driver 580) the instance
@@ -70,7 +72,7 @@ TEST(MatmulPaths, PortableBF16) { run_path(1, DType::bf16); }
 TEST(MatmulPaths, CooperativeMatrixF16) { run_path(2, DType::f16); }
 // Every tile shape of the tensor-core kernel (KF_TUNE mm_cfg), not only the default.
 TEST(MatmulPaths, CooperativeMatrixF16AllTiles) {
-  for (int cfg = 1; cfg <= 10; ++cfg) run_path(2, DType::f16, cfg);
+  for (int cfg = 1; cfg <= 11; ++cfg) run_path(2, DType::f16, cfg);
 }
 
 }  // namespace

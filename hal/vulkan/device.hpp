@@ -44,7 +44,7 @@ struct Tuning {
   uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
   uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
-  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..10 (kernels.cpp kCoopmatConfigs; 0: the default)
+  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..11 (kernels.cpp kCoopmatConfigs; 0: the default)
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 
