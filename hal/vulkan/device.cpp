@@ -126,6 +126,26 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
       exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     }
   }
+  // KF_PIPELINE_STATS=1 (a developer's tool): the driver's statistics of every pipeline created
+  // (registers, shared memory, spills, ...) through VK_KHR_pipeline_executable_properties, on stderr.
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe_on{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (const char* e = std::getenv("KF_PIPELINE_STATS"); e && *e && *e != '0') {
+    uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> all(n);
+    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, all.data());
+    for (const auto& x : all)
+      if (std::string(x.extensionName) == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) pipeline_stats_ = true;
+    if (pipeline_stats_) {
+      pe_on.pipelineExecutableInfo = VK_TRUE;
+      pe_on.pNext = on.pNext;
+      on.pNext = &pe_on;
+      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    } else {
+      std::fprintf(stderr, "kf: KF_PIPELINE_STATS: %s lacks VK_KHR_pipeline_executable_properties\n", info_.name.c_str());
+    }
+  }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &on};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
@@ -366,9 +386,11 @@ VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = pipe_layout_;
+  if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline p;
   KF_VK(vkCreateComputePipelines(device_, pipe_cache_, 1, &ci, nullptr, &p));
   pipelines_[key] = p;
+  if (pipeline_stats_) print_pipeline_stats(p, key);
   return p;
 }
 
@@ -440,6 +462,35 @@ void VulkanDevice::reset_timestamps() {
   begin();
   vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
   next_query_ = 0;
+}
+
+void VulkanDevice::print_pipeline_stats(VkPipeline p, const std::string& key) {
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = p;
+  uint32_t ne = 0;
+  if (vkGetPipelineExecutablePropertiesKHR(device_, &pi, &ne, nullptr) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < ne; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = p;
+    ei.executableIndex = e;
+    uint32_t ns = 0;
+    if (vkGetPipelineExecutableStatisticsKHR(device_, &ei, &ns, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(ns, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (vkGetPipelineExecutableStatisticsKHR(device_, &ei, &ns, st.data()) != VK_SUCCESS) continue;
+    std::string line = "kf pipeline-stats " + key + ":";
+    for (const auto& x : st) {
+      line += std::string(" ") + x.name + "=";
+      switch (x.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += x.value.b32 ? "true" : "false"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += std::to_string(x.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += std::to_string(x.value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: line += std::to_string(x.value.f64); break;
+        default: line += "?";
+      }
+      line += ";";
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 }  // namespace kf::hal::vk

@@ -101,6 +101,8 @@ class VulkanDevice final : public Device {
   DeviceInfo info_;
   ContextOptions options_;
   Tuning tuning_;
+  void print_pipeline_stats(VkPipeline p, const std::string& key);  // KF_PIPELINE_STATS
+  bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
