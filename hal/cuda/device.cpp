@@ -230,6 +230,7 @@ CudaDevice::~CudaDevice() {
     } catch (const Error&) {
       // A lost or hung device: nothing more to do than to let go.
     }
+    lt_.reset();  // the cuBLASLt handle, before the stream and the memory go
     for (gpuEvent_t e : events_) (void)gpuEventDestroy(e);
     (void)gpuStreamDestroy(stream_);
   }
