@@ -59,6 +59,7 @@ if(KF_HIP)
     target_include_directories(kf PRIVATE ${KF_HIP_INCLUDE_DIR})
     target_compile_definitions(kf PRIVATE KF_HAVE_CUDA KF_HIP __HIP_PLATFORM_AMD__)
     target_link_libraries(kf PRIVATE ${KF_AMDHIP64})
+    set(KF_GPU_BACKEND_BUILT hip)  # tests/CMakeLists.txt: the conformance run of this backend
     message(STATUS "kf: HIP backend ON (hal/cuda/ through ${KF_HIPCC}, ${KF_HIP_ARCHITECTURES})")
   else()
     message(STATUS "kf: HIP backend OFF (KF_HIP=ON but hipcc, libamdhip64 or the HIP headers were not found)")
@@ -94,6 +95,7 @@ elseif(KF_CUDA)
   # Keep the static runtime's symbols out of libkf's exports: a program that also loads libcudart.so
   # (PyTorch, say) must not bind to ours.
   target_link_options(kf PRIVATE "LINKER:--exclude-libs,libcudart_static.a")
+  set(KF_GPU_BACKEND_BUILT cuda)  # tests/CMakeLists.txt: the conformance run of this backend
   message(STATUS "kf: CUDA backend ON (CUDA ${CUDAToolkit_VERSION}, architectures ${KF_CUDA_ARCHITECTURES}, "
                  "static runtime)")
 else()
