@@ -130,6 +130,7 @@ class CudaDevice final : public Device {
   std::vector<gpuEvent_t> events_;  // a pool: timestamp() records the next one
   uint32_t next_event_ = 0;
   std::shared_ptr<LtState> lt_;  // created by the first matrix product
+  bool lt_epilogues_ = true;     // KF_TUNE mm_epilogue: cuBLASLt's fused epilogues (true) or the kernel's
 };
 
 }  // namespace kf::hal::cuda

@@ -248,8 +248,8 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
 
   // Which parts of the epilogue cuBLASLt fuses; the rest goes to the epilogue kernel.
   const bool unbatched = batches == 1;
-  const bool lt_bias = bias && unbatched && !f64;
-  const bool lt_act = unbatched && !f64 && !res && (act == kActRelu || (act == kActGeluTanh && half));
+  const bool lt_bias = bias && unbatched && !f64 && lt_epilogues_;
+  const bool lt_act = unbatched && !f64 && !res && lt_epilogues_ && (act == kActRelu || (act == kActGeluTanh && half));
   const bool lt_res = res && (act == kActNone);  // beta = 1, C = residual
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   if (lt_act && act == kActRelu) epi = lt_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
@@ -262,7 +262,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   ep.act = lt_act ? static_cast<int>(kActNone) : act;
   ep.total = y.numel;
   ep.n = N;
-  const bool own_epilogue = ep.bias || ep.res || ep.act != kActNone;
+  bool own_epilogue = ep.bias || ep.res || ep.act != kActNone;
 
   make_current();
   if (!lt_) {
@@ -332,6 +332,17 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   int found = 0;
   chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
       "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0 && epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    // No algorithm with the fused epilogue for this shape: the plain product, and the epilogue kernel
+    // does bias and activation (the residual stays in beta = 1 where it was).
+    epi = CUBLASLT_EPILOGUE_DEFAULT;
+    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+    ep.bias = bias ? ptr_of(bias->buffer) : nullptr;
+    ep.act = act;
+    own_epilogue = ep.bias || ep.res || ep.act != kActNone;
+    chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+  }
   if (found == 0)
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": cuBLASLt has no algorithm for " + to_string(call.dtype) +
                                             " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
