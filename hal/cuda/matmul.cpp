@@ -317,6 +317,12 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const uint64_t ws = lt_->workspace_bytes;
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
       "set MAX_WORKSPACE_BYTES");
+  // Split-K only with its partial sums in the compute type, reduced in a separate step: not in the
+  // output type (f16 / bf16 partial sums would lose the float accumulation) nor in place.
+  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                               sizeof(reduction)),
+      "set REDUCTION_SCHEME_MASK");
   // The alignments that hold for every batch's matrices (base addresses and batch strides in bytes).
   auto addr = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
   const uint32_t al_a = alignment_of({addr(A), uint64_t(stride_a) * es});
