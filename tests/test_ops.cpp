@@ -130,7 +130,7 @@ TEST(OpsCoverage, CudaRunsItsOps) {
   }
   if (checked == 0) {
     std::string why;
-    for (const auto& e : Context::list_devices())
+    for (const auto& e : device_entries())
       if (e.info.backend == gpu && !e.usable) why += "\n  " + e.info.name + ": " + e.why_not;
     GTEST_SKIP() << "the " << gpu << " backend is built but no usable " << gpu
                  << " device is present (or KF_BACKEND / KF_DEVICE select another): its run-time cases are skipped"
