@@ -11,8 +11,8 @@ set(KF_CUDA_ARCHITECTURES "90-real;80-virtual" CACHE STRING
     "CUDA architectures of the CUDA backend (CMAKE_CUDA_ARCHITECTURES syntax)")
 set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets of the HIP backend")
 
-set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp)
-set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu)
+set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp)
+set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu)
 
 # The project's warning and sanitizer flags are for the host compiler: keep them from nvcc (it rejects
 # -Wall) and hand the warnings to nvcc's host compiler instead.
@@ -59,6 +59,7 @@ if(KF_HIP)
     target_include_directories(kf PRIVATE ${KF_HIP_INCLUDE_DIR})
     target_compile_definitions(kf PRIVATE KF_HAVE_CUDA KF_HIP __HIP_PLATFORM_AMD__)
     target_link_libraries(kf PRIVATE ${KF_AMDHIP64})
+    set(KF_GPU_BACKEND_BUILT hip)  # tests/CMakeLists.txt: the conformance run of this backend
     message(STATUS "kf: HIP backend ON (hal/cuda/ through ${KF_HIPCC}, ${KF_HIP_ARCHITECTURES})")
   else()
     message(STATUS "kf: HIP backend OFF (KF_HIP=ON but hipcc, libamdhip64 or the HIP headers were not found)")
@@ -88,10 +89,13 @@ elseif(KF_CUDA)
   string(REPLACE ";" "," kf_archs_text "${KF_CUDA_ARCHITECTURES}")
   target_compile_definitions(kf PRIVATE KF_HAVE_CUDA KF_CUDA_MIN_ARCH=${kf_min_arch}
                                         "KF_CUDA_ARCHS=\"${kf_archs_text}\"")
-  target_link_libraries(kf PRIVATE CUDA::cudart_static)
+  # cuBLASLt (linear, matmul) is opened at run time by hal/cuda/matmul.cpp (dlopen), not linked: only its
+  # headers are used here, so libkf still loads where CUDA is absent.
+  target_link_libraries(kf PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
   # Keep the static runtime's symbols out of libkf's exports: a program that also loads libcudart.so
   # (PyTorch, say) must not bind to ours.
   target_link_options(kf PRIVATE "LINKER:--exclude-libs,libcudart_static.a")
+  set(KF_GPU_BACKEND_BUILT cuda)  # tests/CMakeLists.txt: the conformance run of this backend
   message(STATUS "kf: CUDA backend ON (CUDA ${CUDAToolkit_VERSION}, architectures ${KF_CUDA_ARCHITECTURES}, "
                  "static runtime)")
 else()

@@ -23,7 +23,7 @@ function(kf_embed_shaders target)
     set(spv ${gen_dir}/${name}.spv)
     set(inc ${gen_dir}/${name}.inc)
     add_custom_command(
-      OUTPUT ${inc}
+      OUTPUT ${spv} ${inc}  # the .spv first: the depfile glslc writes names it
       COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -O -Werror ${dflags}
               -MD -MF ${spv}.d -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${src}
       COMMAND ${SPIRV_VAL} --target-env vulkan1.2 ${spv}

@@ -27,6 +27,14 @@ struct DeviceRef {
   friend void PrintTo(const DeviceRef& d, std::ostream* os) { *os << d.tag << " (" << d.name << ")"; }
 };
 
+// Every device of every compiled-in backend, usable or not (with why not), enumerated once: calling
+// Context::list_devices() again while a Vulkan context is open breaks that context's teardown (the
+// enumeration's temporary instance reloads volk's instance-level function table).
+inline const std::vector<DeviceEntry>& device_entries() {
+  static const std::vector<DeviceEntry> list = Context::list_devices();
+  return list;
+}
+
 // Every usable device of every compiled-in backend. KF_BACKEND / KF_DEVICE, when set, only narrow the
 // list; they are then unset so that each context opens exactly the device asked for by its options.
 inline const std::vector<DeviceRef>& devices() {
@@ -35,7 +43,7 @@ inline const std::vector<DeviceRef>& devices() {
     const char* want_backend = std::getenv("KF_BACKEND");
     const char* want_device = std::getenv("KF_DEVICE");
     const std::string wb = want_backend ? want_backend : "", wd = want_device ? want_device : "";
-    for (const auto& e : Context::list_devices()) {
+    for (const auto& e : device_entries()) {
       if (!e.usable) continue;
       if (!wb.empty() && e.info.backend != wb) continue;
       if (!wd.empty() && wd != std::to_string(e.info.index) && e.info.name.find(wd) == std::string::npos) continue;

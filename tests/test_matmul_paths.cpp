@@ -1,4 +1,4 @@
-// Forces each Vulkan matrix-product path (portable tiled, NV cooperative matrix) where the device has
+// Forces each Vulkan matrix-product path (and the CUDA backend's epilogue paths, below) (portable tiled, NV cooperative matrix) where the device has
 // it, and checks linear and matmul on both against the float64 reference (issue 5: "the tests force
 // each path"). A device without the cooperative-matrix shape skips that path, saying why.
 #include <gtest/gtest.h>
@@ -74,6 +74,53 @@ TEST(MatmulPaths, CooperativeMatrixF16) { run_path(2, DType::f16); }
 TEST(MatmulPaths, CooperativeMatrixF16AllTiles) {
   for (int cfg = 1; cfg <= 11; ++cfg) run_path(2, DType::f16, cfg);
 }
+
+// The CUDA backend's two epilogue paths (hal/cuda/matmul.cpp): cuBLASLt's fused epilogues (bias, relu,
+// gelu_tanh in f16/bf16, the residual as beta = 1) and, with KF_TUNE mm_epilogue=kernel, the epilogue
+// kernel for everything; every activation, with and without bias and residual, batched and folded.
+void run_cuda_epilogues(const std::string& tuning, DType dtype) {
+  std::vector<DeviceEntry> devices;
+  std::string why;
+  for (const auto& e : Context::list_devices())
+    if (e.info.backend == "cuda") {
+      if (e.usable) devices.push_back(e);
+      else why += " " + e.info.name + ": " + e.why_not;
+    }
+  if (devices.empty()) GTEST_SKIP() << "no usable CUDA device (or no CUDA backend in this build)" << why;
+  for (const auto& d : devices) {
+    ContextOptions o;
+    o.backend = "cuda";
+    o.device = std::to_string(d.info.index);
+    o.tuning = tuning;
+    Context ctx = Context::create(o);
+    if (std::string w; !ctx.supports("linear", dtype, &w)) GTEST_SKIP() << d.info.name << ": " << w;
+    for (const auto& c : kCases)
+      for (int64_t act = kActNone; act <= kActSilu; ++act)
+        for (int form = 0; form < 4; ++form) {  // bias and residual: neither, bias, residual, both
+          const OpDef& op = get_op(c.op);
+          std::vector<Shape> shapes = c.shapes;
+          const Shape out = op.infer(op, shapes, Attrs{}).at(0);
+          shapes[2] = form & 1 ? Shape{out.back()} : Shape{};
+          shapes[3] = form & 2 ? out : Shape{};
+          TestCase tc{"epilogue", shapes, {}, 1};
+          tc.attrs.act = act;
+          const auto r = check::run_case(ctx, op, dtype, tc, check::fresh_seed());
+          EXPECT_TRUE(r.pass) << d.info.name << " " << c.op << " " << to_string(shapes[0]) << " x " << to_string(shapes[1])
+                              << " act " << act << " form " << form << " (" << to_string(dtype) << ", " << r.variant
+                              << "): " << r.message << " seed " << r.seed;
+          if (tuning == "mm_epilogue=kernel") {
+            EXPECT_EQ(r.variant.find("cublaslt+"), std::string::npos) << r.variant;
+          }
+        }
+  }
+}
+
+TEST(MatmulPaths, CudaFusedEpiloguesF32) { run_cuda_epilogues("", DType::f32); }
+TEST(MatmulPaths, CudaFusedEpiloguesF16) { run_cuda_epilogues("", DType::f16); }
+TEST(MatmulPaths, CudaFusedEpiloguesBF16) { run_cuda_epilogues("", DType::bf16); }
+TEST(MatmulPaths, CudaFusedEpiloguesF64) { run_cuda_epilogues("", DType::f64); }
+TEST(MatmulPaths, CudaKernelEpiloguesF32) { run_cuda_epilogues("mm_epilogue=kernel", DType::f32); }
+TEST(MatmulPaths, CudaKernelEpiloguesF16) { run_cuda_epilogues("mm_epilogue=kernel", DType::f16); }
 
 }  // namespace
 }  // namespace kf

@@ -44,10 +44,19 @@ grep -E "^(backends compiled in|== )|usable|Context::create" "$out/kf-info.txt"
 if ! grep -q "^backends compiled in:.*cuda" "$out/kf-info.txt"; then
   echo "this build has no CUDA backend: configure with -DKF_CUDA=ON (nvcc on PATH)"; exit 2
 fi
-if ! KF_BACKEND=cuda "$build/tools/kf-info" > "$out/kf-info-cuda.txt" 2>&1 ||
+if ! KF_BACKEND=cuda "$build/tools/kf-info" --ops > "$out/kf-info-cuda.txt" 2>&1 ||
    grep -q "Context::create() fails" "$out/kf-info-cuda.txt"; then
   echo "no usable CUDA device:"; grep -A3 "== cuda" "$out/kf-info.txt"; exit 2
 fi
+
+# linear / matmul use cuBLASLt, opened at run time (hal/cuda/matmul.cpp): the loader's path, the toolkit, or
+# PyTorch's nvidia wheels. When none of those has it, look for the file once and name it in KF_CUBLASLT.
+if [ -z "${KF_CUBLASLT:-}" ] && grep -q "cuBLASLt is unavailable" "$out/kf-info-cuda.txt"; then
+  lt=$(find /usr/local /usr/lib /opt /root /home -name 'libcublasLt.so.13' 2>/dev/null | head -1)
+  [ -n "$lt" ] && export KF_CUBLASLT=$lt && echo "cuBLASLt: KF_CUBLASLT=$lt"
+fi
+grep -m1 "cuBLASLt is unavailable" "$out/kf-info-cuda.txt" >/dev/null && [ -z "${KF_CUBLASLT:-}" ] &&
+  echo "cuBLASLt not found: linear and matmul will be reported unsupported on CUDA"
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   note "tests on the CUDA device (KF_BACKEND=cuda), logs in $out/tests"
@@ -78,8 +87,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     KF_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 3 "$build/tests/test_ops" --gtest_brief=1 \
       > "$out/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: FAILED"; failures+=("memcheck"); }
     KF_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 3 "$build/tests/test_ops" --gtest_brief=1 \
-      --gtest_filter='*softmax*:*sum_squared*:*mean_abs*' > "$out/racecheck.log" 2>&1 &&
-      echo "racecheck (rows): clean" || { echo "racecheck: FAILED"; failures+=("racecheck"); }
+      --gtest_filter='*softmax*:*sum_squared*:*mean_abs*:*norm*:*cross_entropy*:*mse*' > "$out/racecheck.log" 2>&1 &&
+      echo "racecheck (rows, norms, losses): clean" || { echo "racecheck: FAILED"; failures+=("racecheck"); }
   fi
 fi
 

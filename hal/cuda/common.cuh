@@ -119,6 +119,8 @@ template <bool FAST> struct Math<double, FAST> {
 };
 KF_DEV float m_abs(float x) { return fabsf(x); }
 KF_DEV double m_abs(double x) { return fabs(x); }
+KF_DEV float m_sqrt(float x) { return sqrtf(x); }
+KF_DEV double m_sqrt(double x) { return ::sqrt(x); }
 
 // ---- The activations of KERNELS.md (same functions as shaders/activations.glsl and the reference).
 template <class M, class C> KF_DEV C relu_f(C x) { return x < C(0) ? C(0) : x; }  // NaN stays NaN
@@ -136,6 +138,131 @@ template <class M, class C> KF_DEV C mish_f(C x) {
   if (x > C(20)) return x;
   const C e = M::exp(x), n = e * (e + C(2));
   return x * M::div(n, n + C(2));
+}
+
+// ---- Derivatives of the activations (the backward ops of KERNELS.md section 3), as
+// shaders/activations_grad.glsl in float and as the float64 reference (src/ops/backward.cpp) in double.
+// Each of d gelu, d gelu_tanh, d silu and d mish crosses zero once, where its closed form is a difference
+// of two terms that cancel: within 0.5 of the root x0 (held as hi + lo floats) the float versions use
+// d = t q(t), t = (x - hi) - lo, q the degree-12 Taylor series of d(x) / (x - x0) about x0 (mpmath
+// coefficients; the same tables as activations_grad.glsl). Layout: hi, lo, then the coefficients of q.
+struct RootSeries {
+  float r[15];
+};
+KF_DEV float near_root(float x, const RootSeries& s) {
+  const float t = __fsub_rn(__fsub_rn(x, s.r[0]), s.r[1]);  // not reassociated into x - (hi + lo)
+  float q = s.r[14];
+#pragma unroll
+  for (int k = 13; k >= 2; --k) q = fmaf(q, t, s.r[k]);
+  return t * q;
+}
+KF_DEV bool is_near(float x, const RootSeries& s) { return fabsf(x - s.r[0]) < 0.5f; }
+#define KF_ROOT_GELU {-0.7517915368080139f, 1.211444988769017e-08f, 4.314939923e-01f, 3.882849830e-01f, -1.819967640e-02f, -1.140082333e-01f, -1.477152215e-02f, 1.942167984e-02f, 4.539228379e-03f, -2.239538068e-03f, -7.448268387e-04f, 1.863397462e-04f, 8.615947861e-05f, -1.121438019e-05f, -7.748461307e-06f}
+#define KF_ROOT_GELU_TANH {-0.7524614334106445f, 1.1339627903339533e-08f, 4.304000910e-01f, 3.875184461e-01f, -1.578285352e-02f, -1.139444831e-01f, -1.661932834e-02f, 1.968230946e-02f, 5.261059255e-03f, -2.422731846e-03f, -9.274420230e-04f, 2.639276405e-04f, 1.242522780e-04f, -3.495617169e-05f, -1.595089687e-05f}
+#define KF_ROOT_SILU {-1.2784645557403564f, 1.2979282537628478e-08f, 2.178117057e-01f, 1.466487970e-01f, 1.887481422e-02f, -1.522265522e-02f, -6.606589138e-03f, 1.266274101e-04f, 7.985218818e-04f, 1.857072436e-04f, -4.090534237e-05f, -2.973354221e-05f, -2.942631889e-06f, 2.346029682e-06f, 8.599695028e-07f}
+#define KF_ROOT_MISH {-1.1924312114715576f, -3.0439375464652585e-09f, 2.669479140e-01f, 2.047312641e-01f, 4.190782104e-02f, -2.027182272e-02f, -1.582112656e-02f, -3.360684927e-03f, 1.092405541e-03f, 9.898181021e-04f, 2.541293639e-04f, -4.196149603e-05f, -5.582891567e-05f, -1.729927081e-05f, 9.427361327e-07f}
+
+// Float: written with e = exp(-|x|) (or of 2|u|) so that 1 - s, 1 + t and 1 - t^2 keep their relative
+// precision where the activation saturates. Accurate libm (expf, erfcf) whatever the storage dtype.
+KF_DEV float sech2_g(float u) {  // 1 - tanh(u)^2
+  const float e = expf(-2.0f * fminf(fabsf(u), 40.0f));
+  return 4.0f * e / ((1.0f + e) * (1.0f + e));
+}
+KF_DEV float d_sigmoid_g(float x) {
+  const float e = expf(-fabsf(x));
+  return e / ((1.0f + e) * (1.0f + e));
+}
+KF_DEV float d_tanh_g(float x) { return sech2_g(x); }
+KF_DEV float d_gelu_g(float x) {
+  const RootSeries s = {KF_ROOT_GELU};
+  if (is_near(x, s)) return near_root(x, s);
+  return 0.5f * erfcf(-x * 0.70710678118654752440f) + x * 0.3989422804014327f * expf(-0.5f * x * x);
+}
+KF_DEV float d_gelu_tanh_g(float x) {
+  const RootSeries s = {KF_ROOT_GELU_TANH};
+  if (is_near(x, s)) return near_root(x, s);
+  const float k = 0.7978845608028654f, c = 0.044715f;
+  const float u = k * (x + c * x * x * x);
+  const float e = expf(-2.0f * fminf(fabsf(u), 40.0f));
+  const float one_plus_t = u >= 0.0f ? 2.0f / (1.0f + e) : 2.0f * e / (1.0f + e);  // 1 + tanh(u)
+  return 0.5f * one_plus_t + 0.5f * x * sech2_g(u) * k * (1.0f + 3.0f * c * x * x);
+}
+KF_DEV float d_silu_g(float x) {
+  const RootSeries rs = {KF_ROOT_SILU};
+  if (is_near(x, rs)) return near_root(x, rs);
+  const float e = expf(-fabsf(x));
+  const float s = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e), sm = x >= 0.0f ? e / (1.0f + e) : 1.0f / (1.0f + e);
+  return s * (1.0f + x * sm);  // sm = 1 - s
+}
+KF_DEV float softplus_g(float x) { return x > 20.0f ? x : fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+KF_DEV float d_mish_g(float x) {
+  const RootSeries s = {KF_ROOT_MISH};
+  if (is_near(x, s)) return near_root(x, s);
+  const float sp = softplus_g(x);
+  return tanhf(sp) + x * sech2_g(sp) * (1.0f / (1.0f + expf(-x)));
+}
+// Double: the reference's formulas.
+KF_DEV double d_sigmoid_g(double x) {
+  const double s = 1.0 / (1.0 + ::exp(-x));
+  return s * (1 - s);
+}
+KF_DEV double d_tanh_g(double x) {
+  const double t = ::tanh(x);
+  return 1 - t * t;
+}
+KF_DEV double d_gelu_g(double x) {
+  return 0.5 * erfc(-x / 1.41421356237309504880) + x * ::exp(-0.5 * x * x) / 2.50662827463100050242;
+}
+KF_DEV double d_gelu_tanh_g(double x) {
+  const double k = 0.79788456080286535588, c = 0.044715;
+  const double t = ::tanh(k * (x + c * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+}
+KF_DEV double d_silu_g(double x) {
+  const double s = 1.0 / (1.0 + ::exp(-x));
+  return s * (1 + x * (1 - s));
+}
+KF_DEV double d_mish_g(double x) {
+  const double sp = x > 20 ? x : log1p(::exp(x));
+  const double t = ::tanh(sp);
+  return t + x * (1 - t * t) / (1.0 + ::exp(-x));
+}
+
+// ---- Block sums in a fixed order (the same bits every run): a warp butterfly (every lane ends with the
+// same value: each step adds the same two operands, in either order), then the warps' sums in warp
+// order. sm holds one value per warp (blockDim.x a multiple of the warp, at most 32 warps).
+template <class C> KF_DEV C warp_sum(C v) {
+#pragma unroll
+  for (int o = KF_WARP / 2; o > 0; o >>= 1) v += KF_SHFL_XOR(v, o);
+  return v;
+}
+template <class C> KF_DEV C warp_max(C v) {
+#pragma unroll
+  for (int o = KF_WARP / 2; o > 0; o >>= 1) {
+    const C u = KF_SHFL_XOR(v, o);
+    v = u > v ? u : v;
+  }
+  return v;
+}
+template <class C> KF_DEV C block_sum(C v, C* sm) {
+  v = warp_sum(v);
+  const int nw = blockDim.x / KF_WARP;
+  __syncthreads();  // sm is free (a previous sum has been read)
+  if (threadIdx.x % KF_WARP == 0) sm[threadIdx.x / KF_WARP] = v;
+  __syncthreads();
+  C t = sm[0];
+  for (int k = 1; k < nw; ++k) t += sm[k];
+  return t;
+}
+template <class C> KF_DEV C block_max(C v, C* sm) {
+  v = warp_max(v);
+  const int nw = blockDim.x / KF_WARP;
+  __syncthreads();
+  if (threadIdx.x % KF_WARP == 0) sm[threadIdx.x / KF_WARP] = v;
+  __syncthreads();
+  C t = sm[0];
+  for (int k = 1; k < nw; ++k) t = sm[k] > t ? sm[k] : t;
+  return t;
 }
 
 // ---- Philox4x32-10 (Salmon et al. 2011): counter c, key k.

@@ -203,10 +203,27 @@ int rows_values_of(const std::string& tuning) {
   return rows_values;
 }
 
+// KF_TUNE mm_epilogue=kernel: linear / matmul leave cuBLASLt's fused epilogues (bias, relu, gelu_tanh)
+// unused and run every part of the epilogue in the epilogue kernel (to compare or isolate them).
+bool lt_epilogues_of(const std::string& tuning) {
+  size_t at = 0;
+  while (at <= tuning.size()) {
+    const size_t end = std::min(tuning.find(',', at), tuning.size());
+    const std::string item = tuning.substr(at, end - at);
+    at = end + 1;
+    if (item == "mm_epilogue=kernel") return false;
+    if (item.rfind("mm_epilogue=", 0) == 0 && item != "mm_epilogue=cublaslt")
+      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
+                                                  "': mm_epilogue is 'cublaslt' (default) or 'kernel'");
+  }
+  return true;
+}
+
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
-    : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)) {
+    : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)),
+      lt_epilogues_(lt_epilogues_of(o.tuning)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {
@@ -230,6 +247,7 @@ CudaDevice::~CudaDevice() {
     } catch (const Error&) {
       // A lost or hung device: nothing more to do than to let go.
     }
+    lt_.reset();  // the cuBLASLt handle, before the stream and the memory go
     for (gpuEvent_t e : events_) (void)gpuEventDestroy(e);
     (void)gpuStreamDestroy(stream_);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hal/cuda/gpu_compat.hpp"
+#include "hal/cuda/kernels.hpp"
 #include "hal/hal.hpp"
 
 namespace kf::hal::cuda {
@@ -85,6 +86,8 @@ class CudaBuf final : public Buffer {
 
 inline void* ptr_of(const std::shared_ptr<Buffer>& b) { return b ? static_cast<CudaBuf*>(b.get())->ptr() : nullptr; }
 
+struct LtState;  // matmul.cpp: the cuBLASLt handle and workspace
+
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o);
@@ -108,6 +111,14 @@ class CudaDevice final : public Device {
   void wait_stream(const char* what);
   void wait_event(gpuEvent_t e, const char* what);
   void check_launch(int err, const std::string& kernel);
+  // linear and matmul (matmul.cpp): whether cuBLASLt could be loaded (why not), and the dispatch.
+  bool matmul_supported(std::string* why) const;
+  std::string dispatch_matmul(const OpCall& call);
+  // Sections 3 and 6 (kernels.cpp): kern is kernels.cpp's Kern, id its op within the family.
+  std::string dispatch_training(const OpCall& call, int kern, int id, Dt dt);
+  // A temporary device buffer for one dispatch (row statistics, partial sums): released when the
+  // dispatch returns; reuse is safe since everything runs in order on one stream.
+  std::shared_ptr<Buffer> scratch(size_t bytes) { return allocate(bytes < 16 ? 16 : bytes); }
 
   int ordinal_;
   DeviceInfo info_;
@@ -118,6 +129,8 @@ class CudaDevice final : public Device {
   std::shared_ptr<Allocator> allocator_;
   std::vector<gpuEvent_t> events_;  // a pool: timestamp() records the next one
   uint32_t next_event_ = 0;
+  std::shared_ptr<LtState> lt_;  // created by the first matrix product
+  bool lt_epilogues_ = true;     // KF_TUNE mm_epilogue: cuBLASLt's fused epilogues (true) or the kernel's
 };
 
 }  // namespace kf::hal::cuda

@@ -31,7 +31,9 @@ KF_DEV C apply(C x, C b, C c) {
     const C s = x + c;
     return s >= C(0) ? s : b * s;
   } else if constexpr (OP == EltOp::gelu_dropout || OP == EltOp::gelu) return gelu_f<M>(x);
-  else if constexpr (OP == EltOp::dropout || OP == EltOp::add_dropout_residual || OP == EltOp::copy) return x;
+  else if constexpr (OP == EltOp::dropout || OP == EltOp::add_dropout_residual || OP == EltOp::copy ||
+                     OP == EltOp::mse_backward)
+    return x;  // (mse_backward: finish() applies 2 (a - b) / n)
   else if constexpr (OP == EltOp::add) return x + b;
   else if constexpr (OP == EltOp::mul) return x * b;
   else if constexpr (OP == EltOp::prelu) return x >= C(0) ? x : b * x;
@@ -41,6 +43,14 @@ KF_DEV C apply(C x, C b, C c) {
   else if constexpr (OP == EltOp::gelu_tanh) return gelu_tanh_f<M>(x);
   else if constexpr (OP == EltOp::silu) return silu_f<M>(x);
   else if constexpr (OP == EltOp::mish) return mish_f<M>(x);
+  // Backward ops: x is dy (or a), b is x (or b).
+  else if constexpr (OP == EltOp::relu_backward) return b > C(0) ? x : C(0);  // torch: passes where x > 0
+  else if constexpr (OP == EltOp::sigmoid_backward) return x * d_sigmoid_g(b);
+  else if constexpr (OP == EltOp::tanh_backward) return x * d_tanh_g(b);
+  else if constexpr (OP == EltOp::gelu_backward) return x * d_gelu_g(b);
+  else if constexpr (OP == EltOp::gelu_tanh_backward) return x * d_gelu_tanh_g(b);
+  else if constexpr (OP == EltOp::silu_backward) return x * d_silu_g(b);
+  else if constexpr (OP == EltOp::mish_backward) return x * d_mish_g(b);
   else static_assert(OP == EltOp::count, "eltwise.cu: an EltOp without a formula");
 }
 
@@ -102,6 +112,10 @@ KF_DEV C finish(C v, C b, unsigned word, const EltwiseParams& p) {
       v = (word >> 8) >= p.thr ? v * keep : C(0);
     }
     if constexpr (OP == EltOp::add_dropout_residual) v += b;
+  }
+  if constexpr (OP == EltOp::mse_backward) {  // d mean((a - b)^2) / d a = 2 (a - b) / n
+    if constexpr (sizeof(C) == 8) v = C(2) * (v - b) / p.n_d;
+    else v = C(2) * (v - b) / p.n_f;
   }
   (void)b, (void)word, (void)p;
   return v;

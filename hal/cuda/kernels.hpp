@@ -14,7 +14,8 @@ enum class Dt : uint8_t { f32, f16, bf16, f64 };
   X(add_relu) X(mul_relu) X(add_sigmoid) X(mul_tanh) X(bias_relu) X(bias_gelu) X(bias_gelu_tanh)     \
   X(bias_silu) X(swiglu) X(geglu) X(mish_scale) X(prelu_bias) X(dropout) X(gelu_dropout)            \
   X(bias_gelu_dropout) X(add_dropout_residual) X(add) X(mul) X(prelu) X(copy) X(relu) X(sigmoid)    \
-  X(tanh) X(gelu) X(gelu_tanh) X(silu) X(mish)
+  X(tanh) X(gelu) X(gelu_tanh) X(silu) X(mish) X(relu_backward) X(sigmoid_backward) X(tanh_backward)    \
+  X(gelu_backward) X(gelu_tanh_backward) X(silu_backward) X(mish_backward) X(mse_backward)
 
 // Row ops with a kernel in rows.cu (KERNELS.md section 2).
 #define KF_CUDA_ROW_OPS(X) X(sum_squared) X(mean_abs) X(softmax) X(log_softmax)
@@ -45,6 +46,8 @@ struct EltwiseParams {
   uint32_t thr = 0;     // keep(i) = (word >> 8) >= thr (0: keep everything, p = 0)
   float keep_f = 1;     // 1 / (1 - p)
   double keep_d = 1;
+  float n_f = 1;        // mse_backward: the element count n of 2 (a - b) / n
+  double n_d = 1;
 };
 
 struct RowsParams {
@@ -63,10 +66,120 @@ struct RowsParams {
 // longer ones. Values of float-computed dtypes; f64 keeps half as many.
 constexpr int kRowCache256 = 16, kRowCache1024 = 8;
 
+// ---- Sections 3 and 6 (norm.cu, train.cu). One block per row for the row kernels (fixed-order block
+// sums: the same bits every run); the host picks the block size (a power of two, 32 to 1024).
+enum class NormOp : int { layer, rms, layer_relu, layer_gelu, layer_silu, rms_gelu, rms_silu, add_layer, add_rms };
+
+struct NormParams {
+  const void* x = nullptr;
+  const void* r = nullptr;  // the residual of the add forms
+  const void* w = nullptr;  // absent: 1
+  const void* b = nullptr;  // absent: 0
+  void* y = nullptr;
+  void* s = nullptr;        // the add forms' x + r
+  int64_t rows = 0, feat = 1;
+  // The affine channel of element j of row `row`: (row % groups) * cpg + j / inner (layer and rms norm:
+  // groups 1, inner 1, cpg = feat; group_norm: C / G channels per group of `inner` elements each).
+  int64_t groups = 1, cpg = 1, inner = 1;
+  double eps = 1e-5;
+};
+
+// layer_norm_backward / rms_norm_backward: the row pass writes dx and, per row, (mean hi, mean lo, rstd)
+// to ws; the column pass sums dw, db over chunks of rows into partials, the combine pass adds the
+// chunks in order (Kahan).
+struct NormBwdParams {
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+  void* db = nullptr;       // null for rms
+  void* ws = nullptr;       // row statistics (3 per row) then the column partials (2 per column and chunk)
+  int64_t rows = 0, feat = 1;
+  int64_t chunk_rows = 1, nchunks = 1;
+  double eps = 1e-5;
+  int layer = 1;
+};
+
+struct SoftmaxBwdParams {
+  const void* dy = nullptr;
+  const void* y = nullptr;
+  void* dx = nullptr;
+  int64_t rows = 0, feat = 1;
+  double scale = 1;
+};
+
+struct BatchNormParams {
+  const void *x = nullptr, *w = nullptr, *b = nullptr, *mean = nullptr, *var = nullptr;
+  void* y = nullptr;
+  int64_t n = 0, channels = 1, inner = 1;
+  double eps = 1e-5;
+};
+
+// cross_entropy(+backward): a count pass (one block), one block per row (its loss to ws, its gradient row
+// when grad), then one block adds the row losses in row order and divides by the count.
+struct XentParams {
+  const void* logits = nullptr;
+  const int32_t* target = nullptr;
+  void* loss = nullptr;
+  void* grad = nullptr;     // null: the forward op
+  void* ws = nullptr;       // [0] the count, [1 + r] the loss of row r (double for f64, else float)
+  int64_t rows = 0, classes = 1;
+  int32_t ignore_index = -100;
+  double smoothing = 0;
+};
+
+// mse: fixed number of blocks, each a partial sum to ws; then one block adds them in order.
+struct MseParams {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* loss = nullptr;
+  void* ws = nullptr;
+  int64_t n = 0;
+  int blocks = 1;
+};
+
+enum class OptimOp : int { adamw, sgd };
+struct OptimParams {
+  const void* p = nullptr;
+  const void* g = nullptr;
+  const void* m = nullptr;
+  const void* v = nullptr;
+  void* p_out = nullptr;
+  void* m_out = nullptr;
+  void* v_out = nullptr;
+  int64_t n = 0;
+  // adamw (host-derived in double, as optim.comp): p = p decay - step_size m / (sqrt(v) + eps_hat)
+  double decay = 1, step_size = 0, beta1 = 0.9, one_minus_beta1 = 0.1, beta2 = 0.999, one_minus_beta2 = 0.001,
+         eps_hat = 1e-8;
+  // sgd
+  double lr = 0, weight_decay = 0, momentum = 0, one_minus_dampening = 1;
+  int momentum_on = 0, nesterov = 0, first_step = 0;
+};
+
+// The matrix products' own epilogue (where cuBLASLt's fused ones do not apply): y = act(y + bias) + res,
+// in place over y [rows, n]; act as kf::Activation.
+struct EpilogueParams {
+  void* y = nullptr;
+  const void* bias = nullptr;
+  const void* res = nullptr;
+  int64_t total = 0, n = 1;
+  int act = 0;
+};
+
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch
 // (0 when it was accepted): kernels.cpp turns it into a kf::Error.
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
 int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream);
+
+int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream);
+int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream);
+int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
+int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);
+int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream);
+int launch_mse(Dt dt, const MseParams& p, void* stream);
+int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);
+int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream);
 
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).

@@ -1,0 +1,232 @@
+// Training kernels (KERNELS.md section 6) in CUDA/HIP: cross_entropy (+ its gradient in the same pass),
+// mse, adamw_step and sgd_step; and the matrix products' own epilogue (matmul.cpp). Counterparts of
+// shaders/loss.comp and optim.comp. Sums in a fixed order (block sums of common.cuh, then partial sums
+// added in index order by one block): the same bits every run. Accumulation in float (double for f64).
+#include "hal/cuda/common.cuh"
+
+namespace kf::hal::cuda {
+namespace {
+
+template <class C> KF_DEV C nan_of() {
+  if constexpr (sizeof(C) == 8) return __longlong_as_double(0x7ff8000000000000ll);
+  else return __int_as_float(0x7fc00000);
+}
+KF_DEV float m_log(float x) { return logf(x); }
+KF_DEV double m_log(double x) { return ::log(x); }
+KF_DEV float m_exp(float x) { return expf(x); }
+KF_DEV double m_exp(double x) { return ::exp(x); }
+
+// ---- cross_entropy. ws (compute type C): [0] the count of targets not ignored, [1 + r] row r's loss.
+// A target outside [0, C) that is not ignore_index is data on the device: its row's loss is NaN (so is
+// the mean) and its gradient row is NaN (as loss.comp); the CPU backend raises kf::Error for it.
+template <class C>
+__global__ void __launch_bounds__(1024) xent_count(const XentParams p) {
+  __shared__ C sm[32];
+  int64_t n = 0;
+  for (int64_t r = threadIdx.x; r < p.rows; r += blockDim.x) n += p.target[r] != p.ignore_index;
+  // Integer counts below 2^53 (2^24 for float: the rows of any real batch) are exact in C.
+  const C total = block_sum(C(n), sm);
+  if (threadIdx.x == 0) static_cast<C*>(p.ws)[0] = total;
+}
+
+template <class T>
+__global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
+  using C = typename T::C;
+  __shared__ C sm[32];
+  const int64_t N = p.classes;
+  C* ws = static_cast<C*>(p.ws);
+  const C eps = static_cast<C>(p.smoothing), eps_c = static_cast<C>(p.smoothing / double(p.classes));
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const int64_t base = row * N;
+    const int32_t t = p.target[row];
+    const bool ignored = t == p.ignore_index, bad = !ignored && (t < 0 || int64_t(t) >= N);
+    C m = -C(INFINITY), sx = C(0);
+    for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
+      const C v = T::load(p.logits, base + j);
+      m = v > m ? v : m;
+      sx += v;
+    }
+    m = block_max(m, sm);
+    sx = block_sum(sx, sm);
+    C se = C(0);
+    for (int64_t j = threadIdx.x; j < N; j += blockDim.x) se += m_exp(T::load(p.logits, base + j) - m);
+    se = block_sum(se, sm);
+    const C lse = m + m_log(se);
+    if (threadIdx.x == 0) {
+      C loss = C(0);
+      if (bad) loss = nan_of<C>();
+      else if (!ignored) loss = lse - (C(1) - eps) * T::load(p.logits, base + t) - eps_c * sx;
+      ws[1 + row] = loss;
+    }
+    if (p.grad) {
+      const C count = ws[0];
+      for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
+        C g = C(0);
+        if (bad) g = nan_of<C>();
+        else if (!ignored)
+          g = (m_exp(T::load(p.logits, base + j) - lse) - eps_c - (j == t ? C(1) - eps : C(0))) / count;
+        T::store(p.grad, base + j, g);
+      }
+    }
+  }
+}
+
+// The mean: row losses added in row order (each thread a strided run, then the block sum), NaN when
+// every target is ignored (as torch).
+template <class T>
+__global__ void __launch_bounds__(1024) xent_final(const XentParams p) {
+  using C = typename T::C;
+  __shared__ C sm[32];
+  const C* ws = static_cast<const C*>(p.ws);
+  C s = C(0);
+  for (int64_t r = threadIdx.x; r < p.rows; r += blockDim.x) s += ws[1 + r];
+  s = block_sum(s, sm);
+  if (threadIdx.x == 0) T::store(p.loss, 0, ws[0] == C(0) ? nan_of<C>() : s / ws[0]);
+}
+
+// ---- mse: p.blocks partial sums of (a - b)^2 (grid-stride, fixed grid), then one block adds them.
+template <class T>
+__global__ void __launch_bounds__(256) mse_partial(const MseParams p) {
+  using C = typename T::C;
+  __shared__ C sm[32];
+  C s = C(0);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
+    const C d = T::load(p.a, i) - T::load(p.b, i);
+    s += d * d;
+  }
+  s = block_sum(s, sm);
+  if (threadIdx.x == 0) static_cast<C*>(p.ws)[blockIdx.x] = s;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256) mse_final(const MseParams p) {
+  using C = typename T::C;
+  __shared__ C sm[32];
+  const C* ws = static_cast<const C*>(p.ws);
+  C s = C(0);
+  for (int k = threadIdx.x; k < p.blocks; k += blockDim.x) s += ws[k];
+  s = block_sum(s, sm);
+  if (threadIdx.x == 0) T::store(p.loss, 0, s / C(p.n));
+}
+
+// ---- Optimizers: element i read from the inputs, written to the outputs (in place when they are the
+// same tensors: each element is read before it is written, by the same thread). Scalars from the host,
+// derived in double (as optim.comp).
+template <OptimOp OP, class T>
+__global__ void __launch_bounds__(256) optim_kernel(const OptimParams p) {
+  using C = typename T::C;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
+    C pv = T::load(p.p, i), m = T::load(p.m, i);
+    const C g = T::load(p.g, i);
+    if constexpr (OP == OptimOp::adamw) {
+      C v = T::load(p.v, i);
+      m = C(p.beta1) * m + C(p.one_minus_beta1) * g;
+      v = C(p.beta2) * v + C(p.one_minus_beta2) * g * g;
+      pv = pv * C(p.decay) - C(p.step_size) * m / (m_sqrt(v) + C(p.eps_hat));
+      T::store(p.v_out, i, v);
+    } else {
+      C gr = g + C(p.weight_decay) * pv;
+      if (p.momentum_on) {
+        m = p.first_step ? gr : C(p.momentum) * m + C(p.one_minus_dampening) * gr;
+        gr = p.nesterov ? gr + C(p.momentum) * m : m;
+      }
+      pv = pv - C(p.lr) * gr;
+    }
+    T::store(p.p_out, i, pv);
+    T::store(p.m_out, i, m);
+  }
+}
+
+// ---- The matrix products' own epilogue, in place: y = act(y + bias) + residual (KERNELS.md section 4).
+template <class T>
+__global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
+  using C = typename T::C;
+  using M = Math<C, false>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
+    C v = T::load(p.y, i);
+    if (p.bias) v += T::load(p.bias, i % p.n);
+    switch (p.act) {
+      case 1: v = relu_f<M>(v); break;
+      case 2: v = gelu_f<M>(v); break;
+      case 3: v = gelu_tanh_f<M>(v); break;
+      case 4: v = silu_f<M>(v); break;
+      default: break;
+    }
+    if (p.res) v += T::load(p.res, i);
+    T::store(p.y, i, v);
+  }
+}
+
+template <class T> int xent_launch(const XentParams& p, int block, gpuStream_t s) {
+  using C = typename T::C;
+  xent_count<C><<<1, 1024, 0, s>>>(p);
+  int e = static_cast<int>(gpuGetLastError());
+  if (e) return e;
+  const uint32_t g = static_cast<uint32_t>(p.rows < (int64_t(1) << 30) ? p.rows : int64_t(1) << 30);
+  xent_rows<T><<<g, block, 0, s>>>(p);
+  e = static_cast<int>(gpuGetLastError());
+  if (e) return e;
+  xent_final<T><<<1, 1024, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T> int mse_launch(const MseParams& p, gpuStream_t s) {
+  mse_partial<T><<<p.blocks, 256, 0, s>>>(p);
+  const int e = static_cast<int>(gpuGetLastError());
+  if (e) return e;
+  mse_final<T><<<1, 256, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <OptimOp OP> int optim_launch(Dt dt, const OptimParams& p, uint32_t blocks, gpuStream_t s) {
+  switch (dt) {
+    case Dt::f32: optim_kernel<OP, F32><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f16: optim_kernel<OP, F16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::bf16: optim_kernel<OP, BF16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f64: optim_kernel<OP, F64><<<blocks, 256, 0, s>>>(p); break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+}  // namespace
+
+int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dt) {
+    case Dt::f32: return xent_launch<F32>(p, block, s);
+    case Dt::f16: return xent_launch<F16>(p, block, s);
+    case Dt::bf16: return xent_launch<BF16>(p, block, s);
+    case Dt::f64: return xent_launch<F64>(p, block, s);
+  }
+  return -1;
+}
+
+int launch_mse(Dt dt, const MseParams& p, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dt) {
+    case Dt::f32: return mse_launch<F32>(p, s);
+    case Dt::f16: return mse_launch<F16>(p, s);
+    case Dt::bf16: return mse_launch<BF16>(p, s);
+    case Dt::f64: return mse_launch<F64>(p, s);
+  }
+  return -1;
+}
+
+int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  return op == OptimOp::adamw ? optim_launch<OptimOp::adamw>(dt, p, blocks, s)
+                              : optim_launch<OptimOp::sgd>(dt, p, blocks, s);
+}
+
+int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dt) {
+    case Dt::f32: epilogue_kernel<F32><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f16: epilogue_kernel<F16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::bf16: epilogue_kernel<BF16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f64: epilogue_kernel<F64><<<blocks, 256, 0, s>>>(p); break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+}  // namespace kf::hal::cuda
