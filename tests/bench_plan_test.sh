@@ -7,8 +7,10 @@ set -euo pipefail
 bench=$1 src=$2 work=$3
 rm -rf "$work"
 mkdir -p "$work"
-ops=$(python3 "$src/bench/torch_bench.py" --list-ops | paste -sd '|')
+# The matrix products keep their weights at any --size-mib (8192 x 8192): too much for the CPU backend's
+# float64 products in CI, so they are left out here (their scaling rule is one line in both tools).
+ops=$(python3 "$src/bench/torch_bench.py" --list-ops | grep -vE '^(linear|matmul|linear_cross_entropy.*)$' | paste -sd '|')
 "$bench" --backend cpu --ops "^($ops)\$" --primitives --size-mib 1 --reps 1 --warmup 0 --warmup-ms 0 --no-unfused \
   --all-cases --dtypes f32,f16,bf16 --json "$work/kf.json" > "$work/kf-bench.txt" 2>&1 || { cat "$work/kf-bench.txt"; exit 1; }
-python3 "$src/bench/torch_bench.py" --plan-only --primitives --size-mib 1 --all-cases --dtypes f32,f16,bf16 > "$work/plan.json"
+python3 "$src/bench/torch_bench.py" --plan-only --ops "^($ops)\$" --primitives --size-mib 1 --all-cases --dtypes f32,f16,bf16 > "$work/plan.json"
 python3 "$src/tests/bench_checks.py" plan "$work/plan.json" "$work/kf.json"

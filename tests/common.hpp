@@ -27,9 +27,8 @@ struct DeviceRef {
   friend void PrintTo(const DeviceRef& d, std::ostream* os) { *os << d.tag << " (" << d.name << ")"; }
 };
 
-// Every device of every compiled-in backend, usable or not (with why not), enumerated once: calling
-// Context::list_devices() again while a Vulkan context is open breaks that context's teardown (the
-// enumeration's temporary instance reloads volk's instance-level function table).
+// Every device of every compiled-in backend, usable or not (with why not), enumerated once (listing
+// while contexts are open is allowed: ErrorsNoContext.ListingWhileAContextIsOpen).
 inline const std::vector<DeviceEntry>& device_entries() {
   static const std::vector<DeviceEntry> list = Context::list_devices();
   return list;

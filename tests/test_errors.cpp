@@ -201,5 +201,24 @@ TEST(ErrorsNoContext, BadOptions) {
   EXPECT_THROW(dtype_from_string("f8"), Error);
 }
 
+// Listing devices while a Vulkan context with validation is open, then using and closing that context:
+// the listing once reloaded volk's instance functions for a temporary instance, and the context's
+// teardown then called a null vkDestroyDebugUtilsMessengerEXT.
+TEST(ErrorsNoContext, ListingWhileAContextIsOpen) {
+  bool have_vulkan = false;
+  for (const auto& e : device_entries()) have_vulkan |= e.usable && e.info.backend == "vulkan";
+  if (!have_vulkan) GTEST_SKIP() << "no Vulkan device";
+  {
+    Context ctx = Context::create(ContextOptions{.backend = "vulkan", .validation = true});
+    for (int i = 0; i < 3; ++i) EXPECT_FALSE(Context::list_devices().empty());
+    Tensor a = ctx.from_host({3}, DType::f32, {1, -2, 3});
+    Tensor y = ctx.empty({3}, DType::f32);
+    ctx.run("relu", {a}, {y});
+    EXPECT_EQ(y.to_double(), (std::vector<double>{1, 0, 3}));
+    EXPECT_EQ(ctx.validation_messages(), 0u);
+  }
+  EXPECT_FALSE(Context::list_devices().empty());
+}
+
 }  // namespace
 }  // namespace kf::test

@@ -1,6 +1,7 @@
 // The Vulkan instance (with the Khronos validation layer on request), VkResult mapping, device
 // description, and the backend's entry point.
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "hal/vulkan/device.hpp"
@@ -85,6 +86,16 @@ std::shared_ptr<Instance> Instance::create(bool validation) {
   if (volkGetInstanceVersion() < VK_API_VERSION_1_2)
     throw Error(ErrorCode::Unsupported, "vulkan: the loader is older than Vulkan 1.2");
 
+  // One live instance per process, shared: volk keeps one table of instance functions, and loading it
+  // for a second instance (Context::list_devices() while a context is open) left the first with the
+  // second's table, whose vkDestroyDebugUtilsMessengerEXT was null when the first was destroyed. A
+  // listing (no validation) shares whatever instance is alive.
+  static std::mutex mu;
+  static std::weak_ptr<Instance> live;
+  static bool live_validation = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto alive = live.lock(); alive && (live_validation == validation || !validation)) return alive;
+
   auto inst = std::make_shared<Instance>();
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "kf";
@@ -117,6 +128,8 @@ std::shared_ptr<Instance> Instance::create(bool validation) {
   volkLoadInstanceOnly(inst->instance_);
   if (validation && debug_utils)
     KF_VK(vkCreateDebugUtilsMessengerEXT(inst->instance_, &dbg, nullptr, &inst->messenger_));
+  live = inst;
+  live_validation = validation;
   return inst;
 }
 
