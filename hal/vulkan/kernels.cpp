@@ -172,6 +172,12 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   const bool b_batched = !linear && b.size() > 2;
   const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
+  // Few rows (decode): the weight-streaming kernel, linear's layout only (mm_gemv.comp). Forced with
+  // KF_TUNE mm_path=3; chosen automatically for M <= 16 (a 64- or 128-row tile would be mostly empty).
+  if (tuning().mm_path == 3 && !linear)
+    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows / split-K path was forced (KF_TUNE mm_path=3) "
+                                        "but serves linear's W [N, K] layout only");
+  if (linear && (tuning().mm_path == 3 || (tuning().mm_path == 0 && M <= 16))) return dispatch_gemv(call);
   MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
                 static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N)};
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.

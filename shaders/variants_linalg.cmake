@@ -1,0 +1,7 @@
+# Shader variants of KERNELS.md section 4 beyond mm.comp / mm_coopmat.comp (included by variants.cmake),
+# looked up by hal/vulkan/kernels_linalg.cpp. No f64: the epilogues take gelu / silu.
+foreach(dt IN LISTS KF_DTYPES)
+  string(TOUPPER ${dt} DT)
+  # Few rows (decode) and split-K: linear / linear_dropout with W [N, K].
+  list(APPEND KF_SHADER_VARIANTS "mm_gemv_${dt}|mm_gemv.comp|DT_${DT}")
+endforeach()
