@@ -53,6 +53,8 @@ std::string variant_name(const OpDef& op, DType t, bool subgroup) {
 
 struct MatmulPush {
   uint32_t M, N, K, stride_a, stride_b, stride_c;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;  // linear_dropout (mm.comp's DROPOUT)
+  float keep_scale;
 };
 
 bool use_subgroups(const Caps& c) {
@@ -162,7 +164,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]) on the portable tiled kernel (shaders/mm.comp).
 std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
-  const bool linear = call.op->name == "linear";
+  const bool linear = call.op->name == "linear" || call.op->name == "linear_dropout";  // W [N, K]
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
   const uint64_t K = static_cast<uint64_t>(a.back());
@@ -179,18 +181,24 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
                                         "but serves linear's W [N, K] layout only");
   if (linear && (tuning().mm_path == 3 || (tuning().mm_path == 0 && M <= 16))) return dispatch_gemv(call);
   MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
-                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N)};
+                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N),
+                static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
+                static_cast<uint32_t>(call.attrs.offset), static_cast<uint32_t>(call.attrs.offset >> 32),
+                ref::dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
+  // linear_dropout: the dropout is in mm.comp's and mm_gemv.comp's epilogues, not mm_coopmat.comp's.
+  const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
-  const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
+  const bool coopmat_fits = !drop && coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
                             has_variant("mm_coopmat_f16");
   if (tuning().mm_path == 2 && !coopmat_fits)
     throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
-                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 and K % 8 == 0");
+                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16, K % 8 == 0 and no dropout epilogue");
   const bool coopmat = coopmat_fits && tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? 128 : 64, tile_n = coopmat ? 128 : 64;  // mm_coopmat.comp: BM x BN
   Launch l;
   l.variant = coopmat ? "mm_coopmat_f16" : variant_name(*call.op, call.dtype, false);
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
+  if (!coopmat) l.spec.push_back(drop ? 1u : 0u);
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_bias) l.bindings[2] = call.inputs[2].buffer;
