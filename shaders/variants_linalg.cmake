@@ -5,3 +5,8 @@ foreach(dt IN LISTS KF_DTYPES)
   # Few rows (decode) and split-K: linear / linear_dropout with W [N, K].
   list(APPEND KF_SHADER_VARIANTS "mm_gemv_${dt}|mm_gemv.comp|DT_${DT}")
 endforeach()
+# embedding: a gather and an add, f64 too.
+foreach(dt IN LISTS KF_DTYPES ITEMS f64)
+  string(TOUPPER ${dt} DT)
+  list(APPEND KF_SHADER_VARIANTS "embedding_${dt}|embedding.comp|DT_${DT}")
+endforeach()

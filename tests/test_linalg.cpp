@@ -75,6 +75,34 @@ TEST_P(Linalg, FfnArgumentErrors) {
                {"linear_dropout", "'p'"}, Tensor());
 }
 
+// embedding: ids outside [0, V) (negative too) are an InvalidArgument naming the id and where it is,
+// checked before anything runs; pos needs at least L rows of d; tokens must be i32.
+TEST_P(Linalg, EmbeddingArgumentErrors) {
+  Tensor table = t({10, 6}), pos = t({4, 6});
+  Tensor y = poisoned({2, 4, 6});
+  const auto ids = [&](std::vector<double> v) { return ctx_->from_host({2, 4}, DType::i32, v); };
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 10, 9}), table, pos}, {y}); },
+               ErrorCode::InvalidArgument, {"embedding", "'tokens'", "id 10", "index 6", "[0, 10)"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, -1, 2, 3, 4, 5, 6, 9}), table}, {y}); },
+               ErrorCode::InvalidArgument, {"embedding", "id -1", "index 1"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 6, 9}), table, t({3, 6})}, {y}); },
+               ErrorCode::Shape, {"embedding", "'pos'", "P >= 4"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 6, 9}), table, t({4, 5})}, {y}); },
+               ErrorCode::Shape, {"embedding", "'pos'"}, y);
+  expect_error([&] { ctx_->run("embedding", {t({2, 4}), table}, {y}); }, ErrorCode::DType,
+               {"embedding", "'tokens'", "i32"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 6, 9}), table}, {poisoned({2, 4, 6}, DType::f16)}); },
+               ErrorCode::DType, {"embedding", "output 'y'"}, y);
+  // The valid call, then: the output is the table's rows plus the positions.
+  ValidationCheck vc(*ctx_);
+  ctx_->run("embedding", {ids({9, 0, 3, 3, 1, 2, 5, 8}), table, pos}, {y});
+  const auto out = y.to_double(), tv = table.to_double(), pv = pos.to_double();
+  const int tok[8] = {9, 0, 3, 3, 1, 2, 5, 8};
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 6; ++c)
+      EXPECT_NEAR(out[r * 6 + c], tv[tok[r] * 6 + c] + pv[(r % 4) * 6 + c], 1e-6) << r << "," << c;
+}
+
 // A composed op runs on a device where all its parts run; otherwise it is Unsupported, naming the part,
 // and writes nothing.
 TEST_P(Linalg, ComposedOpsReportTheirParts) {

@@ -69,6 +69,7 @@ bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) cons
     return false;
   };
   if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
+  if (is_linalg_op(op)) return supports_linalg(op, dtype, why);  // embedding, convolutions: kernels_linalg.cpp
   if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
     return supports_training(op, dtype, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
   const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
@@ -86,6 +87,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   const Caps& caps = info_.caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
+  if (is_linalg_op(op)) return dispatch_linalg(call);
 
   if (op.family == Family::Elementwise) {
     const int64_t n = out.numel;

@@ -1,5 +1,6 @@
 // The Vulkan kernels of KERNELS.md section 4 beyond the tiled products of kernels.cpp: the few-rows /
-// split-K product (shaders/mm_gemv.comp) that dispatch_matmul selects for decode shapes.
+// split-K product (shaders/mm_gemv.comp) that dispatch_matmul selects for decode shapes, embedding
+// (shaders/embedding.comp) and the convolutions (shaders/conv.comp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,7 +23,49 @@ constexpr uint64_t kGemvTargetGroups = 1024;
 // A K slice spans at least this many elements (64 invocations x 16 of them: 2-4 packs each).
 constexpr uint64_t kGemvMinSlice = 1024;
 
+struct EmbeddingPush {
+  uint32_t rows, d, L, V, units;
+};
+
 }  // namespace
+
+bool VulkanDevice::is_linalg_op(const OpDef& op) { return op.name == "embedding"; }
+
+bool VulkanDevice::supports_linalg(const OpDef& op, DType dtype, std::string* why) const {
+  const std::string v = op.name + "_" + to_string(dtype);
+  if (has_variant(v)) return true;
+  if (why) *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
+  return false;
+}
+
+std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
+  const OpDef& op = *call.op;
+  // embedding: one invocation per output pack (d a multiple of the pack), else per element / word.
+  const TensorArg& tok = call.inputs[0];
+  const TensorArg& table = call.inputs[1];
+  const bool has_pos = call.inputs.size() > 2 && call.inputs[2].buffer;
+  const uint64_t d = static_cast<uint64_t>(table.shape[1]);
+  const uint64_t rows = static_cast<uint64_t>(tok.numel);
+  const uint32_t vw = pack_elems(call.dtype);
+  const bool wide = d % vw == 0;
+  const uint64_t n = rows * d;
+  const uint64_t units = wide ? n / vw : (dtype_size(call.dtype) == 2 ? (n + 1) / 2 : n);
+  if (units > 0xffffffffull) throw Error(ErrorCode::Unsupported, op.name + ": more than 2^32 output elements");
+  EmbeddingPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(d), static_cast<uint32_t>(tok.shape.back()),
+                   static_cast<uint32_t>(table.shape[0]), static_cast<uint32_t>(units)};
+  Launch l;
+  l.variant = op.name + "_" + to_string(call.dtype);
+  l.spec = {kWorkgroup, has_pos ? 1u : 0u, wide ? 1u : 0u};
+  l.bindings[0] = tok.buffer;
+  l.bindings[1] = table.buffer;
+  if (has_pos) l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[3] = call.outputs[0].buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = grid(units, kWorkgroup, info_.caps, tuning());
+  record(l);
+  return std::string("vulkan:embedding/") + (wide ? "16B-packs" : "elements");
+}
 
 // linear (and linear_dropout) with W [N, K] on mm_gemv.comp: 4 outputs per workgroup, K split over
 // gl_WorkGroupID.z when N / 4 workgroups cannot fill the device, partial sums combined in a fixed order.

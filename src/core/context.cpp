@@ -257,6 +257,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
         throw Error(ErrorCode::Unsupported, name + ": a tensor of " + std::to_string(t.nbytes()) +
                                                 " bytes exceeds the device's largest storage binding (" +
                                                 std::to_string(limit) + " bytes)");
+  if (op.check_values) op.check_values(op, inputs);  // token ids in range, ...
   std::string why;
   if (op.compose) {
     // A composed op (OpDef::compose): its parts run through run() on this context, each checked and

@@ -318,6 +318,74 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                 {"decode_d4096_h16384", {{1, 4096}, {32768, 4096}, {4096, 16384}}}};
     ops.push_back(op);
   }
+  {
+    // embedding(tokens i32 [.., L], table [V, d], pos? [P, d]) = y [.., L, d] with
+    // y[.., j, :] = table[tokens[.., j]] + pos[j]: pos is indexed by the position j within the last
+    // dimension of tokens (as a learned position table used with arange(L)); it may have more rows than
+    // L (a table of the longest sequence), not fewer. Ids outside [0, V) are an error, as
+    // torch.nn.functional.embedding's (negative ids included).
+    // Where the ids are checked: on the host, by check_values, before anything is dispatched. The tokens
+    // are small (4 bytes per output row of d values), and a check on the device would still need a
+    // read-back before the call could raise kf::Error, and would leave the output written; so the core
+    // reads the ids back (one wait for the device per call) and the kernel never sees a bad id (it
+    // would write NaN, never read out of bounds).
+    OpDef op;
+    op.name = "embedding";
+    op.family = Family::Elementwise;
+    op.inputs = {"tokens", "table", "pos"};
+    op.required_inputs = 2;
+    op.outputs = {"y"};
+    op.input_dtypes = {DType::i32};
+    op.infer = [](const OpDef& d, const std::vector<Shape>& in, const Attrs&) {
+      const Shape& tok = in[0];
+      const Shape& table = in[1];
+      if (table.size() != 2) shape_error(d, "table", table, "[V, d] (2 dimensions)");
+      if (!in[2].empty() && (in[2].size() != 2 || in[2][1] != table[1] || in[2][0] < tok.back()))
+        shape_error(d, "pos", in[2], "[P, " + std::to_string(table[1]) + "] with P >= " + std::to_string(tok.back()) +
+                                         " (the last dimension of tokens)");
+      Shape y = tok;
+      y.push_back(table[1]);
+      if (y.size() > static_cast<size_t>(kMaxDims))
+        shape_error(d, "tokens", tok, "at most " + std::to_string(kMaxDims - 1) + " dimensions (y adds one)");
+      return std::vector<Shape>{y};
+    };
+    op.check_values = [](const OpDef& d, const std::vector<Tensor>& in) {
+      std::vector<int32_t> ids(static_cast<size_t>(in[0].numel()));
+      in[0].download(ids.data(), ids.size() * 4);
+      const int64_t V = in[1].shape()[0];
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] < 0 || ids[i] >= V)
+          throw Error(ErrorCode::InvalidArgument, d.name + ": argument 'tokens' holds id " + std::to_string(ids[i]) +
+                                                      " at index " + std::to_string(i) + "; expected ids in [0, " +
+                                                      std::to_string(V) + ") (the rows of 'table')");
+    };
+    op.reference = [](const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs&) {
+      const int64_t V = in[1].shape[0], D = in[1].shape[1], L = in[0].shape.back();
+      const int64_t rows = static_cast<int64_t>(in[0].data.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        const double id = in[0].data[r];
+        if (!(id >= 0 && id < double(V)))
+          throw Error(ErrorCode::InvalidArgument, "embedding: argument 'tokens' holds id " + std::to_string(id) +
+                                                      " at index " + std::to_string(r) + "; expected ids in [0, " +
+                                                      std::to_string(V) + ")");
+        const int64_t t = static_cast<int64_t>(id);
+        for (int64_t c = 0; c < D; ++c)
+          out[0].data[r * D + c] = in[1].data[t * D + c] + (in[2].present() ? in[2].data[(r % L) * D + c] : 0.0);
+      }
+    };
+    // Test ids: uniform in [0, V) (every row of a small table used), from the uniform draws.
+    op.prepare_inputs = [](const std::vector<Shape>& shapes, const Attrs&, std::vector<std::vector<double>>& v) {
+      const double V = double(shapes[1][0]);
+      for (auto& x : v[0]) x = std::min(V - 1, std::floor((x + 1) / 2 * V));
+    };
+    op.tests = {{"t1_v1_d1", {{1}, {1, 1}, {}}},
+                {"t7_v50_d17", {{7}, {50, 17}, {}}},
+                {"b3x5_v11_d8_pos5", {{3, 5}, {11, 8}, {5, 8}}},
+                {"b2x4_v1000_d33_pos6", {{2, 4}, {1000, 33}, {6, 33}}},
+                {"b4x65_v300_d64_pos65", {{4, 65}, {300, 64}, {65, 64}}},
+                {"b2x3_v9_d3_pos3", {{2, 3}, {9, 3}, {3, 3}}}};
+    ops.push_back(op);
+  }
 }
 
 }  // namespace kf

@@ -90,6 +90,10 @@ struct OpDef {
   // device when every op of `composed_of` is (in the call's dtype). The reference stays the op's own.
   UnfusedFn compose;
   std::vector<std::string> composed_of;
+  // Checks of input values that shapes cannot show (embedding's token ids), run by Context::run after
+  // the shape checks and before anything is dispatched, so a rejected call writes nothing. It may read
+  // inputs back to the host (Tensor::download waits for the work recorded before). Empty for most ops.
+  std::function<void(const OpDef&, const std::vector<Tensor>& inputs)> check_values;
   // Floating-point operations for the cost model when they are not flops_per_element per output
   // element (matrix products: 2 M N K); empty otherwise.
   std::function<double(const std::vector<Shape>&)> flops;
