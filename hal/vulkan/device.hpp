@@ -78,6 +78,7 @@ class VulkanDevice final : public Device {
   static bool is_linalg_op(const OpDef& op);
   bool supports_linalg(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_linalg(const OpCall& call);
+  std::string dispatch_conv(const OpCall& call);
   // KERNELS.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
   bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_training(const OpCall& call);

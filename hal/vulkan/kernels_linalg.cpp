@@ -27,12 +27,28 @@ struct EmbeddingPush {
   uint32_t rows, d, L, V, units;
 };
 
+struct ConvPush {
+  uint32_t N, C, H, W, O, groups;
+  uint32_t khw, strides, pads, dils;  // {height | width << 16}
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+};
+
+struct FoldPush {
+  uint32_t O;
+  float eps;
+};
+
+uint32_t hw16(int64_t h, int64_t w) { return static_cast<uint32_t>(h) | (static_cast<uint32_t>(w) << 16); }
+
 }  // namespace
 
-bool VulkanDevice::is_linalg_op(const OpDef& op) { return op.name == "embedding"; }
+bool VulkanDevice::is_linalg_op(const OpDef& op) {
+  return op.name == "embedding" || op.name == "conv2d" || op.name == "conv2d_bn_relu" || op.name == "conv2d_gelu_dropout";
+}
 
 bool VulkanDevice::supports_linalg(const OpDef& op, DType dtype, std::string* why) const {
-  const std::string v = op.name + "_" + to_string(dtype);
+  const std::string v = (op.name == "embedding" ? op.name : std::string("conv")) + "_" + to_string(dtype);
   if (has_variant(v)) return true;
   if (why) *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
   return false;
@@ -40,6 +56,7 @@ bool VulkanDevice::supports_linalg(const OpDef& op, DType dtype, std::string* wh
 
 std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
   const OpDef& op = *call.op;
+  if (op.name != "embedding") return dispatch_conv(call);
   // embedding: one invocation per output pack (d a multiple of the pack), else per element / word.
   const TensorArg& tok = call.inputs[0];
   const TensorArg& table = call.inputs[1];
@@ -65,6 +82,81 @@ std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
   l.groups = grid(units, kWorkgroup, info_.caps, tuning());
   record(l);
   return std::string("vulkan:embedding/") + (wide ? "16B-packs" : "elements");
+}
+
+// conv2d, conv2d_bn_relu (a fold pass first: per-channel scale and shift in the workspace),
+// conv2d_gelu_dropout on conv.comp's implicit GEMM: x = pixel tiles (looped past 65535), y = channel
+// tiles of a group, z = groups.
+std::string VulkanDevice::dispatch_conv(const OpCall& call) {
+  const OpDef& op = *call.op;
+  const Attrs& a = call.attrs;
+  const Shape& xs = call.inputs[0].shape;
+  const Shape& ws = call.inputs[1].shape;
+  const Shape& ys = call.outputs[0].shape;
+  const bool bn = op.name == "conv2d_bn_relu";
+  const bool gelu_drop = op.name == "conv2d_gelu_dropout";
+  const size_t bias_k = bn ? 6 : 2;
+  const bool has_bias = call.inputs.size() > bias_k && call.inputs[bias_k].buffer;
+  const uint64_t groups = static_cast<uint64_t>(a.groups);
+  const uint64_t O = static_cast<uint64_t>(ws[0]), Og = O / groups;
+  const uint64_t M = static_cast<uint64_t>(ys[0] * ys[2] * ys[3]);
+  const uint64_t K = static_cast<uint64_t>(ws[1] * ws[2] * ws[3]);
+  if (call.outputs[0].numel > 0xffffffffll || call.inputs[0].numel > 0xffffffffll ||
+      static_cast<uint64_t>(call.inputs[1].numel) > 0xffffffffull || M * 64 > 0xffffffffull || K > 0xffffffffull)
+    throw Error(ErrorCode::Unsupported, op.name + ": tensors of more than 2^32 elements (32-bit indices in conv.comp)");
+  if (groups > 65535 || (Og + 63) / 64 > 65535)
+    throw Error(ErrorCode::Unsupported, op.name + ": more than 65535 groups or 4194240 channels per group");
+
+  std::shared_ptr<Buffer> ss;
+  if (bn) {
+    FoldPush fp{static_cast<uint32_t>(O), static_cast<float>(op.eps_of(a))};
+    ss = workspace(8 * O);
+    Launch f;
+    f.variant = "conv_fold_bn_" + std::string(to_string(call.dtype));
+    f.spec = {kWorkgroup, has_bias ? 1u : 0u};
+    f.bindings[0] = has_bias ? call.inputs[6].buffer : call.inputs[2].buffer;
+    for (int k = 1; k <= 4; ++k) f.bindings[k] = call.inputs[1 + k].buffer;  // bn_w, bn_b, bn_mean, bn_var
+    f.bindings[5] = ss;
+    f.push = &fp;
+    f.push_bytes = sizeof(fp);
+    f.groups = static_cast<uint32_t>((O + kWorkgroup - 1) / kWorkgroup);
+    record(f);
+  }
+  const bool drop = gelu_drop && a.p > 0;
+  ConvPush pc{};
+  pc.N = static_cast<uint32_t>(xs[0]);
+  pc.C = static_cast<uint32_t>(xs[1]);
+  pc.H = static_cast<uint32_t>(xs[2]);
+  pc.W = static_cast<uint32_t>(xs[3]);
+  pc.O = static_cast<uint32_t>(O);
+  pc.groups = static_cast<uint32_t>(groups);
+  pc.khw = hw16(ws[2], ws[3]);
+  pc.strides = hw16(a.stride[0], a.stride[1]);
+  pc.pads = hw16(a.padding[0], a.padding[1]);
+  pc.dils = hw16(a.dilation[0], a.dilation[1]);
+  pc.seed_lo = static_cast<uint32_t>(a.seed);
+  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(a.offset);
+  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  pc.thr = ref::dropout_threshold(a.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+  const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
+                                                                        : static_cast<uint32_t>(a.act);
+  Launch l;
+  l.variant = "conv_" + std::string(to_string(call.dtype));
+  l.spec = {kWorkgroup, (!bn && has_bias) ? 1u : 0u, bn ? 1u : 0u, act, drop ? 1u : 0u};
+  l.bindings[0] = call.inputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  if (!bn && has_bias) l.bindings[2] = call.inputs[2].buffer;
+  if (bn) l.bindings[3] = ss;
+  l.bindings[4] = call.outputs[0].buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = static_cast<uint32_t>(std::min<uint64_t>((M + 63) / 64, 65535));
+  l.groups_y = static_cast<uint32_t>((Og + 63) / 64);
+  l.groups_z = static_cast<uint32_t>(groups);
+  record(l);
+  return std::string("vulkan:conv/implicit-gemm-64x64") + (bn ? ",bn-folded" : "");
 }
 
 // linear (and linear_dropout) with W [N, K] on mm_gemv.comp: 4 outputs per workgroup, K split over

@@ -11,8 +11,8 @@
 // backend with linear, linear_dropout and swiglu runs them.
 #include <cmath>
 
-#include "core/context_impl.hpp"
 #include "kf/error.hpp"
+#include "ops/compose.hpp"
 #include "ops/parallel.hpp"
 #include "ops/reference_math.hpp"
 #include "ops/registry.hpp"
@@ -98,17 +98,6 @@ Shape linear_shape(const OpDef& d, const Shape& x, const Shape& W, const std::st
 
 double rows_of(const Shape& x) { return double(numel(x)) / double(x.back()); }
 
-// Runs the parts of a composed op on its context and records their variants as the op's variant.
-struct Parts {
-  Context& ctx;
-  std::string trail;
-  void run(const std::string& op, const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& a) {
-    ctx.run(op, in, out, a);
-    trail += (trail.empty() ? "" : "; ") + op + ": " + ctx.last_variant();
-    ctx.impl()->last_variant = "composed(" + trail + ")";
-  }
-};
-
 OpDef linear_def(const std::string& name, bool drop) {
   OpDef op;
   op.name = name;
@@ -135,6 +124,8 @@ OpDef linear_def(const std::string& name, bool drop) {
 }
 
 }  // namespace
+
+void register_conv_ops(std::vector<OpDef>& ops);  // src/ops/conv.cpp
 
 void register_linalg_ops(std::vector<OpDef>& ops) {
   {
@@ -386,6 +377,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                 {"b2x3_v9_d3_pos3", {{2, 3}, {9, 3}, {3, 3}}}};
     ops.push_back(op);
   }
+  register_conv_ops(ops);
 }
 
 }  // namespace kf
