@@ -4,15 +4,18 @@
 // (torch.nn.Linear's weight, B_NK) or [K, N]. A workgroup of 256 invocations computes a 64 x 64 tile
 // from 16-deep slices staged in shared memory; each invocation owns a 4 x 4 register block of
 // outputs (rows ty + 16 i, columns tx + 16 j, so that shared-memory reads are conflict-free).
-// Accumulation is in f32 whatever the storage dtype.
+// Accumulation is in f32 whatever the storage dtype. DROPOUT (linear_dropout, ffn's hidden layer)
+// drops act(..) with the Philox mask of KERNELS.md, element index = the output's linear index.
 #include "common.glsl"
 #include "activations.glsl"
+#include "philox.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const bool B_NK = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_RES = false;
 layout(constant_id = 4) const uint ACT = 0;  // 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu
+layout(constant_id = 5) const bool DROPOUT = false;
 
 DECLARE_BUFFER(0, A, readonly)
 DECLARE_BUFFER(1, B, readonly)
@@ -23,6 +26,8 @@ DECLARE_BUFFER(4, C, )
 layout(push_constant) uniform PC {
   uint M, N, K;
   uint stride_a, stride_b, stride_c;  // elements between batches (stride_b = 0: B shared by all)
+  uint seed_lo, seed_hi, off_lo, off_hi, thr;  // dropout: Philox key and offset, keep(i) = (word >> 8) >= thr
+  float keep_scale;                            // 1 / (1 - p)
 } pc;
 
 const uint BM = 64, BN = 64, BK = 16;
@@ -89,6 +94,11 @@ void main() {
       if (gn < pc.N) {
         if (HAS_BIAS) x += float(LOAD_ELEM(BIAS, gn));
         x = act(x);
+        if (DROPOUT) {
+          const uint i = c_base + gm * pc.N + gn;
+          const uvec4 r = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+          x = (r[i & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
+        }
         if (HAS_RES) x += float(LOAD_ELEM(RES, c_base + gm * pc.N + gn));
       }
       v[h] = x;

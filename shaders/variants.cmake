@@ -72,3 +72,5 @@ foreach(op IN LISTS KF_ROW_OPS)
 endforeach()
 # Sections 3 and 6 (normalizations, losses, optimizers): shaders/variants_training.cmake.
 include(${CMAKE_CURRENT_LIST_DIR}/variants_training.cmake)
+# Section 4 beyond the tiled products (few-rows / split-K, convolutions, embedding).
+include(${CMAKE_CURRENT_LIST_DIR}/variants_linalg.cmake)

@@ -66,6 +66,79 @@ void run_path(int path, DType dtype, int cfg = 0) {
   }
 }
 
+// The few-rows / split-K kernel (mm_gemv.comp, KF_TUNE mm_path=3): linear's layout only. Decode shapes
+// (M = 1..16), rows beyond one 16-row tile, K that is not a multiple of the 16-byte pack (element loads).
+const std::vector<PathCase> kGemvCases = {
+    {"linear", {{1, 256}, {300, 256}, {300}, {}}, kActNone},
+    {"linear", {{1, 1001}, {33, 1001}, {33}, {}}, kActGelu},
+    {"linear", {{16, 520}, {70, 520}, {}, {16, 70}}, kActSilu},
+    {"linear", {{3, 5, 136}, {9, 136}, {9}, {3, 5, 9}}, kActRelu},
+    {"linear", {{37, 40}, {129, 40}, {129}, {37, 129}}, kActGeluTanh},
+    {"linear", {{2, 3}, {5, 3}, {}, {}}, kActNone},
+};
+
+// Runs the cases on every Vulkan device with the knobs `tune`; each must pass, give the same bits twice
+// (the split-K combine adds in a fixed order) and report a variant containing `want`.
+void run_gemv(const std::string& tune, const std::vector<PathCase>& cases, DType dtype, const std::string& want) {
+  const auto devices = vulkan_devices();
+  if (devices.empty()) GTEST_SKIP() << "no Vulkan device";
+  for (const auto& d : devices) {
+    ContextOptions o;
+    o.backend = "vulkan";
+    o.device = std::to_string(d.info.index);
+    o.validation = true;
+    o.tuning = tune;
+    Context ctx = Context::create(o);
+    for (const auto& c : cases) {
+      const OpDef& op = get_op(c.op);
+      TestCase tc{"path", c.shapes, {}, 1};
+      tc.attrs.act = c.act;
+      check::CaseOptions co;
+      co.repeat = true;
+      const auto r = check::run_case(ctx, op, dtype, tc, check::fresh_seed(), co);
+      EXPECT_TRUE(r.pass) << d.info.name << " " << tune << " " << to_string(c.shapes[0]) << " x "
+                          << to_string(c.shapes[1]) << " (" << to_string(dtype) << "): " << r.message << " seed "
+                          << r.seed;
+      EXPECT_NE(r.variant.find(want), std::string::npos) << r.variant;
+    }
+  }
+}
+
+TEST(MatmulPaths, GemvF32) { run_gemv("mm_path=3", kGemvCases, DType::f32, "gemv"); }
+TEST(MatmulPaths, GemvF16) { run_gemv("mm_path=3", kGemvCases, DType::f16, "gemv"); }
+TEST(MatmulPaths, GemvBF16) { run_gemv("mm_path=3", kGemvCases, DType::bf16, "gemv"); }
+TEST(MatmulPaths, GemvSplitKForcedF32) { run_gemv("mm_path=3,mm_splitk=3", kGemvCases, DType::f32, "splitk"); }
+TEST(MatmulPaths, GemvSplitKForcedF16) { run_gemv("mm_path=3,mm_splitk=5", kGemvCases, DType::f16, "splitk"); }
+TEST(MatmulPaths, GemvSplitKOneSliceBF16) { run_gemv("mm_path=3,mm_splitk=1", kGemvCases, DType::bf16, "splitk1,"); }
+
+// Automatic selection: M <= 16 takes the few-rows kernel, and a narrow N with a long K splits K (75
+// workgroups of 4 outputs are far from filling a GPU: 4100 / 1024 = 4 slices).
+TEST(MatmulPaths, GemvChosenForDecode) {
+  run_gemv("", {{"linear", {{1, 4100}, {300, 4100}, {300}, {}}, kActGelu}}, DType::f32, "gemv-splitk4,16B-packs");
+  run_gemv("", {{"linear", {{2, 4100}, {300, 4100}, {}, {}}, kActNone}}, DType::f16, "gemv-splitk4,scalar");
+  run_gemv("", {{"linear", {{17, 64}, {30, 64}, {}, {}}, kActNone}}, DType::f32, "portable");
+}
+
+// matmul's B [K, N] is not the few-rows kernel's layout: forcing it there is an Unsupported error.
+TEST(MatmulPaths, GemvForcedOnMatmulIsUnsupported) {
+  const auto devices = vulkan_devices();
+  if (devices.empty()) GTEST_SKIP() << "no Vulkan device";
+  ContextOptions o;
+  o.backend = "vulkan";
+  o.device = std::to_string(devices[0].info.index);
+  o.tuning = "mm_path=3";
+  Context ctx = Context::create(o);
+  Tensor a = ctx.from_host({2, 3}, DType::f32, {1, 2, 3, 4, 5, 6});
+  Tensor b = ctx.from_host({3, 1}, DType::f32, {1, 1, 1});
+  try {
+    ctx.call("matmul", {a, b});
+    FAIL() << "expected kf::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mm_path=3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MatmulPaths, PortableF32) { run_path(1, DType::f32); }
 TEST(MatmulPaths, PortableF16) { run_path(1, DType::f16); }
 TEST(MatmulPaths, PortableBF16) { run_path(1, DType::bf16); }

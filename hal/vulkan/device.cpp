@@ -37,11 +37,12 @@ Tuning Tuning::parse(const std::string& s) {
     if (v <= 0) throw Error(ErrorCode::InvalidArgument, "KF_TUNE: '" + item + "' needs a positive value");
     if (key == "eltwise_items" && v <= 16) t.eltwise_items = static_cast<uint32_t>(v);
     else if (key == "max_groups") t.max_groups = static_cast<uint32_t>(v);
-    else if (key == "mm_path" && v <= 2) t.mm_path = static_cast<uint32_t>(v);
+    else if (key == "mm_path" && v <= 3) t.mm_path = static_cast<uint32_t>(v);
     else if (key == "mm_cfg" && v <= 11) t.mm_cfg = static_cast<uint32_t>(v);
+    else if (key == "mm_splitk" && v <= 65535) t.mm_splitk = static_cast<uint32_t>(v);
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix), mm_cfg=1..11 (tensor-core tile shape))");
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..11 (tensor-core tile shape), mm_splitk=1..65535)");
   }
   return t;
 }

@@ -42,7 +42,9 @@ struct Launch {
 struct Tuning {
   uint32_t eltwise_items = 2;   // 16-byte packs each invocation loads before computing
   uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
-  uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix
+  uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix,
+                                //   3 the few-rows / split-K kernel (mm_gemv.comp; linear's layout only)
+  uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..11 (kernels.cpp kCoopmatConfigs; 0: the default)
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
@@ -72,6 +74,13 @@ class VulkanDevice final : public Device {
   bool has_variant(const std::string& name) const;
   void record(const Launch& launch);
   std::string dispatch_matmul(const OpCall& call);
+  // Section 4 beyond the tiled products (kernels_linalg.cpp): few-rows / split-K products, convolutions,
+  // embedding. supports_linalg / dispatch_linalg serve the ops that is_linalg_op names.
+  std::string dispatch_gemv(const OpCall& call);
+  static bool is_linalg_op(const OpDef& op);
+  bool supports_linalg(const OpDef& op, DType dtype, std::string* why) const;
+  std::string dispatch_linalg(const OpCall& call);
+  std::string dispatch_conv(const OpCall& call);
   // KERNELS.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
   bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_training(const OpCall& call);

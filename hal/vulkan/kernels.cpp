@@ -77,6 +77,8 @@ constexpr size_t kCoopmatDefault = 0;
 
 struct MatmulPush {
   uint32_t M, N, K, stride_a, stride_b, stride_c;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;  // linear_dropout (mm.comp's DROPOUT)
+  float keep_scale;
 };
 
 bool use_subgroups(const Caps& c) {
@@ -91,6 +93,7 @@ bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) cons
     return false;
   };
   if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
+  if (is_linalg_op(op)) return supports_linalg(op, dtype, why);  // embedding, convolutions: kernels_linalg.cpp
   if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
     return supports_training(op, dtype, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
   const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
@@ -108,6 +111,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   const Caps& caps = info_.caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
+  if (is_linalg_op(op)) return dispatch_linalg(call);
 
   if (op.family == Family::Elementwise) {
     const int64_t n = out.numel;
@@ -186,7 +190,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]) on the portable tiled kernel (shaders/mm.comp).
 std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
-  const bool linear = call.op->name == "linear";
+  const bool linear = call.op->name == "linear" || call.op->name == "linear_dropout";  // W [N, K]
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
   const uint64_t K = static_cast<uint64_t>(a.back());
@@ -196,22 +200,34 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   const bool b_batched = !linear && b.size() > 2;
   const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
+  // Few rows (decode): the weight-streaming kernel, linear's layout only (mm_gemv.comp). Forced with
+  // KF_TUNE mm_path=3; chosen automatically for M <= 16 (a 64- or 128-row tile would be mostly empty).
+  if (tuning().mm_path == 3 && !linear)
+    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows / split-K path was forced (KF_TUNE mm_path=3) "
+                                        "but serves linear's W [N, K] layout only");
+  if (linear && (tuning().mm_path == 3 || (tuning().mm_path == 0 && M <= 16))) return dispatch_gemv(call);
   MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
-                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N)};
+                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N),
+                static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
+                static_cast<uint32_t>(call.attrs.offset), static_cast<uint32_t>(call.attrs.offset >> 32),
+                ref::dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
+  // linear_dropout: the dropout is in mm.comp's and mm_gemv.comp's epilogues, not mm_coopmat.comp's.
+  const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
   const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : kCoopmatDefault];
   if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[kCoopmatDefault];
   const CoopmatConfig& cfg = *pick;
-  const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
+  const bool coopmat_fits = !drop && coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
                             has_variant(cfg.variant);
   if (tuning().mm_path == 2 && !coopmat_fits)
     throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
-                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 and K % 8 == 0");
+                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16, K % 8 == 0 and no dropout epilogue");
   const bool coopmat = coopmat_fits && tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   Launch l;
   l.variant = coopmat ? cfg.variant : variant_name(*call.op, call.dtype, false);
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
+  if (!coopmat) l.spec.push_back(drop ? 1u : 0u);
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_bias) l.bindings[2] = call.inputs[2].buffer;

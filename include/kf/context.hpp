@@ -1,5 +1,6 @@
 // The context: one device of one backend, its tensors, and the ops run on it.
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +21,13 @@ struct Attrs {
   double scale = 1;        // softmax / log_softmax scale
   double eps = 0;          // normalization epsilon (0 means the op's default)
   int64_t act = 0;         // linear / matmul epilogue activation: see kf::Activation
-  int64_t groups = 1;      // group_norm: channel groups (the channels a multiple of it)
+  int64_t groups = 1;      // group_norm: channel groups (the channels a multiple of it); conv2d*: as
+                           // torch.nn.Conv2d's groups (input and output channels multiples of it)
+  // conv2d, conv2d_bn_relu, conv2d_gelu_dropout, depthwise_pointwise (its depthwise conv): {height, width},
+  // as torch.nn.Conv2d's stride, padding (zeros, both sides) and dilation.
+  std::array<int64_t, 2> stride = {1, 1};
+  std::array<int64_t, 2> padding = {0, 0};
+  std::array<int64_t, 2> dilation = {1, 1};
   int64_t ignore_index = -100;   // cross_entropy: rows whose target equals it are left out of the mean
   double label_smoothing = 0;    // cross_entropy: in [0, 1]
   // Optimizers (adamw_step, sgd_step), as torch.optim.AdamW / torch.optim.SGD. eps above is Adam's

@@ -163,6 +163,16 @@ bool Context::supports(const std::string& op, DType dtype, std::string* why) con
     if (why) *why = op + " does not take dtype " + to_string(dtype);
     return false;
   }
+  if (d.compose) {  // a composed op runs where each of its parts runs
+    for (const auto& part : d.composed_of) {
+      std::string w;
+      if (!supports(part, dtype, &w)) {
+        if (why) *why = op + " runs as " + part + ", which is unsupported: " + w;
+        return false;
+      }
+    }
+    return true;
+  }
   return impl_->device->supports(d, dtype, why);
 }
 
@@ -191,7 +201,7 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
     in.push_back(h);
   }
   for (const auto& t : outputs) out.push_back(c.make_tensor(t.shape(), t.dtype()));
-  hal::OpCall call{&op, inputs[0].dtype(), {}, {}, attrs};
+  hal::OpCall call{&op, op_dtype(op, inputs), {}, {}, attrs};
   for (auto& t : in) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
   for (auto& t : out) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
   c.device->dispatch(call);
@@ -211,7 +221,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   std::vector<const Tensor*> in;
   for (const auto& t : inputs) in.push_back(&t);
   const std::vector<Shape> expected = check_call(op, in, attrs, impl_.get());
-  const DType dtype = inputs[0].dtype();
+  const DType dtype = op_dtype(op, inputs);
   if (outputs.size() != op.outputs.size())
     throw Error(ErrorCode::InvalidArgument, name + ": takes " + std::to_string(op.outputs.size()) +
                                                 " outputs, got " + std::to_string(outputs.size()));
@@ -247,7 +257,18 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
         throw Error(ErrorCode::Unsupported, name + ": a tensor of " + std::to_string(t.nbytes()) +
                                                 " bytes exceeds the device's largest storage binding (" +
                                                 std::to_string(limit) + " bytes)");
+  if (op.check_values) op.check_values(op, inputs);  // token ids in range, ...
   std::string why;
+  if (op.compose) {
+    // A composed op (OpDef::compose): its parts run through run() on this context, each checked and
+    // dispatched as any call; every part is checked for support first, so an unsupported one writes nothing.
+    if (!impl_->options.allow_cpu_fallback && !supports(name, dtype, &why))
+      throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
+                                              impl_->device->info().name + ": " + why);
+    Context self = *this;
+    op.compose(self, inputs, outputs, attrs);  // sets last_variant to the parts' variants
+    return;
+  }
   if (!impl_->device->supports(op, dtype, &why)) {
     if (impl_->options.allow_cpu_fallback) {
       run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
@@ -270,7 +291,7 @@ std::vector<Tensor> Context::call(const std::string& name, const std::vector<Ten
   for (const auto& t : inputs) in.push_back(&t);
   const auto shapes = check_call(op, in, attrs, impl_.get());
   std::vector<Tensor> outs;
-  for (const auto& s : shapes) outs.push_back(empty(s, inputs[0].dtype()));
+  for (const auto& s : shapes) outs.push_back(empty(s, op_dtype(op, inputs)));
   run(name, inputs, outs, attrs);
   return outs;
 }

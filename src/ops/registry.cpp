@@ -44,10 +44,14 @@ Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs) {
   const bool per_input = op.family == Family::Reduction || op.family == Family::Normalization ||
                          op.family == Family::Loss;
   const double n = per_input ? static_cast<double>(numel(inputs[0])) : static_cast<double>(numel(outs[0]));
-  c.flops = n * op.flops_per_element;
-  // Matrix products: 2 K per output element (a multiply and an add per term), K = terms().
-  if (op.family == Family::Matmul) c.flops = 2.0 * static_cast<double>(numel(outs[0])) * op.terms(inputs);
+  c.flops = op.flops ? op.flops(inputs) : n * op.flops_per_element;
   return c;
+}
+
+DType op_dtype(const OpDef& op, const std::vector<Tensor>& inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined() && !(k < op.input_dtypes.size() && op.input_dtypes[k])) return inputs[k].dtype();
+  return inputs.empty() || !inputs[0].defined() ? DType::f32 : inputs[0].dtype();
 }
 
 std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>& inputs, const Attrs& attrs,

@@ -84,7 +84,24 @@ struct OpDef {
   using UnfusedFn = std::function<void(Context&, const std::vector<Tensor>& inputs,
                                        const std::vector<Tensor>& outputs, const Attrs&)>;
   UnfusedFn unfused;
+  // A composed op (ffn, ffn_swiglu): its real path on every backend is a sequence of registered ops run
+  // through Context::run on the op's own context, with temporaries from unfused_temporary. Backends never
+  // see the op itself: Context::run calls `compose` after the op's checks, and the op is supported on a
+  // device when every op of `composed_of` is (in the call's dtype). The reference stays the op's own.
+  UnfusedFn compose;
+  std::vector<std::string> composed_of;
+  // Checks of input values that shapes cannot show (embedding's token ids), run by Context::run after
+  // the shape checks and before anything is dispatched, so a rejected call writes nothing. It may read
+  // inputs back to the host (Tensor::download waits for the work recorded before). Empty for most ops.
+  std::function<void(const OpDef&, const std::vector<Tensor>& inputs)> check_values;
+  // Floating-point operations for the cost model when they are not flops_per_element per output
+  // element (matrix products: 2 M N K); empty otherwise.
+  std::function<double(const std::vector<Shape>&)> flops;
 };
+
+// The op dtype of a call: the dtype of the first given input that OpDef::input_dtypes does not pin
+// (embedding's table, not its i32 tokens).
+DType op_dtype(const OpDef& op, const std::vector<Tensor>& inputs);
 
 // The temporaries of the unfused chains. A chain allocates fresh ones, unless an UnfusedScratch is alive
 // on this thread: then the temporary of the same context, shape, dtype and slot is reused, as a framework's

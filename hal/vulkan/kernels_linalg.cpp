@@ -1,0 +1,236 @@
+// The Vulkan kernels of KERNELS.md section 4 beyond the tiled products of kernels.cpp: the few-rows /
+// split-K product (shaders/mm_gemv.comp) that dispatch_matmul selects for decode shapes, embedding
+// (shaders/embedding.comp) and the convolutions (shaders/conv.comp).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hal/vulkan/kernels_common.hpp"
+#include "ops/reference_math.hpp"
+
+namespace kf::hal::vk {
+namespace {
+
+struct GemvPush {
+  uint32_t M, N, K, splits, kslice;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+};
+
+// Workgroups that fill a large GPU (an H100 holds 8 workgroups of 256 invocations on each of its 132
+// multiprocessors): split-K adds K slices until the grid reaches this many.
+constexpr uint64_t kGemvTargetGroups = 1024;
+// A K slice spans at least this many elements (64 invocations x 16 of them: 2-4 packs each).
+constexpr uint64_t kGemvMinSlice = 1024;
+
+struct EmbeddingPush {
+  uint32_t rows, d, L, V, units;
+};
+
+struct ConvPush {
+  uint32_t N, C, H, W, O, groups;
+  uint32_t khw, strides, pads, dils;  // {height | width << 16}
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+};
+
+struct FoldPush {
+  uint32_t O;
+  float eps;
+};
+
+uint32_t hw16(int64_t h, int64_t w) { return static_cast<uint32_t>(h) | (static_cast<uint32_t>(w) << 16); }
+
+}  // namespace
+
+bool VulkanDevice::is_linalg_op(const OpDef& op) {
+  return op.name == "embedding" || op.name == "conv2d" || op.name == "conv2d_bn_relu" || op.name == "conv2d_gelu_dropout";
+}
+
+bool VulkanDevice::supports_linalg(const OpDef& op, DType dtype, std::string* why) const {
+  const std::string v = (op.name == "embedding" ? op.name : std::string("conv")) + "_" + to_string(dtype);
+  if (has_variant(v)) return true;
+  if (why) *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
+  return false;
+}
+
+std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
+  const OpDef& op = *call.op;
+  if (op.name != "embedding") return dispatch_conv(call);
+  // embedding: one invocation per output pack (d a multiple of the pack), else per element / word.
+  const TensorArg& tok = call.inputs[0];
+  const TensorArg& table = call.inputs[1];
+  const bool has_pos = call.inputs.size() > 2 && call.inputs[2].buffer;
+  const uint64_t d = static_cast<uint64_t>(table.shape[1]);
+  const uint64_t rows = static_cast<uint64_t>(tok.numel);
+  const uint32_t vw = pack_elems(call.dtype);
+  const bool wide = d % vw == 0;
+  const uint64_t n = rows * d;
+  const uint64_t units = wide ? n / vw : (dtype_size(call.dtype) == 2 ? (n + 1) / 2 : n);
+  if (units > 0xffffffffull) throw Error(ErrorCode::Unsupported, op.name + ": more than 2^32 output elements");
+  EmbeddingPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(d), static_cast<uint32_t>(tok.shape.back()),
+                   static_cast<uint32_t>(table.shape[0]), static_cast<uint32_t>(units)};
+  Launch l;
+  l.variant = op.name + "_" + to_string(call.dtype);
+  l.spec = {kWorkgroup, has_pos ? 1u : 0u, wide ? 1u : 0u};
+  l.bindings[0] = tok.buffer;
+  l.bindings[1] = table.buffer;
+  if (has_pos) l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[3] = call.outputs[0].buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = grid(units, kWorkgroup, info_.caps, tuning());
+  record(l);
+  return std::string("vulkan:embedding/") + (wide ? "16B-packs" : "elements");
+}
+
+// conv2d, conv2d_bn_relu (a fold pass first: per-channel scale and shift in the workspace),
+// conv2d_gelu_dropout on conv.comp's implicit GEMM: x = pixel tiles (looped past 65535), y = channel
+// tiles of a group, z = groups.
+std::string VulkanDevice::dispatch_conv(const OpCall& call) {
+  const OpDef& op = *call.op;
+  const Attrs& a = call.attrs;
+  const Shape& xs = call.inputs[0].shape;
+  const Shape& ws = call.inputs[1].shape;
+  const Shape& ys = call.outputs[0].shape;
+  const bool bn = op.name == "conv2d_bn_relu";
+  const bool gelu_drop = op.name == "conv2d_gelu_dropout";
+  const size_t bias_k = bn ? 6 : 2;
+  const bool has_bias = call.inputs.size() > bias_k && call.inputs[bias_k].buffer;
+  const uint64_t groups = static_cast<uint64_t>(a.groups);
+  const uint64_t O = static_cast<uint64_t>(ws[0]), Og = O / groups;
+  const uint64_t M = static_cast<uint64_t>(ys[0] * ys[2] * ys[3]);
+  const uint64_t K = static_cast<uint64_t>(ws[1] * ws[2] * ws[3]);
+  if (call.outputs[0].numel > 0xffffffffll || call.inputs[0].numel > 0xffffffffll ||
+      static_cast<uint64_t>(call.inputs[1].numel) > 0xffffffffull || M * 64 > 0xffffffffull || K > 0xffffffffull)
+    throw Error(ErrorCode::Unsupported, op.name + ": tensors of more than 2^32 elements (32-bit indices in conv.comp)");
+  if (groups > 65535 || (Og + 63) / 64 > 65535)
+    throw Error(ErrorCode::Unsupported, op.name + ": more than 65535 groups or 4194240 channels per group");
+
+  std::shared_ptr<Buffer> ss;
+  if (bn) {
+    FoldPush fp{static_cast<uint32_t>(O), static_cast<float>(op.eps_of(a))};
+    ss = workspace(8 * O);
+    Launch f;
+    f.variant = "conv_fold_bn_" + std::string(to_string(call.dtype));
+    f.spec = {kWorkgroup, has_bias ? 1u : 0u};
+    f.bindings[0] = has_bias ? call.inputs[6].buffer : call.inputs[2].buffer;
+    for (int k = 1; k <= 4; ++k) f.bindings[k] = call.inputs[1 + k].buffer;  // bn_w, bn_b, bn_mean, bn_var
+    f.bindings[5] = ss;
+    f.push = &fp;
+    f.push_bytes = sizeof(fp);
+    f.groups = static_cast<uint32_t>((O + kWorkgroup - 1) / kWorkgroup);
+    record(f);
+  }
+  const bool drop = gelu_drop && a.p > 0;
+  ConvPush pc{};
+  pc.N = static_cast<uint32_t>(xs[0]);
+  pc.C = static_cast<uint32_t>(xs[1]);
+  pc.H = static_cast<uint32_t>(xs[2]);
+  pc.W = static_cast<uint32_t>(xs[3]);
+  pc.O = static_cast<uint32_t>(O);
+  pc.groups = static_cast<uint32_t>(groups);
+  pc.khw = hw16(ws[2], ws[3]);
+  pc.strides = hw16(a.stride[0], a.stride[1]);
+  pc.pads = hw16(a.padding[0], a.padding[1]);
+  pc.dils = hw16(a.dilation[0], a.dilation[1]);
+  pc.seed_lo = static_cast<uint32_t>(a.seed);
+  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(a.offset);
+  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  pc.thr = ref::dropout_threshold(a.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+  const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
+                                                                        : static_cast<uint32_t>(a.act);
+  Launch l;
+  l.variant = "conv_" + std::string(to_string(call.dtype));
+  l.spec = {kWorkgroup, (!bn && has_bias) ? 1u : 0u, bn ? 1u : 0u, act, drop ? 1u : 0u};
+  l.bindings[0] = call.inputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  if (!bn && has_bias) l.bindings[2] = call.inputs[2].buffer;
+  if (bn) l.bindings[3] = ss;
+  l.bindings[4] = call.outputs[0].buffer;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = static_cast<uint32_t>(std::min<uint64_t>((M + 63) / 64, 65535));
+  l.groups_y = static_cast<uint32_t>((Og + 63) / 64);
+  l.groups_z = static_cast<uint32_t>(groups);
+  record(l);
+  return std::string("vulkan:conv/implicit-gemm-64x64") + (bn ? ",bn-folded" : "");
+}
+
+// linear (and linear_dropout) with W [N, K] on mm_gemv.comp: 4 outputs per workgroup, K split over
+// gl_WorkGroupID.z when N / 4 workgroups cannot fill the device, partial sums combined in a fixed order.
+std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
+  const Shape& a = call.inputs[0].shape;
+  const Shape& b = call.inputs[1].shape;
+  const uint64_t K = static_cast<uint64_t>(a.back());
+  const uint64_t N = static_cast<uint64_t>(b[0]);
+  const uint64_t M = static_cast<uint64_t>(call.inputs[0].numel) / K;
+  const uint32_t vw = pack_elems(call.dtype);
+  const bool wide = K % vw == 0;
+  const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
+  const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
+  const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
+  const uint32_t mt = static_cast<uint32_t>(std::min<uint64_t>(M, 16));
+  const uint64_t groups_n = (N + 3) / 4, groups_m = (M + mt - 1) / mt;
+  const uint64_t align = wide ? vw : 1;
+  const uint64_t kunits = (K + align - 1) / align;  // packs (or elements) of K
+  uint64_t splits = 1;
+  if (tuning().mm_splitk) {
+    splits = tuning().mm_splitk;
+  } else {
+    const uint64_t base = groups_n * groups_m;
+    if (base < kGemvTargetGroups) splits = std::min((kGemvTargetGroups + base - 1) / base, std::max<uint64_t>(1, K / kGemvMinSlice));
+  }
+  if (M > 65535) splits = 1;  // the combine pass puts rows on gl_WorkGroupID.y
+  splits = std::clamp<uint64_t>(splits, 1, std::min<uint64_t>(kunits, 65535));
+  const uint64_t kslice = (kunits + splits - 1) / splits * align;
+  splits = (K + kslice - 1) / kslice;
+  if (groups_n > 65535 || groups_m > 65535)
+    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows kernel covers at most 262140 outputs and "
+                                        "1048560 rows (N = " + std::to_string(N) + ", M = " + std::to_string(M) + ")");
+
+  GemvPush pc{};
+  pc.M = static_cast<uint32_t>(M);
+  pc.N = static_cast<uint32_t>(N);
+  pc.K = static_cast<uint32_t>(K);
+  pc.splits = static_cast<uint32_t>(splits);
+  pc.kslice = static_cast<uint32_t>(kslice);
+  pc.seed_lo = static_cast<uint32_t>(call.attrs.seed);
+  pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
+  pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
+  pc.thr = ref::dropout_threshold(call.attrs.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - call.attrs.p));
+
+  const std::string variant = "mm_gemv_" + std::string(to_string(call.dtype));
+  const bool partial = splits > 1;
+  Launch l;
+  l.variant = variant;
+  l.spec = {256u, mt, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act), wide ? 1u : 0u,
+            0u, partial ? 1u : 0u, drop ? 1u : 0u};
+  l.bindings[0] = call.inputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  if (has_bias) l.bindings[2] = call.inputs[2].buffer;
+  if (has_res) l.bindings[3] = call.inputs[3].buffer;
+  l.bindings[4] = call.outputs[0].buffer;
+  if (partial) l.bindings[5] = workspace(4 * splits * M * N);
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = static_cast<uint32_t>(groups_n);
+  l.groups_y = static_cast<uint32_t>(groups_m);
+  l.groups_z = static_cast<uint32_t>(splits);
+  record(l);
+  if (partial) {
+    Launch c = l;
+    c.spec[6] = 1u;  // PASS 1: the fixed-order combine and the epilogue
+    c.groups = static_cast<uint32_t>((N + 255) / 256);
+    c.groups_y = static_cast<uint32_t>(M);
+    c.groups_z = 1;
+    record(c);
+  }
+  return "vulkan:mm/gemv-splitk" + std::to_string(splits) + (wide ? ",16B-packs" : ",scalar");
+}
+
+}  // namespace kf::hal::vk

@@ -1,0 +1,166 @@
+#version 450
+// 2-D convolution (NCHW, as torch.nn.Conv2d: any stride, zero padding, dilation, groups) as an implicit
+// GEMM on mm.comp's portable tiling: per group g, C[m, o] = sum_k A[m, k] B[k, o] with m the output
+// pixel (n, oh, ow), o the group's output channel and k = (c, kh, kw) over the group's input channels;
+// A is never materialized: its tile loads compute the im2col address (zero outside the image). A
+// workgroup of 256 invocations computes 64 pixels x 64 channels from 16-deep slices in shared memory,
+// each invocation a 4 x 4 register block; accumulation in f32. Epilogue: + bias, or the batch norm
+// folded to a per-channel scale and shift (FOLD_BN below writes them), activation, dropout (element
+// index = the output's linear index), stored in pairs of pixels (whole 32-bit words for 16-bit dtypes)
+// when an image plane has an even number of pixels.
+// FOLD_BN: the batch-norm fold of conv2d_bn_relu, one invocation per output channel:
+// scale = w / sqrt(var + eps), shift = (conv_bias - mean) scale + b, in f32, into the workspace.
+#include "common.glsl"
+#include "activations.glsl"
+#include "philox.glsl"
+
+layout(local_size_x = 256) in;
+
+#ifdef FOLD_BN
+layout(constant_id = 1) const bool HAS_BIAS = false;
+DECLARE_BUFFER(0, BIAS, readonly)
+DECLARE_BUFFER(1, BNW, readonly)
+DECLARE_BUFFER(2, BNB, readonly)
+DECLARE_BUFFER(3, MEAN, readonly)
+DECLARE_BUFFER(4, VAR, readonly)
+layout(std430, binding = 5) writeonly buffer SS { float ss[]; };
+layout(push_constant) uniform PC {
+  uint O;
+  float eps;
+} pc;
+
+void main() {
+  const uint o = gl_GlobalInvocationID.x;
+  if (o >= pc.O) return;
+  const float s = float(LOAD_ELEM(BNW, o)) / sqrt(float(LOAD_ELEM(VAR, o)) + pc.eps);
+  const float bias = HAS_BIAS ? float(LOAD_ELEM(BIAS, o)) : 0.0;
+  ss[o] = s;
+  ss[pc.O + o] = (bias - float(LOAD_ELEM(MEAN, o))) * s + float(LOAD_ELEM(BNB, o));
+}
+
+#else
+layout(constant_id = 1) const bool HAS_BIAS = false;
+layout(constant_id = 2) const bool BN = false;       // scale and shift per channel (binding 3, f32)
+layout(constant_id = 3) const uint ACT = 0;          // 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu
+layout(constant_id = 4) const bool DROPOUT = false;
+
+DECLARE_BUFFER(0, X, readonly)
+DECLARE_BUFFER(1, WT, readonly)
+DECLARE_BUFFER(2, BIAS, readonly)
+layout(std430, binding = 3) readonly buffer SS { float ss[]; };
+DECLARE_BUFFER(4, Y, )
+
+layout(push_constant) uniform PC {
+  uint N, C, H, W, O, groups;
+  uint khw, strides, pads, dils;  // {height | width << 16}
+  uint seed_lo, seed_hi, off_lo, off_hi, thr;  // dropout: keep(i) = (word >> 8) >= thr
+  float keep_scale;
+} pc;
+
+const uint BM = 64, BN_ = 64, BK = 16;
+shared float As[BK][BM];
+shared float Bs[BK][BN_];
+shared float Cs[BN_][BM + 1];
+
+float act(float v) {
+  if (ACT == 1u) return relu_f(v);
+  if (ACT == 2u) return gelu_f(v);
+  if (ACT == 3u) return gelu_tanh_f(v);
+  if (ACT == 4u) return silu_f(v);
+  return v;
+}
+
+float epilogue(float v, uint o, uint i) {
+  if (HAS_BIAS) v += float(LOAD_ELEM(BIAS, o));
+  if (BN) v = v * ss[o] + ss[pc.O + o];
+  v = act(v);
+  if (DROPOUT) {
+    const uvec4 r = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+    v = (r[i & 3u] >> 8) >= pc.thr ? v * pc.keep_scale : 0.0;
+  }
+  return v;
+}
+
+void main() {
+  const uint KH = pc.khw & 0xffffu, KW = pc.khw >> 16;
+  const uint SH = pc.strides & 0xffffu, SW = pc.strides >> 16;
+  const uint PH = pc.pads & 0xffffu, PW = pc.pads >> 16;
+  const uint DH = pc.dils & 0xffffu, DW = pc.dils >> 16;
+  const uint OH = (pc.H + 2u * PH - DH * (KH - 1u) - 1u) / SH + 1u;
+  const uint OW = (pc.W + 2u * PW - DW * (KW - 1u) - 1u) / SW + 1u;
+  const uint P = OH * OW, M = pc.N * P;
+  const uint Cg = pc.C / pc.groups, Og = pc.O / pc.groups, KHW = KH * KW, K = Cg * KHW;
+  const uint lid = gl_LocalInvocationID.x, tx = lid % 16u, ty = lid / 16u;
+  const uint g = gl_WorkGroupID.z, o0 = gl_WorkGroupID.y * BN_;
+#if defined(DT_F16) || defined(DT_BF16)
+  const bool pairs = (P % 2u) == 0u;
+#else
+  const bool pairs = false;
+#endif
+
+  for (uint mt = gl_WorkGroupID.x; mt * BM < M; mt += gl_NumWorkGroups.x) {
+    const uint m0 = mt * BM;
+    float acc[4][4];
+    [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) acc[i][j] = 0.0;
+
+    for (uint k0 = 0; k0 < K; k0 += BK) {
+      [[unroll]] for (uint q = 0; q < 4u; ++q) {
+        const uint e = lid + 256u * q;
+        {  // A: 64 pixels x 16 k, pixels fastest (neighbouring invocations read neighbouring pixels)
+          const uint m = e % BM, k = e / BM, gm = m0 + m, gk = k0 + k;
+          float v = 0.0;
+          if (gm < M && gk < K) {
+            const uint n = gm / P, pix = gm % P, oh = pix / OW, ow = pix % OW;
+            const uint c = gk / KHW, r = gk % KHW, kh = r / KW, kw = r % KW;
+            const int ih = int(oh * SH + kh * DH) - int(PH), iw = int(ow * SW + kw * DW) - int(PW);
+            if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
+              v = float(LOAD_ELEM(X, ((n * pc.C + g * Cg + c) * pc.H + uint(ih)) * pc.W + uint(iw)));
+          }
+          As[k][m] = v;
+        }
+        {  // B = W [O, Cg, KH, KW]: the group's rows, k fastest
+          const uint o = e / BK, k = e % BK, go = o0 + o, gk = k0 + k;
+          Bs[k][o] = (go < Og && gk < K) ? float(LOAD_ELEM(WT, (g * Og + go) * K + gk)) : 0.0;
+        }
+      }
+      barrier();
+      [[unroll]] for (uint k = 0; k < BK; ++k) {
+        float a[4], b[4];
+        [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = As[k][ty + 16u * i];
+        [[unroll]] for (uint j = 0; j < 4u; ++j) b[j] = Bs[k][tx + 16u * j];
+        [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) acc[i][j] += a[i] * b[j];
+      }
+      barrier();
+    }
+
+    // acc[i][j]: pixel ty + 16 i, channel tx + 16 j; through shared memory so that stores run along pixels.
+    [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) Cs[tx + 16u * j][ty + 16u * i] = acc[i][j];
+    barrier();
+    for (uint e = lid; e < BM * BN_ / 2u; e += 256u) {
+      const uint ol = e / (BM / 2u), ml = 2u * (e % (BM / 2u)), go = o0 + ol;
+      if (go >= Og) continue;
+      const uint o = g * Og + go;
+      float v[2];
+      uint idx[2];
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {
+        const uint gm = m0 + ml + h, n = gm / P, pix = gm % P;
+        idx[h] = (n * pc.O + o) * P + pix;
+        v[h] = gm < M ? epilogue(Cs[ol][ml + h], o, idx[h]) : 0.0;
+      }
+      if (pairs) {  // P even: pixels ml, ml + 1 share a plane and a 32-bit word (M is even too)
+        if (m0 + ml < M) {
+#if defined(DT_F16)
+          Y_w.w[idx[0] >> 1] = packHalf2x16(vec2(v[0], v[1]));
+#elif defined(DT_BF16)
+          Y_w.w[idx[0] >> 1] = to_bf16(v[0]) | (to_bf16(v[1]) << 16);
+#endif
+        }
+      } else {
+        [[unroll]] for (uint h = 0; h < 2u; ++h)
+          if (m0 + ml + h < M) STORE_ELEM(Y, idx[h], FT(v[h]));
+      }
+    }
+    barrier();
+  }
+}
+#endif

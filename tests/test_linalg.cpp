@@ -1,0 +1,169 @@
+// KERNELS.md section 4 beyond the registry cases: the argument checks of linear_dropout, ffn, ffn_swiglu
+// (and, as they land, embedding and the convolutions), the composed ops' paths and variants, and
+// determinism.
+#include <functional>
+
+#include "common.hpp"
+
+namespace kf::test {
+namespace {
+
+constexpr uint8_t kPoison = 0xAB;
+
+class Linalg : public ::testing::TestWithParam<DeviceRef> {
+ protected:
+  void SetUp() override { ctx_ = &context_for(GetParam()); }
+
+  Tensor t(const Shape& s, DType dt = DType::f32) {
+    std::vector<double> v(static_cast<size_t>(numel(s)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = double(i % 7) / 7 - 0.4;
+    return ctx_->from_host(s, dt, v);
+  }
+  Tensor poisoned(const Shape& s, DType dt = DType::f32) {
+    Tensor y = ctx_->empty(s, dt);
+    y.fill_bytes(kPoison);
+    return y;
+  }
+  // `call` must raise kf::Error `code` naming every substring, and leave `out` poisoned.
+  void expect_error(const std::function<void()>& call, ErrorCode code, const std::vector<std::string>& substrings,
+                    const Tensor& out) {
+    ValidationCheck vc(*ctx_);
+    try {
+      call();
+      ADD_FAILURE() << "no kf::Error raised (expected " << to_string(code) << ")";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      for (const auto& s : substrings)
+        EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << "message lacks '" << s << "': " << e.what();
+    }
+    if (out.defined()) {
+      size_t changed = 0;
+      for (auto b : raw_bytes(out)) changed += b != kPoison;
+      EXPECT_EQ(changed, 0u) << "the rejected call wrote " << changed << " bytes of the output";
+    }
+  }
+
+  Context* ctx_ = nullptr;
+};
+
+TEST_P(Linalg, FfnArgumentErrors) {
+  Tensor x = t({3, 8}), W1 = t({12, 8}), b1 = t({12}), W2 = t({8, 12}), b2 = t({8});
+  Tensor y = poisoned({3, 8});
+  Attrs a;
+  a.act = kActGelu;
+  expect_error([&] { ctx_->run("ffn", {x, W1, t({11}), W2, b2}, {y}, a); }, ErrorCode::Shape, {"ffn", "'b1'", "[11]"}, y);
+  expect_error([&] { ctx_->run("ffn", {x, W1, b1, t({8, 11}), b2}, {y}, a); }, ErrorCode::Shape, {"ffn", "'W2'"}, y);
+  expect_error([&] { ctx_->run("ffn", {x, W1, b1, W2, t({7})}, {y}, a); }, ErrorCode::Shape, {"ffn", "'b2'"}, y);
+  expect_error([&] { ctx_->run("ffn", {x, t({12, 9}), b1, W2, b2}, {y}, a); }, ErrorCode::Shape, {"ffn", "'W1'"}, y);
+  Attrs bad_p = a;
+  bad_p.p = 1.0;
+  expect_error([&] { ctx_->run("ffn", {x, W1, b1, W2, b2}, {y}, bad_p); }, ErrorCode::InvalidArgument, {"ffn", "'p'"}, y);
+  Attrs bad_act = a;
+  bad_act.act = 9;
+  expect_error([&] { ctx_->run("ffn", {x, W1, b1, W2, b2}, {y}, bad_act); }, ErrorCode::InvalidArgument,
+               {"ffn", "'act'"}, y);
+  expect_error([&] { ctx_->run("ffn", {x, W1, b1, W2, b2}, {poisoned({3, 12})}, a); }, ErrorCode::Shape,
+               {"ffn", "output 'y'"}, y);
+  expect_error([&] { ctx_->run("ffn", {x, W1, b1, W2, b2}, {x}, a); }, ErrorCode::InvalidArgument, {"same tensor"}, y);
+  expect_error([&] { ctx_->run("ffn_swiglu", {x, t({13, 8}), t({8, 6})}, {y}); }, ErrorCode::Shape,
+               {"ffn_swiglu", "'W_gate_up'", "even"}, y);
+  expect_error([&] { ctx_->run("ffn_swiglu", {x, t({12, 8}), t({8, 12})}, {y}); }, ErrorCode::Shape,
+               {"ffn_swiglu", "'W_down'"}, y);
+  Attrs drop;
+  drop.p = -0.1;
+  expect_error([&] { ctx_->run("linear_dropout", {x, W1}, {poisoned({3, 12})}, drop); }, ErrorCode::InvalidArgument,
+               {"linear_dropout", "'p'"}, Tensor());
+}
+
+// embedding: ids outside [0, V) (negative too) are an InvalidArgument naming the id and where it is,
+// checked before anything runs; pos needs at least L rows of d; tokens must be i32.
+TEST_P(Linalg, EmbeddingArgumentErrors) {
+  Tensor table = t({10, 6}), pos = t({4, 6});
+  Tensor y = poisoned({2, 4, 6});
+  const auto ids = [&](std::vector<double> v) { return ctx_->from_host({2, 4}, DType::i32, v); };
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 10, 9}), table, pos}, {y}); },
+               ErrorCode::InvalidArgument, {"embedding", "'tokens'", "id 10", "index 6", "[0, 10)"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, -1, 2, 3, 4, 5, 6, 9}), table}, {y}); },
+               ErrorCode::InvalidArgument, {"embedding", "id -1", "index 1"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 6, 9}), table, t({3, 6})}, {y}); },
+               ErrorCode::Shape, {"embedding", "'pos'", "P >= 4"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 6, 9}), table, t({4, 5})}, {y}); },
+               ErrorCode::Shape, {"embedding", "'pos'"}, y);
+  expect_error([&] { ctx_->run("embedding", {t({2, 4}), table}, {y}); }, ErrorCode::DType,
+               {"embedding", "'tokens'", "i32"}, y);
+  expect_error([&] { ctx_->run("embedding", {ids({0, 1, 2, 3, 4, 5, 6, 9}), table}, {poisoned({2, 4, 6}, DType::f16)}); },
+               ErrorCode::DType, {"embedding", "output 'y'"}, y);
+  // The valid call, then: the output is the table's rows plus the positions.
+  ValidationCheck vc(*ctx_);
+  ctx_->run("embedding", {ids({9, 0, 3, 3, 1, 2, 5, 8}), table, pos}, {y});
+  const auto out = y.to_double(), tv = table.to_double(), pv = pos.to_double();
+  const int tok[8] = {9, 0, 3, 3, 1, 2, 5, 8};
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 6; ++c)
+      EXPECT_NEAR(out[r * 6 + c], tv[tok[r] * 6 + c] + pv[(r % 4) * 6 + c], 1e-6) << r << "," << c;
+}
+
+// A composed op runs on a device where all its parts run; otherwise it is Unsupported, naming the part,
+// and writes nothing.
+TEST_P(Linalg, ComposedOpsReportTheirParts) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    std::string why, part_why;
+    const bool parts = ctx_->supports("linear_dropout", dt, &part_why) && ctx_->supports("linear", dt, &part_why);
+    EXPECT_EQ(ctx_->supports("ffn", dt, &why), parts) << to_string(dt) << ": " << why;
+    if (parts) continue;
+    EXPECT_NE(why.find("runs as"), std::string::npos) << why;
+    Tensor x = t({2, 4}, dt), W1 = t({6, 4}, dt), b1 = t({6}, dt), W2 = t({4, 6}, dt), b2 = t({4}, dt);
+    Tensor y = poisoned({2, 4}, dt);
+    expect_error([&] { ctx_->run("ffn", {x, W1, b1, W2, b2}, {y}); }, ErrorCode::Unsupported, {"ffn", "runs as"}, y);
+  }
+}
+
+// The variant of a composed op names its parts' variants; the same inputs give the same bits twice.
+TEST_P(Linalg, FfnVariantAndDeterminism) {
+  ValidationCheck vc(*ctx_);
+  const OpDef& op = get_op("ffn");
+  TestCase tc{"det", {{9, 20}, {36, 20}, {36}, {20, 36}, {20}}, {}, 1};
+  tc.attrs.p = 0.4;
+  tc.attrs.seed = 99;
+  tc.attrs.act = kActSilu;
+  check::CaseOptions o;
+  o.repeat = true;
+  o.check_validation = false;
+  const auto r = check::run_case(*ctx_, op, DType::f32, tc, fresh_seed(), o);
+  EXPECT_TRUE(r.pass) << r.message;
+  EXPECT_NE(r.variant.find("composed(linear_dropout: "), std::string::npos) << r.variant;
+  EXPECT_NE(r.variant.find("; linear: "), std::string::npos) << r.variant;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Linalg, ::testing::ValuesIn(devices()),
+                         [](const ::testing::TestParamInfo<DeviceRef>& i) { return sanitize(i.param.tag); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Linalg);
+
+// ffn and ffn_swiglu with every Vulkan matrix path forced for their parts (portable tiled, few rows /
+// split-K), dropout on: the masks of both kernels' epilogues match the reference's.
+TEST(LinalgPaths, FfnOnEachMatrixPath) {
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    for (const std::string tune : {"mm_path=1", "mm_path=3", "mm_path=3,mm_splitk=3"}) {
+      ContextOptions o = options_for(d);
+      o.tuning = tune;
+      Context ctx = Context::create(o);
+      for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+        TestCase f{"ffn", {{2, 9, 24}, {40, 24}, {40}, {24, 40}, {24}}, {}, 1};
+        f.attrs.p = 0.3;
+        f.attrs.seed = 5;
+        f.attrs.offset = 12;
+        f.attrs.act = kActGelu;
+        TestCase s{"swiglu", {{17, 24}, {64, 24}, {24, 32}}, {}, 1};
+        for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"ffn", f}, {"ffn_swiglu", s}}) {
+          const auto r = check::run_case(ctx, get_op(name), dt, tc, fresh_seed());
+          EXPECT_TRUE(r.pass) << name << " " << tune << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
+          EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : "gemv"), std::string::npos) << r.variant;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kf::test
