@@ -66,12 +66,6 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
 }
 namespace {
 
-struct LossPush {
-  uint32_t rows, classes, chunk, nchunks;
-  int32_t ignore_index;
-  float smoothing;
-};
-
 }  // namespace
 
 // cross_entropy, cross_entropy_backward and mse (loss.comp): a count pass, the row (or chunk) passes,
@@ -120,8 +114,9 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   pc.nchunks = static_cast<uint32_t>(plan.nchunks);
   pc.ignore_index = static_cast<int32_t>(call.attrs.ignore_index);
   pc.smoothing = static_cast<float>(call.attrs.label_smoothing);
-  // Workspace: the count, a loss per row, three statistics per chunk.
-  l.bindings[4] = workspace(4 * (1 + N + (plan.split ? 3 * N * plan.nchunks : 0)));
+  pc.total_rows = static_cast<uint32_t>(N);
+  // Workspace: the count, a loss per row, four statistics per chunk.
+  l.bindings[4] = workspace(4 * (1 + N + (plan.split ? 4 * N * plan.nchunks : 0)));
   l.spec = spec(kWorkgroup, plan.wide, 0);
   l.groups = 1;
   record(l);

@@ -44,7 +44,7 @@ Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs) {
   const bool per_input = op.family == Family::Reduction || op.family == Family::Normalization ||
                          op.family == Family::Loss;
   const double n = per_input ? static_cast<double>(numel(inputs[0])) : static_cast<double>(numel(outs[0]));
-  c.flops = n * op.flops_per_element;
+  c.flops = op.flops ? op.flops(inputs) : n * op.flops_per_element;
   return c;
 }
 

@@ -48,6 +48,9 @@ struct OpDef {
   bool random = false;              // reads p, seed, offset (Philox dropout)
   bool transcendental = false;      // needs exp/tanh/erf (GLSL has none in float64)
   double flops_per_element = 1;     // per output element, for the cost model
+  // When set, the op's floating-point operations for these input shapes, in place of flops_per_element
+  // (linear_cross_entropy: its matrix products).
+  std::function<double(const std::vector<Shape>&)> flops;
   double default_eps = 0;           // the eps that Attrs::eps == 0 selects (normalizations, Adam)
   double eps_of(const Attrs& a) const { return a.eps == 0 ? default_eps : a.eps; }
   // Per-input dtypes: an entry that holds a dtype pins that input to it whatever the op's dtype (the
