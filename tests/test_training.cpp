@@ -282,6 +282,7 @@ TEST_P(Training, LinearCrossEntropyIgnoredAndErrors) {
   Tensor loss = ctx_->empty({}, t), dh = ctx_->empty({5, 6}, t), dW = ctx_->empty({9, 6}, t);
   ctx_->run("linear_cross_entropy_backward", {h, W, target}, {loss, dh, dW});
   EXPECT_TRUE(std::isnan(loss.to_double()[0]));
+  EXPECT_TRUE(std::isnan(kf::linear_cross_entropy(h, W, target).to_double()[0]));  // the typed entry point
   for (double v : dh.to_double()) EXPECT_EQ(v, 0.0);
   for (double v : dW.to_double()) EXPECT_EQ(v, 0.0);
 
