@@ -40,8 +40,9 @@ Tuning Tuning::parse(const std::string& s) {
     else if (key == "mm_path" && v <= 2) t.mm_path = static_cast<uint32_t>(v);
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
     else if (key == "lce_rows") t.lce_rows = static_cast<uint32_t>(v);
+    else if (key == "normbwd_cols" && v <= 2) t.normbwd_cols = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix), lce_rows=N)");
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix), lce_rows=N, normbwd_cols=1 (column pass)|2 (fused))");
   }
   return t;
 }

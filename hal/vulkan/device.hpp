@@ -50,6 +50,7 @@ struct Tuning {
   uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
+  uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 
