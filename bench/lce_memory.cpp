@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
     };
     row("fused", fused);
     row("unfused", unfused);
+    if (!unfused.error.empty() && unfused.error.find("largest storage binding") != std::string::npos)
+      std::printf("  (the unfused logits do not fit one storage binding of this device: compare at a smaller --n, "
+                  "or in f16)\n");
     std::printf("  variant  %s\n", variant.c_str());
     if (!json_path.empty()) {
       const auto js = [](const Measure& m) {
