@@ -16,8 +16,17 @@ for `kf-bench --html report.html --compare OUT_DIR/torch-eager.json --compare OU
 
 Dropout runs torch's own generator (not kf's Philox stream): the same work, another mask.
 
+Sections 3 and 6 (training): layer_norm, rms_norm, add_rms_norm (s = x + r, then rms_norm(s): returns both),
+cross_entropy (32k classes; 128k with --all-cases), adamw_step (torch.optim.AdamW: eager is its fused
+implementation on CUDA and its foreach one on the CPU, --adamw chooses; compile is torch.compile of the
+foreach step) and linear_cross_entropy (F.linear then F.cross_entropy; its _backward form adds
+torch.autograd.grad for h and W). They keep torch's own semantics where kf follows torch.
+
+--smoke shrinks every case (1/64 MiB per input; linear_cross_entropy's hidden size and vocabulary to 64
+and 512) so that the whole script runs on a CPU in seconds: a check of the script, not a measurement.
+
     python3 bench/torch_bench.py --out-dir bench/results/local            # CUDA GPU, 256 MiB per input
-    python3 bench/torch_bench.py --device cpu --size-mib 1 --reps 3 --out-dir /tmp/tb   # smoke test
+    python3 bench/torch_bench.py --device cpu --smoke --reps 3 --out-dir /tmp/tb         # smoke test
 """
 import argparse
 import datetime
@@ -108,7 +117,82 @@ LINEAR = [("4096_gelu", [[4096, 4096], [4096, 4096], [4096], []], {"act": 2}),
           ("8192_bare", [[8192, 8192], [8192, 8192], [], []], {}),
           ("decode_8192", [[1, 8192], [8192, 8192], [8192], []], {})]
 
+
+def add_rms_norm(a, x, r, w):
+    s = x + r
+    return s, F.rms_norm(s, (s.shape[-1],), w, eps=1e-6)
+
+
+def cross_entropy(a, logits, target):
+    return F.cross_entropy(logits, target, ignore_index=a.get("ignore_index", -100),
+                           label_smoothing=a.get("label_smoothing", 0.0))
+
+
+def lce_logits(a, h, w):
+    z = F.linear(h, w)
+    cap = a.get("softcap", 0.0)
+    return cap * torch.tanh(z / cap) if cap else z
+
+
+def lce_loss(a, h, w, target):
+    """KERNELS.md section 6: cross_entropy(h W^T) (+ z_loss * mean lse^2 over the rows kept)."""
+    z = lce_logits(a, h, w)
+    loss = cross_entropy(a, z, target)
+    if a.get("z_loss", 0.0):
+        keep = target != a.get("ignore_index", -100)
+        loss = loss + a["z_loss"] * (torch.logsumexp(z.float(), dim=-1)[keep] ** 2).mean()
+    return loss
+
+
+def lce_backward(a, h, w, target):
+    h = h.detach().requires_grad_()
+    w = w.detach().requires_grad_()
+    loss = lce_loss(a, h, w, target)
+    dh, dw = torch.autograd.grad(loss, (h, w))
+    return loss, dh, dw
+
+
+def adamw_maker(mode, a, ins, args):
+    """torch.optim.AdamW over one tensor with kf's bench attributes (weight_decay 1e-2, from step 10)."""
+    param, grad, m, v = ins
+    p = torch.nn.Parameter(param)
+    p.grad = grad
+    impl = args.adamw or ("fused" if param.device.type == "cuda" else "foreach")
+    kw = {"fused": True} if (mode == "eager" and impl == "fused") else {"foreach": True}
+    opt = torch.optim.AdamW([p], lr=a.get("lr", 1e-3), betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=a.get("weight_decay", 1e-2), **kw)
+    step = torch.tensor(float(a.get("step", 10) - 1), dtype=torch.float32,
+                        device=param.device if kw.get("fused") else "cpu")
+    opt.state[p] = {"step": step, "exp_avg": m, "exp_avg_sq": v}
+    if mode == "compile":  # as PyTorch's compiled-optimizer recipe: the step inside a compiled function
+        torch._dynamo.reset()
+
+        @torch.compile(mode=args.compile_mode)
+        def compiled_step():
+            opt.step()
+        return compiled_step, "inductor:foreach"
+    return opt.step, "eager:" + ("fused" if kw.get("fused") else "foreach")
+
+
+# Bench cases of the training ops (src/ops/normalization.cpp, training.cpp, optim.cpp, linear_xent.cpp).
+NORM_ROWS = [[16384, 4096], [1024, 65536]]
+LN = [("rows4096", [NORM_ROWS[0], [4096], [4096]], {}), ("rows65536", [NORM_ROWS[1], [65536], [65536]], {})]
+RMS = [("rows4096", [NORM_ROWS[0], [4096]], {}), ("rows65536", [NORM_ROWS[1], [65536]], {})]
+ADD_RMS = [("rows4096", [NORM_ROWS[0], NORM_ROWS[0], [4096]], {}),
+           ("rows65536", [NORM_ROWS[1], NORM_ROWS[1], [65536]], {})]
+XENT = [("n4096_c32768", [[4096, 32768], [4096]], {}), ("n1024_c131072", [[1024, 131072], [1024]], {})]
+ADAMW = [("n64M", [[67108864]] * 4, {"weight_decay": 1e-2, "step": 10})]
+LCE = [("n8192_d4096_c131072", [[8192, 4096], [131072, 4096], [8192]], {})]
+
+# Ops whose inputs are not all of the op's dtype: input index -> dtype (class indices are int32).
+INPUT_DTYPES = {"cross_entropy": {1: "i32"}, "linear_cross_entropy": {2: "i32"},
+                "linear_cross_entropy_backward": {2: "i32"}}
+# Ops that need more than a function of their inputs: maker(mode, attrs, inputs, args) -> (call, variant).
+MAKERS = {"adamw_step": adamw_maker}
+
 # name -> (family, flops per element as kf's registry counts them, function(attrs, *inputs), bench cases).
+# Families as the registry's cost model counts them: "elementwise" and "optimizer" per output element,
+# "reduction", "normalization" and "loss" per element of the first input; "lce": the matrix products.
 OPS = {
     "add_relu": ("elementwise", 2, lambda a, x, y: F.relu(x + y), BINARY),
     "mul_relu": ("elementwise", 2, lambda a, x, y: F.relu(x * y), BINARY),
@@ -133,6 +217,13 @@ OPS = {
     # Section 4 (flops from the shapes: 2 M N K).
     "linear": ("matmul", 0, linear, LINEAR),
     "matmul": ("matmul", 0, matmul, [("4096", [[4096, 4096], [4096, 4096], [], []], {})]),
+    "layer_norm": ("normalization", 8, lambda a, x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5), LN),
+    "rms_norm": ("normalization", 6, lambda a, x, w: F.rms_norm(x, (x.shape[-1],), w, eps=1e-6), RMS),
+    "add_rms_norm": ("normalization", 7, add_rms_norm, ADD_RMS),
+    "cross_entropy": ("loss", 5, cross_entropy, XENT),
+    "adamw_step": ("optimizer", 14, None, ADAMW),
+    "linear_cross_entropy": ("lce", 2, lce_loss, LCE),
+    "linear_cross_entropy_backward": ("lce", 6, lce_backward, LCE),
     # The unfused building blocks (--primitives, as kf-bench's).
     "add": ("primitive", 1, lambda a, x, y: x + y, BINARY),
     "mul": ("primitive", 1, lambda a, x, y: x * y, BINARY),
@@ -176,26 +267,40 @@ def numel(s):
     return math.prod(s) if s else 0
 
 
-def out_shape(op, shapes):
+def out_shapes(op, shapes):
+    """The registry's output shapes (infer); a 0-dimensional output (a loss) is [], one element."""
     family = OPS[op][0]
     x = shapes[0]
     if family == "matmul":
-        return x[:-1] + ([shapes[1][0]] if op == "linear" else [shapes[1][-1]])
+        return [x[:-1] + ([shapes[1][0]] if op == "linear" else [shapes[1][-1]])]
     if family == "reduction" and op in ("sum_squared", "mean_abs"):
-        return x[:-1]
+        return [x[:-1]]
     if op in ("swiglu", "geglu") and (len(shapes) < 2 or not shapes[1]):
-        return x[:-1] + [x[-1] // 2]
-    return x
+        return [x[:-1] + [x[-1] // 2]]
+    if op == "add_rms_norm":
+        return [x, x]
+    if op in ("cross_entropy", "linear_cross_entropy"):
+        return [[]]
+    if op == "linear_cross_entropy_backward":
+        return [[], x, shapes[1]]
+    if op == "adamw_step":
+        return [x, x, x]
+    return [x]
 
 
 def cost(op, dtype, shapes):
-    """kf's cost model (src/ops/registry.cpp op_cost): bytes of inputs and output, flops per element."""
+    """kf's cost model (src/ops/registry.cpp op_cost): bytes of inputs and outputs, flops per element."""
     es = SIZES[dtype]
-    y = out_shape(op, shapes)
-    nbytes = es * (sum(numel(s) for s in shapes if s) + numel(y))
-    if OPS[op][0] == "matmul":  # 2 M N K, K the last dimension of x
-        return float(nbytes), float(2 * numel(y) * shapes[0][-1])
-    n = numel(shapes[0]) if OPS[op][0] == "reduction" else numel(y)
+    ys = out_shapes(op, shapes)
+    in_dt = INPUT_DTYPES.get(op, {})
+    nbytes = sum((4 if in_dt.get(k) == "i32" else es) * numel(s) for k, s in enumerate(shapes) if s)
+    nbytes += es * sum(math.prod(y) for y in ys)  # math.prod([]) = 1: a 0-dimensional output
+    family = OPS[op][0]
+    if family == "matmul":  # 2 M N K, K the last dimension of x
+        return float(nbytes), float(2 * math.prod(ys[0]) * shapes[0][-1])
+    if family == "lce":  # OpDef::flops: 2 N C d (forward), 6 N C d (with the gradients)
+        return float(nbytes), float(OPS[op][1] * shapes[0][0] * shapes[1][0] * shapes[0][1])
+    n = numel(shapes[0]) if family in ("reduction", "normalization", "loss") else math.prod(ys[0])
     return float(nbytes), float(n * OPS[op][1])
 
 
@@ -230,6 +335,30 @@ class Timer:
 
 def random_tensor(shape, dtype, device, gen):
     return (torch.rand(shape, dtype=torch.float32, device=device, generator=gen) * 2 - 1).to(getattr(torch, DTYPES[dtype]))
+
+
+def make_inputs(op, shapes, dtype, device, gen):
+    """Random inputs of a case; class indices (int64, as torch's losses take them) below the class count."""
+    in_dt = INPUT_DTYPES.get(op, {})
+    classes = shapes[1][0] if op.startswith("linear_cross_entropy") else shapes[0][-1]
+    ins = []
+    for k, s in enumerate(shapes):
+        if not s:
+            ins.append(None)
+        elif in_dt.get(k) == "i32":
+            ins.append(torch.randint(0, classes, s, device=device, generator=gen))
+        else:
+            ins.append(random_tensor(s, dtype, device, gen))
+    return ins
+
+
+def smoke_shapes(op, shapes):
+    """--smoke: linear_cross_entropy's hidden size and vocabulary cut to 64 and 512 (the rows are scaled
+    by --size-mib as every other case)."""
+    if not op.startswith("linear_cross_entropy"):
+        return shapes
+    n = shapes[0][0]
+    return [[n, 64], [512, 64], [n]]
 
 
 def device_info(device):
@@ -268,6 +397,8 @@ def plan(args):
                 if k > 0 and not args.all_cases:
                     break
                 shapes = scale_shapes(shapes, dtype, args.size_mib, op)
+                if args.smoke:
+                    shapes = smoke_shapes(op, shapes)
                 items.append((op, label, dtype, shapes, dict(attrs), cost(op, dtype, shapes)))
     return items
 
@@ -286,11 +417,17 @@ def main():
     ap.add_argument("--cases-from", help="time exactly the cases of this kf-bench JSON file")
     ap.add_argument("--compile-mode", default=None, help="torch.compile mode (default: its default)")
     ap.add_argument("--out-dir", help="writes torch-eager.json and torch-compile.json here")
+    ap.add_argument("--adamw", choices=("fused", "foreach"), default=None,
+                    help="torch.optim.AdamW implementation of eager mode (default: fused on CUDA, foreach on CPU)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny cases (1/64 MiB per input, a small linear_cross_entropy): checks the script on a CPU")
     ap.add_argument("--list-ops", action="store_true", help="print the op names this script implements")
     ap.add_argument("--plan-only", action="store_true",
                     help="print the cases (op, case, dtype, shapes, bytes, flops) as JSON and time nothing")
     args = ap.parse_args()
     args.dtypes = [d for d in args.dtypes.split(",") if d]
+    if args.smoke:
+        args.size_mib = 1 / 64
     for d in args.dtypes:
         if d not in DTYPES:
             ap.error(f"unknown dtype {d!r} (f32, f16, bf16, f64)")
@@ -346,12 +483,16 @@ def main():
                     continue
                 row = {"op": op, "case": label, "dtype": dtype, "shapes": shapes, "attrs": attrs}
                 try:
-                    ins = [random_tensor(s, dtype, device, gen) if s else None for s in shapes]
+                    ins = make_inputs(op, shapes, dtype, device, gen)
                     while ins and ins[-1] is None:  # an optional input left out (the packed form)
                         ins.pop()
                     fn = OPS[op][2]
                     a = {"p": attrs.get("p", 0.0), "scale": attrs.get("scale", 1.0), "act": int(attrs.get("act", 0))}
-                    if mode == "compile":
+                    a.update({k: v for k, v in attrs.items() if k not in a})
+                    row_variant = variant
+                    if op in MAKERS:
+                        call, row_variant = MAKERS[op](mode, a, ins, args)
+                    elif mode == "compile":
                         torch._dynamo.reset()
                         compiled = torch.compile(lambda *t, _fn=fn, _a=a: _fn(_a, *t), mode=args.compile_mode,
                                                  dynamic=False)
@@ -363,13 +504,13 @@ def main():
                         nbytes, flops = cost(op, dtype, shapes)
                     gbs = nbytes / (ms * 1e6)
                     row.update({"ms": ms, "bytes": nbytes, "flops": flops, "gbs": gbs, "tflops": flops / (ms * 1e9),
-                                "fraction_of_copy": gbs / copy_gbs[dtype], "variant": variant})
+                                "fraction_of_copy": gbs / copy_gbs[dtype], "variant": row_variant})
                     print(f"{op:22} {label:10} {dtype:5} {ms:10.4f} {gbs:9.1f} {gbs / copy_gbs[dtype]:8.3f}", flush=True)
                 except Exception as e:  # noqa: BLE001 - one op failing (a compile error) must not end the run
                     row["error"] = f"{type(e).__name__}: {e}"[:500]
                     print(f"{op:22} {label:10} {dtype:5} error: {row['error'][:200]}", flush=True)
                 finally:
-                    ins = None
+                    ins = call = compiled = None  # the optimizer's and the compiled function's tensors too
                 row.update(common)
                 results.append(row)
                 if device.type == "cuda":

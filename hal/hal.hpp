@@ -65,6 +65,10 @@ class Device {
   virtual double elapsed_ms(uint32_t begin, uint32_t end) = 0;
   virtual void reset_timestamps() = 0;
 
+  // Bytes of live device allocations and their high-water mark (0 where a backend does not count).
+  virtual MemoryUsage memory_usage() const { return {}; }
+  virtual void reset_peak_memory() {}
+
   virtual uint64_t validation_messages() const { return 0; }
   virtual std::vector<std::string> validation_log() const { return {}; }
 

@@ -11,6 +11,13 @@
 //   PASS 4: one workgroup sums the per-row losses in row order and divides by the count (NaN when every
 //           target is ignored, as torch).
 //   mse: PASS 1 sums (a - b)^2 over fixed chunks of the tensor; PASS 4 adds the chunk sums in order / n.
+// linear_cross_entropy[_backward] (hal/vulkan/kernels_lce.cpp) run PASS 1-3 on one chunk of rows of the
+// logits at a time: row_base is the chunk's first row (the targets and the per-row losses are indexed by
+// row_base + row, the logits by row), logits may be soft-capped (softcap > 0: c tanh(z / c), taken when
+// each value is used, so the registers hold the raw logits) and the z-loss z_loss * lse^2 is added to
+// each row's loss; the gradient overwrites the chunk's logits in place (one binding, so no aliasing).
+// The target's logit comes out of the same reductions as the statistics (a sum where only the target
+// contributes), never from a second read of the logits, so an in-place gradient cannot race with it.
 // The probabilities never exist in memory: only the gradient, when asked, is written. A target outside
 // [0, C) that is not ignore_index is data on the device: its row's loss is NaN (so is the mean) and its
 // gradient row is NaN; the CPU backend raises kf::Error for it instead.
@@ -31,24 +38,35 @@ layout(constant_id = 4) const uint PASS = 1;
 
 #include "row_reduce.glsl"
 
-#if defined(OP_cross_entropy_backward)
+#if defined(OP_cross_entropy_backward) || defined(OP_linear_cross_entropy_backward)
 #define GRAD 1
 #endif
-#if defined(OP_cross_entropy) || defined(OP_cross_entropy_backward)
+#if defined(OP_linear_cross_entropy) || defined(OP_linear_cross_entropy_backward)
+#define LCE 1
+#endif
+#if defined(OP_cross_entropy) || defined(OP_cross_entropy_backward) || defined(LCE)
 #define XENT 1
 #endif
 
 // Bindings: 0 logits (a for mse), 1 target (b for mse), 2 the loss, 3 d logits, 4 the workspace:
 // word 0 the count, then one loss per row, then three values per chunk (cross entropy); mse: one sum
 // per chunk.
+#if defined(LCE) && defined(GRAD)
+DECLARE_BUFFER(0, x, )  // the gradient is written over the logits: d x is x
+#define dx_v x_v
+#define dx_w x_w
+#else
 DECLARE_BUFFER(0, x, readonly)
+#endif
 #if defined(XENT)
 layout(std430, binding = 1) readonly buffer T { int target[]; };
 #else
 DECLARE_BUFFER(1, bb, readonly)
 #endif
 DECLARE_BUFFER(2, loss, )
+#if !(defined(LCE) && defined(GRAD))
 DECLARE_BUFFER(3, dx, writeonly)
+#endif
 layout(std430, binding = 4) buffer WS { ACC ws[]; };
 layout(std430, binding = 4) buffer WSU { uint wsu[]; };
 
@@ -59,12 +77,16 @@ layout(push_constant) uniform PC {
   uint nchunks;
   int ignore_index;
   float smoothing;  // label_smoothing
+  uint row_base;    // the first row of this chunk of rows (linear_cross_entropy; 0 otherwise)
+  uint total_rows;  // rows of the whole batch: the per-row losses in the workspace
+  float softcap;    // linear_cross_entropy: logit soft-capping (0: off)
+  float z_loss;     // linear_cross_entropy: z-loss coefficient (0: off)
 } pc;
 
 #define NAN_F uintBitsToFloat(0x7fc00000u)
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define LOSS_AT 1u                          // first per-row loss in the workspace
-#define CHUNKS_AT (1u + pc.rows)            // first chunk statistic
+#define CHUNKS_AT (1u + pc.total_rows)      // first chunk statistic (4 per chunk)
 
 FT xc[NT][VW];
 
@@ -84,54 +106,78 @@ void load_item(uint e0, uint len, uint j, uint t) {
 
 bool in_seg(uint j, uint k, uint len) { return WIDE || j * VW + k < len; }
 
-// Loads the segment into the registers; returns its max, and its sum of exp(x - max) and of x in s, sx.
-float segment_stats(bool valid, uint e0, uint len, uint lane, uint slot, out float s, out float sx) {
+// The logit the loss sees: soft-capped when asked (linear_cross_entropy).
+float capped(float z) {
+#if defined(LCE)
+  if (pc.softcap > 0.0) return pc.softcap * tanh(z / pc.softcap);
+#endif
+  return z;
+}
+
+// Loads the segment (classes c0 .. c0 + len of its row) into the registers; returns its max, and its sum
+// of exp(x - max), of x, and of x at class t (0 when t is not in the segment) in s, sx, xt.
+float segment_stats(bool valid, uint e0, uint c0, uint len, int t, uint lane, uint slot, out float s, out float sx,
+                    out float xt) {
   const uint nitems = (len + VW - 1u) / VW;
   float m = NEG_INF;
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
+  [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
+    const uint j = lane + tt * TPR;
     if (valid && j < nitems) {
-      load_item(e0, len, j, t);
-      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, xc[t][k]);
+      load_item(e0, len, j, tt);
+      [[unroll]] for (uint k = 0; k < VW; ++k)
+        if (in_seg(j, k, len)) m = max(m, capped(xc[tt][k]));
     }
   }
   m = row_max(m, lane, slot);
-  float acc = 0.0, accx = 0.0;
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
-    if (valid && j < nitems && m != NEG_INF) {
+  float acc = 0.0, accx = 0.0, acct = 0.0;
+  [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
+    const uint j = lane + tt * TPR;
+    if (valid && j < nitems) {
       [[unroll]] for (uint k = 0; k < VW; ++k) {
-        acc += exp(xc[t][k] - m);  // exp(-inf) = 0 for the padding
-        if (in_seg(j, k, len)) accx += xc[t][k];
+        if (!in_seg(j, k, len)) continue;
+        const float v = capped(xc[tt][k]);
+        if (m != NEG_INF) acc += exp(v - m);
+        accx += v;
+        if (int(c0 + j * VW + k) == t) acct += v;
       }
     }
   }
   s = row_sum(acc, lane, slot);
   sx = row_sum(accx, lane, slot);
+  xt = row_sum(acct, lane, slot);
   return m;
 }
 
 // The row's target: its class, or -1 when ignored, or -2 when out of range.
 int target_of(uint row) {
-  const int t = target[row];
+  const int t = target[pc.row_base + row];
   if (t == pc.ignore_index) return -1;
   return (t < 0 || uint(t) >= pc.classes) ? -2 : t;
 }
 
-float row_loss(uint row, int t, float m, float s, float sx) {
+float row_loss(int t, float lse, float sx, float xt) {
   if (t == -1) return 0.0;
   if (t == -2) return NAN_F;
-  const float lse = m + log(s);
-  const float xt = LOAD_ELEM(x, row * pc.classes + uint(t));
-  return lse - (1.0 - pc.smoothing) * xt - pc.smoothing / float(pc.classes) * sx;
+  float l = lse - (1.0 - pc.smoothing) * xt - pc.smoothing / float(pc.classes) * sx;
+#if defined(LCE)
+  l += pc.z_loss * lse * lse;
+#endif
+  return l;
 }
 
 #if defined(GRAD)
-// d logits of the cached segment: (softmax - (1 - eps) onehot(t) - eps / C) / count; 0 for an ignored row.
-void store_grad(uint e0, uint c0, uint len, uint lane, int t, float m, float s) {
+// d logits of the cached segment: (softmax (1 + 2 z_loss lse) - (1 - eps) onehot(t) - eps / C) / count,
+// times the cap's derivative sech^2(z / c) (from the raw logit: 1 - tanh^2 would cancel where it
+// saturates); 0 for an ignored row.
+void store_grad(uint e0, uint c0, uint len, uint lane, int t, float m, float s, float lse) {
   const uint count = wsu[0];
   const float inv = 1.0 / float(max(count, 1u)), inv_s = 1.0 / s;
   const float off = pc.smoothing / float(pc.classes);
+#if defined(LCE)
+  const float pscale = 1.0 + 2.0 * pc.z_loss * lse;
+#else
+  const float pscale = 1.0;
+#endif
   const uint nitems = (len + VW - 1u) / VW;
   [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
     const uint j = lane + tt * TPR;
@@ -139,7 +185,14 @@ void store_grad(uint e0, uint c0, uint len, uint lane, int t, float m, float s) 
       PACK_T(g);
       [[unroll]] for (uint k = 0; k < VW; ++k) {
         const uint c = c0 + j * VW + k;
-        float v = exp(xc[tt][k] - m) * inv_s - off - (int(c) == t ? 1.0 - pc.smoothing : 0.0);
+        const float z = xc[tt][k];
+        float v = exp(capped(z) - m) * inv_s * pscale - off - (int(c) == t ? 1.0 - pc.smoothing : 0.0);
+#if defined(LCE)
+        if (pc.softcap > 0.0) {
+          const float ch = cosh(z / pc.softcap);  // +inf far out: the derivative is 0 there
+          v /= ch * ch;
+        }
+#endif
         g[k] = t == -1 ? 0.0 : (t == -2 ? NAN_F : v * inv);
       }
       if (WIDE) {
@@ -155,40 +208,44 @@ void store_grad(uint e0, uint c0, uint len, uint lane, int t, float m, float s) 
 
 void whole_row(uint row, bool valid, uint lane, uint slot) {
   const uint C = pc.classes, e0 = row * C;
-  float s, sx;
-  const float m = segment_stats(valid, e0, C, lane, slot, s, sx);
+  const int t = valid ? target_of(row) : -1;
+  float s, sx, xt;
+  const float m = segment_stats(valid, e0, 0u, C, t, lane, slot, s, sx, xt);
   if (!valid) return;
-  const int t = target_of(row);
-  if (lane == 0u) ws[LOSS_AT + row] = row_loss(row, t, m, s, sx);
+  const float lse = m + log(s);
+  if (lane == 0u) ws[LOSS_AT + pc.row_base + row] = row_loss(t, lse, sx, xt);
 #if defined(GRAD)
-  store_grad(e0, 0u, C, lane, t, m, s);
+  store_grad(e0, 0u, C, lane, t, m, s, lse);
 #endif
 }
 
 void chunk_stats(uint row, uint c, uint lane) {
   const uint c0 = c * pc.chunk, e0 = row * pc.classes + c0, len = min(pc.chunk, pc.classes - c0);
-  float s, sx;
-  const float m = segment_stats(true, e0, len, lane, 0u, s, sx);
+  float s, sx, xt;
+  const float m = segment_stats(true, e0, c0, len, target_of(row), lane, 0u, s, sx, xt);
   if (lane == 0u) {
-    const uint at = CHUNKS_AT + 3u * (row * pc.nchunks + c);
+    const uint at = CHUNKS_AT + 4u * (row * pc.nchunks + c);
     ws[at] = m;
     ws[at + 1u] = s;
     ws[at + 2u] = sx;
+    ws[at + 3u] = xt;
   }
 }
 
 void chunk_combine(uint row, uint c, uint lane) {
-  const uint base = CHUNKS_AT + 3u * row * pc.nchunks;
+  const uint base = CHUNKS_AT + 4u * row * pc.nchunks;
   float m = NEG_INF;
-  for (uint k = 0; k < pc.nchunks; ++k) m = max(m, ws[base + 3u * k]);
-  float s = 0.0, sx = 0.0;
+  for (uint k = 0; k < pc.nchunks; ++k) m = max(m, ws[base + 4u * k]);
+  float s = 0.0, sx = 0.0, xt = 0.0;
   for (uint k = 0; k < pc.nchunks; ++k) {
-    const float mk = ws[base + 3u * k];
-    if (mk != NEG_INF) s += ws[base + 3u * k + 1u] * exp(mk - m);
-    sx += ws[base + 3u * k + 2u];
+    const float mk = ws[base + 4u * k];
+    if (mk != NEG_INF) s += ws[base + 4u * k + 1u] * exp(mk - m);
+    sx += ws[base + 4u * k + 2u];
+    xt += ws[base + 4u * k + 3u];
   }
   const int t = target_of(row);
-  if (c == 0u && lane == 0u) ws[LOSS_AT + row] = row_loss(row, t, m, s, sx);
+  const float lse = m + log(s);
+  if (c == 0u && lane == 0u) ws[LOSS_AT + pc.row_base + row] = row_loss(t, lse, sx, xt);
 #if defined(GRAD)
   const uint c0 = c * pc.chunk, e0 = row * pc.classes + c0, len = min(pc.chunk, pc.classes - c0);
   const uint nitems = (len + VW - 1u) / VW;
@@ -196,7 +253,7 @@ void chunk_combine(uint row, uint c, uint lane) {
     const uint j = lane + tt * TPR;
     if (j < nitems) load_item(e0, len, j, tt);
   }
-  store_grad(e0, c0, len, lane, t, m, s);
+  store_grad(e0, c0, len, lane, t, m, s, lse);
 #endif
 }
 #endif  // XENT

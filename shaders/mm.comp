@@ -16,6 +16,10 @@ layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_RES = false;
 layout(constant_id = 4) const uint ACT = 0;  // 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu
 layout(constant_id = 5) const bool DROPOUT = false;
+// For linear_cross_entropy's d W = G^T h (hal/vulkan/kernels_lce.cpp, record_matmul_at_b): A stored
+// [K, M] (M contiguous), and C += the product (C's own values as the residual, read from binding 4).
+layout(constant_id = 6) const bool A_KM = false;
+layout(constant_id = 7) const bool ACC_OUT = false;
 
 DECLARE_BUFFER(0, A, readonly)
 DECLARE_BUFFER(1, B, readonly)
@@ -53,7 +57,10 @@ void main() {
   for (uint k0 = 0; k0 < pc.K; k0 += BK) {
     [[unroll]] for (uint q = 0; q < 4u; ++q) {
       const uint e = lid + 256u * q;
-      {  // A: 64 rows x 16 k, k fastest
+      if (A_KM) {  // A [K, M]: 16 k x 64 rows, m fastest
+        const uint k = e / BM, m = e % BM, gm = m0 + m, gk = k0 + k;
+        As[k][m] = (gm < pc.M && gk < pc.K) ? float(LOAD_ELEM(A, a_base + gk * pc.M + gm)) : 0.0;
+      } else {  // A: 64 rows x 16 k, k fastest
         const uint m = e / BK, k = e % BK, gm = m0 + m, gk = k0 + k;
         As[k][m] = (gm < pc.M && gk < pc.K) ? float(LOAD_ELEM(A, a_base + gm * pc.K + gk)) : 0.0;
       }
@@ -100,6 +107,7 @@ void main() {
           x = (r[i & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
         }
         if (HAS_RES) x += float(LOAD_ELEM(RES, c_base + gm * pc.N + gn));
+        if (ACC_OUT) x += float(LOAD_ELEM(C, c_base + gm * pc.N + gn));
       }
       v[h] = x;
     }

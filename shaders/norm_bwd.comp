@@ -11,6 +11,11 @@
 //   PASS 1 (columns): the weight and bias gradients are sums over rows. Each workgroup takes 256 packs of
 //     columns and one chunk of `rchunk` rows and writes the chunk's partial sums of dy * xhat and dy
 //     to the workspace.
+//     With FUSED_COLS (rows that fit the registers, the usual case), PASS 0 does this instead: each
+//     invocation keeps the sums of dy * xhat and dy of its cached columns over the rows its workgroup
+//     handles (rows wg, wg + G, ... of its slot) and writes them as one partial per (workgroup, slot);
+//     PASS 1 is not run. dy and x are then read once, not twice (the separate column pass read them
+//     again: 4 of the 6 tensor-sized transfers of the kernel instead of 4 of 4).
 //   PASS 2 (combine): each invocation adds one column pack's partial sums in chunk order: dw, db.
 // Every sum has a fixed order, so the results are the same bits every run.
 #include "common.glsl"
@@ -27,6 +32,7 @@ layout(constant_id = 2) const bool WIDE = true;
 layout(constant_id = 3) const uint CACHE_VALUES = 32;
 layout(constant_id = 4) const uint PASS = 0;
 layout(constant_id = 5) const bool HAS_W = false;
+layout(constant_id = 6) const bool FUSED_COLS = false;  // PASS 0 also sums the columns (see above)
 #define NT (CACHE_VALUES / VW)
 
 #include "row_reduce.glsl"
@@ -65,6 +71,9 @@ layout(push_constant) uniform PC {
 #define FPAD (((pc.feat + VW - 1u) / VW) * VW)
 
 FT uc[NT][VW], vc[NT][VW];  // cached dy and x (y)
+#if defined(OP_layer_norm_backward) || defined(OP_rms_norm_backward)
+ACC col_a[NT][VW], col_b[NT][VW];  // FUSED_COLS: this invocation's column sums of dy * xhat and dy
+#endif
 
 // Item j of the row starting at element e0: dy into u, x (y) into v; padding past `len` is zero.
 void load_item(uint e0, uint len, uint j, out FT u[VW], out FT v[VW]) {
@@ -225,6 +234,17 @@ void row(uint r, bool valid, uint lane, uint slot) {
     ws[3u * r + 1u] = lo;
     ws[3u * r + 2u] = rstd;
   }
+  if (FUSED_COLS) {  // the whole row is cached (the host enables it only then)
+    [[unroll]] for (uint t = 0; t < NT; ++t) {
+      const uint j = lane + t * TPR;
+      if (j < nitems) {
+        [[unroll]] for (uint k = 0; k < VW; ++k) {
+          col_a[t][k] += ACC(uc[t][k]) * xhat_of(vc[t][k], hi, lo, rstd);
+          col_b[t][k] += ACC(uc[t][k]);
+        }
+      }
+    }
+  }
   [[unroll]] for (uint t = 0; t < NT; ++t) {
     const uint j = lane + t * TPR;
     if (j < nitems) dx_item(uc[t], vc[t], e0, j, sg, sgx, hi, lo, rstd);
@@ -308,10 +328,31 @@ void main() {
   if (PASS == 0u) {
     const uint rpw = gl_WorkGroupSize.x / TPR;
     const uint nblocks = (pc.rows + rpw - 1u) / rpw;
+#if defined(NORM)
+    if (FUSED_COLS) {
+      [[unroll]] for (uint t = 0; t < NT; ++t)
+        [[unroll]] for (uint k = 0; k < VW; ++k) col_a[t][k] = ACC(0), col_b[t][k] = ACC(0);
+    }
+#endif
     for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += gl_NumWorkGroups.x) {
       const uint r = blk * rpw + slot;
       row(r, r < pc.rows, lane, slot);
     }
+#if defined(NORM)
+    if (FUSED_COLS) {  // partial q = (workgroup, slot), in the layout of PASS 1's chunk partials
+      const uint q = gl_WorkGroupID.x * rpw + slot, npk = (pc.feat + VW - 1u) / VW;
+      [[unroll]] for (uint t = 0; t < NT; ++t) {
+        const uint j = lane + t * TPR;
+        if (j < npk) {
+          const uint at = PARTIALS_AT + 2u * q * FPAD + j * VW;
+          [[unroll]] for (uint k = 0; k < VW; ++k) {
+            ws[at + k] = col_a[t][k];
+            ws[at + FPAD + k] = col_b[t][k];
+          }
+        }
+      }
+    }
+#endif
   }
 #if defined(NORM)
   else {

@@ -29,7 +29,8 @@ foreach(dt IN LISTS KF_DTYPES ITEMS f64)
 endforeach()
 
 # Losses (loss.comp): cross_entropy and its backward need exp/log (no f64); mse has f64.
-kf_row_variants(loss loss.comp "cross_entropy;cross_entropy_backward;mse" "mse")
+kf_row_variants(loss loss.comp
+  "cross_entropy;cross_entropy_backward;mse;linear_cross_entropy;linear_cross_entropy_backward" "mse")
 
 # Backward elementwise ops on eltwise.comp (GRAD_OP: activations_grad.glsl): dy * act'(x), mse_backward.
 set(KF_GRAD_ELTWISE_OPS mse_backward relu_backward sigmoid_backward tanh_backward gelu_backward

@@ -156,5 +156,23 @@ TEST(Grad, Mse) {
   expect_matches_fd("mse", {p, q}, 0, [&](const std::vector<In>& in) { return run("mse", in, {})[0]; }, grad);
 }
 
+// linear_cross_entropy_backward -> (loss, d_h, d_W) against central differences of linear_cross_entropy's
+// loss, with an ignored row, label smoothing, z-loss and soft-capping (on and off).
+TEST(Grad, LinearCrossEntropy) {
+  for (double cap : {0.0, 1.5}) {
+    Attrs a;
+    a.label_smoothing = 0.1;
+    a.z_loss = 0.05;
+    a.softcap = cap;
+    In h = random_in({4, 3}, 11), W = random_in({5, 3}, 12);
+    In target{{4}, {2, -100, 0, 4}, DType::i32};
+    const auto loss = [&](const std::vector<In>& in) { return run("linear_cross_entropy", in, a)[0]; };
+    for (size_t k : {0, 1}) {
+      const auto grad = run("linear_cross_entropy_backward", {h, W, target}, a, k + 1);
+      expect_matches_fd(std::string(k ? "d_W" : "d_h") + (cap > 0 ? " softcap" : ""), {h, W, target}, k, loss, grad);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kf::test

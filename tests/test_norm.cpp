@@ -140,6 +140,36 @@ TEST_P(Norm, MultiPassDeterministic) {
     }
 }
 
+// layer_norm_backward / rms_norm_backward's weight and bias gradients by each column path: summed in the
+// row pass (FUSED_COLS, automatic where rows fit the registers) and by the separate column pass
+// (KF_TUNE normbwd_cols=1; also what rows too long for the registers take), on many rows (more than
+// the fused path's workgroups, so that workgroups loop) and short odd rows, against the reference,
+// twice (the same bits).
+TEST_P(Norm, BackwardColumnPaths) {
+  if (GetParam().backend != "vulkan") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan backend";
+  for (const char* tune : {"normbwd_cols=2", "normbwd_cols=1"}) {
+    ContextOptions o = options_for(GetParam());
+    o.tuning = tune;
+    Context ctx = Context::create(o);
+    ValidationCheck vc(ctx);
+    const bool fused = std::string(tune) == "normbwd_cols=2";
+    for (const char* name : {"layer_norm_backward", "rms_norm_backward"})
+      for (const Shape& x : {Shape{4100, 64}, Shape{37, 1000}, Shape{130, 7}})
+        for (DType t : {DType::f32, DType::f16}) {
+          if (!ctx.supports(name, t)) continue;
+          TestCase tc{"cols", {x, x, {x.back()}}};
+          check::CaseOptions co;
+          co.repeat = true;
+          co.check_validation = false;
+          const uint64_t seed = fresh_seed();
+          const auto r = check::run_case(ctx, get_op(name), t, tc, seed, co);
+          EXPECT_TRUE(r.pass && r.deterministic) << name << " " << to_string(t) << " " << to_string(x) << " " << tune
+                                                 << " seed " << seed << " (variant " << r.variant << "):\n" << r.message;
+          EXPECT_EQ(r.variant.find("columns=fused") != std::string::npos, fused) << r.variant;
+        }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Norm, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return i.param.tag; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Norm);

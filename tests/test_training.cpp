@@ -233,6 +233,85 @@ TEST_P(Training, ActivationBackwardNearRoots) {
   }
 }
 
+// linear_cross_entropy in many chunks of rows (KF_TUNE lce_rows=7: chunks of 7 rows rounded up to the
+// rows that keep a chunk's view of h aligned, the last one partial) and with the loss kernel's split row
+// path at a smaller row length (rows_values=16: rows over 4096 logits are split), both ops, every dtype,
+// against the float64 reference, twice (the same bits). The backward's split case sums 4500 products for
+// each d_h element in f32 (G W, K = C), about 2e-6 relative on its own: that case gets 4x the tolerance.
+TEST_P(Training, LinearCrossEntropyChunks) {
+  if (GetParam().backend != "vulkan") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan backend";
+  ContextOptions o = options_for(GetParam());
+  o.tuning = "lce_rows=7,rows_values=16";
+  Context ctx = Context::create(o);
+  ValidationCheck vc(ctx);
+  struct Case {
+    int64_t n, d, c;
+    double smoothing, z, cap;
+  };
+  for (const char* name : {"linear_cross_entropy", "linear_cross_entropy_backward"}) {
+    const OpDef& op = get_op(name);
+    for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+      if (!ctx.supports(name, t)) continue;
+      for (const Case& k : {Case{50, 64, 300, 0.1, 1e-2, 4.0}, Case{23, 40, 4500, 0, 1e-3, 0}, Case{9, 17, 33, 0, 0, 0}}) {
+        TestCase tc{"n" + std::to_string(k.n) + "_c" + std::to_string(k.c), {{k.n, k.d}, {k.c, k.d}, {k.n}}, {}, 1};
+        tc.attrs.label_smoothing = k.smoothing;
+        tc.attrs.z_loss = k.z;
+        tc.attrs.softcap = k.cap;
+        check::CaseOptions co;
+        co.repeat = true;
+        co.check_validation = false;
+        co.tolerance_scale = (k.c > 4096 && t == DType::f32 && op.outputs.size() > 1) ? 4 : 1;
+        const auto r = check::run_case(ctx, op, t, tc, fresh_seed(), co);
+        EXPECT_TRUE(r.pass) << name << " " << to_string(t) << " " << tc.label << " (" << r.variant << ", seed " << r.seed
+                            << "): " << r.message;
+        // 50 rows: chunks of 7 (f32: 8 chunks) or 8 (16-bit: 128-byte rows of h, two to a 256-byte step).
+        if (k.n == 50) EXPECT_NE(r.variant.find(t == DType::f32 ? "chunks=8x7rows" : "chunks=7x8rows"), std::string::npos) << r.variant;
+        if (k.c == 4500) EXPECT_NE(r.variant.find("split="), std::string::npos) << r.variant;
+      }
+    }
+  }
+}
+
+// Every target ignored: the loss is NaN (as torch), d_h and d_W are zero. Bad arguments: errors naming
+// the argument, nothing written.
+TEST_P(Training, LinearCrossEntropyIgnoredAndErrors) {
+  ValidationCheck vc(*ctx_);
+  const DType t = DType::f32;
+  Tensor h = values({5, 6}, t), W = values({9, 6}, t, 1, 8);
+  Tensor target = ctx_->from_host({5}, DType::i32, {-100, -100, -100, -100, -100});
+  Tensor loss = ctx_->empty({}, t), dh = ctx_->empty({5, 6}, t), dW = ctx_->empty({9, 6}, t);
+  ctx_->run("linear_cross_entropy_backward", {h, W, target}, {loss, dh, dW});
+  EXPECT_TRUE(std::isnan(loss.to_double()[0]));
+  EXPECT_TRUE(std::isnan(kf::linear_cross_entropy(h, W, target).to_double()[0]));  // the typed entry point
+  for (double v : dh.to_double()) EXPECT_EQ(v, 0.0);
+  for (double v : dW.to_double()) EXPECT_EQ(v, 0.0);
+
+  Tensor good = ctx_->from_host({5}, DType::i32, {0, 1, 2, 3, 4});
+  const auto expect_error = [&](const std::vector<Tensor>& in, const Attrs& a, ErrorCode code, const std::string& arg) {
+    dh.fill_bytes(0xFF);
+    try {
+      ctx_->run("linear_cross_entropy_backward", in, {loss, dh, dW}, a);
+      ADD_FAILURE() << "no kf::Error for a bad '" << arg << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'" + arg + "'"), std::string::npos) << e.what();
+    }
+    for (double v : dh.to_double()) EXPECT_TRUE(std::isnan(v)) << "an output was written";
+  };
+  Attrs a;
+  a.z_loss = -1;
+  expect_error({h, W, good}, a, ErrorCode::InvalidArgument, "z_loss");
+  a = {};
+  a.softcap = std::numeric_limits<double>::infinity();
+  expect_error({h, W, good}, a, ErrorCode::InvalidArgument, "softcap");
+  a = {};
+  a.label_smoothing = 1.5;
+  expect_error({h, W, good}, a, ErrorCode::InvalidArgument, "label_smoothing");
+  expect_error({h, values({9, 5}, t), good}, {}, ErrorCode::Shape, "W");
+  expect_error({h, W, ctx_->from_host({4}, DType::i32, {0, 1, 2, 3})}, {}, ErrorCode::Shape, "target");
+  expect_error({h, W, values({5}, t)}, {}, ErrorCode::DType, "target");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Training, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return i.param.tag; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Training);

@@ -79,9 +79,12 @@ TEST_P(Unfused, ChainMatchesFusedOp) {
       if (n > kSmall) continue;
       const uint64_t seed = fresh_seed();
       std::mt19937_64 rng(seed);
+      std::vector<std::vector<double>> values;
+      for (const auto& s : tc.inputs) values.push_back(s.empty() ? std::vector<double>{} : uniform(numel(s), tc.range, rng));
+      if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);  // class indices (int32 inputs)
       std::vector<Tensor> in;
-      for (const auto& s : tc.inputs)
-        in.push_back(s.empty() ? Tensor() : ctx.from_host(s, dtype, uniform(numel(s), tc.range, rng)));
+      for (size_t k = 0; k < tc.inputs.size(); ++k)
+        in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, dtype), values[k]));
       std::vector<Shape> shapes = tc.inputs;
       shapes.resize(op.inputs.size());
       const auto out_shapes = op.infer(op, shapes, tc.attrs);

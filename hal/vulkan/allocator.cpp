@@ -38,6 +38,8 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, VkMemoryProperty
   Allocation a;
   a.type = static_cast<uint32_t>(type);
   a.size = req.size;
+  live_ += req.size;  // counted first: every path below returns the allocation or throws
+  peak_ = std::max(peak_, live_);
   const VkDeviceSize align = std::max<VkDeviceSize>(req.alignment, 256);
   if (req.size <= kBlockSize / 2) {
     for (size_t bi = 0; bi <= blocks_.size(); ++bi) {
@@ -46,7 +48,9 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, VkMemoryProperty
         VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
         ai.allocationSize = kBlockSize;
         ai.memoryTypeIndex = a.type;
-        KF_VK(vkAllocateMemory(dev_, &ai, nullptr, &b.memory));
+        const VkResult r = vkAllocateMemory(dev_, &ai, nullptr, &b.memory);
+        if (r != VK_SUCCESS) live_ -= req.size;
+        KF_VK(r);
         b.size = kBlockSize;
         b.type = a.type;
         if (mappable) KF_VK(vkMapMemory(dev_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
@@ -75,13 +79,27 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, VkMemoryProperty
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = a.type;
-  KF_VK(vkAllocateMemory(dev_, &ai, nullptr, &a.memory));
+  if (const VkResult r = vkAllocateMemory(dev_, &ai, nullptr, &a.memory); r != VK_SUCCESS) {
+    live_ -= req.size;
+    KF_VK(r);
+  }
   if (mappable) KF_VK(vkMapMemory(dev_, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped));
   return a;
 }
 
+MemoryUsage Allocator::usage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {live_, peak_};
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_ = live_;
+}
+
 void Allocator::free(const Allocation& a) {
   std::lock_guard<std::mutex> lock(mu_);
+  live_ -= a.size;
   if (a.block < 0) {
     vkFreeMemory(dev_, a.memory, nullptr);
     return;

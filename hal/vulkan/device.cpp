@@ -41,8 +41,10 @@ Tuning Tuning::parse(const std::string& s) {
     else if (key == "mm_cfg" && v <= 11) t.mm_cfg = static_cast<uint32_t>(v);
     else if (key == "mm_splitk" && v <= 65535) t.mm_splitk = static_cast<uint32_t>(v);
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
+    else if (key == "lce_rows") t.lce_rows = static_cast<uint32_t>(v);
+    else if (key == "normbwd_cols" && v <= 2) t.normbwd_cols = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..11 (tensor-core tile shape), mm_splitk=1..65535)");
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..11 (tensor-core tile shape), mm_splitk=1..65535, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused))");
   }
   return t;
 }
@@ -66,9 +68,35 @@ VkBuf::VkBuf(VulkanDevice& dev, size_t bytes) : dev_(dev) {
   }
 }
 
+VkBuf::VkBuf(VulkanDevice& dev, std::shared_ptr<Buffer> parent, size_t offset, size_t bytes)
+    : dev_(dev), parent_(std::move(parent)) {
+  const auto& p = static_cast<const VkBuf&>(*parent_);
+  if (offset + bytes > p.size())
+    throw Error(ErrorCode::Internal, "vulkan: a buffer view of " + std::to_string(bytes) + " bytes at " +
+                                         std::to_string(offset) + " exceeds its buffer of " + std::to_string(p.size()));
+  size_ = bytes;
+  VkBufferCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  ci.size = bytes;
+  ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  ci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  KF_VK(vkCreateBuffer(dev.device(), &ci, nullptr, &buffer_));
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev.device(), buffer_, &req);
+  const VkDeviceSize at = p.alloc_.offset + offset;
+  if (at % req.alignment != 0 || !(req.memoryTypeBits & (1u << p.alloc_.type))) {
+    vkDestroyBuffer(dev.device(), buffer_, nullptr);
+    throw Error(ErrorCode::Internal, "vulkan: a buffer view at byte " + std::to_string(offset) +
+                                         " breaks the device's buffer alignment (" + std::to_string(req.alignment) + ")");
+  }
+  if (const VkResult r = vkBindBufferMemory(dev.device(), buffer_, p.alloc_.memory, at); r != VK_SUCCESS) {
+    vkDestroyBuffer(dev.device(), buffer_, nullptr);
+    KF_VK(r);
+  }
+}
+
 VkBuf::~VkBuf() {
   vkDestroyBuffer(dev_.device(), buffer_, nullptr);
-  dev_.allocator().free(alloc_);
+  if (!parent_) dev_.allocator().free(alloc_);
 }
 
 VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index,

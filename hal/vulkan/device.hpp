@@ -14,6 +14,10 @@ class VulkanDevice;
 class VkBuf final : public Buffer {
  public:
   VkBuf(VulkanDevice& dev, size_t bytes);
+  // A view: `bytes` of `parent` from byte `offset` (a VkBuffer of its own bound to the parent's memory),
+  // so that a kernel sees part of a tensor as a whole one (linear_cross_entropy's row chunks). It keeps
+  // the parent alive and owns no memory. Throws kf::Error when the offset breaks the device's alignment.
+  VkBuf(VulkanDevice& dev, std::shared_ptr<Buffer> parent, size_t offset, size_t bytes);
   ~VkBuf() override;
   VkBuffer handle() const { return buffer_; }
   void* mapped() const { return alloc_.mapped; }
@@ -22,6 +26,7 @@ class VkBuf final : public Buffer {
   VulkanDevice& dev_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   Allocation alloc_;
+  std::shared_ptr<Buffer> parent_;  // set for a view
 };
 
 constexpr uint32_t kBindings = 6;  // storage buffers of the one descriptor-set layout all kernels share
@@ -47,6 +52,8 @@ struct Tuning {
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..11 (kernels.cpp kCoopmatConfigs; 0: the default)
+  uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
+  uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 
@@ -66,6 +73,8 @@ class VulkanDevice final : public Device {
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;
   void reset_timestamps() override;
+  MemoryUsage memory_usage() const override { return allocator_->usage(); }
+  void reset_peak_memory() override { allocator_->reset_peak(); }
   uint64_t validation_messages() const override { return instance_->messages(); }
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
@@ -88,6 +97,12 @@ class VulkanDevice final : public Device {
   std::string dispatch_norm_backward(const OpCall& call);
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
+  std::string dispatch_linear_cross_entropy(const OpCall& call);  // kernels_lce.cpp
+  // C (+)= A^T B on mm.comp with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's
+  // d W; separate from dispatch_matmul (kernels_lce.cpp).
+  void record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
+                          const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
+                          bool accumulate);
   // Records a copy of `bytes` from src to dst, ordered after everything recorded before it.
   void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).

@@ -41,6 +41,15 @@ struct RowPlan {
 };
 RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len);
 
+// Push constants of loss.comp (cross_entropy, mse, linear_cross_entropy).
+struct LossPush {
+  uint32_t rows, classes, chunk, nchunks;
+  int32_t ignore_index;
+  float smoothing;
+  uint32_t row_base, total_rows;  // linear_cross_entropy's chunk of rows; otherwise 0 and rows
+  float softcap, z_loss;
+};
+
 // A double as a float and as its two 32-bit halves (push constants of the f64 variants).
 void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
 

@@ -68,7 +68,9 @@ std::string training_variant(const OpDef& op, DType dtype, const Caps& caps) {
 
 bool VulkanDevice::supports_training(const OpDef& op, DType dtype, std::string* why) const {
   const std::string name = training_variant(op, dtype, info_.caps);
-  if (!name.empty() && has_variant(name)) return true;
+  // linear_cross_entropy also runs the matrix-product kernel (mm.comp).
+  const bool mm = op.name.rfind("linear_cross_entropy", 0) != 0 || has_variant(std::string("mm_") + to_string(dtype));
+  if (!name.empty() && has_variant(name) && mm) return true;
   if (why) {
     if (dtype == DType::f64 && op.transcendental)
       *why = "GLSL has no float64 exp/tanh/erf, so " + op.name +
@@ -81,6 +83,7 @@ bool VulkanDevice::supports_training(const OpDef& op, DType dtype, std::string* 
 
 std::string VulkanDevice::dispatch_training(const OpCall& call) {
   const OpDef& op = *call.op;
+  if (op.name.rfind("linear_cross_entropy", 0) == 0) return dispatch_linear_cross_entropy(call);
   if (op.family == Family::Loss) return dispatch_loss(call);
   if (op.family == Family::Optimizer) return dispatch_optimizer(call);
   if (op.name == "batch_norm_relu") return dispatch_batch_norm(call);

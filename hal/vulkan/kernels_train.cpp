@@ -23,7 +23,17 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // Row chunks of the column pass: enough (row chunk, column group) units to fill a large GPU, with at
   // least 16 rows in a chunk where there are that many (fewer make the partial sums outweigh the rows).
   const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1, std::max<uint64_t>(1, R / 16));
-  const uint64_t rchunk = (R + want - 1) / want, nrchunks = (R + rchunk - 1) / rchunk;
+  uint64_t rchunk = (R + want - 1) / want, nrchunks = (R + rchunk - 1) / rchunk;
+  // Rows that fit the registers: the row pass also sums the columns (FUSED_COLS in norm_bwd.comp), one
+  // partial per (workgroup, row slot), so dy and x are read once. At most kFusedGroups workgroups, so that
+  // the partials (written and read once more) stay small beside dy and x: 512 x 2 rows x 4096 features
+  // is 32 MiB of partials for 512 MiB of dy and x at 16384 x 4096 in f32. KF_TUNE normbwd_cols=1 keeps the
+  // separate column pass (PASS 1).
+  constexpr uint64_t kFusedGroups = 512;
+  const bool fused = norm && !plan.split && tuning().normbwd_cols != 1;
+  const uint32_t row_groups = fused ? static_cast<uint32_t>(std::min<uint64_t>(grid(R, kWorkgroup / plan.tpr, caps, tuning()), kFusedGroups))
+                                    : grid(R, kWorkgroup / (plan.split ? kWorkgroup : plan.tpr), caps, tuning());
+  if (fused) rchunk = 0, nrchunks = uint64_t(row_groups) * (kWorkgroup / plan.tpr);
   struct {
     uint32_t rows, feat, rchunk, nrchunks;
     float eps;
@@ -38,7 +48,8 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   const auto spec = [&](uint32_t t, uint32_t pass) {
-    return std::vector<uint32_t>{kWorkgroup, t, plan.wide ? 1u : 0u, plan.cache_values, pass, has_w ? 1u : 0u};
+    return std::vector<uint32_t>{kWorkgroup, t, plan.wide ? 1u : 0u, plan.cache_values, pass, has_w ? 1u : 0u,
+                                 fused && pass == 0 ? 1u : 0u};
   };
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
   std::shared_ptr<Buffer> ws;
@@ -49,28 +60,25 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = ws;
   l.spec = spec(tpr, 0);
-  l.groups = grid(R, kWorkgroup / tpr, caps, tuning());
+  l.groups = row_groups;
   record(l);
   const std::string form = std::string(plan.subgroup ? "subgroup" : "shared-memory") + ",tpr=" +
                            std::to_string(tpr) + (plan.split ? ",streamed" : "") + (plan.wide ? ",16B-packs" : ",scalar");
   if (!norm) return "vulkan:normbwd/" + form;
-  l.spec = spec(kWorkgroup, 1);
-  l.groups = grid(colgroups * nrchunks, 1, caps, tuning());
-  record(l);
+  if (!fused) {
+    l.spec = spec(kWorkgroup, 1);
+    l.groups = grid(colgroups * nrchunks, 1, caps, tuning());
+    record(l);
+  }
   l.bindings[3] = call.outputs[1].buffer;
   if (call.outputs.size() > 2) l.bindings[5] = call.outputs[2].buffer;
   l.spec = spec(kWorkgroup, 2);
   l.groups = grid(colgroups, 1, caps, tuning());
   record(l);
-  return "vulkan:normbwd/" + form + ",columns=" + std::to_string(nrchunks) + "x" + std::to_string(rchunk);
+  return "vulkan:normbwd/" + form + ",columns=" +
+         (fused ? "fused-" + std::to_string(nrchunks) : std::to_string(nrchunks) + "x" + std::to_string(rchunk));
 }
 namespace {
-
-struct LossPush {
-  uint32_t rows, classes, chunk, nchunks;
-  int32_t ignore_index;
-  float smoothing;
-};
 
 }  // namespace
 
@@ -120,8 +128,9 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   pc.nchunks = static_cast<uint32_t>(plan.nchunks);
   pc.ignore_index = static_cast<int32_t>(call.attrs.ignore_index);
   pc.smoothing = static_cast<float>(call.attrs.label_smoothing);
-  // Workspace: the count, a loss per row, three statistics per chunk.
-  l.bindings[4] = workspace(4 * (1 + N + (plan.split ? 3 * N * plan.nchunks : 0)));
+  pc.total_rows = static_cast<uint32_t>(N);
+  // Workspace: the count, a loss per row, four statistics per chunk.
+  l.bindings[4] = workspace(4 * (1 + N + (plan.split ? 4 * N * plan.nchunks : 0)));
   l.spec = spec(kWorkgroup, plan.wide, 0);
   l.groups = 1;
   record(l);

@@ -61,6 +61,9 @@ class Allocator {
   Allocation allocate(const VkMemoryRequirements& req, VkMemoryPropertyFlags need, VkMemoryPropertyFlags want);
   void free(const Allocation& a);
   bool host_visible(uint32_t type) const;
+  // Bytes of live allocations (as requested, device-local and host-visible alike) and their peak.
+  MemoryUsage usage() const;
+  void reset_peak();
 
  private:
   struct Block {
@@ -74,7 +77,8 @@ class Allocator {
   VkDevice dev_;
   VkPhysicalDeviceMemoryProperties props_{};
   std::vector<Block> blocks_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  uint64_t live_ = 0, peak_ = 0;
   static constexpr VkDeviceSize kBlockSize = 256ull << 20;
 };
 

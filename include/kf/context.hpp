@@ -39,6 +39,17 @@ struct Attrs {
   double momentum = 0, dampening = 0;
   bool nesterov = false;
   int64_t step = 1;        // the step being taken, from 1 (bias correction; SGD's first momentum step)
+  // linear_cross_entropy: z-loss coefficient (adds z_loss * mean(lse^2) over the rows not ignored, as
+  // PaLM) and logit soft-capping (logits = softcap * tanh(logits / softcap) before the loss); 0 = off.
+  double z_loss = 0;
+  double softcap = 0;
+};
+
+// Device memory of a context (Context::memory_usage): bytes of live allocations now and their
+// high-water mark since the context opened or since Context::reset_peak_memory().
+struct MemoryUsage {
+  uint64_t current = 0;
+  uint64_t peak = 0;
 };
 
 struct ContextOptions {
@@ -98,6 +109,10 @@ class Context {
   // kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be
   // timed between two timestamps) and returns its floating-point operations; 0 when there is none.
   double record_matrix_peak(std::string* what = nullptr);
+
+  // Device memory held by tensors and scratch buffers, and its high-water mark (kf-lce-memory).
+  MemoryUsage memory_usage() const;
+  void reset_peak_memory();
 
   // Messages the validation layer reported so far (0 when it is off).
   uint64_t validation_messages() const;

@@ -47,6 +47,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 // The loss and d logits (of the mean loss) from one pass over the logits: returns {loss, d_logits}.
 std::pair<Tensor, Tensor> cross_entropy_backward(const Tensor& logits, const Tensor& target,
                                                  int64_t ignore_index = -100, double label_smoothing = 0);
+// linear_cross_entropy: cross_entropy(h W^T, target) with h [N, d] and W [C, d], computed in chunks of rows
+// so that the N x C logits never exist whole; optional z-loss (z_loss * mean(lse^2)) and logit
+// soft-capping (softcap * tanh(logits / softcap)); 0 turns each off.
+struct LinearCrossEntropyOptions {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0, z_loss = 0, softcap = 0;
+};
+Tensor linear_cross_entropy(const Tensor& h, const Tensor& W, const Tensor& target,
+                            const LinearCrossEntropyOptions& options = {});
+struct LinearCrossEntropyGrads {
+  Tensor loss, dh, dW;
+};
+LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& h, const Tensor& W, const Tensor& target,
+                                                      const LinearCrossEntropyOptions& options = {});
 Tensor mse(const Tensor& a, const Tensor& b);
 Tensor mse_backward(const Tensor& a, const Tensor& b);  // d mse / d a
 

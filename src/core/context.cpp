@@ -302,6 +302,8 @@ uint32_t Context::timestamp() { return impl_->device->timestamp(); }
 double Context::elapsed_ms(uint32_t b, uint32_t e) { return impl_->device->elapsed_ms(b, e); }
 void Context::reset_timestamps() { impl_->device->reset_timestamps(); }
 double Context::record_matrix_peak(std::string* what) { return impl_->device->record_matrix_peak(what); }
+MemoryUsage Context::memory_usage() const { return impl_->device->memory_usage(); }
+void Context::reset_peak_memory() { impl_->device->reset_peak_memory(); }
 uint64_t Context::validation_messages() const { return impl_->device->validation_messages(); }
 std::vector<std::string> Context::validation_log() const { return impl_->device->validation_log(); }
 

@@ -118,6 +118,25 @@ std::pair<Tensor, Tensor> cross_entropy_backward(const Tensor& logits, const Ten
   auto o = call("cross_entropy_backward", {logits, target}, a);
   return {o[0], o[1]};
 }
+namespace {
+Attrs lce_attrs(const LinearCrossEntropyOptions& o) {
+  Attrs a;
+  a.ignore_index = o.ignore_index;
+  a.label_smoothing = o.label_smoothing;
+  a.z_loss = o.z_loss;
+  a.softcap = o.softcap;
+  return a;
+}
+}  // namespace
+Tensor linear_cross_entropy(const Tensor& h, const Tensor& W, const Tensor& target,
+                            const LinearCrossEntropyOptions& options) {
+  return call("linear_cross_entropy", {h, W, target}, lce_attrs(options))[0];
+}
+LinearCrossEntropyGrads linear_cross_entropy_backward(const Tensor& h, const Tensor& W, const Tensor& target,
+                                                      const LinearCrossEntropyOptions& options) {
+  auto o = call("linear_cross_entropy_backward", {h, W, target}, lce_attrs(options));
+  return {o[0], o[1], o[2]};
+}
 Tensor mse(const Tensor& a, const Tensor& b) { return call("mse", {a, b})[0]; }
 Tensor mse_backward(const Tensor& a, const Tensor& b) { return call("mse_backward", {a, b})[0]; }
 

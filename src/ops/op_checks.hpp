@@ -50,4 +50,6 @@ namespace kf {
 void register_backward_ops(std::vector<OpDef>& ops);
 // adamw_step, sgd_step (src/ops/optim.cpp), registered by register_training_ops.
 void register_optimizer_ops(std::vector<OpDef>& ops);
+// linear_cross_entropy and its backward (src/ops/linear_xent.cpp), registered by register_training_ops.
+void register_linear_cross_entropy_ops(std::vector<OpDef>& ops);
 }  // namespace kf

@@ -48,6 +48,9 @@ struct OpDef {
   bool random = false;              // reads p, seed, offset (Philox dropout)
   bool transcendental = false;      // needs exp/tanh/erf (GLSL has none in float64)
   double flops_per_element = 1;     // per output element, for the cost model
+  // When set, the op's floating-point operations for these input shapes, in place of flops_per_element
+  // per output element (matrix products: 2 M N K; linear_cross_entropy: its matrix products).
+  std::function<double(const std::vector<Shape>&)> flops;
   double default_eps = 0;           // the eps that Attrs::eps == 0 selects (normalizations, Adam)
   double eps_of(const Attrs& a) const { return a.eps == 0 ? default_eps : a.eps; }
   // Per-input dtypes: an entry that holds a dtype pins that input to it whatever the op's dtype (the
@@ -94,9 +97,6 @@ struct OpDef {
   // the shape checks and before anything is dispatched, so a rejected call writes nothing. It may read
   // inputs back to the host (Tensor::download waits for the work recorded before). Empty for most ops.
   std::function<void(const OpDef&, const std::vector<Tensor>& inputs)> check_values;
-  // Floating-point operations for the cost model when they are not flops_per_element per output
-  // element (matrix products: 2 M N K); empty otherwise.
-  std::function<double(const std::vector<Shape>&)> flops;
 };
 
 // The op dtype of a call: the dtype of the first given input that OpDef::input_dtypes does not pin

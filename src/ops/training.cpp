@@ -177,6 +177,7 @@ void register_training_ops(std::vector<OpDef>& ops) {
   ops.push_back(mse_backward());
   register_backward_ops(ops);
   register_optimizer_ops(ops);
+  register_linear_cross_entropy_ops(ops);
 }
 
 }  // namespace kf

@@ -1,0 +1,163 @@
+// linear_cross_entropy and its backward on Vulkan (src/ops/linear_xent.cpp says what they compute):
+// chunk by chunk over the rows of h, so that at most one chunk of logits exists in memory. Per chunk of
+// n rows, all recorded into the same command stream (no host round trip of data):
+//   1. Z = h[chunk] W^T                 the linear kernel (dispatch_matmul: tiled, or tensor cores)
+//   2. the loss pass of loss.comp       per-row losses into the workspace; for the backward, G = d loss /
+//                                       d Z (soft-cap and z-loss included) written over Z in place
+//   3. d_h[chunk] = G W                 the matmul kernel (dispatch_matmul)
+//   4. d_W (+)= G^T h[chunk]            mm.comp with A transposed, accumulating into d_W after the first
+//                                       chunk (record_matmul_at_b)
+// then the mean over all rows (loss.comp PASS 4). The count of rows kept (PASS 0) comes first, since
+// every chunk's gradient divides by it. Row chunks of h and d_h are buffer views (VkBuf's view
+// constructor), so the existing kernels see them as whole tensors. The chunk of logits and the loss
+// statistics share the device's workspace. The logits are held in the op's dtype (as torch's linear
+// would hold them); a 16-bit gradient chunk stores d Z = (softmax - onehot) / count in that dtype, so for
+// f16 with very many rows and classes its smallest entries fall under f16's range (bf16 and f32 keep
+// them).
+#include <algorithm>
+#include <numeric>
+
+#include "hal/vulkan/device.hpp"
+#include "hal/vulkan/kernels_common.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::hal::vk {
+namespace {
+
+struct MatmulPush {  // mm.comp's push constants
+  uint32_t M, N, K, stride_a, stride_b, stride_c;
+};
+
+constexpr uint64_t kViewAlign = 256;               // the largest buffer-offset alignment Vulkan allows
+constexpr uint64_t kChunkBytes = 256ull << 20;     // logits per chunk (automatic choice)
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+void VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
+                                      const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
+                                      uint32_t K, bool accumulate) {
+  MatmulPush pc{M, N, K, 0, 0, 0};
+  Launch l;
+  l.variant = std::string("mm_") + to_string(dtype);
+  // mm.comp: B [K, N] (B_NK off), no bias, residual or activation; A_KM on; ACC_OUT when accumulating.
+  l.spec = {256u, 0u, 0u, 0u, 0u, 0u, 1u, accumulate ? 1u : 0u};  // mm.comp: ..., DROPOUT, A_KM, ACC_OUT
+  l.bindings[0] = a;
+  l.bindings[1] = b;
+  l.bindings[4] = c;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = (N + 63) / 64;
+  l.groups_y = (M + 63) / 64;
+  record(l);
+}
+
+std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
+  const OpDef& op = *call.op;
+  const bool grad = call.outputs.size() > 1;
+  const Caps& caps = info_.caps;
+  const TensorArg& h = call.inputs[0];
+  const TensorArg& W = call.inputs[1];
+  const uint64_t N = static_cast<uint64_t>(h.shape[0]), D = static_cast<uint64_t>(h.shape[1]);
+  const uint64_t C = static_cast<uint64_t>(W.shape[0]);
+  const uint64_t es = dtype_size(call.dtype);
+
+  // Rows per chunk: a multiple of `granule`, so that every chunk's view of h and d_h starts on an
+  // aligned byte; as many as fit kChunkBytes of logits (or KF_TUNE lce_rows).
+  const uint64_t row_bytes = D * es, granule = kViewAlign / std::gcd(kViewAlign, row_bytes);
+  const uint64_t limit = std::min<uint64_t>(kChunkBytes, caps.max_storage_range ? caps.max_storage_range : kChunkBytes);
+  if (granule * C * es > limit)
+    throw Error(ErrorCode::Unsupported, op.name + ": " + std::to_string(granule) + " rows of " + std::to_string(C) +
+                                            " logits exceed the chunk limit of " + std::to_string(limit) +
+                                            " bytes (chunking over the classes is not implemented)");
+  uint64_t rows = tuning().lce_rows ? align_up(tuning().lce_rows, granule)
+                                    : std::max<uint64_t>(granule, limit / (C * es) / granule * granule);
+  rows = std::min<uint64_t>(rows, N);
+  const uint64_t nchunks = (N + rows - 1) / rows;
+
+  // Workspace: the chunk of logits, then loss.comp's statistics (the count, a loss per row, four values
+  // per row chunk of the split row path), each seen through a view.
+  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, rows, C);
+  const uint64_t logits_bytes = align_up(std::max<uint64_t>(rows * C * es, 16), kViewAlign);
+  const uint64_t stats_bytes = align_up(4 * (1 + N + (plan.split ? 4 * rows * plan.nchunks : 0)), 16);
+  const std::shared_ptr<Buffer> ws = workspace(logits_bytes + stats_bytes);
+  const auto z = std::make_shared<VkBuf>(*this, ws, 0, logits_bytes);
+  const auto stats = std::make_shared<VkBuf>(*this, ws, logits_bytes, stats_bytes);
+
+  LossPush pc{};
+  pc.classes = static_cast<uint32_t>(C);
+  pc.chunk = static_cast<uint32_t>(plan.chunk);
+  pc.nchunks = static_cast<uint32_t>(plan.nchunks);
+  pc.ignore_index = static_cast<int32_t>(call.attrs.ignore_index);
+  pc.smoothing = static_cast<float>(call.attrs.label_smoothing);
+  pc.total_rows = static_cast<uint32_t>(N);
+  pc.softcap = static_cast<float>(call.attrs.softcap);
+  pc.z_loss = static_cast<float>(call.attrs.z_loss);
+  Launch loss;
+  loss.variant = training_variant(op, call.dtype, caps);
+  loss.bindings[0] = z;
+  loss.bindings[1] = call.inputs[2].buffer;
+  loss.bindings[2] = call.outputs[0].buffer;
+  loss.bindings[4] = stats;
+  loss.push = &pc;
+  loss.push_bytes = sizeof(pc);
+  const uint32_t cache_values = plan.cache_values;
+  const auto spec = [&](uint32_t tpr, uint32_t pass) {
+    return std::vector<uint32_t>{kWorkgroup, tpr, plan.wide ? 1u : 0u, cache_values, pass};
+  };
+  pc.rows = static_cast<uint32_t>(N);  // PASS 0: the count over every row
+  loss.spec = spec(kWorkgroup, 0);
+  loss.groups = 1;
+  record(loss);
+
+  const OpDef& linear = get_op("linear");
+  const OpDef& matmul = get_op("matmul");
+  std::string mm_variant;
+  for (uint64_t r0 = 0; r0 < N; r0 += rows) {
+    const uint64_t n = std::min(rows, N - r0);
+    const auto part = [&](const TensorArg& t, uint64_t width) -> std::shared_ptr<Buffer> {
+      if (nchunks == 1) return t.buffer;
+      return std::make_shared<VkBuf>(*this, t.buffer, r0 * width * es, align_up(n * width * es, 16));
+    };
+    const std::shared_ptr<Buffer> hc = part(h, D);
+    // 1. Z = h[chunk] W^T
+    OpCall zc{&linear, call.dtype, {}, {}, Attrs{}};
+    zc.inputs = {{hc, {int64_t(n), int64_t(D)}, int64_t(n * D)}, W, {}, {}};
+    zc.outputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}};
+    mm_variant = dispatch_matmul(zc);
+    // 2. the chunk's losses (and G over Z)
+    pc.rows = static_cast<uint32_t>(n);
+    pc.row_base = static_cast<uint32_t>(r0);
+    if (!plan.split) {
+      loss.spec = spec(plan.tpr, 1);
+      loss.groups = grid(n, kWorkgroup / plan.tpr, caps, tuning());
+      record(loss);
+    } else {
+      loss.groups = grid(n * plan.nchunks, 1, caps, tuning());
+      loss.spec = spec(kWorkgroup, 2);
+      record(loss);
+      loss.spec = spec(kWorkgroup, 3);
+      record(loss);
+    }
+    if (!grad) continue;
+    // 3. d_h[chunk] = G W (W as matmul's [K, N] operand: K = C)
+    OpCall dc{&matmul, call.dtype, {}, {}, Attrs{}};
+    dc.inputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}, W, {}, {}};
+    dc.outputs = {{part(call.outputs[1], D), {int64_t(n), int64_t(D)}, int64_t(n * D)}};
+    dispatch_matmul(dc);
+    // 4. d_W (+)= G^T h[chunk]
+    record_matmul_at_b(z, hc, call.outputs[2].buffer, call.dtype, static_cast<uint32_t>(C), static_cast<uint32_t>(D),
+                       static_cast<uint32_t>(n), r0 > 0);
+  }
+  pc.rows = static_cast<uint32_t>(N);  // PASS 4: the mean over every row
+  pc.row_base = 0;
+  loss.spec = spec(kWorkgroup, 4);
+  loss.groups = 1;
+  record(loss);
+  return "vulkan:lce/chunks=" + std::to_string(nchunks) + "x" + std::to_string(rows) + "rows," +
+         (plan.split ? "split=" + std::to_string(plan.nchunks) : "tpr=" + std::to_string(plan.tpr)) + "," +
+         mm_variant.substr(mm_variant.find('/') + 1);
+}
+
+}  // namespace kf::hal::vk
