@@ -44,6 +44,8 @@ struct Tuning {
   uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
   uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
+  uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
+  uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 
@@ -77,8 +79,13 @@ class VulkanDevice final : public Device {
   std::string dispatch_norm_backward(const OpCall& call);
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
-  // Records a copy of `bytes` from src to dst, ordered after everything recorded before it.
-  void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes);
+  // KERNELS.md section 5 (kernels_attn.cpp).
+  bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
+  std::string dispatch_attention(const OpCall& call);
+  // Records a copy of `bytes` from src to dst (at the given byte offsets), ordered after everything
+  // recorded before it.
+  void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
+                   size_t src_offset = 0, size_t dst_offset = 0);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
   std::shared_ptr<Buffer> workspace(size_t bytes);
 
@@ -125,6 +132,8 @@ class VulkanDevice final : public Device {
   uint64_t timestamp_mask_ = ~0ull;
 
   std::shared_ptr<Buffer> workspace_;  // workspace(): scratch of the multi-pass kernels
+  std::shared_ptr<Buffer> rope_table_;  // attention's rotary cos/sin table (kernels_attn.cpp), and its key
+  std::string rope_key_;
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
 

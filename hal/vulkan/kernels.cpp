@@ -69,6 +69,7 @@ bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) cons
   if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
   if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
     return supports_training(op, dtype, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
+  if (op.family == Family::Attention) return supports_attention(op, dtype, why);  // section 5: kernels_attn.cpp
   const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
   if (!has_variant(name)) {
     if (dtype == DType::f64 && op.transcendental)
@@ -125,6 +126,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   }
 
   if (op.family == Family::Matmul) return dispatch_matmul(call);
+  if (op.family == Family::Attention) return dispatch_attention(call);
   if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
     return dispatch_training(call);
 
