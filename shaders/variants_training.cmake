@@ -64,3 +64,21 @@ foreach(op adamw_step sgd_step)
     list(APPEND KF_SHADER_VARIANTS "optim_${op}_${dt}|optim.comp|OP_${op},DT_${DT}")
   endforeach()
 endforeach()
+
+# Attention (attention.comp, KERNELS.md section 5): the flash-attention kernel, the combine pass of the
+# split (decode) path and attention_scores; no f64 (exp). hal/vulkan/kernels_attn.cpp chooses them.
+foreach(dt IN LISTS KF_DTYPES)
+  string(TOUPPER ${dt} DT)
+  list(APPEND KF_SHADER_VARIANTS "attn_${dt}|attention.comp|DT_${DT}")
+  list(APPEND KF_SHADER_VARIANTS "attn_combine_${dt}|attention.comp|DT_${DT},COMBINE")
+  list(APPEND KF_SHADER_VARIANTS "attn_scores_${dt}|attention.comp|DT_${DT},SCORES")
+endforeach()
+list(APPEND KF_SHADER_VARIANTS "attn_scores_f64|attention.comp|DT_F64,SCORES")
+# attention_backward (attention_bwd.comp): the D / lse / do pass, then dk and dv, then dq.
+foreach(dt IN LISTS KF_DTYPES)
+  string(TOUPPER ${dt} DT)
+  foreach(pass pre dkv dq)
+    string(TOUPPER ${pass} PASS)
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_${pass}_${dt}|attention_bwd.comp|DT_${DT},${PASS}")
+  endforeach()
+endforeach()

@@ -174,5 +174,65 @@ TEST(Grad, LinearCrossEntropy) {
   }
 }
 
+// attention_backward (dq, dk, dv from o and lse) against central differences of attention, with the
+// options that change the gradient: causal, window, ALiBi, soft-capping, RoPE (both layouts), dropout,
+// GQA, key lengths, sinks (through lse), packed sequences.
+TEST(Grad, Attention) {
+  struct Case {
+    std::string label;
+    Attrs a;
+    std::vector<In> extra;  // attention's optional inputs (alibi_slopes .. block_mask), in order
+    Shape q, kv;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"plain", {}, {}, {1, 2, 3, 8}, {1, 2, 4, 8}});
+  {
+    Attrs a;
+    a.causal = true;
+    a.softcap = 1.5;
+    a.alibi = true;
+    a.rope = 1;
+    cases.push_back({"causal_softcap_alibi_rope_gqa", a, {}, {1, 4, 4, 8}, {1, 2, 4, 8}});
+  }
+  {
+    Attrs a;
+    a.window = 2;
+    a.rope = 2;
+    a.p = 0.3;
+    a.seed = 5;
+    a.offset = 9;
+    a.attn_scale = 0.7;
+    cases.push_back({"window_rope_interleaved_dropout", a, {}, {2, 1, 4, 8}, {2, 1, 5, 8}});
+  }
+  {
+    Attrs a;
+    a.causal = true;
+    In lens{{2}, {3, 1}, DType::i32}, sinks{{2}, {0.3, -0.4}};
+    cases.push_back({"key_lengths_sinks", a, {In{}, lens, In{}, In{}, sinks}, {2, 2, 3, 8}, {2, 2, 4, 8}});
+  }
+  {
+    Attrs a;
+    a.causal = true;
+    In cuq{{3}, {0, 2, 3}, DType::i32}, cuk{{3}, {0, 1, 4}, DType::i32};
+    cases.push_back({"varlen_causal", a, {In{}, In{}, cuq, cuk}, {1, 2, 3, 8}, {1, 2, 4, 8}});
+  }
+  uint64_t seed = 20;
+  for (const Case& c : cases) {
+    Attrs fa = c.a;
+    fa.return_lse = true;
+    In q = random_in(c.q, seed++), k = random_in(c.kv, seed++), v = random_in(c.kv, seed++);
+    In dy = random_in(c.q, seed++);
+    std::vector<In> fin = {q, k, v};
+    for (const In& e : c.extra) fin.push_back(e);
+    const auto o = run("attention", fin, fa, 0), lse = run("attention", fin, fa, 1);
+    std::vector<In> bin = {q, k, v, In{c.q, o}, dy, In{{c.q[0], c.q[1], c.q[2]}, lse}};
+    for (const In& e : c.extra) bin.push_back(e);
+    const auto loss = [&](const std::vector<In>& in) { return dot(dy.v, run("attention", in, c.a)); };
+    for (size_t arg = 0; arg < 3; ++arg)
+      expect_matches_fd("attention " + c.label + " d" + std::string(1, "qkv"[arg]), fin, arg, loss,
+                        run("attention_backward", bin, c.a, arg));
+  }
+}
+
 }  // namespace
 }  // namespace kf::test

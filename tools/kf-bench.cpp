@@ -41,6 +41,7 @@ std::vector<Shape> scale_shapes(const std::vector<Shape>& shapes, DType dtype, d
   const double factor = (mib / 256.0) * (4.0 / static_cast<double>(dtype_size(dtype)));
   const int64_t rows = main.size() > 1 ? main[0] : 1;
   const int64_t new_rows = std::max<int64_t>(1, std::llround(static_cast<double>(rows) * factor));
+  if (op != nullptr && op->family == Family::Attention) return out;  // shapes as declared (B, H, S, D)
   if (op != nullptr && op->family == Family::Matmul) {
     for (size_t k = 0; k < out.size(); ++k)
       if ((k == 0 || op->inputs[k] == "residual") && out[k].size() > 1 && out[k][0] == rows) out[k][0] = new_rows;
@@ -262,9 +263,9 @@ int main(int argc, char** argv) {
             std::vector<Shape> all = shapes;
             all.resize(op.inputs.size());
             const auto out_shapes = op.infer(op, all, bc.attrs);
-            if (o.max_gflop > 0 && op_cost(op, dtype, all).flops > o.max_gflop * 1e9) {
+            if (o.max_gflop > 0 && op_cost(op, dtype, all, &bc.attrs).flops > o.max_gflop * 1e9) {
               std::printf("%-22s %-16s skipped: %.3g GFLOP > --max-gflop\n", op.name.c_str(), bc.label.c_str(),
-                          op_cost(op, dtype, all).flops * 1e-9);
+                          op_cost(op, dtype, all, &bc.attrs).flops * 1e-9);
               continue;
             }
             for (size_t k = 0; k < out_shapes.size(); ++k) out.push_back(output(ctx, outputs, out_shapes[k], dtype, k));
@@ -273,7 +274,7 @@ int main(int argc, char** argv) {
             for (const auto& [ok, ik] : op.in_place) out[static_cast<size_t>(ok)] = in[static_cast<size_t>(ik)];
             const double ms = time_runs(ctx, o, [&] { ctx.run(op.name, in, out, bc.attrs); });
             const std::string variant = ctx.last_variant();
-            const Cost cost = op_cost(op, dtype, all);
+            const Cost cost = op_cost(op, dtype, all, &bc.attrs);
             const double gbs = cost.bytes / (ms * 1e6), tflops = cost.flops / (ms * 1e9);
             json r = {{"op", op.name}, {"case", bc.label}, {"dtype", dname}, {"shapes", shapes_json(shapes)},
                       {"attrs", {{"p", bc.attrs.p}, {"seed", bc.attrs.seed}, {"offset", bc.attrs.offset},

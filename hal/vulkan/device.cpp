@@ -43,8 +43,11 @@ Tuning Tuning::parse(const std::string& s) {
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
     else if (key == "lce_rows") t.lce_rows = static_cast<uint32_t>(v);
     else if (key == "normbwd_cols" && v <= 2) t.normbwd_cols = static_cast<uint32_t>(v);
+    else if (key == "attn_split" && v <= 1024) t.attn_split = static_cast<uint32_t>(v);
+    else if (key == "attn_rows" && (v == 8 || v == 16 || v == 32)) t.attn_rows = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..11 (tensor-core tile shape), mm_splitk=1..65535, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused))");
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..11 (tensor-core tile shape), mm_splitk=1..65535, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused), "
+                                                     "attn_split=1 (never)|N (N key splits), attn_rows=8|16|32)");
   }
   return t;
 }
@@ -197,7 +200,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KF_VK(vkCreateFence(device_, &fci, nullptr, &fence_));
 
-  // One layout serves every kernel: kBindings storage buffers and 64 bytes of push constants.
+  // One layout serves every kernel: kBindings storage buffers and 128 bytes of push constants (the guaranteed minimum).
   VkDescriptorSetLayoutBinding b[kBindings];
   for (uint32_t i = 0; i < kBindings; ++i)
     b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -205,7 +208,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   dl.bindingCount = kBindings;
   dl.pBindings = b;
   KF_VK(vkCreateDescriptorSetLayout(device_, &dl, nullptr, &set_layout_));
-  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 64};
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pl.setLayoutCount = 1;
   pl.pSetLayouts = &set_layout_;
@@ -261,6 +264,7 @@ VulkanDevice::~VulkanDevice() {
   }
   vkDeviceWaitIdle(device_);
   workspace_.reset();  // a buffer of this device: freed before the allocator and the device go
+  rope_table_.reset();
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
   // processes sharing the folder never see a half-written cache.
   if (const std::string path = cache_path(); !path.empty() && pipe_cache_) {
@@ -423,11 +427,12 @@ VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<
   return p;
 }
 
-void VulkanDevice::record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes) {
+void VulkanDevice::record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
+                               size_t src_offset, size_t dst_offset) {
   if (commands_ >= kMaxBatch) submit_and_wait();
   begin();
   barrier();
-  const VkBufferCopy region{0, 0, bytes};
+  const VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, static_cast<VkBuf*>(src.get())->handle(), static_cast<VkBuf*>(dst.get())->handle(), 1, &region);
   retained_.push_back(src);
   retained_.push_back(dst);

@@ -54,6 +54,8 @@ struct Tuning {
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..11 (kernels.cpp kCoopmatConfigs; 0: the default)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
   uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
+  uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
+  uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 
@@ -103,8 +105,13 @@ class VulkanDevice final : public Device {
   void record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                           const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
                           bool accumulate);
-  // Records a copy of `bytes` from src to dst, ordered after everything recorded before it.
-  void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes);
+  // KERNELS.md section 5 (kernels_attn.cpp).
+  bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
+  std::string dispatch_attention(const OpCall& call);
+  // Records a copy of `bytes` from src to dst (at the given byte offsets), ordered after everything
+  // recorded before it.
+  void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
+                   size_t src_offset = 0, size_t dst_offset = 0);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
   std::shared_ptr<Buffer> workspace(size_t bytes);
 
@@ -153,6 +160,8 @@ class VulkanDevice final : public Device {
   uint64_t timestamp_mask_ = ~0ull;
 
   std::shared_ptr<Buffer> workspace_;  // workspace(): scratch of the multi-pass kernels
+  std::shared_ptr<Buffer> rope_table_;  // attention's rotary cos/sin table (kernels_attn.cpp), and its key
+  std::string rope_key_;
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
 

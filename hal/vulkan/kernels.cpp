@@ -96,6 +96,7 @@ bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) cons
   if (is_linalg_op(op)) return supports_linalg(op, dtype, why);  // embedding, convolutions: kernels_linalg.cpp
   if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
     return supports_training(op, dtype, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
+  if (op.family == Family::Attention) return supports_attention(op, dtype, why);  // section 5: kernels_attn.cpp
   const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
   if (!has_variant(name)) {
     if (dtype == DType::f64 && op.transcendental)
@@ -153,6 +154,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   }
 
   if (op.family == Family::Matmul) return dispatch_matmul(call);
+  if (op.family == Family::Attention) return dispatch_attention(call);
   if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
     return dispatch_training(call);
 

@@ -40,9 +40,22 @@ struct Attrs {
   bool nesterov = false;
   int64_t step = 1;        // the step being taken, from 1 (bias correction; SGD's first momentum step)
   // linear_cross_entropy: z-loss coefficient (adds z_loss * mean(lse^2) over the rows not ignored, as
-  // PaLM) and logit soft-capping (logits = softcap * tanh(logits / softcap) before the loss); 0 = off.
+  // PaLM). softcap: logit soft-capping c > 0, logits = c tanh(logits / c) before the loss (and, in
+  // attention, before masks and bias); 0 = off.
   double z_loss = 0;
   double softcap = 0;
+  // Attention (KERNELS.md section 5: attention_scores, attention, attention_backward). Dropout on the
+  // probabilities reads p, seed and offset above. Per-head slopes, key lengths, cu_seqlens, sinks and
+  // the block mask are optional input tensors of the op, not attributes.
+  double attn_scale = 0;   // scores = q k^T * attn_scale; 0 means 1 / sqrt(D)
+  bool causal = false;     // query i sees key j when j <= i + (Sk - Sq) (bottom-right aligned)
+  int64_t window = 0;      // sliding window w > 0: keys with i + (Sk - Sq) - j >= w are masked; 0 = none
+  bool alibi = false;      // ALiBi bias (default slopes 2^(-8 (h + 1) / H); input 'alibi_slopes' also turns it on)
+  // (softcap above: attention's logit soft-capping too, score = c tanh(score / c), before masks and bias)
+  int64_t rope = 0;        // rotary embedding of q and k in the kernel: 0 none, 1 half (GPT-NeoX), 2 interleaved
+  double rope_base = 10000;
+  bool return_lse = false; // attention also returns the row log-sum-exp [B, Hq, Sq] (natural log)
+  int64_t block_size = 0;  // block-sparse attention: the edge of the square blocks of input 'block_mask'
 };
 
 // Device memory of a context (Context::memory_usage): bytes of live allocations now and their

@@ -222,9 +222,11 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   for (const auto& t : inputs) in.push_back(&t);
   const std::vector<Shape> expected = check_call(op, in, attrs, impl_.get());
   const DType dtype = op_dtype(op, inputs);
-  if (outputs.size() != op.outputs.size())
-    throw Error(ErrorCode::InvalidArgument, name + ": takes " + std::to_string(op.outputs.size()) +
-                                                " outputs, got " + std::to_string(outputs.size()));
+  // The outputs infer returns: all of op.outputs, or the leading ones when the rest are optional and
+  // not asked for (attention's lse without Attrs::return_lse).
+  if (outputs.size() != expected.size())
+    throw Error(ErrorCode::InvalidArgument, name + ": takes " + std::to_string(expected.size()) +
+                                                " outputs with these attributes, got " + std::to_string(outputs.size()));
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
     const std::string arg = name + ": output '" + op.outputs[k] + "'";

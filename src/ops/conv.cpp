@@ -161,7 +161,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
     op.terms = [](const std::vector<Shape>& in) { return double(in[1][1] * in[1][2] * in[1][3]); };
     // The cost model sees shapes only: flops as for stride 1 without padding (a 3x3 conv with padding 1
     // is counted on (H-2)(W-2) pixels, about 7% short at 56x56).
-    op.flops = [](const std::vector<Shape>& in) {
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) {
       return 2.0 * double(in[0][0] * in[1][0]) * double(in[1][1] * in[1][2] * in[1][3]) *
              double(std::max<int64_t>(1, (in[0][2] - in[1][2] + 1) * (in[0][3] - in[1][3] + 1)));
     };
@@ -206,7 +206,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
       for (auto& x : v[5]) x = std::abs(x) + 0.5;
     };
     op.terms = [](const std::vector<Shape>& in) { return double(in[1][1] * in[1][2] * in[1][3]); };
-    op.flops = [](const std::vector<Shape>& in) {
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) {
       return 2.0 * double(in[0][0] * in[1][0]) * double(in[1][1] * in[1][2] * in[1][3]) *
              double(std::max<int64_t>(1, (in[0][2] - in[1][2] + 1) * (in[0][3] - in[1][3] + 1)));
     };
@@ -252,7 +252,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
       }
     };
     op.terms = [](const std::vector<Shape>& in) { return double(in[1][1] * in[1][2] * in[1][3]); };
-    op.flops = [](const std::vector<Shape>& in) {
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) {
       return 2.0 * double(in[0][0] * in[1][0]) * double(in[1][1] * in[1][2] * in[1][3]) *
              double(std::max<int64_t>(1, (in[0][2] - in[1][2] + 1) * (in[0][3] - in[1][3] + 1)));
     };
@@ -310,7 +310,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
         out[0].data[i] = activate(out[0].data[i] + (in.size() > 4 && in[4].present() ? in[4].data[(int64_t(i) / P) % O] : 0.0), a.act);
     };
     op.terms = [](const std::vector<Shape>& in) { return double(in[1][2] * in[1][3] * in[2][1]); };
-    op.flops = [](const std::vector<Shape>& in) {
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) {
       const double P = double(std::max<int64_t>(1, (in[0][2] - in[1][2] + 1) * (in[0][3] - in[1][3] + 1)));
       return 2.0 * double(in[0][0]) * P * double(in[0][1]) * (double(in[1][2] * in[1][3]) + double(in[2][0]));
     };

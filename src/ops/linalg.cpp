@@ -119,7 +119,7 @@ OpDef linear_def(const std::string& name, bool drop) {
     reference_product(in, out, a, 1, M, N, K, true, false, drop);
   };
   op.terms = [](const std::vector<Shape>& in) { return double(in[1][1]); };
-  op.flops = [](const std::vector<Shape>& in) { return 2 * rows_of(in[0]) * double(in[1][0]) * double(in[1][1]); };
+  op.flops = [](const std::vector<Shape>& in, const Attrs&) { return 2 * rows_of(in[0]) * double(in[1][0]) * double(in[1][1]); };
   return op;
 }
 
@@ -181,7 +181,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
       reference_product(in, out, at, batches, M, N, K, false, b.size() > 2);
     };
     op.terms = [](const std::vector<Shape>& in) { return double(in[0].back()); };
-    op.flops = [](const std::vector<Shape>& in) { return 2 * double(numel(in[0])) * double(in[1].back()); };
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) { return 2 * double(numel(in[0])) * double(in[1].back()); };
     op.tests = with_acts({{"m1_k1_n1", {{1, 1}, {1, 1}, {}, {}}},
                           {"m5_k3_n17", {{5, 3}, {3, 17}, {17}, {}}},
                           {"batched_3x17x40_n9", {{3, 17, 40}, {3, 40, 9}, {9}, {3, 17, 9}}},
@@ -235,7 +235,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
     };
     // An output sums H products of hidden values that each sum d products.
     op.terms = [](const std::vector<Shape>& in) { return double(in[1][1]) * double(in[1][0]); };
-    op.flops = [](const std::vector<Shape>& in) {
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) {
       return 2 * rows_of(in[0]) * double(in[1][0]) * (double(in[1][1]) + double(in[3][0]));
     };
     op.composed_of = {"linear_dropout", "linear"};
@@ -290,7 +290,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
       reference_product(second, out, Attrs{}, 1, M, O, H, true, false);
     };
     op.terms = [](const std::vector<Shape>& in) { return double(in[1][1]) * double(in[2][1]); };
-    op.flops = [](const std::vector<Shape>& in) {
+    op.flops = [](const std::vector<Shape>& in, const Attrs&) {
       return 2 * rows_of(in[0]) * (double(in[1][0]) * double(in[1][1]) + double(in[2][0]) * double(in[2][1]));
     };
     op.composed_of = {"linear", "swiglu"};

@@ -134,7 +134,7 @@ OpDef linear_cross_entropy(bool grad) {
   // The loss sums C logits of d products per row; d_h sums C terms, d_W sums N.
   op.terms = [](const std::vector<Shape>& in) { return double(in[1][0] + in[0][1] + in[0][0]); };
   // The matrix products: h W^T, then for the gradients G W and G^T h (2 N C d each).
-  op.flops = [grad](const std::vector<Shape>& in) {
+  op.flops = [grad](const std::vector<Shape>& in, const Attrs&) {
     return (grad ? 6.0 : 2.0) * double(in[0][0]) * double(in[1][0]) * double(in[0][1]);
   };
   struct K {

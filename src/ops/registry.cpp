@@ -16,6 +16,7 @@ const std::vector<OpDef>& registry() {
     register_linalg_ops(v);
     register_normalization_ops(v);
     register_training_ops(v);
+    register_attention_ops(v);
     return v;
   }();
   return ops;
@@ -32,19 +33,24 @@ const OpDef& get_op(const std::string& name) {
   throw Error(ErrorCode::InvalidArgument, "unknown op '" + name + "'");
 }
 
-Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs) {
+Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs, const Attrs* attrs) {
+  const Attrs a = attrs ? *attrs : Attrs{.p = 0.5};
   const double es = static_cast<double>(dtype_size(dtype));
   Cost c;
   for (size_t k = 0; k < inputs.size(); ++k)
     if (!inputs[k].empty())
       c.bytes += static_cast<double>(dtype_size(op.input_dtype(k, dtype))) * static_cast<double>(numel(inputs[k]));
-  for (const auto& s : op.infer(op, inputs, Attrs{.p = 0.5})) c.bytes += es * static_cast<double>(numel(s));
+  const auto outs = op.infer(op, inputs, a);
+  for (const auto& s : outs) c.bytes += es * static_cast<double>(numel(s));
+  if (op.flops) {
+    c.flops = op.flops(inputs, a);
+    return c;
+  }
   // Elementwise ops cost per output element; reductions, normalizations and losses per input element.
-  const auto outs = op.infer(op, inputs, Attrs{.p = 0.5});
   const bool per_input = op.family == Family::Reduction || op.family == Family::Normalization ||
                          op.family == Family::Loss;
   const double n = per_input ? static_cast<double>(numel(inputs[0])) : static_cast<double>(numel(outs[0]));
-  c.flops = op.flops ? op.flops(inputs) : n * op.flops_per_element;
+  c.flops = n * op.flops_per_element;
   return c;
 }
 

@@ -34,8 +34,9 @@ struct Cost {
 };
 
 // Normalization: row kernels with statistics (section 3 and its backward); Loss: reductions of a whole
-// batch to one value (section 6: cross_entropy, mse); Optimizer: in-place parameter updates.
-enum class Family { Elementwise, Reduction, Matmul, Normalization, Loss, Optimizer };
+// batch to one value (section 6: cross_entropy, mse); Optimizer: in-place parameter updates;
+// Attention: section 5 (src/ops/attention.cpp).
+enum class Family { Elementwise, Reduction, Matmul, Normalization, Loss, Optimizer, Attention };
 
 struct OpDef {
   std::string name;
@@ -48,9 +49,10 @@ struct OpDef {
   bool random = false;              // reads p, seed, offset (Philox dropout)
   bool transcendental = false;      // needs exp/tanh/erf (GLSL has none in float64)
   double flops_per_element = 1;     // per output element, for the cost model
-  // When set, the op's floating-point operations for these input shapes, in place of flops_per_element
-  // per output element (matrix products: 2 M N K; linear_cross_entropy: its matrix products).
-  std::function<double(const std::vector<Shape>&)> flops;
+  // When set, the op's floating-point operations for these input shapes and attributes, in place of
+  // flops_per_element per output element (matrix products: 2 M N K; linear_cross_entropy: its matrix
+  // products; attention: 4 B H Sq Sk D, halved when causal).
+  std::function<double(const std::vector<Shape>&, const Attrs&)> flops;
   double default_eps = 0;           // the eps that Attrs::eps == 0 selects (normalizations, Adam)
   double eps_of(const Attrs& a) const { return a.eps == 0 ? default_eps : a.eps; }
   // Per-input dtypes: an entry that holds a dtype pins that input to it whatever the op's dtype (the
@@ -125,7 +127,8 @@ const std::vector<OpDef>& registry();
 const OpDef* find_op(const std::string& name);     // nullptr when unknown
 const OpDef& get_op(const std::string& name);      // throws kf::Error when unknown
 
-Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs);
+// `attrs` (when given) are the call's: the output shapes and OpDef::flops may depend on them.
+Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs, const Attrs* attrs = nullptr);
 
 // Generic and op-specific checks of one call; returns the output shapes. Throws kf::Error.
 std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>& inputs,
@@ -137,5 +140,6 @@ void register_reduction_ops(std::vector<OpDef>& ops);
 void register_linalg_ops(std::vector<OpDef>& ops);
 void register_normalization_ops(std::vector<OpDef>& ops);  // src/ops/normalization.cpp
 void register_training_ops(std::vector<OpDef>& ops);       // src/ops/training.cpp
+void register_attention_ops(std::vector<OpDef>& ops);      // src/ops/attention.cpp
 
 }  // namespace kf

@@ -1,0 +1,452 @@
+// The Vulkan kernels of KERNELS.md section 5 (shaders/attention.comp): attention_scores and attention.
+// attention: the tile (query rows BQ per workgroup, keys BK per shared-memory tile) is chosen from D and
+// the device's shared memory; when the grid would be small (decoding: few query rows, long caches) the
+// keys are split over workgroups, each writing a partial (m, l, accumulator) to the workspace, and a
+// combine pass merges them (KF_TUNE attn_split=1 forces one pass, attn_split=N exactly N splits).
+// The small auxiliary inputs (slopes, sinks, key lengths, cu_seqlens, block mask) and the rotary cos/sin
+// table are copied into the workspace (the kernels have six bindings), at word offsets passed as push
+// constants.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hal/vulkan/device.hpp"
+#include "hal/vulkan/kernels_common.hpp"
+#include "ops/attention_ref.hpp"
+#include "ops/reference_math.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::hal::vk {
+namespace {
+
+struct AttnPush {
+  uint32_t B, Hq, Hkv, SqT, SkT, G;
+  uint32_t nsplit, split_len;
+  float scale, softcap;
+  uint32_t window;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+  uint32_t block_size, nkb;
+  uint32_t aux_rope, aux_slopes, aux_sinks, aux_lens, aux_cuq, aux_cuk, aux_bmask;
+  int32_t rope_pos0;
+  uint32_t part_off;
+  uint32_t scale_lo, scale_hi;  // the scale as a double (the f64 attention_scores)
+};
+static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
+
+constexpr uint32_t kTpr = 8;  // invocations per query row (attention.comp's TPR)
+
+uint64_t shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) { return 4 * ((bq + bk) * (D + 1) + 2 * bq * bk); }
+
+std::string kind_of(const OpDef& op) {
+  if (op.name == "attention_scores") return "attn_scores";
+  if (op.name == "attention") return "attn";
+  if (op.name == "attention_backward") return "attn_bwd_dkv";
+  return "";
+}
+
+// attention_bwd.comp's push constants.
+struct BwdPush {
+  uint32_t B, Hq, Hkv, SqT, SkT, G;
+  float scale, softcap;
+  uint32_t window;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+  uint32_t block_size, nkb;
+  uint32_t aux_rope, aux_slopes, aux_lens, aux_cuq, aux_cuk, aux_bmask;
+  int32_t rope_pos0;
+  uint32_t ws_D, ws_lse, ws_do;
+};
+static_assert(sizeof(BwdPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
+
+// Shared memory of attention_bwd.comp's DKV and DQ passes for a tile.
+uint64_t bwd_shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) {
+  return 4 * (2 * (bq + bk) * (D + 1) + 2 * bq * bk + 2 * bq);
+}
+
+// The rotary cos/sin table for positions [pmin, pmin + npos): pairs (cos, sin) of pos * base^(-2d/D)
+// for d < D / 2, computed in double and rounded once to float.
+std::vector<float> rope_table(int64_t D, double base, int64_t pmin, int64_t npos) {
+  const int64_t half = D / 2;
+  std::vector<float> t(static_cast<size_t>(npos * half * 2));
+  for (int64_t p = 0; p < npos; ++p)
+    for (int64_t d = 0; d < half; ++d) {
+      const double theta = double(p + pmin) * std::pow(base, -2.0 * double(d) / double(D));
+      t[size_t((p * half + d) * 2)] = static_cast<float>(std::cos(theta));
+      t[size_t((p * half + d) * 2 + 1)] = static_cast<float>(std::sin(theta));
+    }
+  return t;
+}
+
+// attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
+std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
+  const Attrs& a = call.attrs;
+  const Caps& caps = dev.info().caps;
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
+  for (size_t k = 6; k < call.inputs.size(); ++k) fs.push_back(has(k) ? call.inputs[k].shape : Shape{});
+  const AttnGeometry g = attn_geometry(fs);
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const uint64_t D = static_cast<uint64_t>(g.D), rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
+  const size_t es = dtype_size(call.dtype);
+  BwdPush pc{};
+  pc.B = u32(g.B);
+  pc.Hq = u32(g.Hq);
+  pc.Hkv = u32(g.Hkv);
+  pc.SqT = u32(g.SqT);
+  pc.SkT = u32(g.SkT);
+  pc.G = u32(g.Hq / g.Hkv);
+  pc.scale = static_cast<float>(a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D)));
+  pc.softcap = static_cast<float>(a.softcap);
+  pc.window = u32(a.window);
+  pc.seed_lo = static_cast<uint32_t>(a.seed);
+  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(a.offset);
+  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  pc.thr = ref::dropout_threshold(a.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+
+  // The tile: the largest that fits the shared memory and the workgroup size.
+  const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
+  const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
+  uint32_t bq = 0, bk = 0;
+  for (const auto& [q, k] : {std::pair<uint32_t, uint32_t>{16, 16}, {8, 16}, {16, 8}, {8, 8}})
+    if (bwd_shared_bytes(q, k, D) <= max_shared && q * kTpr <= max_wg && k * kTpr <= max_wg) {
+      bq = q, bk = k;
+      break;
+    }
+  if (bq == 0)
+    throw Error(ErrorCode::Unsupported, "attention_backward: head dimension " + std::to_string(D) + " needs " +
+                                            std::to_string(bwd_shared_bytes(8, 8, D)) + " bytes of shared memory; " +
+                                            dev.info().name + " offers " + std::to_string(max_shared));
+
+  uint64_t words = 0;
+  const auto region = [&](uint64_t n) {
+    const uint64_t at = words;
+    words += (n + 3) / 4 * 4;
+    return static_cast<uint32_t>(at);
+  };
+  struct Copy {
+    std::shared_ptr<Buffer> src;
+    size_t bytes;
+    uint32_t at;
+  };
+  std::vector<Copy> copies;
+  const auto aux_input = [&](size_t k, size_t elem_bytes) {
+    const uint64_t bytes = static_cast<uint64_t>(call.inputs[k].numel) * elem_bytes;
+    const uint32_t at = region((bytes + 3) / 4);
+    copies.push_back({call.inputs[k].buffer, static_cast<size_t>(bytes), at});
+    return at;
+  };
+  if (a.rope) {
+    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
+    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
+    const std::vector<float> t = rope_table(g.D, a.rope_base, pmin, npos);
+    const size_t bytes = t.size() * 4;
+    std::shared_ptr<Buffer> table = dev.allocate(bytes);
+    dev.upload(*table, t.data(), bytes);
+    pc.aux_rope = region(bytes / 4);
+    copies.push_back({table, bytes, pc.aux_rope});
+    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+  }
+  if (has(6)) pc.aux_slopes = aux_input(6, es);
+  if (has(7)) pc.aux_lens = aux_input(7, 4);
+  if (has(8)) pc.aux_cuq = aux_input(8, 4);
+  if (has(9)) pc.aux_cuk = aux_input(9, 4);
+  if (has(11)) {
+    pc.aux_bmask = aux_input(11, 4);
+    pc.block_size = u32(a.block_size);
+    pc.nkb = u32(call.inputs[11].shape[1]);
+  }
+  pc.ws_D = region(rows);
+  pc.ws_lse = region(rows);
+  pc.ws_do = region(rows * D);
+  if (caps.max_storage_range && words * 4 > caps.max_storage_range)
+    throw Error(ErrorCode::Unsupported, "attention_backward: the workspace of " + std::to_string(words * 4) +
+                                            " bytes exceeds the device's largest storage binding");
+  const std::shared_ptr<Buffer> ws = dev.workspace(static_cast<size_t>(words * 4));
+  for (const Copy& c : copies)
+    if (c.bytes) dev.record_copy(c.src, ws, c.bytes, 0, size_t(c.at) * 4);
+
+  const std::string dt = to_string(call.dtype);
+  const bool alibi = a.alibi || has(6);
+  const std::vector<uint32_t> spec = {0u,
+                                      u32(g.D),
+                                      bq,
+                                      bk,
+                                      a.causal ? 1u : 0u,
+                                      a.window > 0 ? 1u : 0u,
+                                      alibi ? (has(6) ? 2u : 1u) : 0u,
+                                      a.softcap > 0 ? 1u : 0u,
+                                      u32(a.rope),
+                                      has(7) ? 1u : 0u,
+                                      g.varlen ? 1u : 0u,
+                                      has(11) ? 1u : 0u,
+                                      a.p > 0 ? 1u : 0u};
+  Launch pre;
+  pre.variant = "attn_bwd_pre_" + dt;
+  pre.spec = spec;
+  pre.spec[0] = kWorkgroup;
+  pre.bindings[0] = call.inputs[3].buffer;
+  pre.bindings[1] = call.inputs[4].buffer;
+  pre.bindings[2] = call.inputs[5].buffer;
+  pre.bindings[5] = ws;
+  pre.push = &pc;
+  pre.push_bytes = sizeof(pc);
+  pre.groups = grid(rows, kWorkgroup, caps, dev.tuning());
+  dev.record(pre);
+
+  const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv);
+  const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + bk - 1) / bk;
+  const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + bq - 1) / bq;
+  if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
+    throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
+  Launch dkv;
+  dkv.variant = "attn_bwd_dkv_" + dt;
+  dkv.spec = spec;
+  dkv.spec[0] = bk * kTpr;
+  dkv.bindings[0] = call.inputs[0].buffer;
+  dkv.bindings[1] = call.inputs[1].buffer;
+  dkv.bindings[2] = call.inputs[2].buffer;
+  dkv.bindings[3] = call.outputs[1].buffer;
+  dkv.bindings[4] = call.outputs[2].buffer;
+  dkv.bindings[5] = ws;
+  dkv.push = &pc;
+  dkv.push_bytes = sizeof(pc);
+  dkv.groups = static_cast<uint32_t>(ktiles);
+  dkv.groups_y = u32(g.Hkv);
+  dkv.groups_z = u32(g.nseq);
+  dev.record(dkv);
+
+  Launch dq = dkv;
+  dq.variant = "attn_bwd_dq_" + dt;
+  dq.spec[0] = bq * kTpr;
+  dq.bindings[3] = call.outputs[0].buffer;
+  dq.bindings[4] = nullptr;
+  dq.groups = static_cast<uint32_t>(qtiles);
+  dev.record(dq);
+  return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+}
+
+}  // namespace
+
+bool VulkanDevice::supports_attention(const OpDef& op, DType dtype, std::string* why) const {
+  const std::string kind = kind_of(op);
+  if (kind.empty()) {
+    if (why) *why = "this build has no Vulkan kernel for " + op.name;
+    return false;
+  }
+  const std::string dt = to_string(dtype);
+  if (has_variant(kind + "_" + dt) && (kind != "attn_bwd_dkv" || (has_variant("attn_bwd_dq_" + dt) &&
+                                                                  has_variant("attn_bwd_pre_" + dt))))
+    return true;
+  if (why) {
+    if (dtype == DType::f64 && op.transcendental)
+      *why = "GLSL has no float64 exp, so " + op.name + " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)";
+    else
+      *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
+  }
+  return false;
+}
+
+std::string VulkanDevice::dispatch_attention(const OpCall& call) {
+  const OpDef& op = *call.op;
+  if (op.name == "attention_backward") return dispatch_backward(*this, call);
+  const Attrs& a = call.attrs;
+  const Caps& caps = info_.caps;
+  std::vector<Shape> shapes;
+  for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
+  const AttnGeometry g = attn_geometry(shapes);
+  const double scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+
+  AttnPush pc{};
+  pc.B = u32(g.B);
+  pc.Hq = u32(g.Hq);
+  pc.Hkv = u32(g.Hkv);
+  pc.SqT = u32(g.SqT);
+  pc.SkT = u32(g.SkT);
+  pc.G = u32(g.Hq / g.Hkv);
+  pc.nsplit = 1;
+  pc.split_len = u32(g.SkT);
+  set_eps(scale, pc.scale, pc.scale_lo, pc.scale_hi);
+
+  if (op.name == "attention_scores") {
+    Launch l;
+    l.variant = std::string("attn_scores_") + to_string(call.dtype);
+    l.spec = {256u, u32(g.D)};
+    l.bindings[0] = call.inputs[0].buffer;
+    l.bindings[1] = call.inputs[1].buffer;
+    l.bindings[3] = call.outputs[0].buffer;
+    l.push = &pc;
+    l.push_bytes = sizeof(pc);
+    l.groups = u32((g.SkT + 15) / 16);
+    l.groups_y = u32((g.SqT + 15) / 16);
+    l.groups_z = u32(g.B * g.Hq);
+    if (l.groups > 65535 || l.groups_y > 65535 || l.groups_z > 65535)
+      throw Error(ErrorCode::Unsupported, "attention_scores: the grid " + std::to_string(l.groups) + " x " +
+                                              std::to_string(l.groups_y) + " x " + std::to_string(l.groups_z) +
+                                              " exceeds 65535 workgroups in a dimension");
+    record(l);
+    return "vulkan:attention_scores/tiled-16x16";
+  }
+
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  const size_t es = dtype_size(call.dtype);
+  const bool alibi = a.alibi || has(3);
+
+  // The tile: query rows per workgroup (8, 16 or 32, no more than the rows there are, at most KF_TUNE's
+  // attn_rows) and keys per tile, the largest that fit the device's shared memory and workgroup size.
+  const uint64_t D = static_cast<uint64_t>(g.D);
+  const uint64_t rows_needed = static_cast<uint64_t>(g.Hq / g.Hkv) * static_cast<uint64_t>(g.SqT);
+  const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
+  const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
+  uint32_t bq = 0, bk = 0;
+  const uint32_t bq_cap = tuning().attn_rows ? tuning().attn_rows : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
+  for (uint32_t q = bq_cap; q >= 8 && bq == 0; q /= 2) {
+    if (q * kTpr > max_wg) continue;
+    for (uint32_t k : {32u, 16u})
+      if (shared_bytes(q, k, D) <= max_shared) {
+        bq = q, bk = k;
+        break;
+      }
+  }
+  if (bq == 0)
+    throw Error(ErrorCode::Unsupported, "attention: head dimension " + std::to_string(D) + " needs " +
+                                            std::to_string(shared_bytes(8, 16, D)) + " bytes of shared memory; " +
+                                            info_.name + " offers " + std::to_string(max_shared));
+
+  // Key splits (the decode path): when the grid has few workgroups and there are many keys.
+  const uint64_t qtiles = (rows_needed + bq - 1) / bq;
+  const uint64_t base_groups = qtiles * static_cast<uint64_t>(g.Hkv) * static_cast<uint64_t>(g.nseq);
+  uint64_t nsplit = 1;
+  if (tuning().attn_split >= 1) {
+    nsplit = tuning().attn_split;
+  } else if (base_groups < 256 && g.SkT >= 512) {
+    nsplit = std::min<uint64_t>({(512 + base_groups - 1) / base_groups, static_cast<uint64_t>(g.SkT) / 256, 64});
+  }
+  nsplit = std::max<uint64_t>(1, nsplit);
+  const bool split = nsplit > 1;
+  if (split) {
+    const uint64_t per = (static_cast<uint64_t>(g.SkT) + nsplit - 1) / nsplit;
+    pc.nsplit = static_cast<uint32_t>(nsplit);
+    pc.split_len = static_cast<uint32_t>((per + bk - 1) / bk * bk);
+  }
+  if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535)
+    throw Error(ErrorCode::Unsupported, "attention: the grid exceeds 65535 workgroups in a dimension");
+
+  // The workspace: auxiliary inputs, then the partials of the split path.
+  uint64_t words = 0;
+  const auto region = [&](uint64_t n) {
+    const uint64_t at = words;
+    words += (n + 3) / 4 * 4;
+    return static_cast<uint32_t>(at);
+  };
+  struct Copy {
+    std::shared_ptr<Buffer> src;
+    size_t bytes;
+    uint32_t at;
+  };
+  std::vector<Copy> copies;
+  const auto aux_input = [&](size_t k, size_t elem_bytes) {
+    const uint64_t bytes = static_cast<uint64_t>(call.inputs[k].numel) * elem_bytes;
+    const uint32_t at = region((bytes + 3) / 4);
+    copies.push_back({call.inputs[k].buffer, static_cast<size_t>(bytes), at});
+    return at;
+  };
+  if (a.rope) {
+    // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
+    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
+    const int64_t pmax = std::max<int64_t>(g.SkT - 1, 0);
+    const int64_t npos = pmax - pmin + 1, half = g.D / 2;  // half: cos/sin pairs per position
+    const std::string key = std::to_string(g.D) + "," + std::to_string(a.rope_base) + "," + std::to_string(pmin) +
+                            "," + std::to_string(npos);
+    const size_t table_bytes = static_cast<size_t>(npos * half * 2) * 4;
+    if (rope_key_ != key || !rope_table_) {
+      const std::vector<float> t = rope_table(g.D, a.rope_base, pmin, npos);
+      rope_table_ = allocate(table_bytes);
+      upload(*rope_table_, t.data(), table_bytes);
+      rope_key_ = key;
+    }
+    pc.aux_rope = region(table_bytes / 4);
+    copies.push_back({rope_table_, table_bytes, pc.aux_rope});
+    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+  }
+  if (has(3)) pc.aux_slopes = aux_input(3, es);
+  if (has(4)) pc.aux_lens = aux_input(4, 4);
+  if (has(5)) pc.aux_cuq = aux_input(5, 4);
+  if (has(6)) pc.aux_cuk = aux_input(6, 4);
+  if (has(7)) pc.aux_sinks = aux_input(7, es);
+  if (has(8)) {
+    pc.aux_bmask = aux_input(8, 4);
+    pc.block_size = u32(a.block_size);
+    pc.nkb = u32(call.inputs[8].shape[1]);
+  }
+  const uint64_t rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
+  pc.part_off = region(0);
+  if (split) words += nsplit * rows * (D + 2);
+  if (words * 4 > caps.max_storage_range && caps.max_storage_range)
+    throw Error(ErrorCode::Unsupported, "attention: the workspace of " + std::to_string(words * 4) +
+                                            " bytes exceeds the device's largest storage binding");
+  const std::shared_ptr<Buffer> ws = workspace(static_cast<size_t>(std::max<uint64_t>(words, 4) * 4));
+  for (const Copy& c : copies)
+    if (c.bytes) record_copy(c.src, ws, c.bytes, 0, size_t(c.at) * 4);
+
+  pc.softcap = static_cast<float>(a.softcap);
+  pc.window = u32(a.window);
+  pc.seed_lo = static_cast<uint32_t>(a.seed);
+  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(a.offset);
+  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  pc.thr = ref::dropout_threshold(a.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+
+  const bool lse = call.outputs.size() > 1;
+  Launch l;
+  l.variant = std::string("attn_") + to_string(call.dtype);
+  l.spec = {bq * kTpr,
+            u32(g.D),
+            bq,
+            bk,
+            a.causal ? 1u : 0u,
+            a.window > 0 ? 1u : 0u,
+            alibi ? (has(3) ? 2u : 1u) : 0u,
+            a.softcap > 0 ? 1u : 0u,
+            u32(a.rope),
+            has(4) ? 1u : 0u,
+            g.varlen ? 1u : 0u,
+            has(7) ? 1u : 0u,
+            has(8) ? 1u : 0u,
+            a.p > 0 ? 1u : 0u,
+            lse ? 1u : 0u,
+            split ? 1u : 0u};
+  l.bindings[0] = call.inputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[3] = call.outputs[0].buffer;
+  l.bindings[4] = split ? ws : (lse ? call.outputs[1].buffer : nullptr);
+  l.bindings[5] = ws;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = static_cast<uint32_t>(qtiles);
+  l.groups_y = u32(g.Hkv);
+  l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
+  record(l);
+  std::string variant = "vulkan:attention/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+  if (!split) return variant;
+
+  Launch c;
+  c.variant = std::string("attn_combine_") + to_string(call.dtype);
+  c.spec = l.spec;
+  c.spec[0] = kWorkgroup;
+  c.bindings[0] = ws;
+  c.bindings[3] = call.outputs[0].buffer;
+  if (lse) c.bindings[4] = call.outputs[1].buffer;
+  c.push = &pc;
+  c.push_bytes = sizeof(pc);
+  c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, caps, tuning());
+  record(c);
+  return variant + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
+}
+
+}  // namespace kf::hal::vk

@@ -1,0 +1,34 @@
+// Shared by the attention ops (src/ops/attention.cpp, attention_backward.cpp) and the Vulkan attention
+// kernels: the geometry of a call and the float64 helpers the references use.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/registry.hpp"
+
+namespace kf {
+
+// q [B, Hq, SqT, D], k and v [B, Hkv, SkT, D]; nseq sequences: B, or N when packed (cu_seqlens, B = 1).
+struct AttnGeometry {
+  int64_t B = 0, Hq = 0, Hkv = 0, SqT = 0, SkT = 0, D = 0, nseq = 0;
+  bool varlen = false;
+};
+AttnGeometry attn_geometry(const std::vector<Shape>& inputs);
+
+// The default ALiBi slope of head h of H (2^(-8 (h + 1) / H) for H a power of two).
+double alibi_default_slope(int64_t h, int64_t H);
+
+// Rotates x[0..D) in place by the rotary embedding at position pos (layout 1 half, 2 interleaved).
+void rope_rotate(double* x, int64_t D, double pos, int64_t layout, double base);
+
+// attention's argument checks and output shapes ([o] or [o, lse]).
+std::vector<Shape> attention_infer(const OpDef& d, const std::vector<Shape>& in, const Attrs& a);
+
+// Packed sequences: cu_seqlens rise from 0 to the packed lengths (kf::Error otherwise).
+void check_cu_seqlens(const std::string& op, const AttnGeometry& g, const HostTensor& cuq, const HostTensor& cuk);
+
+// attention_backward (src/ops/attention_backward.cpp), registered by register_attention_ops.
+void register_attention_backward(std::vector<OpDef>& ops);
+
+}  // namespace kf

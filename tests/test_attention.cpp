@@ -1,0 +1,224 @@
+// Attention (KERNELS.md section 5) beyond the registry cases that test_ops runs: each Vulkan path forced
+// in turn (one pass and key splits with a combine pass, each tile height), the automatic choice of the
+// split (decode) path, determinism, the argument checks, and the float64 reference against the same
+// computation composed of other ops.
+#include <cmath>
+#include <limits>
+
+#include "common.hpp"
+
+namespace kf::test {
+namespace {
+
+const OpDef& attention_op() { return get_op("attention"); }
+
+Context& cpu() {
+  static Context ctx = Context::create(ContextOptions{.backend = "cpu"});
+  return ctx;
+}
+
+// A Vulkan context of device d with KF_TUNE knobs.
+Context tuned(const DeviceRef& d, const std::string& tuning) {
+  ContextOptions o = options_for(d);
+  o.tuning = tuning;
+  return Context::create(o);
+}
+
+// Every registry case of attention in `dtypes` on ctx; returns the variants seen.
+std::vector<std::string> run_all_cases(Context& ctx, const std::vector<DType>& dtypes, const std::string& what) {
+  std::vector<std::string> variants;
+  for (DType t : dtypes)
+    for (const TestCase& tc : attention_op().tests) {
+      const uint64_t seed = fresh_seed();
+      check::CaseOptions o;
+      o.repeat = true;  // fixed summation order: the same bits twice
+      const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
+      EXPECT_TRUE(r.pass) << what << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
+                          << seed << ":\n" << r.message;
+      variants.push_back(r.variant);
+    }
+  return variants;
+}
+
+// The one-pass kernel, then key splits (3 and 7 parts, so that some splits of short rows are empty), on
+// every case; each tile height forced once.
+TEST(AttentionPaths, EachPathOnEveryCase) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ++checked;
+    for (const char* tuning : {"attn_split=1", "attn_split=3", "attn_split=7,attn_rows=8", "attn_rows=32,attn_split=1"}) {
+      Context ctx = tuned(d, tuning);
+      ValidationCheck vc(ctx);
+      const auto variants = run_all_cases(ctx, {DType::f32}, tuning);
+      const bool forced_split = std::string(tuning).find("attn_split=1") == std::string::npos;
+      for (const auto& v : variants) {
+        EXPECT_EQ(v.find(",split=") != std::string::npos, forced_split) << tuning << ": " << v;
+        if (std::string(tuning).find("attn_rows=8") != std::string::npos) EXPECT_NE(v.find("bq=8,"), std::string::npos) << v;
+      }
+    }
+    // 16-bit dtypes through the split path.
+    Context ctx = tuned(d, "attn_split=4");
+    ValidationCheck vc(ctx);
+    if (ctx.device().caps.storage16 || true) run_all_cases(ctx, {DType::f16, DType::bf16}, "attn_split=4");
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
+}
+
+// Decoding (one query row, a long cache) takes the split path by itself; a prefill does not.
+TEST(AttentionPaths, AutomaticSplitForDecode) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ++checked;
+    Context& ctx = context_for(d);
+    ValidationCheck vc(ctx);
+    const OpDef& op = attention_op();
+    TestCase decode{"decode", {{1, 4, 1, 64}, {1, 2, 2048, 64}, {1, 2, 2048, 64}}, {}, 2};
+    decode.attrs.return_lse = true;
+    check::CaseResult r = check::run_case(ctx, op, DType::f32, decode, fresh_seed());
+    EXPECT_TRUE(r.pass) << r.message;
+    EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
+    TestCase prefill{"prefill", {{1, 8, 128, 64}, {1, 8, 128, 64}, {1, 8, 128, 64}}, {}, 2};
+    prefill.attrs.causal = true;
+    r = check::run_case(ctx, op, DType::f32, prefill, fresh_seed());
+    EXPECT_TRUE(r.pass) << r.message;
+    EXPECT_EQ(r.variant.find(",split="), std::string::npos) << r.variant;
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
+}
+
+// The float64 reference against the unfused computation: attention_scores, softmax, matmul (CPU).
+TEST(AttentionReference, MatchesScoresSoftmaxMatmul) {
+  Context& c = cpu();
+  std::mt19937_64 rng(7);
+  const Shape qs{2, 3, 5, 16}, ks{2, 3, 9, 16};
+  Tensor q = c.from_host(qs, DType::f64, uniform(numel(qs), 2, rng));
+  Tensor k = c.from_host(ks, DType::f64, uniform(numel(ks), 2, rng));
+  Tensor v = c.from_host(ks, DType::f64, uniform(numel(ks), 2, rng));
+  Attrs a;
+  a.return_lse = true;
+  const auto outs = c.call("attention", {q, k, v}, a);
+  Tensor s = c.call("attention_scores", {q, k}).at(0);
+  Tensor p = c.call("softmax", {s}).at(0);
+  Tensor o = c.call("matmul", {p, v}).at(0);
+  EXPECT_EQ(compare(outs[0].to_double(), o.to_double(), DType::f64, 16), "");
+  // lse = log sum exp of the scores.
+  const auto sv = s.to_double(), lse = outs[1].to_double();
+  for (size_t r = 0; r < lse.size(); ++r) {
+    double m = -INFINITY, l = 0;
+    for (int j = 0; j < 9; ++j) m = std::max(m, sv[r * 9 + j]);
+    for (int j = 0; j < 9; ++j) l += std::exp(sv[r * 9 + j] - m);
+    EXPECT_NEAR(lse[r], m + std::log(l), 1e-12);
+  }
+}
+
+// Causal alignment (bottom right), fully masked rows, sinks and key lengths on a hand-checked case.
+TEST(AttentionReference, MaskSemantics) {
+  Context& c = cpu();
+  // Sq = 3, Sk = 2, causal: query i sees keys j <= i - 1; row 0 sees nothing -> zeros, lse -inf.
+  std::vector<double> qv(3 * 8, 0.0), kv(2 * 8, 0.0), vv(2 * 8);
+  for (int j = 0; j < 2; ++j)
+    for (int d = 0; d < 8; ++d) vv[j * 8 + d] = j + 1;  // v rows all 1s and all 2s
+  Tensor q = c.from_host({1, 1, 3, 8}, DType::f64, qv), k = c.from_host({1, 1, 2, 8}, DType::f64, kv),
+         v = c.from_host({1, 1, 2, 8}, DType::f64, vv);
+  Attrs a;
+  a.causal = true;
+  a.return_lse = true;
+  auto outs = c.call("attention", {q, k, v}, a);
+  auto o = outs[0].to_double(), lse = outs[1].to_double();
+  for (int d = 0; d < 8; ++d) {
+    EXPECT_EQ(o[d], 0.0);              // row 0: no key
+    EXPECT_NEAR(o[8 + d], 1.0, 1e-15); // row 1: key 0 only
+    EXPECT_NEAR(o[16 + d], 1.5, 1e-15); // row 2: keys 0 and 1, equal scores
+  }
+  EXPECT_EQ(lse[0], -std::numeric_limits<double>::infinity());
+  EXPECT_NEAR(lse[2], std::log(2.0), 1e-15);
+  // A sink of logit 0 joins the denominator: row 2 -> (1 + 2) / 3, row 0 stays zero, lse(0) = 0.
+  Tensor sinks = c.from_host({1}, DType::f64, {0.0});
+  outs = c.call("attention", {q, k, v, Tensor(), Tensor(), Tensor(), Tensor(), sinks}, a);
+  o = outs[0].to_double();
+  lse = outs[1].to_double();
+  EXPECT_EQ(o[0], 0.0);
+  EXPECT_NEAR(o[16], 1.0, 1e-15);
+  EXPECT_NEAR(lse[0], 0.0, 1e-15);
+  // Key length 1: row 2 sees key 0 only.
+  Tensor len = c.from_host({1}, DType::i32, {1});
+  o = c.call("attention", {q, k, v, Tensor(), len}, a)[0].to_double();
+  EXPECT_NEAR(o[16], 1.0, 1e-15);
+}
+
+// Bad arguments: a clear kf::Error naming the argument, and the output left untouched.
+TEST(AttentionErrors, ArgumentsAreChecked) {
+  for (const auto& d : devices()) {
+    Context& c = context_for(d);
+    const auto t = [&](const Shape& s, DType dt = DType::f32) {
+      std::vector<double> v(static_cast<size_t>(numel(s)), 0.25);
+      return c.from_host(s, dt, v);
+    };
+    Tensor q = t({1, 4, 5, 16}), k = t({1, 2, 7, 16}), v = t({1, 2, 7, 16});
+    Tensor o = t({1, 4, 5, 16});
+    o.fill_bytes(0x7F);
+    const auto before = raw_bytes(o);
+    struct Bad {
+      std::vector<Tensor> in;
+      Attrs a;
+      std::string needle;
+    };
+    Attrs win, rope, p1, cap, bs, lse;
+    win.window = -1;
+    rope.rope = 3;
+    p1.p = 1.0;
+    cap.softcap = -1;
+    bs.block_size = 0;
+    const std::vector<Bad> bad = {
+        {{q, t({1, 3, 7, 16}), t({1, 3, 7, 16})}, {}, "Hkv dividing"},
+        {{t({1, 4, 5, 12}), t({1, 2, 7, 12}), t({1, 2, 7, 12})}, {}, "multiple of 8"},
+        {{t({1, 4, 5, 264}), t({1, 2, 7, 264}), t({1, 2, 7, 264})}, {}, "at most 256"},
+        {{q, k, t({1, 2, 6, 16})}, {}, "'v'"},
+        {{q, k, v}, win, "'window'"},
+        {{q, k, v}, rope, "'rope'"},
+        {{q, k, v}, p1, "'p'"},
+        {{q, k, v}, cap, "'softcap'"},
+        {{q, k, v, t({3})}, {}, "'alibi_slopes'"},
+        {{q, k, v, Tensor(), t({2}, DType::i32)}, {}, "'key_lengths'"},
+        {{q, k, v, Tensor(), Tensor(), t({2}, DType::i32)}, {}, "cu_seqlens"},
+        {{q, k, v, Tensor(), Tensor(), Tensor(), Tensor(), t({4}), t({1, 1}, DType::i32)}, bs, "'block_size'"},
+        {{q, k, v, Tensor(), Tensor(), Tensor(), Tensor(), t({3})}, {}, "'sinks'"},
+        {{q, k, v, Tensor(), t({1})}, {}, "'key_lengths' has dtype f32"},
+    };
+    for (const auto& b : bad) {
+      try {
+        c.run("attention", b.in, {o}, b.a);
+        ADD_FAILURE() << "no error for a case expecting " << b.needle << " on " << d.name;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(b.needle), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+      }
+    }
+    lse.return_lse = true;
+    EXPECT_THROW(c.run("attention", {q, k, v}, {o}, lse), Error);  // lse asked for, one output given
+    EXPECT_EQ(raw_bytes(o), before) << "an output was written by a rejected call on " << d.name;
+    EXPECT_THROW(c.call("attention_scores", {q, t({1, 3, 7, 16})}), Error);
+    // attention_backward: its own tensors, and the forward's checks under its own name.
+    Tensor lse_t = t({1, 4, 5}), dq = t({1, 4, 5, 16}), dk = t({1, 2, 7, 16}), dv = t({1, 2, 7, 16});
+    const std::vector<std::pair<std::vector<Tensor>, std::string>> bad_bwd = {
+        {{q, k, v, o, o, t({1, 4, 4})}, "'lse'"},
+        {{q, k, v, t({1, 4, 5, 8}), o, lse_t}, "'o'"},
+        {{q, k, v, o, o, lse_t, t({3})}, "'alibi_slopes'"},
+        {{q, k, t({1, 2, 6, 16}), o, o, lse_t}, "'v'"},
+    };
+    for (const auto& [in, needle] : bad_bwd) {
+      try {
+        c.run("attention_backward", in, {dq, dk, dv});
+        ADD_FAILURE() << "no error for a case expecting " << needle;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("attention_backward: "), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kf::test
