@@ -78,6 +78,7 @@ TEST_P(Linalg, FfnArgumentErrors) {
 // embedding: ids outside [0, V) (negative too) are an InvalidArgument naming the id and where it is,
 // checked before anything runs; pos needs at least L rows of d; tokens must be i32.
 TEST_P(Linalg, EmbeddingArgumentErrors) {
+  if (std::string why; !ctx_->supports("embedding", DType::f32, &why)) GTEST_SKIP() << why;
   Tensor table = t({10, 6}), pos = t({4, 6});
   Tensor y = poisoned({2, 4, 6});
   const auto ids = [&](std::vector<double> v) { return ctx_->from_host({2, 4}, DType::i32, v); };
@@ -120,6 +121,7 @@ TEST_P(Linalg, ComposedOpsReportTheirParts) {
 
 // The variant of a composed op names its parts' variants; the same inputs give the same bits twice.
 TEST_P(Linalg, FfnVariantAndDeterminism) {
+  if (std::string why; !ctx_->supports("linear_dropout", DType::f32, &why)) GTEST_SKIP() << why;
   ValidationCheck vc(*ctx_);
   const OpDef& op = get_op("ffn");
   TestCase tc{"det", {{9, 20}, {36, 20}, {36}, {20, 36}, {20}}, {}, 1};

@@ -83,6 +83,12 @@ __global__ void __launch_bounds__(1024) norm_kernel(const NormParams p) {
   }
 }
 
+// g = dy w rounded before it is used: contracted into sum(g) or into g - mean(g) (nvcc fuses a * b + c
+// by default), the product would keep digits the other side lacks; on an H100 that left 2.8e-5 where a
+// one-element row's gradient is exactly 0 (as norm_bwd.comp's `precise`).
+KF_DEV float mul_rounded(float a, float b) { return __fmul_rn(a, b); }
+KF_DEV double mul_rounded(double a, double b) { return __dmul_rn(a, b); }
+
 // layer_norm_backward / rms_norm_backward, the row pass: dx = rstd (g - sum(g) / L - xhat sum(g xhat) / L)
 // with g = dy w (rms: without the sum(g) term); the row's (hi, lo, rstd) to ws for the column pass.
 template <class T>
@@ -119,14 +125,14 @@ __global__ void __launch_bounds__(1024) norm_bwd_rows(const NormBwdParams p) {
     const C rs = C(1) / m_sqrt(m2 / C(L) + static_cast<C>(p.eps));
     C sg = C(0), sgx = C(0);
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
-      const C g = T::load(p.dy, base + j) * (p.w ? T::load(p.w, j) : C(1));
+      const C g = mul_rounded(T::load(p.dy, base + j), p.w ? T::load(p.w, j) : C(1));
       sg += g, sgx += g * (centered<T>(T::load(p.x, base + j), hi, lo) * rs);
     }
     sg = p.layer ? block_sum(sg, sm) : C(0);
     sgx = block_sum(sgx, sm);
     const C mg = sg / C(L), mgx = sgx / C(L);
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
-      const C g = T::load(p.dy, base + j) * (p.w ? T::load(p.w, j) : C(1));
+      const C g = mul_rounded(T::load(p.dy, base + j), p.w ? T::load(p.w, j) : C(1));
       const C xhat = centered<T>(T::load(p.x, base + j), hi, lo) * rs;
       T::store(p.dx, base + j, rs * (g - mg - xhat * mgx));
     }

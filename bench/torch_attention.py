@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""kf's attention bench cases in PyTorch's scaled_dot_product_attention, one JSON per forced backend.
+
+Reads the cases (shapes, causal, dtype, the registry's flops) from a kf-bench JSON file (--cases-from) so
+that both sides time the same work, then times each with torch.nn.attention.sdpa_kernel forcing one
+backend at a time (flash = FlashAttention-2, cudnn, efficient = memory-efficient), between CUDA events,
+median of --reps after warm-up. Writes OUT_DIR/torch-sdpa-<backend>.json in kf-bench's schema
+(bench/SCHEMA.md) for `kf-bench --render-only --compare ...`. A case a backend cannot run (GQA on a
+backend without it, a head dim it lacks) is written with "error".
+
+    python3 bench/torch_attention.py --cases-from kf-vulkan.json --out-dir results/
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases-from", required=True, help="a kf-bench JSON file with attention results")
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--backends", default="flash,cudnn,efficient")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    with open(args.cases_from) as f:
+        doc = json.load(f)
+    cases = [r for r in doc["results"] if r.get("op") == "attention" and "ms" in r]
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    os.makedirs(args.out_dir, exist_ok=True)
+    for name in [b for b in args.backends.split(",") if b]:
+        framework = f"torch-sdpa-{name}"
+        common = {"device": props.name, "backend": "cuda", "framework": framework}
+        results = []
+        print(f"== {framework}", flush=True)
+        for r in cases:
+            row = {"op": "attention", "case": r["case"], "dtype": r["dtype"], "shapes": r["shapes"],
+                   "attrs": r.get("attrs", {}), **common}
+            try:
+                dt = getattr(torch, DTYPES[r["dtype"]])
+                qs, ks = r["shapes"][0], r["shapes"][1]
+                q = torch.randn(qs, device=dev, dtype=dt)
+                k = torch.randn(ks, device=dev, dtype=dt)
+                v = torch.randn(ks, device=dev, dtype=dt)
+                causal = bool(r.get("attrs", {}).get("causal", False)) or "causal" in r["case"]
+                gqa = qs[1] != ks[1]
+                # bottom-right causal alignment (KERNELS.md) equals torch's top-left one when Sq == Sk;
+                # for Sq = 1 (decode) causal masks nothing.
+                causal = causal and qs[2] > 1
+
+                def call():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+                with sdpa_kernel(backends[name]):
+                    for _ in range(args.warmup):
+                        call()
+                    torch.cuda.synchronize()
+                    times = []
+                    for _ in range(args.reps):
+                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        a.record()
+                        call()
+                        b.record()
+                        b.synchronize()
+                        times.append(a.elapsed_time(b))
+                ms = statistics.median(times)
+                row.update({"ms": ms, "bytes": r["bytes"], "flops": r["flops"], "gbs": r["bytes"] / (ms * 1e6),
+                            "tflops": r["flops"] / (ms * 1e9), "variant": f"sdpa:{name}"})
+                print(f"{r['case']:32} {r['dtype']:5} {ms:9.4f} ms {row['tflops']:8.1f} TFLOP/s "
+                      f"{row['gbs']:8.1f} GB/s", flush=True)
+            except Exception as e:  # noqa: BLE001 - a backend without this case is reported, not fatal
+                row["error"] = f"{type(e).__name__}: {e}"[:400]
+                print(f"{r['case']:32} {r['dtype']:5} error: {row['error'][:160]}", flush=True)
+            results.append(row)
+            torch.cuda.empty_cache()
+        out = {"tool": "torch_attention.py", "framework": framework,
+               "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "device": {"name": props.name, "vendor": "NVIDIA", "type": "discrete", "driver": "",
+                          "api": f"torch {torch.__version__}", "backend": "cuda", "copy_gbs": {}},
+               "size_mib": doc.get("size_mib", 0), "reps": args.reps, "warmup": args.warmup,
+               "results": results}
+        with open(os.path.join(args.out_dir, f"{framework}.json"), "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
