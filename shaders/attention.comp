@@ -45,6 +45,8 @@ const uint TPR = 8;
 const uint DP = D + 1;        // padded row stride of the shared tiles (no bank conflicts)
 const uint NPK = D / VW;      // 16-byte packs per row
 const uint MAXACC = 32;       // accumulator values per invocation: D <= 256 over 8 lanes
+const uint NU = BK / TPR;     // keys per invocation in the scores (BK a multiple of 8, at most 32)
+const uint MAXU = 4;
 
 layout(push_constant) uniform PC {
   uint B, Hq, Hkv, SqT, SkT, G;
@@ -297,8 +299,18 @@ void main() {
       rope_tile(false, uint(min(int(BK), jend - j0)), j0, 0);
       barrier();
     }
-    // Scores of this invocation's keys.
-    for (uint t = lane; t < BK; t += TPR) {
+    // Scores of this invocation's keys (lane, lane + 8, ...): the dot products together, so that each
+    // q value read from shared memory serves all of them.
+    float dots[MAXU];
+    [[unroll]] for (uint u = 0; u < MAXU; ++u) dots[u] = 0.0;
+    for (uint d = 0; d < D; ++d) {
+      const float qd = Qs[lr * DP + d];
+      [[unroll]] for (uint u = 0; u < MAXU; ++u)
+        if (u < NU) dots[u] += qd * KVs[(lane + TPR * u) * DP + d];
+    }
+    [[unroll]] for (uint u = 0; u < MAXU; ++u) {
+      if (u >= NU) break;
+      const uint t = lane + TPR * u;
       const int j = j0 + int(t);
       float s = NEG_INF;
       bool vis = row_ok && j < jend;
@@ -306,9 +318,7 @@ void main() {
       if (WINDOW && qi + off - j >= int(pc.window)) vis = false;
       if (BMASK && vis && ws[pc.aux_bmask + (row_global / pc.block_size) * pc.nkb + (kbeg + uint(j)) / pc.block_size] == 0u) vis = false;
       if (vis) {
-        float dot = 0.0;
-        for (uint d = 0; d < D; ++d) dot += Qs[lr * DP + d] * KVs[t * DP + d];
-        s = dot;
+        s = dots[u];
         if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
         if (ALIBI != 0u) s -= slope * abs(float(qi + off - j));
       }

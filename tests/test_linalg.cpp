@@ -104,6 +104,49 @@ TEST_P(Linalg, EmbeddingArgumentErrors) {
       EXPECT_NEAR(out[r * 6 + c], tv[tok[r] * 6 + c] + pv[(r % 4) * 6 + c], 1e-6) << r << "," << c;
 }
 
+// Convolution attributes and shapes: each a kf::Error naming the argument, nothing written.
+TEST_P(Linalg, ConvArgumentErrors) {
+  Tensor x = t({1, 4, 6, 6}), W = t({6, 4, 3, 3});
+  Tensor y = poisoned({1, 6, 4, 4});
+  const auto attrs = [](std::array<int64_t, 2> s, std::array<int64_t, 2> p, std::array<int64_t, 2> d, int64_t g) {
+    Attrs a;
+    a.stride = s;
+    a.padding = p;
+    a.dilation = d;
+    a.groups = g;
+    return a;
+  };
+  expect_error([&] { ctx_->run("conv2d", {x, W}, {y}, attrs({0, 1}, {0, 0}, {1, 1}, 1)); }, ErrorCode::InvalidArgument,
+               {"conv2d", "'stride'", "{0, 1}"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, W}, {y}, attrs({1, 1}, {-1, 0}, {1, 1}, 1)); }, ErrorCode::InvalidArgument,
+               {"conv2d", "'padding'"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, W}, {y}, attrs({1, 1}, {0, 0}, {1, 0}, 1)); }, ErrorCode::InvalidArgument,
+               {"conv2d", "'dilation'"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, W}, {y}, attrs({1, 1}, {0, 0}, {1, 1}, 3)); }, ErrorCode::InvalidArgument,
+               {"conv2d", "'groups'"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, W}, {y}, attrs({1, 1}, {0, 0}, {4, 4}, 1)); }, ErrorCode::Shape,
+               {"conv2d", "dilated kernel"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, t({6, 2, 3, 3})}, {y}); }, ErrorCode::Shape, {"conv2d", "'W'"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, W, t({5})}, {y}); }, ErrorCode::Shape, {"conv2d", "'bias'"}, y);
+  expect_error([&] { ctx_->run("conv2d", {t({4, 6, 6}), W}, {y}); }, ErrorCode::Shape, {"conv2d", "'x'", "NCHW"}, y);
+  expect_error([&] { ctx_->run("conv2d", {x, W}, {poisoned({1, 6, 5, 5})}); }, ErrorCode::Shape, {"output 'y'"}, y);
+  Tensor c = t({6});
+  Attrs eps;
+  eps.eps = -1;
+  expect_error([&] { ctx_->run("conv2d_bn_relu", {x, W, c, c, c, c}, {y}, eps); }, ErrorCode::InvalidArgument,
+               {"conv2d_bn_relu", "'eps'"}, y);
+  expect_error([&] { ctx_->run("conv2d_bn_relu", {x, W, c, c, t({5}), c}, {y}); }, ErrorCode::Shape,
+               {"conv2d_bn_relu", "'bn_mean'"}, y);
+  Attrs p;
+  p.p = 1.5;
+  expect_error([&] { ctx_->run("conv2d_gelu_dropout", {x, W}, {y}, p); }, ErrorCode::InvalidArgument,
+               {"conv2d_gelu_dropout", "'p'"}, y);
+  expect_error([&] { ctx_->run("depthwise_pointwise", {x, t({4, 2, 3, 3}), t({6, 4, 1, 1})}, {y}); }, ErrorCode::Shape,
+               {"depthwise_pointwise", "'W_dw'"}, y);
+  expect_error([&] { ctx_->run("depthwise_pointwise", {x, t({4, 1, 3, 3}), t({6, 4, 3, 3})}, {y}); }, ErrorCode::Shape,
+               {"depthwise_pointwise", "'W_pw'"}, y);
+}
+
 // A composed op runs on a device where all its parts run; otherwise it is Unsupported, naming the part,
 // and writes nothing.
 TEST_P(Linalg, ComposedOpsReportTheirParts) {
@@ -162,6 +205,32 @@ TEST(LinalgPaths, FfnOnEachMatrixPath) {
           EXPECT_TRUE(r.pass) << name << " " << tune << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
           EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : "gemv"), std::string::npos) << r.variant;
         }
+      }
+    }
+  }
+}
+
+// Grids capped at a few workgroups (KF_TUNE max_groups): the convolution loops over its pixel tiles and
+// embedding over its packs; results still match the reference, and twice the same bits.
+TEST(LinalgPaths, GridCapLoops) {
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ContextOptions o = options_for(d);
+    o.tuning = "max_groups=2";
+    Context ctx = Context::create(o);
+    Attrs a;
+    a.padding = {1, 1};
+    a.act = kActRelu;
+    const std::vector<std::pair<std::string, TestCase>> cases = {
+        {"conv2d", {"cap", {{2, 5, 13, 11}, {9, 5, 3, 3}, {9}}, a, 1}},
+        {"conv2d_bn_relu", {"cap", {{1, 3, 17, 17}, {4, 3, 3, 3}, {4}, {4}, {4}, {4}}, a, 1}},
+        {"embedding", {"cap", {{3, 70}, {40, 24}, {70, 24}}, {}, 1}}};
+    for (DType dt : {DType::f32, DType::f16}) {
+      for (const auto& [name, tc] : cases) {
+        check::CaseOptions co;
+        co.repeat = true;
+        const auto r = check::run_case(ctx, get_op(name), dt, tc, fresh_seed(), co);
+        EXPECT_TRUE(r.pass) << name << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
       }
     }
   }

@@ -258,16 +258,17 @@ int main(int argc, char** argv) {
           const TestCase& bc = op.bench[c];
           try {
             const auto shapes = scale_shapes(bc.inputs, dtype, o.size_mib, &op);
-            auto in = random_inputs(ctx, inputs, shapes, dtype, &op);
-            std::vector<Tensor> out;
             std::vector<Shape> all = shapes;
             all.resize(op.inputs.size());
-            const auto out_shapes = op.infer(op, all, bc.attrs);
+            // Skipped before its inputs are made (an ffn's weights are 256 MiB each whatever --size-mib).
             if (o.max_gflop > 0 && op_cost(op, dtype, all, &bc.attrs).flops > o.max_gflop * 1e9) {
               std::printf("%-22s %-16s skipped: %.3g GFLOP > --max-gflop\n", op.name.c_str(), bc.label.c_str(),
                           op_cost(op, dtype, all, &bc.attrs).flops * 1e-9);
               continue;
             }
+            auto in = random_inputs(ctx, inputs, shapes, dtype, &op);
+            std::vector<Tensor> out;
+            const auto out_shapes = op.infer(op, all, bc.attrs);
             for (size_t k = 0; k < out_shapes.size(); ++k) out.push_back(output(ctx, outputs, out_shapes[k], dtype, k));
             // In-place ops (the optimizers, OpDef::in_place) are timed as they are used: each such output is
             // its input (given separate outputs, a backend copies the inputs first).

@@ -152,7 +152,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   l.bindings[4] = call.outputs[0].buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = static_cast<uint32_t>(std::min<uint64_t>((M + 63) / 64, 65535));
+  l.groups = static_cast<uint32_t>(std::clamp<uint64_t>((M + 63) / 64, 1, std::min<uint64_t>(65535, tuning().max_groups)));
   l.groups_y = static_cast<uint32_t>((Og + 63) / 64);
   l.groups_z = static_cast<uint32_t>(groups);
   record(l);

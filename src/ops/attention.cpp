@@ -345,7 +345,7 @@ void register_attention_ops(std::vector<OpDef>& ops) {
     };
     op.tests = {
         {"b2_h3_s17_d64", qkv(2, 3, 3, 17, 17, 64), {}, 2},
-        {"sq1_sk65_d128", qkv(1, 4, 4, 1, 65, 128), {}, 2},
+        {"sq1_sk65_d128", qkv(1, 4, 4, 1, 65, 128), {}, 1.5},
         // range 1: over 1000 keys the f32 rounding of the scores and exp alone comes near the 1e-6 relative
         // L2 tolerance when the scores spread wider (the output is an average with much cancellation).
         {"sq1_sk1000_d64_decode", qkv(1, 2, 2, 1, 1000, 64), {}, 1},
@@ -359,7 +359,7 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"b3_s33_d64_key_lengths", with(qkv(3, 2, 2, 33, 33, 64), 4, {3}), {}, 2},
         {"s33_d64_dropout", qkv(2, 2, 2, 33, 33, 64), attn({{"p", 0.3}}), 2},
         {"gqa_h6_kv2_sq17_sk33_d64", qkv(1, 6, 2, 17, 33, 64), attn({{"causal", 1}}), 2},
-        {"mqa_h4_kv1_sq1_sk65_d128", qkv(2, 4, 1, 1, 65, 128), {}, 2},
+        {"mqa_h4_kv1_sq1_sk65_d128", qkv(2, 4, 1, 1, 65, 128), {}, 1.5},
         {"s33_d64_rope_half", qkv(1, 2, 2, 33, 33, 64), attn({{"rope", 1}}), 2},
         {"sq17_sk33_d80_rope_interleaved_causal", qkv(1, 2, 1, 17, 33, 80), attn({{"rope", 2}, {"causal", 1}}), 2},
         {"s17_d64_softcap", qkv(1, 2, 2, 17, 17, 64), attn({{"softcap", 2}}), 3},

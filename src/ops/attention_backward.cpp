@@ -212,12 +212,13 @@ void register_attention_backward(std::vector<OpDef>& ops) {
       {"sq17_sk33_d80_causal", qkv(1, 2, 2, 17, 33, 80), causal, 2},
       {"sq33_sk17_d64_causal", qkv(1, 2, 2, 33, 17, 64), causal, 2},
       {"gqa_h4_kv2_s33_d64_mix", qkv(1, 4, 2, 33, 33, 64), mix, 2},
-      {"sq1_sk65_d128", qkv(2, 2, 1, 1, 65, 128), {}, 2},
+      {"sq1_sk65_d128", qkv(2, 2, 1, 1, 65, 128), {}, 1.5},
       {"s33_d64_dropout", qkv(1, 2, 2, 33, 33, 64), drop, 2},
       {"s17_d96_rope_interleaved_causal", qkv(1, 1, 1, 17, 17, 96), inter, 2},
       {"b3_s33_d64_key_lengths_sinks", with(with(qkv(3, 2, 2, 33, 33, 64), 7, {3}), 10, {2}), causal, 2},
       {"varlen_3seq_d64", with(with(qkv(1, 2, 2, 40, 50, 64), 8, {4}), 9, {4}), causal, 2},
-      {"s3_d8", qkv(1, 1, 1, 3, 3, 8), {}, 2},
+      // Range 1: with 3 keys dq = sum_j P_j (dP_j - D) k_j cancels almost entirely; f32 keeps ~6 digits.
+      {"s5_d8", qkv(1, 1, 1, 5, 5, 8), {}, 1},
   };
   {
     Attrs bm;
