@@ -20,6 +20,7 @@
 #define DT_F16
 #include "common.glsl"
 #include "activations.glsl"
+#include "philox.glsl"
 
 #ifndef SG_M
 #define SG_M 2
@@ -48,6 +49,9 @@ layout(constant_id = 1) const bool B_NK = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_RES = false;
 layout(constant_id = 4) const uint ACT = 0;
+// linear_dropout (ffn's hidden layer): act(..) dropped with the Philox mask of KERNELS.md, element
+// index = the output's linear index, as mm.comp's and mm_gemv.comp's epilogues.
+layout(constant_id = 5) const bool DROPOUT = false;
 
 // A and B only ever read as 16-byte packs: declared alone and restrict, so that the compiler may
 // schedule their loads freely; bias, residual and C use the common views.
@@ -60,6 +64,8 @@ DECLARE_BUFFER(4, C, )
 layout(push_constant) uniform PC {
   uint M, N, K;
   uint stride_a, stride_b, stride_c;
+  uint seed_lo, seed_hi, off_lo, off_hi, thr;  // dropout: keep(i) = (word >> 8) >= thr
+  float keep_scale;                            // 1 / (1 - p)
 } pc;
 
 const uint K8 = BK / 8u;              // uvec4 per staged row of a slice ([rows, BK])
@@ -218,6 +224,11 @@ void main() {
       if (gm < pc.M && gn < pc.N) {
         if (HAS_BIAS) x += LOAD_ELEM(BIAS, gn);
         x = act(x);
+        if (DROPOUT) {
+          const uint e = cbase + gm * pc.N + gn;
+          const uvec4 w = philox4x32_10(uvec4(e >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+          x = (w[e & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
+        }
         if (HAS_RES) x += LOAD_ELEM(RES, cbase + gm * pc.N + gn);
       }
       v[h] = x;

@@ -185,15 +185,18 @@ INSTANTIATE_TEST_SUITE_P(Devices, Linalg, ::testing::ValuesIn(devices()),
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Linalg);
 
 // ffn and ffn_swiglu with every Vulkan matrix path forced for their parts (portable tiled, few rows /
-// split-K), dropout on: the masks of both kernels' epilogues match the reference's.
+// split-K, tensor cores where the device has them), dropout on: the masks of every kernel's epilogue
+// match the reference's.
 TEST(LinalgPaths, FfnOnEachMatrixPath) {
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    for (const std::string tune : {"mm_path=1", "mm_path=3", "mm_path=3,mm_splitk=3"}) {
+    for (const std::string tune : {"mm_path=1", "mm_path=3", "mm_path=3,mm_splitk=3", "mm_path=2"}) {
       ContextOptions o = options_for(d);
       o.tuning = tune;
       Context ctx = Context::create(o);
+      const bool coopmat = tune == "mm_path=2";  // tensor cores: f16 only, where the device has them
       for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+        if (coopmat && dt != DType::f16) continue;
         TestCase f{"ffn", {{2, 9, 24}, {40, 24}, {40}, {24, 40}, {24}}, {}, 1};
         f.attrs.p = 0.3;
         f.attrs.seed = 5;
@@ -202,8 +205,10 @@ TEST(LinalgPaths, FfnOnEachMatrixPath) {
         TestCase s{"swiglu", {{17, 24}, {64, 24}, {24, 32}}, {}, 1};
         for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"ffn", f}, {"ffn_swiglu", s}}) {
           const auto r = check::run_case(ctx, get_op(name), dt, tc, fresh_seed());
+          if (coopmat && r.message.find("cooperative-matrix path was forced") != std::string::npos) break;  // no tensor cores
           EXPECT_TRUE(r.pass) << name << " " << tune << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
-          EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : "gemv"), std::string::npos) << r.variant;
+          EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : coopmat ? "coopmat" : "gemv"), std::string::npos)
+              << r.variant;
         }
       }
     }

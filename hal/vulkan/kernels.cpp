@@ -213,23 +213,23 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
                 static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
                 static_cast<uint32_t>(call.attrs.offset), static_cast<uint32_t>(call.attrs.offset >> 32),
                 ref::dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
-  // linear_dropout: the dropout is in mm.comp's and mm_gemv.comp's epilogues, not mm_coopmat.comp's.
+  // linear_dropout: the dropout is in every product kernel's epilogue (DROPOUT, spec constant 5).
   const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
   const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : kCoopmatDefault];
   if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[kCoopmatDefault];
   const CoopmatConfig& cfg = *pick;
-  const bool coopmat_fits = !drop && coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
+  const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
                             has_variant(cfg.variant);
   if (tuning().mm_path == 2 && !coopmat_fits)
     throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
-                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16, K % 8 == 0 and no dropout epilogue");
+                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 and K % 8 == 0");
   const bool coopmat = coopmat_fits && tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   Launch l;
   l.variant = coopmat ? cfg.variant : variant_name(*call.op, call.dtype, false);
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
-  if (!coopmat) l.spec.push_back(drop ? 1u : 0u);
+  l.spec.push_back(drop ? 1u : 0u);
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_bias) l.bindings[2] = call.inputs[2].buffer;
