@@ -250,7 +250,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const bool unbatched = batches == 1;
   const bool lt_bias = bias && unbatched && !f64 && lt_epilogues_;
   const bool lt_act = unbatched && !f64 && !res && lt_epilogues_ && (act == kActRelu || (act == kActGeluTanh && half));
-  const bool lt_res = res && (act == kActNone);  // beta = 1, C = residual
+  const bool lt_res = res && (act == kActNone) && lt_epilogues_;  // beta = 1, C = residual
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   if (lt_act && act == kActRelu) epi = lt_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
   else if (lt_act) epi = lt_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
