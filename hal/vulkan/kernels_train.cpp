@@ -11,6 +11,8 @@ namespace kf::hal::vk {
 
 // softmax_backward, layer_norm_backward, rms_norm_backward (norm_bwd.comp): the row pass (dx, and the
 // rows' statistics), then for the norms a column pass of per-chunk partial sums and their combine.
+constexpr uint64_t kMaxRowChunks = 64;
+
 std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   const OpDef& op = *call.op;
   const Caps& caps = info_.caps;
@@ -22,7 +24,13 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   const uint64_t npk = (L + plan.vw - 1) / plan.vw, colgroups = (npk + kWorkgroup - 1) / kWorkgroup;
   // Row chunks of the column pass: enough (row chunk, column group) units to fill a large GPU, with at
   // least 16 rows in a chunk where there are that many (fewer make the partial sums outweigh the rows).
-  const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1, std::max<uint64_t>(1, R / 16));
+  // The combine pass then adds nrchunks partials per column in order, one invocation per column pack:
+  // few invocations, nrchunks long. Capped at kMaxRowChunks (KF_TUNE normbwd_chunks): on an H100 the
+  // uncapped 1024 chunks of f16 (512 column packs) made the combine the slow part (2.1 ms in all); caps
+  // of 32 / 64 / 128 / 256 gave 0.50 / 0.41 / 0.44 / 0.57 ms (f16 layer_norm_backward, 16384 x 4096).
+  const uint64_t max_chunks = tuning().normbwd_chunks ? tuning().normbwd_chunks : kMaxRowChunks;
+  const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1,
+                                             std::min<uint64_t>(max_chunks, std::max<uint64_t>(1, R / 16)));
   uint64_t rchunk = (R + want - 1) / want, nrchunks = (R + rchunk - 1) / rchunk;
   // Rows that fit the registers: the row pass also sums the columns (FUSED_COLS in norm_bwd.comp), one
   // partial per (workgroup, row slot), so dy and x are read once. At most kFusedGroups workgroups, so that
