@@ -52,6 +52,10 @@ layout(constant_id = 4) const uint ACT = 0;
 // linear_dropout (ffn's hidden layer): act(..) dropped with the Philox mask of KERNELS.md, element
 // index = the output's linear index, as mm.comp's and mm_gemv.comp's epilogues.
 layout(constant_id = 5) const bool DROPOUT = false;
+// For linear_cross_entropy's d W = G^T h (kernels_lce.cpp, record_matmul_at_b), as mm.comp: A stored
+// [K, M] (M contiguous, M % 8 == 0) and C += the product (C's own values added in the epilogue).
+layout(constant_id = 6) const bool A_KM = false;
+layout(constant_id = 7) const bool ACC_OUT = false;
 
 // A and B only ever read as 16-byte packs: declared alone and restrict, so that the compiler may
 // schedule their loads freely; bias, residual and C use the common views.
@@ -71,7 +75,8 @@ layout(push_constant) uniform PC {
 const uint K8 = BK / 8u;              // uvec4 per staged row of a slice ([rows, BK])
 const uint AROW = K8 + 1u;            // padded (bank conflicts)
 const uint BROW = BN / 8u + 1u;       // uvec4 per staged row of B when [K, N], padded
-const uint A_STAGE = BM * AROW;
+const uint AROW_T = BM / 8u + 1u;     // uvec4 per staged row of A when [K, M], padded
+const uint A_STAGE = (BM * AROW > BK * AROW_T) ? BM * AROW : BK * AROW_T;
 const uint B_STAGE = (BN * AROW > BK * BROW) ? BN * AROW : BK * BROW;
 const uint LA = BM * K8 / NT;         // uvec4 of A each invocation moves per slice
 const uint LB = BN * K8 / NT;         // (the same count for B in either layout)
@@ -95,7 +100,7 @@ void main() {
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, bz = gl_WorkGroupID.z;
   const uint sm = (sg / SG_N) * (FM * 16u), sn = (sg % SG_N) * (FN * 16u);  // this subgroup's block
   const uint a_base = bz * pc.stride_a / 8u, b_base = bz * pc.stride_b / 8u;  // in uvec4 (8 halves)
-  const uint GK8 = pc.K / 8u, GN8 = pc.N / 8u;
+  const uint GK8 = pc.K / 8u, GN8 = pc.N / 8u, GM8 = pc.M / 8u;
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
@@ -107,8 +112,14 @@ void main() {
 #define LOAD_SLICE(k0) LOAD_SLICE_INTO(k0, ra, rb)
 #define LOAD_SLICE_INTO(k0, ra, rb)                                                             \
   [[unroll]] for (uint q = 0; q < LA; ++q) {                                                    \
-    const uint e = lid + NT * q, r = e / K8, gk8 = (k0) / 8u + e % K8;                         \
-    ra[q] = (m0 + r < pc.M && gk8 < GK8) ? A_v.v[a_base + (m0 + r) * GK8 + gk8] : Z;           \
+    const uint e = lid + NT * q;                                                                \
+    if (A_KM) {                                                                                 \
+      const uint kr = e / (BM / 8u), gk = (k0) + kr, gm8 = m0 / 8u + e % (BM / 8u);            \
+      ra[q] = (gk < pc.K && gm8 < GM8) ? A_v.v[a_base + gk * GM8 + gm8] : Z;                   \
+    } else {                                                                                    \
+      const uint r = e / K8, gk8 = (k0) / 8u + e % K8;                                         \
+      ra[q] = (m0 + r < pc.M && gk8 < GK8) ? A_v.v[a_base + (m0 + r) * GK8 + gk8] : Z;         \
+    }                                                                                           \
   }                                                                                             \
   [[unroll]] for (uint q = 0; q < LB; ++q) {                                                    \
     const uint e = lid + NT * q;                                                                \
@@ -125,7 +136,8 @@ void main() {
 #define STORE_SLICE_FROM(st, ra, rb)                                                            \
   [[unroll]] for (uint q = 0; q < LA; ++q) {                                                    \
     const uint e = lid + NT * q;                                                                \
-    As[(st) * A_STAGE + (e / K8) * AROW + e % K8] = ra[q];                                      \
+    if (A_KM) As[(st) * A_STAGE + (e / (BM / 8u)) * AROW_T + e % (BM / 8u)] = ra[q];            \
+    else As[(st) * A_STAGE + (e / K8) * AROW + e % K8] = ra[q];                                 \
   }                                                                                             \
   [[unroll]] for (uint q = 0; q < LB; ++q) {                                                    \
     const uint e = lid + NT * q;                                                                \
@@ -136,8 +148,10 @@ void main() {
 #define COMPUTE_SLICE(st)                                                                       \
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16u) {                                            \
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[FM], fb[FN];                                    \
-    [[unroll]] for (uint i = 0; i < FM; ++i)                                                    \
-      coopMatLoadNV(fa[i], As, (st) * A_STAGE + (sm + 16u * i) * AROW + kk / 8u, AROW, false);  \
+    [[unroll]] for (uint i = 0; i < FM; ++i) {                                                  \
+      if (A_KM) coopMatLoadNV(fa[i], As, (st) * A_STAGE + kk * AROW_T + (sm + 16u * i) / 8u, AROW_T, true); \
+      else coopMatLoadNV(fa[i], As, (st) * A_STAGE + (sm + 16u * i) * AROW + kk / 8u, AROW, false);         \
+    }                                                                                           \
     [[unroll]] for (uint j = 0; j < FN; ++j) {                                                  \
       if (B_NK) coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + (sn + 16u * j) * AROW + kk / 8u, AROW, true); \
       else coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + kk * BROW + (sn + 16u * j) / 8u, BROW, false);     \
@@ -230,6 +244,7 @@ void main() {
           x = (w[e & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
         }
         if (HAS_RES) x += LOAD_ELEM(RES, cbase + gm * pc.N + gn);
+        if (ACC_OUT) x += LOAD_ELEM(C, cbase + gm * pc.N + gn);
       }
       v[h] = x;
     }

@@ -24,8 +24,10 @@
 namespace kf::hal::vk {
 namespace {
 
-struct MatmulPush {  // mm.comp's push constants
+struct MatmulPush {  // mm.comp's and mm_coopmat.comp's push constants (the dropout fields unused here)
   uint32_t M, N, K, stride_a, stride_b, stride_c;
+  uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
+  float keep_scale = 1;
 };
 
 constexpr uint64_t kViewAlign = 256;               // the largest buffer-offset alignment Vulkan allows
@@ -39,17 +41,22 @@ void VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const st
                                       const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
                                       uint32_t K, bool accumulate) {
   MatmulPush pc{M, N, K, 0, 0, 0};
+  // Tensor cores (mm_coopmat.comp's default shape, 128 x 128) for f16 with whole 16-byte rows of A and
+  // B; mm.comp's 64 x 64 tiles otherwise (KF_TUNE mm_path=1 forces those).
+  const bool coopmat = coopmat_f16_ && dtype == DType::f16 && M % 8 == 0 && N % 8 == 0 && tuning().mm_path != 1 &&
+                       has_variant("mm_coopmat_f16_c1");
+  const uint32_t tile = coopmat ? 128 : 64;
   Launch l;
-  l.variant = std::string("mm_") + to_string(dtype);
-  // mm.comp: B [K, N] (B_NK off), no bias, residual or activation; A_KM on; ACC_OUT when accumulating.
-  l.spec = {256u, 0u, 0u, 0u, 0u, 0u, 1u, accumulate ? 1u : 0u};  // mm.comp: ..., DROPOUT, A_KM, ACC_OUT
+  l.variant = coopmat ? std::string("mm_coopmat_f16_c1") : std::string("mm_") + to_string(dtype);
+  // B [K, N] (B_NK off), no bias, residual or activation; A_KM on; ACC_OUT when accumulating.
+  l.spec = {256u, 0u, 0u, 0u, 0u, 0u, 1u, accumulate ? 1u : 0u};  // ..., DROPOUT, A_KM, ACC_OUT
   l.bindings[0] = a;
   l.bindings[1] = b;
   l.bindings[4] = c;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = (N + 63) / 64;
-  l.groups_y = (M + 63) / 64;
+  l.groups = (N + tile - 1) / tile;
+  l.groups_y = (M + tile - 1) / tile;
   record(l);
 }
 
