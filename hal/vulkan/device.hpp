@@ -109,6 +109,8 @@ class VulkanDevice final : public Device {
   // KERNELS.md section 5 (kernels_attn.cpp).
   bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_attention(const OpCall& call);
+  // Attention's rotary cos/sin table (npos positions from pmin, head dim D), cached (kernels_attn.cpp).
+  std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos);
   // Records a copy of `bytes` from src to dst (at the given byte offsets), ordered after everything
   // recorded before it.
   void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,

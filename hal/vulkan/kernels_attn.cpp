@@ -38,6 +38,44 @@ constexpr uint32_t kTpr = 8;  // invocations per query row (attention.comp's TPR
 
 uint64_t shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) { return 4 * ((bq + bk) * (D + 1) + 2 * bq * bk); }
 
+// The workspace of one attention dispatch (forward or backward): 16-byte-aligned regions at word
+// offsets (passed as push constants), and the copies that fill the auxiliary ones.
+struct WorkspacePlan {
+  struct Copy {
+    std::shared_ptr<Buffer> src;
+    size_t bytes;
+    uint32_t at;
+  };
+  uint64_t words = 0;
+  std::vector<Copy> copies;
+
+  uint32_t region(uint64_t n) {
+    const uint64_t at = words;
+    words += (n + 3) / 4 * 4;
+    return static_cast<uint32_t>(at);
+  }
+  uint32_t copy_of(std::shared_ptr<Buffer> src, size_t bytes) {
+    const uint32_t at = region((bytes + 3) / 4);
+    copies.push_back({std::move(src), bytes, at});
+    return at;
+  }
+  uint32_t input(const TensorArg& t, size_t elem_bytes) {
+    return copy_of(t.buffer, static_cast<size_t>(t.numel) * elem_bytes);
+  }
+  // Checks the size against the device's largest storage binding, then records the copies into the
+  // device's workspace and returns it.
+  std::shared_ptr<Buffer> record(VulkanDevice& dev, const std::string& op) const {
+    const uint64_t range = dev.info().caps.max_storage_range;
+    if (range && words * 4 > range)
+      throw Error(ErrorCode::Unsupported, op + ": the workspace of " + std::to_string(words * 4) +
+                                              " bytes exceeds the device's largest storage binding");
+    std::shared_ptr<Buffer> ws = dev.workspace(static_cast<size_t>(std::max<uint64_t>(words, 4) * 4));
+    for (const Copy& c : copies)
+      if (c.bytes) dev.record_copy(c.src, ws, c.bytes, 0, size_t(c.at) * 4);
+    return ws;
+  }
+};
+
 std::string kind_of(const OpDef& op) {
   if (op.name == "attention_scores") return "attn_scores";
   if (op.name == "attention") return "attn";
@@ -120,53 +158,26 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
                                             std::to_string(bwd_shared_bytes(8, 8, D)) + " bytes of shared memory; " +
                                             dev.info().name + " offers " + std::to_string(max_shared));
 
-  uint64_t words = 0;
-  const auto region = [&](uint64_t n) {
-    const uint64_t at = words;
-    words += (n + 3) / 4 * 4;
-    return static_cast<uint32_t>(at);
-  };
-  struct Copy {
-    std::shared_ptr<Buffer> src;
-    size_t bytes;
-    uint32_t at;
-  };
-  std::vector<Copy> copies;
-  const auto aux_input = [&](size_t k, size_t elem_bytes) {
-    const uint64_t bytes = static_cast<uint64_t>(call.inputs[k].numel) * elem_bytes;
-    const uint32_t at = region((bytes + 3) / 4);
-    copies.push_back({call.inputs[k].buffer, static_cast<size_t>(bytes), at});
-    return at;
-  };
+  WorkspacePlan plan;
   if (a.rope) {
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
     const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    const std::vector<float> t = rope_table(g.D, a.rope_base, pmin, npos);
-    const size_t bytes = t.size() * 4;
-    std::shared_ptr<Buffer> table = dev.allocate(bytes);
-    dev.upload(*table, t.data(), bytes);
-    pc.aux_rope = region(bytes / 4);
-    copies.push_back({table, bytes, pc.aux_rope});
+    pc.aux_rope = plan.copy_of(dev.rope_table(g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
-  if (has(6)) pc.aux_slopes = aux_input(6, es);
-  if (has(7)) pc.aux_lens = aux_input(7, 4);
-  if (has(8)) pc.aux_cuq = aux_input(8, 4);
-  if (has(9)) pc.aux_cuk = aux_input(9, 4);
+  if (has(6)) pc.aux_slopes = plan.input(call.inputs[6], es);
+  if (has(7)) pc.aux_lens = plan.input(call.inputs[7], 4);
+  if (has(8)) pc.aux_cuq = plan.input(call.inputs[8], 4);
+  if (has(9)) pc.aux_cuk = plan.input(call.inputs[9], 4);
   if (has(11)) {
-    pc.aux_bmask = aux_input(11, 4);
+    pc.aux_bmask = plan.input(call.inputs[11], 4);
     pc.block_size = u32(a.block_size);
     pc.nkb = u32(call.inputs[11].shape[1]);
   }
-  pc.ws_D = region(rows);
-  pc.ws_lse = region(rows);
-  pc.ws_do = region(rows * D);
-  if (caps.max_storage_range && words * 4 > caps.max_storage_range)
-    throw Error(ErrorCode::Unsupported, "attention_backward: the workspace of " + std::to_string(words * 4) +
-                                            " bytes exceeds the device's largest storage binding");
-  const std::shared_ptr<Buffer> ws = dev.workspace(static_cast<size_t>(words * 4));
-  for (const Copy& c : copies)
-    if (c.bytes) dev.record_copy(c.src, ws, c.bytes, 0, size_t(c.at) * 4);
+  pc.ws_D = plan.region(rows);
+  pc.ws_lse = plan.region(rows);
+  pc.ws_do = plan.region(rows * D);
+  const std::shared_ptr<Buffer> ws = plan.record(dev, "attention_backward");
 
   const std::string dt = to_string(call.dtype);
   const bool alibi = a.alibi || has(6);
@@ -336,61 +347,27 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     throw Error(ErrorCode::Unsupported, "attention: the grid exceeds 65535 workgroups in a dimension");
 
   // The workspace: auxiliary inputs, then the partials of the split path.
-  uint64_t words = 0;
-  const auto region = [&](uint64_t n) {
-    const uint64_t at = words;
-    words += (n + 3) / 4 * 4;
-    return static_cast<uint32_t>(at);
-  };
-  struct Copy {
-    std::shared_ptr<Buffer> src;
-    size_t bytes;
-    uint32_t at;
-  };
-  std::vector<Copy> copies;
-  const auto aux_input = [&](size_t k, size_t elem_bytes) {
-    const uint64_t bytes = static_cast<uint64_t>(call.inputs[k].numel) * elem_bytes;
-    const uint32_t at = region((bytes + 3) / 4);
-    copies.push_back({call.inputs[k].buffer, static_cast<size_t>(bytes), at});
-    return at;
-  };
+  WorkspacePlan plan;
   if (a.rope) {
     // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t pmax = std::max<int64_t>(g.SkT - 1, 0);
-    const int64_t npos = pmax - pmin + 1, half = g.D / 2;  // half: cos/sin pairs per position
-    const std::string key = std::to_string(g.D) + "," + std::to_string(a.rope_base) + "," + std::to_string(pmin) +
-                            "," + std::to_string(npos);
-    const size_t table_bytes = static_cast<size_t>(npos * half * 2) * 4;
-    if (rope_key_ != key || !rope_table_) {
-      const std::vector<float> t = rope_table(g.D, a.rope_base, pmin, npos);
-      rope_table_ = allocate(table_bytes);
-      upload(*rope_table_, t.data(), table_bytes);
-      rope_key_ = key;
-    }
-    pc.aux_rope = region(table_bytes / 4);
-    copies.push_back({rope_table_, table_bytes, pc.aux_rope});
+    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
+    pc.aux_rope = plan.copy_of(rope_table(g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
-  if (has(3)) pc.aux_slopes = aux_input(3, es);
-  if (has(4)) pc.aux_lens = aux_input(4, 4);
-  if (has(5)) pc.aux_cuq = aux_input(5, 4);
-  if (has(6)) pc.aux_cuk = aux_input(6, 4);
-  if (has(7)) pc.aux_sinks = aux_input(7, es);
+  if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
+  if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
+  if (has(5)) pc.aux_cuq = plan.input(call.inputs[5], 4);
+  if (has(6)) pc.aux_cuk = plan.input(call.inputs[6], 4);
+  if (has(7)) pc.aux_sinks = plan.input(call.inputs[7], es);
   if (has(8)) {
-    pc.aux_bmask = aux_input(8, 4);
+    pc.aux_bmask = plan.input(call.inputs[8], 4);
     pc.block_size = u32(a.block_size);
     pc.nkb = u32(call.inputs[8].shape[1]);
   }
   const uint64_t rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
-  pc.part_off = region(0);
-  if (split) words += nsplit * rows * (D + 2);
-  if (words * 4 > caps.max_storage_range && caps.max_storage_range)
-    throw Error(ErrorCode::Unsupported, "attention: the workspace of " + std::to_string(words * 4) +
-                                            " bytes exceeds the device's largest storage binding");
-  const std::shared_ptr<Buffer> ws = workspace(static_cast<size_t>(std::max<uint64_t>(words, 4) * 4));
-  for (const Copy& c : copies)
-    if (c.bytes) record_copy(c.src, ws, c.bytes, 0, size_t(c.at) * 4);
+  pc.part_off = plan.region(split ? nsplit * rows * (D + 2) : 0);
+  const std::shared_ptr<Buffer> ws = plan.record(*this, "attention");
 
   pc.softcap = static_cast<float>(a.softcap);
   pc.window = u32(a.window);
@@ -447,6 +424,20 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, caps, tuning());
   record(c);
   return variant + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
+}
+
+// The rotary cos/sin table of npos positions from pmin (attention and its backward), cached: built on
+// the host in double and uploaded only when its parameters change.
+std::shared_ptr<Buffer> VulkanDevice::rope_table(int64_t D, double base, int64_t pmin, int64_t npos) {
+  const std::string key = std::to_string(D) + "," + std::to_string(base) + "," + std::to_string(pmin) + "," +
+                          std::to_string(npos);
+  if (rope_key_ != key || !rope_table_) {
+    const std::vector<float> t = ::kf::hal::vk::rope_table(D, base, pmin, npos);
+    rope_table_ = allocate(t.size() * 4);
+    upload(*rope_table_, t.data(), t.size() * 4);
+    rope_key_ = key;
+  }
+  return rope_table_;
 }
 
 }  // namespace kf::hal::vk
