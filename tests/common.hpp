@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -107,6 +108,33 @@ inline std::vector<uint8_t> raw_bytes(const Tensor& t) {
   std::vector<uint8_t> b(t.nbytes());
   t.download(b.data(), b.size());
   return b;
+}
+
+// The byte outputs are filled with before a call that must be rejected.
+constexpr uint8_t kPoison = 0xAB;
+
+// `call` must raise kf::Error `code` whose message names every substring (the op, the argument, the
+// values seen), add no validation message, and leave every defined tensor of `outs` as it was filled
+// (kPoison): a rejected call writes nothing.
+inline void expect_rejected(Context& ctx, const std::function<void()>& call, ErrorCode code,
+                            const std::vector<std::string>& substrings, const std::vector<Tensor>& outs) {
+  ValidationCheck vc(ctx);
+  try {
+    call();
+    ADD_FAILURE() << "no kf::Error raised (expected " << to_string(code) << ")";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const auto& s : substrings)
+      EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << "message lacks '" << s << "': " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "raised a std::exception that is not kf::Error: " << e.what();
+  }
+  for (const Tensor& t : outs) {
+    if (!t.defined()) continue;
+    size_t changed = 0;
+    for (auto b : raw_bytes(t)) changed += b != kPoison;
+    EXPECT_EQ(changed, 0u) << "the rejected call wrote " << changed << " bytes of an output";
+  }
 }
 
 // Compares an output with its reference (check::compare): "" when it passes, else the worst elements.
