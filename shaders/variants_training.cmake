@@ -74,6 +74,12 @@ foreach(dt IN LISTS KF_DTYPES)
   list(APPEND KF_SHADER_VARIANTS "attn_scores_${dt}|attention.comp|DT_${DT},SCORES")
 endforeach()
 list(APPEND KF_SHADER_VARIANTS "attn_scores_f64|attention.comp|DT_F64,SCORES")
+# The tensor-core forward (attention_coopmat.comp, f16, GL_NV_cooperative_matrix), one per head dimension.
+if(coopmat_nv_rc EQUAL 0)
+  foreach(hd 16 32 48 64 80 96 112 128 256)
+    list(APPEND KF_SHADER_VARIANTS "attn_cm_f16_d${hd}|attention_coopmat.comp|HD=${hd}")
+  endforeach()
+endif()
 # attention_backward (attention_bwd.comp): the D / lse / do pass, then dk and dv, then dq.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)

@@ -54,7 +54,9 @@ TEST(AttentionPaths, EachPathOnEveryCase) {
       const bool forced_split = std::string(tuning).find("attn_split=1") == std::string::npos;
       for (const auto& v : variants) {
         EXPECT_EQ(v.find(",split=") != std::string::npos, forced_split) << tuning << ": " << v;
-        if (std::string(tuning).find("attn_rows=8") != std::string::npos) EXPECT_NE(v.find("bq=8,"), std::string::npos) << v;
+        if (std::string(tuning).find("attn_rows=8") != std::string::npos) {
+          EXPECT_NE(v.find("bq=8,"), std::string::npos) << v;
+        }
       }
     }
     // 16-bit dtypes through the split path.
@@ -63,6 +65,48 @@ TEST(AttentionPaths, EachPathOnEveryCase) {
     if (ctx.device().caps.storage16 || true) run_all_cases(ctx, {DType::f16, DType::bf16}, "attn_split=4");
   }
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
+}
+
+// The tensor-core path (attention_coopmat.comp, f16) forced on every registry case whose head dimension
+// it is built for, in one pass and with key splits, and on cases spanning several 64-row query tiles
+// and key tiles; skipped where the device has no NV cooperative matrices.
+TEST(AttentionPaths, CooperativeMatrixF16) {
+  int checked = 0;
+  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+    return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+  };
+  std::vector<TestCase> big = {
+      {"gqa_h4_kv2_sq150_sk200_d128_causal_rope", qkv(1, 4, 2, 150, 200, 128), {}, 2},
+      {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
+      {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
+      {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
+  };
+  big[0].attrs.causal = true, big[0].attrs.rope = 1;
+  big[1].attrs.p = 0.25, big[1].attrs.return_lse = true;
+  big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
+  big[3].attrs.rope = 2;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3"}) {
+      Context ctx = tuned(d, tuning);
+      if (!ctx.device().caps.coopmat_nv) break;
+      ValidationCheck vc(ctx);
+      std::vector<TestCase> cases = attention_op().tests;
+      cases.insert(cases.end(), big.begin(), big.end());
+      for (const TestCase& tc : cases) {
+        const uint64_t seed = fresh_seed();
+        check::CaseOptions o;
+        o.repeat = true;
+        const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f16, tc, seed, o);
+        if (!r.pass && r.message.find("is not built for head dimension") != std::string::npos) continue;
+        ++checked;
+        EXPECT_TRUE(r.pass) << tuning << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
+                            << r.message;
+        EXPECT_NE(r.variant.find("coopmat-nv"), std::string::npos) << tuning << " " << tc.label << ": " << r.variant;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
 // Decoding (one query row, a long cache) takes the split path by itself; a prefill does not.

@@ -51,11 +51,13 @@ struct Tuning {
                                 //   3 the few-rows / split-K kernel (mm_gemv.comp; linear's layout only)
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
+  uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..11 (kernels.cpp kCoopmatConfigs; 0: the default)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
   uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
   uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
+  uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };

@@ -254,12 +254,16 @@ double VulkanDevice::record_matrix_peak(std::string* what) {
   } pc{kIters};
   Launch l;
   l.variant = "mm_coopmat_peak_f16";
+  if (tuning_.mm_peak) l.variant += "_l" + std::to_string(tuning_.mm_peak);
   l.bindings[0] = workspace(static_cast<size_t>(kGroups) * 8 * 8 * 256 * sizeof(float));
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   l.groups = kGroups;
   record(l);
-  if (what) *what = "NV cooperative matrix 16x16x16 f16 -> f32, operands in registers";
+  if (what) {
+    *what = "NV cooperative matrix 16x16x16 f16 -> f32, operands in registers";
+    if (tuning_.mm_peak) *what = "probe " + l.variant + ": multiply-adds with shared-memory fragment loads";
+  }
   return 2.0 * 16 * 16 * 16 * 8.0 * 8.0 * kIters * kGroups;
 }
 

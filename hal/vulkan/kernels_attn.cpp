@@ -37,6 +37,11 @@ static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guarant
 constexpr uint32_t kTpr = 8;  // invocations per query row (attention.comp's TPR)
 
 uint64_t shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) { return 4 * ((bq + bk) * (D + 1) + 2 * bq * bk); }
+// attention_coopmat.comp's: the staging buffer (max(bk, 32) rows of D / 8 + 1 packs), the scores
+// (64 rows of bk + 4 floats), the probabilities (64 rows of bk + 8 halves), 64 row factors.
+uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D) {
+  return std::max<uint64_t>(bk, 32) * (D / 8 + 1) * 16 + 64 * (bk + 4) * 4 + 64 * (bk + 8) * 2 + 64 * 4;
+}
 
 // The workspace of one attention dispatch (forward or backward): 16-byte-aligned regions at word
 // offsets (passed as push constants), and the copies that fill the auxiliary ones.
@@ -313,6 +318,20 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
   const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
   uint32_t bq = 0, bk = 0;
+  // The tensor-core path (attention_coopmat.comp, f16): 64 query rows per workgroup of 4 subgroups,
+  // chosen when there are at least 32 rows to fill a tile (decoding stays on the portable kernel).
+  const std::string cm_variant = "attn_cm_f16_d" + std::to_string(D);
+  const uint32_t cm_bk = D > 128 ? 32 : 64;
+  const bool cm_fits = coopmat_f16_ && call.dtype == DType::f16 && has_variant(cm_variant) &&
+                       coopmat_attn_shared_bytes(cm_bk, D) <= max_shared && max_wg >= 128;
+  if (tuning().attn_path == 2 && !cm_fits)
+    throw Error(ErrorCode::Unsupported, "attention: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
+                                            std::string(call.dtype != DType::f16 ? "it takes f16 only"
+                                                        : !coopmat_f16_ ? "the device has no 16x16x16 f16 NV cooperative-matrix shape"
+                                                        : !has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
+                                                                                   : "it does not fit the device's shared memory"));
+  const bool cm = cm_fits && (tuning().attn_path == 2 || (tuning().attn_path == 0 && rows_needed >= 32));
+  if (cm) bq = 64, bk = cm_bk;
   const uint32_t bq_cap = tuning().attn_rows ? tuning().attn_rows : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
   for (uint32_t q = bq_cap; q >= 8 && bq == 0; q /= 2) {
     if (q * kTpr > max_wg) continue;
@@ -380,8 +399,8 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
 
   const bool lse = call.outputs.size() > 1;
   Launch l;
-  l.variant = std::string("attn_") + to_string(call.dtype);
-  l.spec = {bq * kTpr,
+  l.variant = cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
+  l.spec = {cm ? 128u : bq * kTpr,
             u32(g.D),
             bq,
             bk,
@@ -409,7 +428,8 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   l.groups_y = u32(g.Hkv);
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record(l);
-  std::string variant = "vulkan:attention/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+  std::string variant = std::string("vulkan:attention/") + (cm ? "coopmat-nv" : "portable") + ",bq=" + std::to_string(bq) +
+                        ",bk=" + std::to_string(bk);
   if (!split) return variant;
 
   Launch c;

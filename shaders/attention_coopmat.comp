@@ -1,0 +1,281 @@
+#version 450
+// Attention (KERNELS.md section 5), the tensor-core path: f16 on devices with a 16x16x16 f16 x f16 ->
+// f32 NV cooperative-matrix shape; head dimension HD (a define: 16 .. 256, a multiple of 16). Same
+// semantics, bindings, push and specialization constants as attention.comp (attention_common.glsl),
+// which documents the row tiling (query heads of a kv-head group share a tile), the masks, the
+// dropout index, the key splits and the workspace; hal/vulkan/kernels_attn.cpp picks the path.
+//
+// A workgroup of 4 subgroups takes 64 query rows, 16 per subgroup; keys come in tiles of BKV through
+// one shared-memory buffer (the query tile, then each K tile, then each V tile).
+//   S = Q K^T   per subgroup: the query fragments stay in registers, K fragments are loaded column-major
+//               from the staged tile; the 16 x BKV f32 scores go to shared memory.
+//   softmax     two invocations per row (lane / 2), each half of the keys: scale, soft-capping, ALiBi,
+//               masks, the online max and sum in f32, dropout; P (f16) back to shared memory.
+//   O += P V    O's 16 x HD accumulators stay in registers, rescaled by the row's factor first: which
+//               row an accumulator element belongs to is the implementation's choice, so a 16 x 16
+//               matrix whose element (r, c) holds r, loaded once, tells each invocation (elementwise
+//               operations apply to elements of the same position in matrices of the same type).
+// The output goes through the subgroup's score area, one 16 x 16 accumulator at a time.
+#extension GL_NV_cooperative_matrix : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
+#extension GL_KHR_memory_scope_semantics : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
+#define DT_F16
+#include "common.glsl"
+#include "philox.glsl"
+#include "attention_common.glsl"
+
+#ifndef HD
+#define HD 128
+#endif
+const uint NW = 4u;                          // subgroups (of 32) per workgroup
+const uint TQ = 64u;                         // query rows per workgroup
+const uint BKV = HD > 128u ? 32u : 64u;      // keys per tile (shared memory: 32 KiB at HD = 256)
+const uint NF = HD / 16u;                    // 16-wide fragments along the head dimension
+const uint NJ = BKV / 16u;                   // 16-wide fragments along a key tile
+const uint KROW = HD / 8u + 1u;              // 16-byte packs per staged row: + 1 against bank conflicts
+const uint SROW = BKV + 4u;                  // floats per row of a subgroup's scores
+const uint PROW = BKV + 8u;                  // halves per row of a subgroup's probabilities
+const uint HPK = HD / 8u;                    // 16-byte packs per row
+const uint KVROWS = BKV > 32u ? BKV : 32u;   // rows of the staging buffer
+
+DECLARE_BUFFER(0, Q, readonly)
+DECLARE_BUFFER(1, K, readonly)
+DECLARE_BUFFER(2, V, readonly)
+DECLARE_BUFFER(3, O, )
+DECLARE_BUFFER(4, LSEB, )
+
+shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K and V tiles
+shared float Ss[NW * 16u * SROW];         // scores; the row-index matrix; the output staging
+shared float16_t Ps[NW * 16u * PROW];     // probabilities
+shared float rowf[NW * 16u];              // per row: the rescaling factor of this tile
+
+#define FRAG16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+// A staged row: 16-byte packs of 8 halves, as in memory.
+void stage_row_pack(uint t, uint pk, uvec4 x) { KVs[t * KROW + pk] = x; }
+
+// RoPE on rows [0, n) of the staged tile, in f32 (as attention.comp's rope_tile); query row t is at
+// the position of its query, key row t at first_pos + t. An invocation owns whole words (two halves):
+// the pair (d, d + 1) and its partners (interleaved: one word holds a pair).
+void rope_staged(bool query, uint n, int first_pos, int off) {
+  const uint half_d = HD / 2u, pairs = half_d / 2u;
+  for (uint e = gl_LocalInvocationID.x; e < n * pairs; e += gl_WorkGroupSize.x) {
+    const uint t = e / pairs, d = 2u * (e % pairs);  // d, d + 1
+    const int pos = query ? int((uint(first_pos) + t) / pc.G) + off : first_pos + int(t);
+    const uint tab = pc.aux_rope + 2u * (uint(pos + pc.rope_pos0) * half_d + d);
+    const vec2 c = vec2(uintBitsToFloat(ws[tab]), uintBitsToFloat(ws[tab + 2u]));
+    const vec2 s = vec2(uintBitsToFloat(ws[tab + 1u]), uintBitsToFloat(ws[tab + 3u]));
+    if (ROPE == 1u) {  // pairs (d, d + HD / 2) and (d + 1, d + 1 + HD / 2): two words
+      const uint w0 = d / 2u, w1 = (d + half_d) / 2u;
+      const vec2 a = unpackHalf2x16(KVs[t * KROW + w0 / 4u][w0 % 4u]);
+      const vec2 b = unpackHalf2x16(KVs[t * KROW + w1 / 4u][w1 % 4u]);
+      KVs[t * KROW + w0 / 4u][w0 % 4u] = packHalf2x16(a * c - b * s);
+      KVs[t * KROW + w1 / 4u][w1 % 4u] = packHalf2x16(b * c + a * s);
+    } else {  // pairs (2d, 2d + 1) and (2d + 2, 2d + 3): words d and d + 1
+      [[unroll]] for (uint k = 0; k < 2u; ++k) {
+        const uint wd = d + k;
+        const vec2 x = unpackHalf2x16(KVs[t * KROW + wd / 4u][wd % 4u]);
+        KVs[t * KROW + wd / 4u][wd % 4u] = packHalf2x16(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
+      }
+    }
+  }
+}
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, w = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint seq = gl_WorkGroupID.z / pc.nsplit, split = gl_WorkGroupID.z % pc.nsplit;
+  const uint hk = gl_WorkGroupID.y;
+  const uint b = VARLEN ? 0u : seq;
+  uint qbeg = 0u, qlen = pc.SqT, kbeg = 0u, klen = pc.SkT;
+  if (VARLEN) {
+    qbeg = min(ws[pc.aux_cuq + seq], pc.SqT);
+    qlen = clamp(ws[pc.aux_cuq + seq + 1u], qbeg, pc.SqT) - qbeg;
+    kbeg = min(ws[pc.aux_cuk + seq], pc.SkT);
+    klen = clamp(ws[pc.aux_cuk + seq + 1u], kbeg, pc.SkT) - kbeg;
+  }
+  const uint nrows = pc.G * qlen;
+  const uint r0 = gl_WorkGroupID.x * TQ;
+  if (r0 >= nrows) return;  // uniform over the workgroup
+  const int off = int(klen) - int(qlen);
+  int kl = int(klen);
+  if (LENS) kl = clamp(int(ws[pc.aux_lens + seq]), 0, int(klen));
+  const uint r_last = min(r0 + TQ, nrows) - 1u;
+  const int i_lo = int(r0 / pc.G), i_hi = int(r_last / pc.G);
+  int jbeg = 0, jend = kl;
+  if (CAUSAL) jend = min(jend, i_hi + off + 1);
+  if (WINDOW) jbeg = max(jbeg, i_lo + off - int(pc.window) + 1);
+  if (SPLIT) {
+    jbeg = max(jbeg, int(split * pc.split_len));
+    jend = min(jend, int((split + 1u) * pc.split_len));
+  }
+
+  // This invocation's row in the softmax and the output: tile row tr, keys of parity c.
+  const uint tr = w * 16u + lane / 2u, c = lane & 1u;
+  const uint my_r = r0 + tr;
+  const bool row_ok = my_r < nrows;
+  const int qi = int(my_r / pc.G);
+  const uint h = hk * pc.G + my_r % pc.G;
+  const uint row_global = qbeg + uint(qi);
+  const uint rowidx = (b * pc.Hq + h) * pc.SqT + row_global;
+  float slope = 0.0;
+  if (ALIBI != 0u) slope = alibi_slope(h);
+  const uint sbase = w * 16u * SROW, pbase = w * 16u * PROW;
+
+  // The query tile (unscaled: the scale is applied to the f32 scores), RoPE'd in place, staged in
+  // rounds of KVROWS rows (HD = 256: two), each subgroup taking its fragments from its round.
+  FRAG16 qf[NF];
+  for (uint q0 = 0; q0 < TQ; q0 += KVROWS) {
+    for (uint e = lid; e < KVROWS * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e / HPK, pk = e % HPK, rq = r0 + q0 + t;
+      uvec4 x = uvec4(0);
+      if (rq < nrows) x = Q_v.v[((b * pc.Hq + hk * pc.G + rq % pc.G) * pc.SqT + qbeg + rq / pc.G) * HPK + pk];
+      stage_row_pack(t, pk, x);
+    }
+    barrier();
+    if (ROPE != 0u && r0 + q0 < nrows) {
+      rope_staged(true, min(KVROWS, nrows - r0 - q0), int(r0 + q0), off);
+      barrier();
+    }
+    if (w * 16u >= q0 && w * 16u < q0 + KVROWS)
+      [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], KVs, (w * 16u - q0) * KROW + 2u * f, KROW, false);
+    barrier();  // the staged rows are in registers before the next round (or K) overwrites them
+  }
+  // The row-index matrix.
+  for (uint e = lane; e < 256u; e += 32u) Ss[sbase + e] = float(e / 16u);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  FRAG32 ridx;
+  coopMatLoadNV(ridx, Ss, sbase, 16u, false);
+
+  FRAG32 acc[NF];
+  [[unroll]] for (uint f = 0; f < NF; ++f) acc[f] = FRAG32(0.0);
+  float m = NEG_INF, l = 0.0;
+  const uint kvbase = (b * pc.Hkv + hk) * pc.SkT + kbeg;
+
+  for (int j0 = jbeg; j0 < jend; j0 += int(BKV)) {
+    if (BMASK) {  // skip a tile whose blocks are all masked (the same decision in every invocation)
+      bool any = false;
+      const uint bi0 = (qbeg + uint(i_lo)) / pc.block_size, bi1 = (qbeg + uint(i_hi)) / pc.block_size;
+      const uint bj0 = (kbeg + uint(j0)) / pc.block_size, bj1 = (kbeg + uint(min(j0 + int(BKV), jend)) - 1u) / pc.block_size;
+      for (uint bi = bi0; bi <= bi1 && !any; ++bi)
+        for (uint bj = bj0; bj <= bj1 && !any; ++bj) any = ws[pc.aux_bmask + bi * pc.nkb + bj] != 0u;
+      if (!any) continue;
+    }
+    for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e / HPK, pk = e % HPK;
+      const int j = j0 + int(t);
+      stage_row_pack(t, pk, j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+    }
+    barrier();
+    if (ROPE != 0u) {
+      rope_staged(false, uint(min(int(BKV), jend - j0)), j0, 0);
+      barrier();
+    }
+    // S = Q K^T (K^T's fragments: the staged K rows read column-major).
+    [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
+      FRAG32 s = FRAG32(0.0);
+      [[unroll]] for (uint f = 0; f < NF; ++f) {
+        FRAG16 kf;
+        coopMatLoadNV(kf, KVs, 16u * jj * KROW + 2u * f, KROW, true);
+        s = coopMatMulAddNV(qf[f], kf, s);
+      }
+      coopMatStoreNV(s, Ss, sbase + 16u * jj, SROW, false);
+    }
+    barrier();  // K is read everywhere; the scores are visible
+    for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e / HPK, pk = e % HPK;
+      const int j = j0 + int(t);
+      stage_row_pack(t, pk, j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+    }
+    // The softmax of this invocation's half row (keys c, c + 2, ...).
+    float sv[BKV / 2u];
+    float mt = NEG_INF;
+    [[unroll]] for (uint u = 0; u < BKV / 2u; ++u) {
+      const uint t = c + 2u * u;
+      const int j = j0 + int(t);
+      float s = NEG_INF;
+      bool vis = row_ok && j < jend;
+      if (CAUSAL && j > qi + off) vis = false;
+      if (WINDOW && qi + off - j >= int(pc.window)) vis = false;
+      if (BMASK && vis && ws[pc.aux_bmask + (row_global / pc.block_size) * pc.nkb + (kbeg + uint(j)) / pc.block_size] == 0u) vis = false;
+      if (vis) {
+        s = Ss[sbase + (lane / 2u) * SROW + t] * pc.scale;
+        if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
+        if (ALIBI != 0u) s -= slope * abs(float(qi + off - j));
+      }
+      sv[u] = s;
+      mt = max(mt, s);
+    }
+    mt = max(mt, subgroupShuffleXor(mt, 1u));
+    const float mnew = max(m, mt);
+    const float alpha = mnew == NEG_INF ? 1.0 : exp(m - mnew);
+    float lt = 0.0;
+    [[unroll]] for (uint u = 0; u < BKV / 2u; ++u) {
+      const uint t = c + 2u * u;
+      float p = sv[u] == NEG_INF ? 0.0 : exp(sv[u] - mnew);
+      lt += p;
+      if (DROPOUT) p = (p > 0.0 && dropout_keep(rowidx, kbeg + uint(j0) + t)) ? p * pc.keep_scale : 0.0;
+      Ps[pbase + (lane / 2u) * PROW + t] = float16_t(p);
+    }
+    lt += subgroupShuffleXor(lt, 1u);
+    l = l * alpha + lt;
+    m = mnew;
+    if (c == 0u) rowf[tr] = alpha;
+    barrier();  // V, P and the factors are visible
+    [[unroll]] for (uint f = 0; f < NF; ++f)
+      for (int i = 0; i < acc[f].length(); ++i) acc[f][i] *= rowf[w * 16u + uint(ridx[i])];
+    [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
+      FRAG16 pf;
+      coopMatLoadNV(pf, Ps, pbase + 16u * kk, PROW, false);
+      [[unroll]] for (uint f = 0; f < NF; ++f) {
+        FRAG16 vf;
+        coopMatLoadNV(vf, KVs, 16u * kk * KROW + 2u * f, KROW, false);
+        acc[f] = coopMatMulAddNV(pf, vf, acc[f]);
+      }
+    }
+    barrier();  // V is read everywhere before the next K overwrites it
+  }
+
+  // Epilogue: this invocation's row is the staged row lane / 2, columns 8 c .. 8 c + 7 of each
+  // 16-wide block; its m and l are the row's.
+  float factor = 1.0;
+  if (SINKS && !SPLIT) {
+    const float sk = aux_elem(pc.aux_sinks, h);
+    const float mf = max(m, sk);
+    const float a = m == NEG_INF ? 0.0 : exp(m - mf);
+    l = l * a + exp(sk - mf);
+    factor = a;
+    m = mf;
+  }
+  if (!SPLIT) factor *= l > 0.0 ? 1.0 / l : 0.0;
+  const uint rows = pc.B * pc.Hq * pc.SqT;
+  const uint part = split * rows + rowidx;
+  [[unroll]] for (uint f = 0; f < NF; ++f) {
+    coopMatStoreNV(acc[f], Ss, sbase, 16u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    float v[8];
+    [[unroll]] for (uint e = 0; e < 8u; ++e) v[e] = Ss[sbase + (lane / 2u) * 16u + 8u * c + e] * factor;
+    subgroupBarrier();  // the staging area is reused by the next block
+    if (row_ok) {
+      if (SPLIT) {
+        [[unroll]] for (uint e = 0; e < 8u; ++e)
+          LSEB_w.w[pc.part_off + part * HD + 16u * f + 8u * c + e] = floatBitsToUint(v[e]);
+      } else {
+        O_v.v[rowidx * HPK + 2u * f + c] = pack(v);
+      }
+    }
+  }
+  if (!row_ok || c != 0u) return;
+  if (SPLIT) {
+    const uint nparts = pc.nsplit * rows;
+    LSEB_w.w[pc.part_off + nparts * HD + 2u * part] = floatBitsToUint(m);
+    LSEB_w.w[pc.part_off + nparts * HD + 2u * part + 1u] = floatBitsToUint(l);
+  } else if (LSE) {
+    const float lv = l > 0.0 ? m + log(l) : NEG_INF;
+    STORE_ELEM(LSEB, rowidx, lv)
+  }
+}
