@@ -29,6 +29,14 @@
 #ifndef HD
 #define HD 128
 #endif
+#ifndef QUAD
+#define QUAD 0
+#endif
+#if QUAD
+layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 1, 3i + 2: H(i), X(i), Y(i) (the default: NVIDIA 580)
+uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
+uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + ((QLAYOUT >> (3u * i + 1u)) & 1u) + 8u * ((QLAYOUT >> (3u * i + 2u)) & 1u); }
+#endif
 const uint NW = 4u;                          // subgroups (of 32) per workgroup
 const uint TQ = 64u;                         // query rows per workgroup
 const uint BKV = HD > 128u ? 32u : 64u;      // keys per tile (shared memory: 32 KiB at HD = 256)
@@ -46,10 +54,17 @@ DECLARE_BUFFER(2, V, readonly)
 DECLARE_BUFFER(3, O, )
 DECLARE_BUFFER(4, LSEB, )
 
+#if QUAD
+shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K tiles
+shared uvec4 Vs[BKV * KROW];              // V tiles
+shared float Ss[NW * 256u];               // the row-index matrix; the output staging
+shared float rowml[TQ * 2u];              // per row: the final m and l
+#else
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K and V tiles
 shared float Ss[NW * 16u * SROW];         // scores; the row-index matrix; the output staging
 shared float16_t Ps[NW * 16u * PROW];     // probabilities
 shared float rowf[NW * 16u];              // per row: the rescaling factor of this tile
+#endif
 
 #define FRAG16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
@@ -84,6 +99,40 @@ void rope_staged(bool query, uint n, int first_pos, int off) {
   }
 }
 
+// A query row of the tile and what its scores depend on.
+struct Row {
+  bool ok;          // a row of the tile that exists
+  int qi;           // its query (within the sequence)
+  uint h;           // its head
+  uint global_row;  // its query in the tensor (packed sequences: qbeg + qi)
+  uint idx;         // its row of the [B, Hq, Sq] outputs
+  float slope;      // ALiBi
+};
+
+Row row_of(uint r, uint nrows, uint hk, uint b, uint qbeg) {
+  Row x;
+  x.ok = r < nrows;
+  x.qi = int(r / pc.G);
+  x.h = hk * pc.G + r % pc.G;
+  x.global_row = qbeg + uint(x.qi);
+  x.idx = (b * pc.Hq + x.h) * pc.SqT + x.global_row;
+  x.slope = ALIBI != 0u ? alibi_slope(x.h) : 0.0;
+  return x;
+}
+
+// The score of key j for row x from the raw dot product (NEG_INF where masked).
+float score(Row x, int j, int jend, int off, uint kbeg, float dot) {
+  bool vis = x.ok && j < jend;
+  if (CAUSAL && j > x.qi + off) vis = false;
+  if (WINDOW && x.qi + off - j >= int(pc.window)) vis = false;
+  if (BMASK && vis && ws[pc.aux_bmask + (x.global_row / pc.block_size) * pc.nkb + (kbeg + uint(j)) / pc.block_size] == 0u) vis = false;
+  if (!vis) return NEG_INF;
+  float s = dot * pc.scale;
+  if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
+  if (ALIBI != 0u) s -= x.slope * abs(float(x.qi + off - j));
+  return s;
+}
+
 void main() {
   const uint lid = gl_LocalInvocationID.x, w = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint seq = gl_WorkGroupID.z / pc.nsplit, split = gl_WorkGroupID.z % pc.nsplit;
@@ -114,15 +163,17 @@ void main() {
 
   // This invocation's row in the softmax and the output: tile row tr, keys of parity c.
   const uint tr = w * 16u + lane / 2u, c = lane & 1u;
-  const uint my_r = r0 + tr;
-  const bool row_ok = my_r < nrows;
-  const int qi = int(my_r / pc.G);
-  const uint h = hk * pc.G + my_r % pc.G;
-  const uint row_global = qbeg + uint(qi);
-  const uint rowidx = (b * pc.Hq + h) * pc.SqT + row_global;
-  float slope = 0.0;
-  if (ALIBI != 0u) slope = alibi_slope(h);
+  const Row me = row_of(r0 + tr, nrows, hk, b, qbeg);
+#if QUAD
+  // The quad layout of mma.sync's accumulators (hal/vulkan/kernels_attn.cpp finds it on the device
+  // before choosing this variant): element i of a 16 x 16 accumulator is at row lane / 4 + 8 H(i),
+  // column 2 (lane % 4) + X(i) + 8 Y(i) (QLAYOUT's bits); the four invocations of a quad share rows.
+  const Row rq[2] = Row[2](row_of(r0 + w * 16u + lane / 4u, nrows, hk, b, qbeg),
+                           row_of(r0 + w * 16u + lane / 4u + 8u, nrows, hk, b, qbeg));
+  const uint sbase = w * 256u;
+#else
   const uint sbase = w * 16u * SROW, pbase = w * 16u * PROW;
+#endif
 
   // The query tile (unscaled: the scale is applied to the f32 scores), RoPE'd in place, staged in
   // rounds of KVROWS rows (HD = 256: two), each subgroup taking its fragments from its round.
@@ -143,6 +194,104 @@ void main() {
       [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], KVs, (w * 16u - q0) * KROW + 2u * f, KROW, false);
     barrier();  // the staged rows are in registers before the next round (or K) overwrites them
   }
+#if QUAD
+  FRAG32 acc[NF];
+  [[unroll]] for (uint f = 0; f < NF; ++f) acc[f] = FRAG32(0.0);
+  float m[2] = float[2](NEG_INF, NEG_INF), l[2] = float[2](0.0, 0.0);
+  const uint kvbase = (b * pc.Hkv + hk) * pc.SkT + kbeg;
+
+  for (int j0 = jbeg; j0 < jend; j0 += int(BKV)) {
+    if (BMASK) {  // skip a tile whose blocks are all masked (the same decision in every invocation)
+      bool any = false;
+      const uint bi0 = (qbeg + uint(i_lo)) / pc.block_size, bi1 = (qbeg + uint(i_hi)) / pc.block_size;
+      const uint bj0 = (kbeg + uint(j0)) / pc.block_size, bj1 = (kbeg + uint(min(j0 + int(BKV), jend)) - 1u) / pc.block_size;
+      for (uint bi = bi0; bi <= bi1 && !any; ++bi)
+        for (uint bj = bj0; bj <= bj1 && !any; ++bj) any = ws[pc.aux_bmask + bi * pc.nkb + bj] != 0u;
+      if (!any) continue;
+    }
+    // K and V tiles together (two buffers): one barrier before the products.
+    for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e / HPK, pk = e % HPK;
+      const int j = j0 + int(t);
+      const bool inside = j < jend;
+      stage_row_pack(t, pk, inside ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+      Vs[t * KROW + pk] = inside ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+    }
+    barrier();
+    if (ROPE != 0u) {
+      rope_staged(false, uint(min(int(BKV), jend - j0)), j0, 0);
+      barrier();
+    }
+    // S = Q K^T, kept in registers.
+    FRAG32 s[NJ];
+    [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
+      s[jj] = FRAG32(0.0);
+      [[unroll]] for (uint f = 0; f < NF; ++f) {
+        FRAG16 kf;
+        coopMatLoadNV(kf, KVs, 16u * jj * KROW + 2u * f, KROW, true);
+        s[jj] = coopMatMulAddNV(qf[f], kf, s[jj]);
+      }
+    }
+    // The softmax on the accumulators: this invocation's two rows, reduced over its quad.
+    float mt[2] = float[2](NEG_INF, NEG_INF);
+    [[unroll]] for (uint jj = 0; jj < NJ; ++jj)
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {
+        const uint hh = LH(i);
+        const int j = j0 + int(16u * jj + LCOL(lane, i));
+        const float v = score(rq[hh], j, jend, off, kbeg, s[jj][i]);
+        s[jj][i] = v;
+        mt[hh] = max(mt[hh], v);
+      }
+    float alpha[2], mnew[2], lt[2];
+    [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
+      mt[hh] = max(mt[hh], subgroupShuffleXor(mt[hh], 1u));
+      mt[hh] = max(mt[hh], subgroupShuffleXor(mt[hh], 2u));
+      mnew[hh] = max(m[hh], mt[hh]);
+      alpha[hh] = mnew[hh] == NEG_INF ? 1.0 : exp(m[hh] - mnew[hh]);
+      lt[hh] = 0.0;
+    }
+    FRAG16 pf[NJ];
+    [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {
+        const uint hh = LH(i);
+        const float v = s[jj][i];
+        float p = v == NEG_INF ? 0.0 : exp(v - mnew[hh]);
+        lt[hh] += p;
+        if (DROPOUT && p > 0.0) {
+          const uint t = 16u * jj + LCOL(lane, i);
+          p = dropout_keep(rq[hh].idx, kbeg + uint(j0) + t) ? p * pc.keep_scale : 0.0;
+        }
+        s[jj][i] = p;
+      }
+      pf[jj] = FRAG16(s[jj]);
+    }
+    [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
+      lt[hh] += subgroupShuffleXor(lt[hh], 1u);
+      lt[hh] += subgroupShuffleXor(lt[hh], 2u);
+      l[hh] = l[hh] * alpha[hh] + lt[hh];
+      m[hh] = mnew[hh];
+    }
+    [[unroll]] for (uint f = 0; f < NF; ++f)
+      [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] *= alpha[LH(i)];
+    // O += P V.
+    [[unroll]] for (uint kk = 0; kk < NJ; ++kk)
+      [[unroll]] for (uint f = 0; f < NF; ++f) {
+        FRAG16 vf;
+        coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
+        acc[f] = coopMatMulAddNV(pf[kk], vf, acc[f]);
+      }
+    barrier();  // K and V are read everywhere before the next tiles overwrite them
+  }
+  // The rows' m and l for the epilogue's invocation-per-half-row mapping.
+  if ((lane & 3u) == 0u)
+    [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
+      rowml[2u * (w * 16u + lane / 4u + 8u * hh)] = m[hh];
+      rowml[2u * (w * 16u + lane / 4u + 8u * hh) + 1u] = l[hh];
+    }
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  float m_row = rowml[2u * tr], l_row = rowml[2u * tr + 1u];
+#else
   // The row-index matrix.
   for (uint e = lane; e < 256u; e += 32u) Ss[sbase + e] = float(e / 16u);
   subgroupMemoryBarrierShared();
@@ -196,16 +345,7 @@ void main() {
     [[unroll]] for (uint u = 0; u < BKV / 2u; ++u) {
       const uint t = c + 2u * u;
       const int j = j0 + int(t);
-      float s = NEG_INF;
-      bool vis = row_ok && j < jend;
-      if (CAUSAL && j > qi + off) vis = false;
-      if (WINDOW && qi + off - j >= int(pc.window)) vis = false;
-      if (BMASK && vis && ws[pc.aux_bmask + (row_global / pc.block_size) * pc.nkb + (kbeg + uint(j)) / pc.block_size] == 0u) vis = false;
-      if (vis) {
-        s = Ss[sbase + (lane / 2u) * SROW + t] * pc.scale;
-        if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
-        if (ALIBI != 0u) s -= slope * abs(float(qi + off - j));
-      }
+      const float s = score(me, j, jend, off, kbeg, Ss[sbase + (lane / 2u) * SROW + t]);
       sv[u] = s;
       mt = max(mt, s);
     }
@@ -217,7 +357,7 @@ void main() {
       const uint t = c + 2u * u;
       float p = sv[u] == NEG_INF ? 0.0 : exp(sv[u] - mnew);
       lt += p;
-      if (DROPOUT) p = (p > 0.0 && dropout_keep(rowidx, kbeg + uint(j0) + t)) ? p * pc.keep_scale : 0.0;
+      if (DROPOUT) p = (p > 0.0 && dropout_keep(me.idx, kbeg + uint(j0) + t)) ? p * pc.keep_scale : 0.0;
       Ps[pbase + (lane / 2u) * PROW + t] = float16_t(p);
     }
     lt += subgroupShuffleXor(lt, 1u);
@@ -239,20 +379,23 @@ void main() {
     barrier();  // V is read everywhere before the next K overwrites it
   }
 
+  float m_row = m, l_row = l;
+#endif
+
   // Epilogue: this invocation's row is the staged row lane / 2, columns 8 c .. 8 c + 7 of each
   // 16-wide block; its m and l are the row's.
   float factor = 1.0;
   if (SINKS && !SPLIT) {
-    const float sk = aux_elem(pc.aux_sinks, h);
-    const float mf = max(m, sk);
-    const float a = m == NEG_INF ? 0.0 : exp(m - mf);
-    l = l * a + exp(sk - mf);
+    const float sk = aux_elem(pc.aux_sinks, me.h);
+    const float mf = max(m_row, sk);
+    const float a = m_row == NEG_INF ? 0.0 : exp(m_row - mf);
+    l_row = l_row * a + exp(sk - mf);
     factor = a;
-    m = mf;
+    m_row = mf;
   }
-  if (!SPLIT) factor *= l > 0.0 ? 1.0 / l : 0.0;
+  if (!SPLIT) factor *= l_row > 0.0 ? 1.0 / l_row : 0.0;
   const uint rows = pc.B * pc.Hq * pc.SqT;
-  const uint part = split * rows + rowidx;
+  const uint part = split * rows + me.idx;
   [[unroll]] for (uint f = 0; f < NF; ++f) {
     coopMatStoreNV(acc[f], Ss, sbase, 16u, false);
     subgroupMemoryBarrierShared();
@@ -260,22 +403,22 @@ void main() {
     float v[8];
     [[unroll]] for (uint e = 0; e < 8u; ++e) v[e] = Ss[sbase + (lane / 2u) * 16u + 8u * c + e] * factor;
     subgroupBarrier();  // the staging area is reused by the next block
-    if (row_ok) {
+    if (me.ok) {
       if (SPLIT) {
         [[unroll]] for (uint e = 0; e < 8u; ++e)
           LSEB_w.w[pc.part_off + part * HD + 16u * f + 8u * c + e] = floatBitsToUint(v[e]);
       } else {
-        O_v.v[rowidx * HPK + 2u * f + c] = pack(v);
+        O_v.v[me.idx * HPK + 2u * f + c] = pack(v);
       }
     }
   }
-  if (!row_ok || c != 0u) return;
+  if (!me.ok || c != 0u) return;
   if (SPLIT) {
     const uint nparts = pc.nsplit * rows;
-    LSEB_w.w[pc.part_off + nparts * HD + 2u * part] = floatBitsToUint(m);
-    LSEB_w.w[pc.part_off + nparts * HD + 2u * part + 1u] = floatBitsToUint(l);
+    LSEB_w.w[pc.part_off + nparts * HD + 2u * part] = floatBitsToUint(m_row);
+    LSEB_w.w[pc.part_off + nparts * HD + 2u * part + 1u] = floatBitsToUint(l_row);
   } else if (LSE) {
-    const float lv = l > 0.0 ? m + log(l) : NEG_INF;
-    STORE_ELEM(LSEB, rowidx, lv)
+    const float lv = l_row > 0.0 ? m_row + log(l_row) : NEG_INF;
+    STORE_ELEM(LSEB, me.idx, lv)
   }
 }

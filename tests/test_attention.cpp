@@ -68,8 +68,8 @@ TEST(AttentionPaths, EachPathOnEveryCase) {
 }
 
 // The tensor-core path (attention_coopmat.comp, f16) forced on every registry case whose head dimension
-// it is built for, in one pass and with key splits, and on cases spanning several 64-row query tiles
-// and key tiles; skipped where the device has no NV cooperative matrices.
+// it is built for, in one pass and with key splits, each softmax variant, and on cases spanning several
+// 64-row query tiles and key tiles; skipped where the device has no NV cooperative matrices.
 TEST(AttentionPaths, CooperativeMatrixF16) {
   int checked = 0;
   const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
@@ -87,7 +87,9 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
   big[3].attrs.rope = 2;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3"}) {
+    // (attn_quad=1: the generic softmax through shared memory where the device would take the
+    // softmax on the accumulators.)
+    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3", "attn_path=2,attn_quad=1,attn_split=2"}) {
       Context ctx = tuned(d, tuning);
       if (!ctx.device().caps.coopmat_nv) break;
       ValidationCheck vc(ctx);

@@ -58,6 +58,7 @@ struct Tuning {
   uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
+  uint32_t attn_quad = 0;       // its softmax on the accumulators (m16n8k16 layout): 0 where probed, 1 never
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
@@ -111,6 +112,10 @@ class VulkanDevice final : public Device {
   // KERNELS.md section 5 (kernels_attn.cpp).
   bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_attention(const OpCall& call);
+  // The element layout of NV cooperative-matrix accumulators when it has the quad form that
+  // attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; probed once on the device
+  // with coopmat_layout.comp (kernels_attn.cpp).
+  int64_t coopmat_quad_layout();
   // Attention's rotary cos/sin table (npos positions from pmin, head dim D), cached (kernels_attn.cpp).
   std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos);
   // Records a copy of `bytes` from src to dst (at the given byte offsets), ordered after everything
@@ -140,6 +145,7 @@ class VulkanDevice final : public Device {
   void print_pipeline_stats(VkPipeline p, const std::string& key);  // KF_PIPELINE_STATS
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
+  int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not probed yet
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;

@@ -8,6 +8,8 @@
 // constants.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "hal/vulkan/device.hpp"
@@ -331,6 +333,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
                                                         : !has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
                                                                                    : "it does not fit the device's shared memory"));
   const bool cm = cm_fits && (tuning().attn_path == 2 || (tuning().attn_path == 0 && rows_needed >= 32));
+  const bool cm_quad = cm && tuning().attn_quad == 0 && has_variant("attn_cmq_f16_d" + std::to_string(D)) && coopmat_quad_layout() >= 0;
   if (cm) bq = 64, bk = cm_bk;
   const uint32_t bq_cap = tuning().attn_rows ? tuning().attn_rows : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
   for (uint32_t q = bq_cap; q >= 8 && bq == 0; q /= 2) {
@@ -399,7 +402,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
 
   const bool lse = call.outputs.size() > 1;
   Launch l;
-  l.variant = cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
+  l.variant = cm_quad ? "attn_cmq_f16_d" + std::to_string(D) : cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
   l.spec = {cm ? 128u : bq * kTpr,
             u32(g.D),
             bq,
@@ -416,6 +419,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
             a.p > 0 ? 1u : 0u,
             lse ? 1u : 0u,
             split ? 1u : 0u};
+  if (cm_quad) l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout()));  // QLAYOUT
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   l.bindings[2] = call.inputs[2].buffer;
@@ -428,7 +432,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   l.groups_y = u32(g.Hkv);
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record(l);
-  std::string variant = std::string("vulkan:attention/") + (cm ? "coopmat-nv" : "portable") + ",bq=" + std::to_string(bq) +
+  std::string variant = std::string("vulkan:attention/") + (cm_quad ? "coopmat-nv-quad" : cm ? "coopmat-nv" : "portable") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
   if (!split) return variant;
 
@@ -444,6 +448,46 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, caps, tuning());
   record(c);
   return variant + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
+}
+
+int64_t VulkanDevice::coopmat_quad_layout() {
+  if (quad_layout_ != -2) return quad_layout_;
+  quad_layout_ = -1;
+  if (!coopmat_f16_ || !has_variant("coopmat_layout")) return -1;
+  const std::shared_ptr<Buffer> out = allocate(32 * 33 * sizeof(float));
+  Launch l;
+  l.variant = "coopmat_layout";
+  l.bindings[0] = out;
+  l.groups = 1;
+  record(l);
+  std::vector<float> v(32 * 33);
+  download(*out, v.data(), v.size() * sizeof(float));
+  if (std::getenv("KF_COOPMAT_LAYOUT")) {  // a diagnostic: the layout found, lane by lane
+    for (uint32_t lane = 0; lane < 32; ++lane) {
+      const float* e = &v[lane * 33];
+      std::fprintf(stderr, "coopmat layout lane %2u: %g elements:", lane, e[0]);
+      for (uint32_t i = 0; i < std::min<uint32_t>(16, static_cast<uint32_t>(e[0])); ++i)
+        std::fprintf(stderr, " (%g,%g)", e[1 + i], e[17 + i]);
+      std::fprintf(stderr, "\n");
+    }
+  }
+  // The quad form: element i of every invocation at row lane / 4 + 8 H(i), column 2 (lane % 4) + X(i) +
+  // 8 Y(i), the same H, X, Y for every invocation; coded as bits 3 i (H), 3 i + 1 (X), 3 i + 2 (Y).
+  int64_t code = 0;
+  bool ok = true;
+  for (uint32_t i = 0; i < 8 && ok; ++i) {
+    const float* e0 = &v[0];
+    ok = e0[0] == 8.0f && (e0[1 + i] == 0.0f || e0[1 + i] == 8.0f);
+    const uint32_t H = e0[1 + i] == 8.0f ? 1 : 0, X = static_cast<uint32_t>(e0[17 + i]) % 2,
+                   Y = static_cast<uint32_t>(e0[17 + i]) / 8;
+    code |= int64_t((H | X << 1 | Y << 2)) << (3 * i);
+    for (uint32_t lane = 0; lane < 32 && ok; ++lane) {
+      const float* e = &v[lane * 33];
+      ok = e[0] == 8.0f && e[1 + i] == float(lane / 4 + 8 * H) && e[17 + i] == float(2 * (lane % 4) + X + 8 * Y);
+    }
+  }
+  quad_layout_ = ok ? code : -1;
+  return quad_layout_;
 }
 
 // The rotary cos/sin table of npos positions from pmin (attention and its backward), cached: built on
