@@ -37,8 +37,13 @@ layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 1, 3i
 uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
 uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + ((QLAYOUT >> (3u * i + 1u)) & 1u) + 8u * ((QLAYOUT >> (3u * i + 2u)) & 1u); }
 #endif
-const uint NW = 4u;                          // subgroups (of 32) per workgroup
-const uint TQ = 64u;                         // query rows per workgroup
+#ifndef NW
+#define NW 4u                                // subgroups (of 32) per workgroup
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0                           // QUAD only: the next K, V tiles loaded into registers early
+#endif
+const uint TQ = NW * 16u;                    // query rows per workgroup
 const uint BKV = HD > 128u ? 32u : 64u;      // keys per tile (shared memory: 32 KiB at HD = 256)
 const uint NF = HD / 16u;                    // 16-wide fragments along the head dimension
 const uint NJ = BKV / 16u;                   // 16-wide fragments along a key tile
@@ -59,6 +64,18 @@ shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K 
 shared uvec4 Vs[BKV * KROW];              // V tiles
 shared float Ss[NW * 256u];               // the row-index matrix; the output staging
 shared float rowml[TQ * 2u];              // per row: the final m and l
+#if PREFETCH
+const uint PF = BKV * HPK / (32u * NW);   // packs of a K (and of a V) tile per invocation
+uvec4 pk_k[PF], pk_v[PF];
+void prefetch(int j0, int jend, uint kvbase) {
+  [[unroll]] for (uint q = 0; q < PF; ++q) {
+    const uint e = gl_LocalInvocationID.x + q * gl_WorkGroupSize.x, t = e / HPK, pk = e % HPK;
+    const int j = j0 + int(t);
+    pk_k[q] = j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+    pk_v[q] = j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+  }
+}
+#endif
 #else
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K and V tiles
 shared float Ss[NW * 16u * SROW];         // scores; the row-index matrix; the output staging
@@ -199,9 +216,12 @@ void main() {
   [[unroll]] for (uint f = 0; f < NF; ++f) acc[f] = FRAG32(0.0);
   float m[2] = float[2](NEG_INF, NEG_INF), l[2] = float[2](0.0, 0.0);
   const uint kvbase = (b * pc.Hkv + hk) * pc.SkT + kbeg;
+#if PREFETCH
+  if (jbeg < jend) prefetch(jbeg, jend, kvbase);  // (no block mask with PREFETCH: every tile is visited)
+#endif
 
   for (int j0 = jbeg; j0 < jend; j0 += int(BKV)) {
-    if (BMASK) {  // skip a tile whose blocks are all masked (the same decision in every invocation)
+    if (BMASK && PREFETCH == 0) {  // skip a tile whose blocks are all masked (PREFETCH visits every tile)
       bool any = false;
       const uint bi0 = (qbeg + uint(i_lo)) / pc.block_size, bi1 = (qbeg + uint(i_hi)) / pc.block_size;
       const uint bj0 = (kbeg + uint(j0)) / pc.block_size, bj1 = (kbeg + uint(min(j0 + int(BKV), jend)) - 1u) / pc.block_size;
@@ -209,7 +229,17 @@ void main() {
         for (uint bj = bj0; bj <= bj1 && !any; ++bj) any = ws[pc.aux_bmask + bi * pc.nkb + bj] != 0u;
       if (!any) continue;
     }
-    // K and V tiles together (two buffers): one barrier before the products.
+    // K and V tiles together (two buffers): one barrier before the products. PREFETCH: this tile's
+    // packs came into registers during the previous tile's products; the next tile's are requested now.
+#if PREFETCH
+    [[unroll]] for (uint q = 0; q < PF; ++q) {
+      const uint e = lid + q * gl_WorkGroupSize.x, t = e / HPK, pk = e % HPK;
+      KVs[t * KROW + pk] = pk_k[q];
+      Vs[t * KROW + pk] = pk_v[q];
+    }
+    barrier();
+    if (j0 + int(BKV) < jend) prefetch(j0 + int(BKV), jend, kvbase);
+#else
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
@@ -218,6 +248,7 @@ void main() {
       Vs[t * KROW + pk] = inside ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
     }
     barrier();
+#endif
     if (ROPE != 0u) {
       rope_staged(false, uint(min(int(BKV), jend - j0)), j0, 0);
       barrier();

@@ -82,6 +82,13 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "attn_cm_f16_d${hd}|attention_coopmat.comp|HD=${hd}")
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}|attention_coopmat.comp|HD=${hd},QUAD=1")
   endforeach()
+  # Workgroup shapes of the QUAD variant (KF_TUNE attn_cm): 8 subgroups, and K / V prefetched into
+  # registers during the previous tile's products (_p).
+  foreach(hd 64 128 256)
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u")
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w8p|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,PREFETCH=1")
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w4p|attention_coopmat.comp|HD=${hd},QUAD=1,PREFETCH=1")
+  endforeach()
   list(APPEND KF_SHADER_VARIANTS "coopmat_layout|coopmat_layout.comp|KF_COOPMAT_NV")
 endif()
 # attention_backward (attention_bwd.comp): the D / lse / do pass, then dk and dv, then dq.

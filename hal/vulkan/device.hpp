@@ -58,6 +58,7 @@ struct Tuning {
   uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
+  uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch
   uint32_t attn_quad = 0;       // its softmax on the accumulators (m16n8k16 layout): 0 where probed, 1 never
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key

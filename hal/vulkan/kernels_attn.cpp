@@ -39,10 +39,13 @@ static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guarant
 constexpr uint32_t kTpr = 8;  // invocations per query row (attention.comp's TPR)
 
 uint64_t shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) { return 4 * ((bq + bk) * (D + 1) + 2 * bq * bk); }
-// attention_coopmat.comp's: the staging buffer (max(bk, 32) rows of D / 8 + 1 packs), the scores
-// (64 rows of bk + 4 floats), the probabilities (64 rows of bk + 8 halves), 64 row factors.
-uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D) {
-  return std::max<uint64_t>(bk, 32) * (D / 8 + 1) * 16 + 64 * (bk + 4) * 4 + 64 * (bk + 8) * 2 + 64 * 4;
+// attention_coopmat.comp's, with nw subgroups of 16 rows: the staging buffer (max(bk, 32) rows of D / 8 + 1
+// packs); generic: the scores (bk + 4 floats a row), the probabilities (bk + 8 halves), row factors;
+// QUAD: the V buffer, a 16 x 16 f32 staging tile per subgroup, (m, l) per row.
+uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D, bool quad, uint64_t nw) {
+  const uint64_t staging = std::max<uint64_t>(bk, 32) * (D / 8 + 1) * 16, rows = 16 * nw;
+  if (quad) return staging + bk * (D / 8 + 1) * 16 + nw * 256 * 4 + rows * 2 * 4;
+  return staging + rows * (bk + 4) * 4 + rows * (bk + 8) * 2 + rows * 4;
 }
 
 // The workspace of one attention dispatch (forward or backward): 16-byte-aligned regions at word
@@ -325,7 +328,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const std::string cm_variant = "attn_cm_f16_d" + std::to_string(D);
   const uint32_t cm_bk = D > 128 ? 32 : 64;
   const bool cm_fits = coopmat_f16_ && call.dtype == DType::f16 && has_variant(cm_variant) &&
-                       coopmat_attn_shared_bytes(cm_bk, D) <= max_shared && max_wg >= 128;
+                       coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
   if (tuning().attn_path == 2 && !cm_fits)
     throw Error(ErrorCode::Unsupported, "attention: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
                                             std::string(call.dtype != DType::f16 ? "it takes f16 only"
@@ -333,8 +336,30 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
                                                         : !has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
                                                                                    : "it does not fit the device's shared memory"));
   const bool cm = cm_fits && (tuning().attn_path == 2 || (tuning().attn_path == 0 && rows_needed >= 32));
-  const bool cm_quad = cm && tuning().attn_quad == 0 && has_variant("attn_cmq_f16_d" + std::to_string(D)) && coopmat_quad_layout() >= 0;
-  if (cm) bq = 64, bk = cm_bk;
+  bool cm_quad = cm && tuning().attn_quad == 0 && has_variant("attn_cmq_f16_d" + std::to_string(D)) &&
+                 coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout() >= 0;
+  // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
+  // mask, whose skipped tiles the prefetch does not follow).
+  std::string quad_variant = "attn_cmq_f16_d" + std::to_string(D);
+  uint32_t nw = 4;
+  if (cm_quad) {
+    // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
+    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default.
+    const uint32_t want = tuning().attn_cm ? tuning().attn_cm : 2;
+    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p"};
+    const uint32_t want_nw = want == 2 || want == 3 ? 8 : 4;
+    const bool prefetch = want >= 3;
+    const std::string v = quad_variant + suffix[want];
+    if (want > 1 && has_variant(v) && !(prefetch && has(8)) && want_nw * 32 <= max_wg &&
+        coopmat_attn_shared_bytes(cm_bk, D, true, want_nw) <= max_shared) {
+      quad_variant = v;
+      nw = want_nw;
+    } else if (tuning().attn_cm > 1) {
+      throw Error(ErrorCode::Unsupported, "attention: KF_TUNE attn_cm=" + std::to_string(want) + " (" + v +
+                                              ") does not serve this call (head dimension, block mask or shared memory)");
+    }
+  }
+  if (cm) bq = 16 * nw, bk = cm_bk;
   const uint32_t bq_cap = tuning().attn_rows ? tuning().attn_rows : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
   for (uint32_t q = bq_cap; q >= 8 && bq == 0; q /= 2) {
     if (q * kTpr > max_wg) continue;
@@ -402,8 +427,8 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
 
   const bool lse = call.outputs.size() > 1;
   Launch l;
-  l.variant = cm_quad ? "attn_cmq_f16_d" + std::to_string(D) : cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
-  l.spec = {cm ? 128u : bq * kTpr,
+  l.variant = cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
+  l.spec = {cm ? 32u * nw : bq * kTpr,
             u32(g.D),
             bq,
             bk,
@@ -432,7 +457,9 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   l.groups_y = u32(g.Hkv);
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record(l);
-  std::string variant = std::string("vulkan:attention/") + (cm_quad ? "coopmat-nv-quad" : cm ? "coopmat-nv" : "portable") + ",bq=" + std::to_string(bq) +
+  std::string variant = std::string("vulkan:attention/") +
+                        (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_f16_d" + std::to_string(D)).size())
+                         : cm ? "coopmat-nv" : "portable") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
   if (!split) return variant;
 
