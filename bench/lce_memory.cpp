@@ -19,28 +19,11 @@
 
 #include "kf/kf.hpp"
 #include "ops/parallel.hpp"
+#include "random_tensor.hpp"
 
 namespace {
 
 using json = nlohmann::json;
-
-kf::Tensor random_tensor(kf::Context& ctx, const kf::Shape& s, kf::DType dtype, uint64_t salt, double classes = 0) {
-  kf::Tensor t = ctx.empty(s, dtype);
-  std::vector<unsigned char> raw(t.nbytes());
-  const size_t es = kf::dtype_size(dtype);
-  kf::parallel_for(t.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      uint64_t z = static_cast<uint64_t>(i) + salt * 0x9E3779B97F4A7C15ull;  // splitmix64
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      z ^= z >> 31;
-      const double u = static_cast<double>(z >> 11) * 0x1p-53;
-      kf::store_element(dtype, raw.data() + i * es, classes > 0 ? std::floor(u * classes) : 2 * u - 1);
-    }
-  });
-  t.upload(raw.data(), raw.size());
-  return t;
-}
 
 struct Measure {
   double ms = 0;
@@ -104,9 +87,9 @@ int main(int argc, char** argv) {
     o.tuning = tuning;
     kf::Context ctx = kf::Context::create(o);
     const size_t es = kf::dtype_size(dtype);
-    kf::Tensor h = random_tensor(ctx, {N, D}, dtype, 1);
-    kf::Tensor W = random_tensor(ctx, {C, D}, dtype, 2);
-    kf::Tensor target = random_tensor(ctx, {N}, kf::DType::i32, 3, static_cast<double>(C));
+    kf::Tensor h = kf::bench::random_tensor(ctx, {N, D}, dtype, 1);
+    kf::Tensor W = kf::bench::random_tensor(ctx, {C, D}, dtype, 2);
+    kf::Tensor target = kf::bench::random_tensor(ctx, {N}, kf::DType::i32, 3, static_cast<double>(C));
     kf::Tensor loss = ctx.empty({}, dtype);
     kf::Tensor dh, dW;
     if (!forward) dh = ctx.empty({N, D}, dtype), dW = ctx.empty({C, D}, dtype);
