@@ -51,6 +51,12 @@ const uint KROW = HD / 8u + 1u;              // 16-byte packs per staged row: + 
 const uint SROW = BKV + 4u;                  // floats per row of a subgroup's scores
 const uint PROW = BKV + 8u;                  // halves per row of a subgroup's probabilities
 const uint HPK = HD / 8u;                    // 16-byte packs per row
+// P goes to the products in f16, scaled by pscale (undone in the epilogue): probabilities far below the
+// row's maximum stay normal f16 numbers (down to 1.5e-8 instead of 6.1e-5) and keep their 11 bits. Over
+// a million keys most of a row's mass is in such probabilities (kf-long-attention: without the scale
+// the error of a row of 1e6 keys was 1.5e-3, over f16's tolerance). 4096 leaves room for dropout's
+// 1 / (1 - p) up to 8 below f16's largest number; a larger 1 / (1 - p) takes a smaller power of two.
+const float PSCALE_MAX = 4096.0;
 const uint KVROWS = BKV > 32u ? BKV : 32u;   // rows of the staging buffer
 
 DECLARE_BUFFER(0, Q, readonly)
@@ -181,6 +187,7 @@ void main() {
   // This invocation's row in the softmax and the output: tile row tr, keys of parity c.
   const uint tr = w * 16u + lane / 2u, c = lane & 1u;
   const Row me = row_of(r0 + tr, nrows, hk, b, qbeg);
+  const float pscale = DROPOUT ? min(PSCALE_MAX, exp2(floor(log2(32768.0 / pc.keep_scale)))) : PSCALE_MAX;
 #if QUAD
   // The quad layout of mma.sync's accumulators (hal/vulkan/kernels_attn.cpp finds it on the device
   // before choosing this variant): element i of a 16 x 16 accumulator is at row lane / 4 + 8 H(i),
@@ -292,7 +299,7 @@ void main() {
           const uint t = 16u * jj + LCOL(lane, i);
           p = dropout_keep(rq[hh].idx, kbeg + uint(j0) + t) ? p * pc.keep_scale : 0.0;
         }
-        s[jj][i] = p;
+        s[jj][i] = p * pscale;
       }
       pf[jj] = FRAG16(s[jj]);
     }
@@ -302,15 +309,18 @@ void main() {
       l[hh] = l[hh] * alpha[hh] + lt[hh];
       m[hh] = mnew[hh];
     }
-    [[unroll]] for (uint f = 0; f < NF; ++f)
-      [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] *= alpha[LH(i)];
-    // O += P V.
-    [[unroll]] for (uint kk = 0; kk < NJ; ++kk)
-      [[unroll]] for (uint f = 0; f < NF; ++f) {
+    // O = O alpha + P V: the tile's product from zero, then added in f32. (Accumulating every tile in
+    // the multiply-add itself drifted: its additions are not rounded to nearest, and a row of a
+    // million keys came out 1.5e-3 off, growing with the keys; kf-long-attention.)
+    [[unroll]] for (uint f = 0; f < NF; ++f) {
+      FRAG32 t = FRAG32(0.0);
+      [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
         FRAG16 vf;
         coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
-        acc[f] = coopMatMulAddNV(pf[kk], vf, acc[f]);
+        t = coopMatMulAddNV(pf[kk], vf, t);
       }
+      [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] = acc[f][i] * alpha[LH(i)] + t[i];
+    }
     barrier();  // K and V are read everywhere before the next tiles overwrite them
   }
   // The rows' m and l for the epilogue's invocation-per-half-row mapping.
@@ -389,23 +399,26 @@ void main() {
       float p = sv[u] == NEG_INF ? 0.0 : exp(sv[u] - mnew);
       lt += p;
       if (DROPOUT) p = (p > 0.0 && dropout_keep(me.idx, kbeg + uint(j0) + t)) ? p * pc.keep_scale : 0.0;
-      Ps[pbase + (lane / 2u) * PROW + t] = float16_t(p);
+      Ps[pbase + (lane / 2u) * PROW + t] = float16_t(p * pscale);
     }
     lt += subgroupShuffleXor(lt, 1u);
     l = l * alpha + lt;
     m = mnew;
     if (c == 0u) rowf[tr] = alpha;
     barrier();  // V, P and the factors are visible
-    [[unroll]] for (uint f = 0; f < NF; ++f)
-      for (int i = 0; i < acc[f].length(); ++i) acc[f][i] *= rowf[w * 16u + uint(ridx[i])];
-    [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
-      FRAG16 pf;
-      coopMatLoadNV(pf, Ps, pbase + 16u * kk, PROW, false);
-      [[unroll]] for (uint f = 0; f < NF; ++f) {
+    // O = O alpha + P V, the tile's product from zero and added in f32 (as the QUAD variant).
+    FRAG16 pf[NJ];
+    [[unroll]] for (uint kk = 0; kk < NJ; ++kk) coopMatLoadNV(pf[kk], Ps, pbase + 16u * kk, PROW, false);
+    float fac[16];  // (an accumulator holds at most 256 / 32 elements per invocation on any subgroup of 16+)
+    for (int i = 0; i < ridx.length(); ++i) fac[i] = rowf[w * 16u + uint(ridx[i])];
+    [[unroll]] for (uint f = 0; f < NF; ++f) {
+      FRAG32 t = FRAG32(0.0);
+      [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
         FRAG16 vf;
         coopMatLoadNV(vf, KVs, 16u * kk * KROW + 2u * f, KROW, false);
-        acc[f] = coopMatMulAddNV(pf, vf, acc[f]);
+        t = coopMatMulAddNV(pf[kk], vf, t);
       }
+      for (int i = 0; i < t.length(); ++i) acc[f][i] = acc[f][i] * fac[i] + t[i];
     }
     barrier();  // V is read everywhere before the next K overwrites it
   }
@@ -415,13 +428,13 @@ void main() {
 
   // Epilogue: this invocation's row is the staged row lane / 2, columns 8 c .. 8 c + 7 of each
   // 16-wide block; its m and l are the row's.
-  float factor = 1.0;
+  float factor = 1.0 / pscale;
   if (SINKS && !SPLIT) {
     const float sk = aux_elem(pc.aux_sinks, me.h);
     const float mf = max(m_row, sk);
     const float a = m_row == NEG_INF ? 0.0 : exp(m_row - mf);
     l_row = l_row * a + exp(sk - mf);
-    factor = a;
+    factor *= a;
     m_row = mf;
   }
   if (!SPLIT) factor *= l_row > 0.0 ? 1.0 / l_row : 0.0;

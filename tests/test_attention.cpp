@@ -80,11 +80,13 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
       {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
       {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
       {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
+      {"sq70_sk90_d64_dropout97", qkv(1, 2, 2, 70, 90, 64), {}, 2},  // 1 / (1 - p) = 33: a smaller P scale
   };
   big[0].attrs.causal = true, big[0].attrs.rope = 1;
   big[1].attrs.p = 0.25, big[1].attrs.return_lse = true;
   big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
   big[3].attrs.rope = 2;
+  big[4].attrs.p = 0.97;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
     // (attn_quad=1: the generic softmax through shared memory where the device would take the
