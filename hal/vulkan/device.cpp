@@ -38,7 +38,7 @@ Tuning Tuning::parse(const std::string& s) {
     if (key == "eltwise_items" && v <= 16) t.eltwise_items = static_cast<uint32_t>(v);
     else if (key == "max_groups") t.max_groups = static_cast<uint32_t>(v);
     else if (key == "mm_path" && v <= 3) t.mm_path = static_cast<uint32_t>(v);
-    else if (key == "mm_cfg" && v <= 11) t.mm_cfg = static_cast<uint32_t>(v);
+    else if (key == "mm_cfg" && v <= 13) t.mm_cfg = static_cast<uint32_t>(v);
     else if (key == "mm_peak" && v <= 5) t.mm_peak = static_cast<uint32_t>(v);
     else if (key == "mm_splitk" && v <= 65535) t.mm_splitk = static_cast<uint32_t>(v);
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
@@ -51,7 +51,7 @@ Tuning Tuning::parse(const std::string& s) {
     else if (key == "attn_quad" && v <= 1) t.attn_quad = static_cast<uint32_t>(v);
     else if (key == "attn_rows" && (v == 8 || v == 16 || v == 32)) t.attn_rows = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..11 (tensor-core tile shape), mm_peak=1..5 (ceiling probes), mm_splitk=1..65535, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused), normbwd_chunks=N, "
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..13 (tensor-core tile shape), mm_peak=1..5 (ceiling probes), mm_splitk=1..65535, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused), normbwd_chunks=N, "
                                                      "attn_split=1 (never)|N (N key splits), attn_path=1 (portable)|2 (cooperative matrix), attn_quad=1 (no softmax on accumulators), attn_cm=1..4 (its workgroup), attn_rows=8|16|32)");
   }
   return t;

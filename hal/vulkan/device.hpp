@@ -52,7 +52,7 @@ struct Tuning {
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
-  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..11 (kernels.cpp kCoopmatConfigs; 0: the default)
+  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..13 (kernels.cpp kCoopmatConfigs; 0: the default)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
   uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
   uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)

@@ -70,10 +70,21 @@ constexpr CoopmatConfig kCoopmatConfigs[] = {
     {"mm_coopmat_f16_c9", 128, 128, "128x128,16sg,bk32,2stage"},
     {"mm_coopmat_f16_c10", 128, 128, "128x128,16sg,bk32,2stage,prefetch2"},
     {"mm_coopmat_f16_c11", 128, 128, "128x128,8sg,direct-global", true},
+    // 16 subgroups of 32 x 64 sharing a larger staged tile (attention gained 1.38x from that).
+    {"mm_coopmat_f16_c12", 256, 128, "256x128,16sg,bk32,1stage"},
+    {"mm_coopmat_f16_c13", 128, 256, "128x256,16sg,bk32,1stage"},
 };
-// All shapes but c5 and c11 measured within 3 % of each other on an H100 (bench/results/h100-vulkan/NOTES.md);
-// c1 needs the least shared memory.
-constexpr size_t kCoopmatDefault = 0;
+// On an H100 (bench/results/h100-vulkan/NOTES.md) c1..c10 but c4, c5 measured within 3 % of each other
+// (137-147 TFLOP/s at 4096^3); c12 and c13, whose 16 subgroups share a staged tile twice as large,
+// 159-166. The default: c13 when the grid still has two waves of workgroups on a large GPU, c1 (the
+// least shared memory, twice the workgroups) otherwise.
+constexpr size_t kCoopmatSmall = 0, kCoopmatLarge = 12;
+
+size_t default_coopmat_config(uint64_t M, uint64_t N, uint64_t batches) {
+  const CoopmatConfig& big = kCoopmatConfigs[kCoopmatLarge];
+  const uint64_t groups = (M + big.bm - 1) / big.bm * ((N + big.bn - 1) / big.bn) * batches;
+  return groups >= 264 ? kCoopmatLarge : kCoopmatSmall;
+}
 
 struct MatmulPush {
   uint32_t M, N, K, stride_a, stride_b, stride_c;
@@ -86,6 +97,13 @@ bool use_subgroups(const Caps& c) {
 }
 
 }  // namespace
+
+std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, uint32_t* bm, uint32_t* bn) {
+  const CoopmatConfig& c = kCoopmatConfigs[default_coopmat_config(M, N, batches)];
+  *bm = c.bm;
+  *bn = c.bn;
+  return c.variant;
+}
 
 bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) const {
   auto no = [&](const std::string& reason) {
@@ -216,8 +234,9 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   // linear_dropout: the dropout is in every product kernel's epilogue (DROPOUT, spec constant 5).
   const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
-  const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : kCoopmatDefault];
-  if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[kCoopmatDefault];
+  const size_t auto_cfg = default_coopmat_config(M, N, batches);
+  const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : auto_cfg];
+  if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[auto_cfg];
   const CoopmatConfig& cfg = *pick;
   const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
                             has_variant(cfg.variant);

@@ -56,4 +56,8 @@ void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
 // The shader variant of a section 3 / 6 op: <family>_<op>_<dtype>[_sg] ("" when it has none).
 std::string training_variant(const OpDef& op, DType dtype, const Caps& caps);
 
+// mm_coopmat.comp's default tile for an M x N product (kernels.cpp): its variant and tile, by the grid
+// it gives.
+std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, uint32_t* bm, uint32_t* bn);
+
 }  // namespace kf::hal::vk

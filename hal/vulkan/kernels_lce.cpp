@@ -41,13 +41,15 @@ void VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const st
                                       const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
                                       uint32_t K, bool accumulate) {
   MatmulPush pc{M, N, K, 0, 0, 0};
-  // Tensor cores (mm_coopmat.comp's default shape, 128 x 128) for f16 with whole 16-byte rows of A and
+  // Tensor cores (mm_coopmat.comp's default shape for the grid) for f16 with whole 16-byte rows of A and
   // B; mm.comp's 64 x 64 tiles otherwise (KF_TUNE mm_path=1 forces those).
+  uint32_t bm = 64, bn = 64;
+  const std::string cm = default_coopmat_variant(M, N, 1, &bm, &bn);
   const bool coopmat = coopmat_f16_ && dtype == DType::f16 && M % 8 == 0 && N % 8 == 0 && tuning().mm_path != 1 &&
-                       has_variant("mm_coopmat_f16_c1");
-  const uint32_t tile = coopmat ? 128 : 64;
+                       has_variant(cm);
+  if (!coopmat) bm = bn = 64;
   Launch l;
-  l.variant = coopmat ? std::string("mm_coopmat_f16_c1") : std::string("mm_") + to_string(dtype);
+  l.variant = coopmat ? cm : std::string("mm_") + to_string(dtype);
   // B [K, N] (B_NK off), no bias, residual or activation; A_KM on; ACC_OUT when accumulating.
   l.spec = {256u, 0u, 0u, 0u, 0u, 0u, 1u, accumulate ? 1u : 0u};  // ..., DROPOUT, A_KM, ACC_OUT
   l.bindings[0] = a;
@@ -55,8 +57,8 @@ void VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const st
   l.bindings[4] = c;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = (N + tile - 1) / tile;
-  l.groups_y = (M + tile - 1) / tile;
+  l.groups = (N + bn - 1) / bn;
+  l.groups_y = (M + bm - 1) / bm;
   record(l);
 }
 
