@@ -38,6 +38,51 @@ void main() {
   ss[pc.O + o] = (bias - float(LOAD_ELEM(MEAN, o))) * s + float(LOAD_ELEM(BNB, o));
 }
 
+#elif defined(IM2COL)
+// The column matrix of the tensor-core path (hal/vulkan/kernels_linalg.cpp; one group, 16-bit dtypes,
+// K a multiple of 8): col[m, k] = the input under kernel tap k = (c, kh, kw) of output pixel
+// m = (n, oh, ow), zero outside the image; one 16-byte pack of 8 taps per invocation. mm_coopmat.comp
+// then computes W col^T per image.
+DECLARE_BUFFER(0, X, readonly)
+DECLARE_BUFFER(4, Y, )
+layout(push_constant) uniform PC {
+  uint N, C, H, W, O, groups;
+  uint khw, strides, pads, dils;  // {height | width << 16}
+} pc;
+
+void main() {
+  const uint KH = pc.khw & 0xffffu, KW = pc.khw >> 16;
+  const uint SH = pc.strides & 0xffffu, SW = pc.strides >> 16;
+  const uint PH = pc.pads & 0xffffu, PW = pc.pads >> 16;
+  const uint DH = pc.dils & 0xffffu, DW = pc.dils >> 16;
+  const uint OH = (pc.H + 2u * PH - DH * (KH - 1u) - 1u) / SH + 1u;
+  const uint OW = (pc.W + 2u * PW - DW * (KW - 1u) - 1u) / SW + 1u;
+  const uint P = OH * OW, M = pc.N * P, KHW = KH * KW, KP = pc.C * KHW / 8u;
+  // Neighbouring invocations take neighbouring pixels of the same 8 taps: their reads of each tap are
+  // neighbouring input elements (coalesced), their 16-byte writes whole packs.
+  for (uint t = gl_GlobalInvocationID.x; t < M * KP; t += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+    const uint gm = t % M, kp = t / M, k0 = kp * 8u;
+    const uint n = gm / P, pix = gm % P, oh = pix / OW, ow = pix % OW;
+    uint c = k0 / KHW, r = k0 % KHW;  // then stepped: no divisions per tap
+    uint kh = r / KW, kw = r % KW;
+    FT v[VW];
+    [[unroll]] for (uint e = 0; e < 8u; ++e) {
+      const int ih = int(oh * SH + kh * DH) - int(PH), iw = int(ow * SW + kw * DW) - int(PW);
+      v[e] = FT(0);
+      if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
+        v[e] = FT(LOAD_ELEM(X, ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw)));
+      if (++kw == KW) {
+        kw = 0u;
+        if (++kh == KH) {
+          kh = 0u;
+          ++c;
+        }
+      }
+    }
+    Y_v.v[gm * KP + kp] = pack(v);
+  }
+}
+
 #else
 layout(constant_id = 1) const bool HAS_BIAS = false;
 layout(constant_id = 2) const bool BN = false;       // scale and shift per channel (binding 3, f32)

@@ -56,6 +56,11 @@ layout(constant_id = 5) const bool DROPOUT = false;
 // [K, M] (M contiguous, M % 8 == 0) and C += the product (C's own values added in the epilogue).
 layout(constant_id = 6) const bool A_KM = false;
 layout(constant_id = 7) const bool ACC_OUT = false;
+// For the convolutions' im2col path (hal/vulkan/kernels_linalg.cpp): C = W col^T per image, so the
+// output channel is the row: the bias is per row, and ROW_SS applies conv2d_bn_relu's folded scale
+// and shift (f32, scale at word gm of binding 3, shift at word M + gm) before the activation.
+layout(constant_id = 8) const bool BIAS_ROW = false;
+layout(constant_id = 9) const bool ROW_SS = false;
 
 // A and B only ever read as 16-byte packs: declared alone and restrict, so that the compiler may
 // schedule their loads freely; bias, residual and C use the common views.
@@ -236,7 +241,8 @@ void main() {
       float x = uintBitsToFloat(As[stage_tile + r * 4u + c / 4u][c % 4u]);
       const uint gn = gn0 + h;
       if (gm < pc.M && gn < pc.N) {
-        if (HAS_BIAS) x += LOAD_ELEM(BIAS, gn);
+        if (HAS_BIAS) x += LOAD_ELEM(BIAS, BIAS_ROW ? gm : gn);
+        if (ROW_SS) x = x * uintBitsToFloat(RES_w.w[gm]) + uintBitsToFloat(RES_w.w[pc.M + gm]);
         x = act(x);
         if (DROPOUT) {
           const uint e = cbase + gm * pc.N + gn;

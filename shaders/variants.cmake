@@ -49,6 +49,7 @@ if(coopmat_nv_rc EQUAL 0)
     "mm_coopmat_f16_c11|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=0"
     "mm_coopmat_f16_c12|mm_coopmat.comp|SG_M=8,SG_N=2,FM=2,FN=4,BK=32,STAGES=1"
     "mm_coopmat_f16_c13|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
+    "mm_coopmat_f16_c14|mm_coopmat.comp|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
     "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV"
     # Probes of the shared-memory fragment loads (KF_TUNE mm_peak=1..5; mm_coopmat_peak.comp).
     "mm_coopmat_peak_f16_l1|mm_coopmat_peak.comp|PEAK_LOAD=1"

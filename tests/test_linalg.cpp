@@ -227,5 +227,52 @@ TEST(LinalgPaths, GridCapLoops) {
   }
 }
 
+// The convolutions' tensor-core path (KF_TUNE conv_path=2: im2col, then mm_coopmat.comp with the output
+// channel as the row): every registry case it takes (f16, one group, C kh kw a multiple of 8) and cases
+// with several 128-channel tiles, strides, dilation, the folded batch norm and the dropout epilogue;
+// skipped where the device has no NV cooperative matrices.
+TEST(LinalgPaths, ConvTensorCores) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ContextOptions o = options_for(d);
+    o.tuning = "conv_path=2";
+    Context ctx = Context::create(o);
+    if (!ctx.device().caps.coopmat_nv) continue;
+    ValidationCheck vc(ctx);
+    Attrs s2;
+    s2.stride = {2, 1};
+    s2.padding = {1, 2};
+    s2.dilation = {1, 2};
+    s2.act = kActSilu;
+    Attrs bnp;
+    bnp.padding = {1, 1};
+    Attrs drop;
+    drop.padding = {1, 1};
+    drop.p = 0.3;
+    drop.seed = 9;
+    drop.offset = 100;
+    std::vector<std::pair<std::string, TestCase>> cases = {
+        {"conv2d", {"c8_k3_s2x1_p1x2_d1x2_silu", {{3, 8, 13, 11}, {20, 8, 3, 3}, {20}}, s2, 1}},
+        {"conv2d", {"pointwise_c16_o130", {{2, 16, 9, 7}, {130, 16, 1, 1}, {130}}, {}, 1}},
+        {"conv2d", {"pointwise_c16_o40_8x8_direct_relu", {{3, 16, 8, 8}, {40, 16, 1, 1}, {40}}, {.act = kActRelu}, 1}},
+        {"conv2d_bn_relu", {"c16_o20_k3_bias", {{2, 16, 10, 10}, {20, 16, 3, 3}, {20}, {20}, {20}, {20}, {20}}, bnp, 1}},
+        {"conv2d_gelu_dropout", {"c8_o12_k3_p0.3", {{2, 8, 9, 9}, {12, 8, 3, 3}, {12}}, drop, 1}},
+    };
+    for (const char* name : {"conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout"})
+      for (const TestCase& tc : get_op(name).tests) cases.push_back({name, tc});
+    for (const auto& [name, tc] : cases) {
+      check::CaseOptions co;
+      co.repeat = true;
+      const auto r = check::run_case(ctx, get_op(name), DType::f16, tc, fresh_seed(), co);
+      if (!r.pass && r.message.find("tensor-core path was forced") != std::string::npos) continue;  // not its case
+      ++checked;
+      EXPECT_TRUE(r.pass) << name << " " << tc.label << ": " << r.message << " seed " << r.seed;
+      EXPECT_NE(r.variant.find("coopmat"), std::string::npos) << name << " " << tc.label << ": " << r.variant;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
+}
+
 }  // namespace
 }  // namespace kf::test

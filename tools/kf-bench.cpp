@@ -279,7 +279,9 @@ int main(int argc, char** argv) {
             const double gbs = cost.bytes / (ms * 1e6), tflops = cost.flops / (ms * 1e9);
             json r = {{"op", op.name}, {"case", bc.label}, {"dtype", dname}, {"shapes", shapes_json(shapes)},
                       {"attrs", {{"p", bc.attrs.p}, {"seed", bc.attrs.seed}, {"offset", bc.attrs.offset},
-                                 {"scale", bc.attrs.scale}, {"act", bc.attrs.act}}},
+                                 {"scale", bc.attrs.scale}, {"act", bc.attrs.act}, {"causal", bc.attrs.causal},
+                                 {"stride", bc.attrs.stride}, {"padding", bc.attrs.padding},
+                                 {"dilation", bc.attrs.dilation}, {"groups", bc.attrs.groups}}},
                       {"ms", ms}, {"bytes", cost.bytes}, {"flops", cost.flops}, {"gbs", gbs}, {"tflops", tflops},
                       {"fraction_of_copy", gbs / copy_gbs}, {"variant", variant}};
             if (op.family == Family::Matmul && peak_tflops > 0) r["fraction_of_matrix_peak"] = tflops / peak_tflops;

@@ -52,11 +52,12 @@ struct Tuning {
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
-  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..13 (kernels.cpp kCoopmatConfigs; 0: the default)
+  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..14 (kernels.cpp kCoopmatConfigs; 0: the default)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
   uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
   uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
+  uint32_t conv_path = 0;       // convolutions: 0 automatic, 1 implicit GEMM (portable), 2 im2col + tensor cores
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
   uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch
   uint32_t attn_quad = 0;       // its softmax on the accumulators (m16n8k16 layout): 0 where probed, 1 never

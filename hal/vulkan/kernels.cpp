@@ -6,17 +6,14 @@
 #include <cstring>
 
 #include "hal/vulkan/device.hpp"
+#include "hal/vulkan/kernels_common.hpp"
 #include "ops/reference_math.hpp"
 #include "ops/registry.hpp"
 
 namespace kf::hal::vk {
 namespace {
 
-constexpr uint32_t kWorkgroup = 256;
-
 std::string dtype_suffix(DType t) { return to_string(t); }
-
-uint32_t pack_elems(DType t) { return 16u / static_cast<uint32_t>(dtype_size(t)); }
 
 // Operand layouts of eltwise.comp (MODE1 / MODE2).
 enum Mode : uint32_t { kFull = 0, kFeatures = 1, kScalar = 2, kAbsent = 3 };
@@ -26,12 +23,6 @@ Mode mode_of(const TensorArg& a, int64_t n) {
   if (a.numel == n) return kFull;
   if (a.numel == 1) return kScalar;
   return kFeatures;
-}
-
-uint32_t grid(uint64_t items, uint32_t per_group, const Caps& c, const Tuning& t) {
-  const uint64_t g = (items + per_group - 1) / per_group;
-  const uint64_t cap = std::min<uint64_t>({c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535, t.max_groups});
-  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
 }
 
 struct EltwisePush {
@@ -73,27 +64,20 @@ constexpr CoopmatConfig kCoopmatConfigs[] = {
     // 16 subgroups of 32 x 64 sharing a larger staged tile (attention gained 1.38x from that).
     {"mm_coopmat_f16_c12", 256, 128, "256x128,16sg,bk32,1stage"},
     {"mm_coopmat_f16_c13", 128, 256, "128x256,16sg,bk32,1stage"},
+    // 64 rows: products with few output rows (a convolution's 64 channels) waste no half tile.
+    {"mm_coopmat_f16_c14", 64, 256, "64x256,8sg,bk32,1stage"},
 };
 // On an H100 (bench/results/h100-vulkan/NOTES.md) c1..c10 but c4, c5 measured within 3 % of each other
 // (137-147 TFLOP/s at 4096^3); c12 and c13, whose 16 subgroups share a staged tile twice as large,
-// 159-166. The default: c13 when the grid still has two waves of workgroups on a large GPU, c1 (the
-// least shared memory, twice the workgroups) otherwise.
-constexpr size_t kCoopmatSmall = 0, kCoopmatLarge = 12;
+// 159-166. The default: c14 for at most 64 rows, c13 when the grid still has two waves of workgroups
+// on a large GPU, c1 (the least shared memory, twice the workgroups) otherwise.
+constexpr size_t kCoopmatSmall = 0, kCoopmatLarge = 12, kCoopmatFewRows = 13;
 
 size_t default_coopmat_config(uint64_t M, uint64_t N, uint64_t batches) {
+  if (M <= 64) return kCoopmatFewRows;
   const CoopmatConfig& big = kCoopmatConfigs[kCoopmatLarge];
   const uint64_t groups = (M + big.bm - 1) / big.bm * ((N + big.bn - 1) / big.bn) * batches;
   return groups >= 264 ? kCoopmatLarge : kCoopmatSmall;
-}
-
-struct MatmulPush {
-  uint32_t M, N, K, stride_a, stride_b, stride_c;
-  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;  // linear_dropout (mm.comp's DROPOUT)
-  float keep_scale;
-};
-
-bool use_subgroups(const Caps& c) {
-  return c.subgroup_arith && c.subgroup_size >= 1 && c.subgroup_size <= kWorkgroup && kWorkgroup % c.subgroup_size == 0;
 }
 
 }  // namespace

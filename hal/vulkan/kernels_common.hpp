@@ -56,6 +56,13 @@ void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
 // The shader variant of a section 3 / 6 op: <family>_<op>_<dtype>[_sg] ("" when it has none).
 std::string training_variant(const OpDef& op, DType dtype, const Caps& caps);
 
+// The push constants of mm.comp, mm_coopmat.comp (and mm_gemv.comp's first fields).
+struct MatmulPush {
+  uint32_t M, N, K, stride_a, stride_b, stride_c;      // strides: elements between batches
+  uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;  // the dropout epilogue (DROPOUT)
+  float keep_scale = 1;
+};
+
 // mm_coopmat.comp's default tile for an M x N product (kernels.cpp): its variant and tile, by the grid
 // it gives.
 std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, uint32_t* bm, uint32_t* bn);

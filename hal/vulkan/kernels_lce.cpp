@@ -24,11 +24,6 @@
 namespace kf::hal::vk {
 namespace {
 
-struct MatmulPush {  // mm.comp's and mm_coopmat.comp's push constants (the dropout fields unused here)
-  uint32_t M, N, K, stride_a, stride_b, stride_c;
-  uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
-  float keep_scale = 1;
-};
 
 constexpr uint64_t kViewAlign = 256;               // the largest buffer-offset alignment Vulkan allows
 constexpr uint64_t kChunkBytes = 256ull << 20;     // logits per chunk (automatic choice)

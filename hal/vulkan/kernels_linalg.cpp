@@ -142,6 +142,66 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
   const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
                                                                         : static_cast<uint32_t>(a.act);
+
+  // The tensor-core path (f16, one group, K % 8 == 0, NV cooperative matrix): the column matrix
+  // col [N * P, K] into a temporary buffer (conv.comp IM2COL), then mm_coopmat.comp per image with the
+  // output channel as the row, C = W col^T: the output is NCHW as it stands and the epilogue takes the
+  // bias (or the folded batch norm) per row. Up to 1 GiB of column matrix; larger calls and the rest
+  // take the implicit GEMM below.
+  const uint64_t P = static_cast<uint64_t>(ys[2] * ys[3]), images = static_cast<uint64_t>(xs[0]);
+  const uint64_t col_bytes = M * K * 2;
+  const uint64_t range = info_.caps.max_storage_range ? info_.caps.max_storage_range : (1ull << 30);
+  uint32_t cm_bm = 0, cm_bn = 0;
+  const std::string cm_variant = default_coopmat_variant(O, P, images, &cm_bm, &cm_bn);
+  const bool cm_fits = coopmat_f16_ && call.dtype == DType::f16 && groups == 1 && K % 8 == 0 &&
+                       col_bytes <= std::min<uint64_t>(range, 1ull << 30) && has_variant("conv_im2col_f16") &&
+                       has_variant(cm_variant) && O <= 0xffffffffull;
+  if (tuning().conv_path == 2 && !cm_fits)
+    throw Error(ErrorCode::Unsupported, op.name + ": the tensor-core path was forced (KF_TUNE conv_path=2) but needs "
+                                        "NV cooperative matrices, f16, one group, C * kh * kw a multiple of 8 and a "
+                                        "column matrix of at most 1 GiB");
+  if (cm_fits && tuning().conv_path != 1) {
+    // A 1 x 1 convolution with stride 1 and no padding needs no column matrix: each image [C, P] is B
+    // as it stands ([K, N], rows of P: P % 8 == 0 for whole 16-byte loads).
+    const bool direct = ws[2] == 1 && ws[3] == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
+                        a.padding[1] == 0 && P % 8 == 0;
+    std::shared_ptr<Buffer> col = call.inputs[0].buffer;
+    if (!direct) {
+      col = allocate(static_cast<size_t>(col_bytes));
+      Launch ic;
+      ic.variant = "conv_im2col_f16";
+      ic.spec = {kWorkgroup};
+      ic.bindings[0] = call.inputs[0].buffer;
+      ic.bindings[4] = col;
+      ic.push = &pc;
+      ic.push_bytes = 10 * sizeof(uint32_t);  // N .. dils
+      ic.groups = grid(M * K / 8, kWorkgroup, info_.caps, tuning());
+      record(ic);
+    }
+    MatmulPush mp{static_cast<uint32_t>(O), static_cast<uint32_t>(P), static_cast<uint32_t>(K), 0u,
+                  static_cast<uint32_t>(P * K), static_cast<uint32_t>(O * P), pc.seed_lo, pc.seed_hi, pc.off_lo,
+                  pc.off_hi, pc.thr, pc.keep_scale};
+    const uint32_t row_bias = (!bn && has_bias) ? 1u : 0u;
+    Launch g;
+    g.variant = cm_variant;
+    // B_NK (col rows are pixels; direct: B is [K, N]), HAS_BIAS, HAS_RES, ACT, DROPOUT, A_KM, ACC_OUT,
+    // BIAS_ROW, ROW_SS.
+    g.spec = {256u, direct ? 0u : 1u, row_bias, 0u, act, drop ? 1u : 0u, 0u, 0u, row_bias, bn ? 1u : 0u};
+    g.bindings[0] = call.inputs[1].buffer;
+    g.bindings[1] = col;
+    if (row_bias) g.bindings[2] = call.inputs[2].buffer;
+    if (bn) g.bindings[3] = ss;
+    g.bindings[4] = call.outputs[0].buffer;
+    g.push = &mp;
+    g.push_bytes = sizeof(mp);
+    g.groups = static_cast<uint32_t>((P + cm_bn - 1) / cm_bn);
+    g.groups_y = static_cast<uint32_t>((O + cm_bm - 1) / cm_bm);
+    g.groups_z = static_cast<uint32_t>(images);
+    if (g.groups > 65535 || g.groups_y > 65535 || g.groups_z > 65535)
+      throw Error(ErrorCode::Unsupported, op.name + ": the grid exceeds 65535 workgroups in a dimension");
+    record(g);
+    return std::string(direct ? "vulkan:conv/1x1-coopmat-nv" : "vulkan:conv/im2col+coopmat-nv") + (bn ? ",bn-folded" : "");
+  }
   Launch l;
   l.variant = "conv_" + std::string(to_string(call.dtype));
   l.spec = {kWorkgroup, (!bn && has_bias) ? 1u : 0u, bn ? 1u : 0u, act, drop ? 1u : 0u};
