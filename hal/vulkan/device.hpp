@@ -59,6 +59,8 @@ struct Tuning {
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
+  uint32_t attn_decode = 0;     // decode kernel (Sq = 1): 0 automatic, 1 never, 2 forced (Unsupported if the call
+                                //   does not qualify); with attn_decode=2, attn_split=N sets its key splits
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 
