@@ -66,12 +66,15 @@ foreach(op adamw_step sgd_step)
 endforeach()
 
 # Attention (attention.comp, KERNELS.md section 5): the flash-attention kernel, the combine pass of the
-# split (decode) path and attention_scores; no f64 (exp). hal/vulkan/kernels_attn.cpp chooses them.
+# split path and attention_scores, the decode kernel; no f64 (exp). hal/vulkan/kernels_attn.cpp chooses them.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)
   list(APPEND KF_SHADER_VARIANTS "attn_${dt}|attention.comp|DT_${DT}")
   list(APPEND KF_SHADER_VARIANTS "attn_combine_${dt}|attention.comp|DT_${DT},COMBINE")
   list(APPEND KF_SHADER_VARIANTS "attn_scores_${dt}|attention.comp|DT_${DT},SCORES")
+  # The decode kernel (attention_decode.comp: Sq = 1, K and V streamed once; its partials go through
+  # attn_combine_<dt>).
+  list(APPEND KF_SHADER_VARIANTS "attn_decode_${dt}|attention_decode.comp|DT_${DT}")
 endforeach()
 list(APPEND KF_SHADER_VARIANTS "attn_scores_f64|attention.comp|DT_F64,SCORES")
 # The tensor-core forward (attention_coopmat.comp, f16, GL_NV_cooperative_matrix), one per head dimension.

@@ -1,6 +1,6 @@
 // Attention (KERNELS.md section 5) beyond the registry cases that test_ops runs: each Vulkan path forced
-// in turn (one pass and key splits with a combine pass, each tile height), the automatic choice of the
-// split (decode) path, determinism, the argument checks, and the float64 reference against the same
+// in turn (one pass and key splits with a combine pass, each tile height), the decode kernel forced and
+// chosen automatically, the automatic choice of the split (decode) path, determinism, the argument checks, and the float64 reference against the same
 // computation composed of other ops.
 #include <cmath>
 #include <limits>
@@ -118,7 +118,124 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
-// Decoding (one query row, a long cache) takes the split path by itself; a prefill does not.
+// The decode kernel (attention_decode.comp) forced (KF_TUNE attn_decode=2) on one-query-row cases in
+// f32, f16 and bf16: head dimensions 64, 80, 128, 256 (and 8), G = Hq / Hkv of 1, 4, 8 and above 8
+// (several head chunks per kv head), key counts 1, 7, 1000, 4099, with key lengths (one sequence
+// empty), windows, ALiBi (default slopes, H a power of two or not, and given slopes), soft-capping,
+// causal, sinks and lse; then with forced key splits (some empty, some one key long).
+TEST(AttentionPaths, DecodeKernel) {
+  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
+    return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+  };
+  const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
+    s.resize(std::max(s.size(), k + 1));
+    s[k] = x;
+    return s;
+  };
+  std::vector<TestCase> cases = {
+      {"g1_d64_sk1", qkv(2, 2, 2, 1, 64), {}, 2},
+      {"g4_d80_sk7_lens", with(qkv(3, 4, 1, 7, 80), 4, {3}), {}, 2},
+      {"g8_d128_sk1000_window_alibi", qkv(1, 8, 1, 1000, 128), {}, 1},
+      // Not key lengths with ALiBi over 4099 keys: the nearest visible key's bias reaches -2000, where
+      // f32 rounds the scores to 1e-4 (any f32 kernel fails the 1e-6 tolerance there).
+      {"g4_d256_sk4099_slopes_lse", with(qkv(2, 8, 2, 4099, 256), 3, {8}), {}, 1},
+      {"g1_d128_sk4099_softcap_sinks_lens_lse", with(with(qkv(2, 2, 2, 4099, 128), 7, {2}), 4, {2}), {}, 1},
+      {"g8_d64_sk1000_causal_sinks_lens", with(with(qkv(2, 8, 1, 1000, 64), 7, {8}), 4, {2}), {}, 1},
+      {"g12_d80_sk1000_alibi_window_softcap", qkv(1, 12, 1, 1000, 80), {}, 1},
+      {"g16_d64_sk7_lse", qkv(1, 16, 1, 7, 64), {}, 2},
+      {"g4_d8_sk7_causal", qkv(2, 4, 1, 7, 8), {}, 2},
+  };
+  cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
+  cases[3].attrs.return_lse = true;
+  cases[4].attrs.softcap = 3, cases[4].attrs.return_lse = true;
+  cases[5].attrs.causal = true;
+  cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
+  cases[7].attrs.return_lse = true;
+  cases[8].attrs.causal = true;
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_split=5"}) {
+      Context ctx = tuned(d, tuning);
+      ValidationCheck vc(ctx);
+      const bool forced_split = std::string(tuning).find("attn_split") != std::string::npos;
+      for (DType t : forced_split ? std::vector<DType>{DType::f32} : std::vector<DType>{DType::f32, DType::f16, DType::bf16})
+        for (const TestCase& tc : cases) {
+          const uint64_t seed = fresh_seed();
+          check::CaseOptions o;
+          o.repeat = true;
+          const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
+          if (!r.pass && r.message.find("subgroup") != std::string::npos) GTEST_SKIP() << r.message;
+          ++checked;
+          EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
+                              << seed << ":\n" << r.message;
+          EXPECT_EQ(r.variant.rfind("vulkan:attention/decode,", 0), 0u) << tc.label << ": " << r.variant;
+          if (forced_split) EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"),
+                                      std::string::npos) << r.variant;
+        }
+    }
+    // Calls it does not take: a forced decode kernel is an Unsupported error naming the reason.
+    Context ctx = tuned(d, "attn_decode=2");
+    const auto t = [&](const Shape& s) {
+      std::vector<double> v(static_cast<size_t>(numel(s)), 0.25);
+      return ctx.from_host(s, DType::f32, v);
+    };
+    Tensor q1 = t({1, 2, 1, 64}), q2 = t({1, 2, 2, 64}), k = t({1, 1, 9, 64}), v = t({1, 1, 9, 64});
+    Tensor o1 = t({1, 2, 1, 64}), o2 = t({1, 2, 2, 64});
+    o1.fill_bytes(kPoison);
+    o2.fill_bytes(kPoison);
+    Attrs rope, drop;
+    rope.rope = 1;
+    drop.p = 0.1;
+    expect_rejected(ctx, [&] { ctx.run("attention", {q2, k, v}, {o2}); }, ErrorCode::Unsupported,
+                    {"attention", "attn_decode=2", "one query row", "Sq = 2"}, {o2});
+    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, rope); }, ErrorCode::Unsupported,
+                    {"attention", "attn_decode=2", "RoPE"}, {o1});
+    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, drop); }, ErrorCode::Unsupported,
+                    {"attention", "attn_decode=2", "dropout"}, {o1});
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
+}
+
+// The automatic choice: the registry's one-query-row cases and its decode bench shapes (with a short
+// cache: the choice does not depend on Sk, and lavapipe is slow) take the decode kernel;
+// KF_TUNE attn_decode=1 keeps them on the portable kernel with key splits.
+TEST(AttentionPaths, AutomaticDecodeKernel) {
+  std::vector<TestCase> cases;
+  for (const TestCase& tc : attention_op().tests)
+    if (tc.inputs[0][2] == 1) cases.push_back(tc);
+  for (const TestCase& bc : attention_op().bench)
+    if (bc.label.rfind("decode", 0) == 0) {
+      TestCase tc = bc;
+      tc.inputs[1][2] = tc.inputs[2][2] = 600;
+      cases.push_back(tc);
+    }
+  ASSERT_GE(cases.size(), 6u);
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    for (const char* tuning : {"", "attn_decode=1"}) {
+      Context ctx = tuned(d, tuning);
+      if (!ctx.device().caps.subgroup_shuffle) break;
+      ++checked;
+      ValidationCheck vc(ctx);
+      const bool never = *tuning != '\0';
+      for (const TestCase& tc : cases) {
+        const uint64_t seed = fresh_seed();
+        const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f16, tc, seed);
+        EXPECT_TRUE(r.pass) << tuning << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
+                            << r.message;
+        EXPECT_EQ(r.variant.rfind("vulkan:attention/decode,", 0) == 0, !never) << tuning << " " << tc.label << ": " << r.variant;
+        if (never && tc.inputs[1][2] >= 600) EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with subgroup shuffles";
+}
+
+// Decoding (one query row, a long cache) takes the key-split path by itself (the decode kernel, which
+// always splits, or the portable kernel with splits where the decode kernel is not taken); a prefill
+// does not.
 TEST(AttentionPaths, AutomaticSplitForDecode) {
   int checked = 0;
   for (const auto& d : devices()) {

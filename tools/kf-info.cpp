@@ -38,6 +38,7 @@ ordered_json caps_json(const kf::Caps& c) {
   j["int_dot"] = c.int_dot;
   j["subgroup_arith"] = c.subgroup_arith;
   j["subgroup_size"] = c.subgroup_size;
+  j["subgroup_shuffle"] = c.subgroup_shuffle;
   j["coopmat_nv"] = c.coopmat_nv;
   j["coopmat_khr"] = c.coopmat_khr;
   j["timestamps"] = c.timestamps;

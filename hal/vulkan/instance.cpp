@@ -219,6 +219,8 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
                      (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                      (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
   c.subgroup_size = p11.subgroupSize;
+  c.subgroup_shuffle = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.coopmat_nv = has("VK_NV_cooperative_matrix");
   c.coopmat_khr = has("VK_KHR_cooperative_matrix");
   c.timestamp_period_ns = p.limits.timestampPeriod;

@@ -1,5 +1,13 @@
-// The Vulkan kernels of KERNELS.md section 5 (shaders/attention.comp): attention_scores and attention.
-// attention: the tile (query rows BQ per workgroup, keys BK per shared-memory tile) is chosen from D and
+// The Vulkan kernels of KERNELS.md section 5 (shaders/attention.comp, attention_coopmat.comp,
+// attention_decode.comp, attention_bwd.comp): attention_scores, attention and attention_backward.
+// attention, decoding (one query row per sequence, not packed; no RoPE, dropout or block mask; the
+// device has subgroup shuffles): attention_decode.comp, one workgroup per (sequence, kv head, chunk of
+// at most 8 of its query heads, key split), K and V streamed once; its partials go through
+// attention.comp's COMBINE pass (sinks, lse). Chosen automatically unless a knob of the flash kernel
+// (attn_path, attn_split, attn_rows) is set; KF_TUNE attn_decode=1 never, attn_decode=2 always (an
+// Unsupported error naming the reason when the call does not qualify; attn_split=N then sets its
+// splits). Its splits: about 2048 workgroups in all, each split at least 512 keys.
+// attention, otherwise: the tile (query rows BQ per workgroup, keys BK per shared-memory tile) is chosen from D and
 // the device's shared memory; when the grid would be small (decoding: few query rows, long caches) the
 // keys are split over workgroups, each writing a partial (m, l, accumulator) to the workspace, and a
 // combine pass merges them (KF_TUNE attn_split=1 forces one pass, attn_split=N exactly N splits).
@@ -85,6 +93,48 @@ struct WorkspacePlan {
     return ws;
   }
 };
+
+// attention_decode.comp's launch: LK lanes per key row, GC query heads per workgroup (nchunk chunks of
+// the G heads of a kv head), kDecodeWg invocations.
+constexpr uint32_t kDecodeWg = 128;
+constexpr uint32_t kDecodeMaxHeads = 8;  // query heads a workgroup holds in registers
+struct DecodePlan {
+  uint32_t lk = 0, gc = 0, nchunk = 0;
+};
+
+// Whether the decode kernel takes the call; `why` names the first reason it does not.
+bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, DecodePlan& plan, std::string& why) {
+  const Attrs& a = call.attrs;
+  const Caps& caps = dev.info().caps;
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  const std::string variant = std::string("attn_decode_") + to_string(call.dtype);
+  if (g.varlen) why = "it does not take packed sequences (cu_seqlens)";
+  else if (g.SqT != 1) why = "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
+  else if (a.rope) why = "it does not apply RoPE";
+  else if (a.p > 0) why = "it does not apply dropout";
+  else if (has(8)) why = "it does not take a block mask";
+  else if (g.D % 8 != 0 || g.D > 256) why = "it takes head dimensions that are multiples of 8 up to 256 (D = " + std::to_string(g.D) + ")";
+  else if (!dev.has_variant(variant)) why = "this build has no " + variant;
+  else if (!caps.subgroup_shuffle) why = "the device has no subgroup shuffles in compute shaders";
+  else if (caps.subgroup_size == 0 || (caps.subgroup_size & (caps.subgroup_size - 1)) != 0 || kDecodeWg % caps.subgroup_size != 0)
+    why = "the device's subgroup size " + std::to_string(caps.subgroup_size) + " does not divide " + std::to_string(kDecodeWg);
+  else if (caps.max_workgroup_size && caps.max_workgroup_size < kDecodeWg)
+    why = "the device's workgroups hold fewer than " + std::to_string(kDecodeWg) + " invocations";
+  if (!why.empty()) return false;
+  const uint32_t npk = static_cast<uint32_t>(g.D) / pack_elems(call.dtype);
+  uint32_t lk = 1;
+  while (lk < npk && lk < 32 && lk < caps.subgroup_size) lk *= 2;
+  const uint32_t G = static_cast<uint32_t>(g.Hq / g.Hkv);
+  plan.nchunk = (G + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
+  plan.gc = (G + plan.nchunk - 1) / plan.nchunk;
+  plan.lk = lk;
+  const uint64_t shared = 4ull * (2ull * (kDecodeWg / lk) * plan.gc + uint64_t(plan.gc) * uint64_t(g.D));
+  if (caps.max_shared_bytes && shared > caps.max_shared_bytes) {
+    why = "its " + std::to_string(shared) + " bytes of shared memory exceed the device's " + std::to_string(caps.max_shared_bytes);
+    return false;
+  }
+  return true;
+}
 
 std::string kind_of(const OpDef& op) {
   if (op.name == "attention_scores") return "attn_scores";
@@ -249,6 +299,91 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
+// The decode kernel: one workgroup per (sequence, kv head, chunk of query heads, key split), its
+// partials merged by attention.comp's COMBINE pass (which adds the sinks and writes lse).
+std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, const DecodePlan& dp, AttnPush& pc) {
+  const Attrs& a = call.attrs;
+  const Caps& caps = dev.info().caps;
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const size_t es = dtype_size(call.dtype);
+  const uint64_t D = static_cast<uint64_t>(g.D), Sk = static_cast<uint64_t>(g.SkT);
+  const uint64_t rows = static_cast<uint64_t>(g.B * g.Hq);
+
+  // Key splits: enough workgroups to fill a large GPU several times over (2048: about 15 per SM of an
+  // H100, so that the last wave is a small part of the time), each split at least 512 keys long.
+  const uint64_t base = static_cast<uint64_t>(g.B) * static_cast<uint64_t>(g.Hkv) * dp.nchunk;
+  uint64_t nsplit = dev.tuning().attn_split;
+  if (nsplit == 0) nsplit = std::min<uint64_t>({(2048 + base - 1) / base, std::max<uint64_t>(Sk / 512, 1), 256});
+  nsplit = std::clamp<uint64_t>(nsplit, 1, std::max<uint64_t>(Sk, 1));
+  const uint64_t split_len = std::max<uint64_t>((Sk + nsplit - 1) / nsplit, 1);
+  pc.nsplit = static_cast<uint32_t>(nsplit);
+  pc.split_len = static_cast<uint32_t>(split_len);
+  const uint64_t gy = static_cast<uint64_t>(g.Hkv) * dp.nchunk, gz = static_cast<uint64_t>(g.B) * nsplit;
+  if (gy > 65535 || gz > 65535)
+    throw Error(ErrorCode::Unsupported, "attention: the decode grid 1 x " + std::to_string(gy) + " x " + std::to_string(gz) +
+                                            " exceeds 65535 workgroups in a dimension");
+
+  WorkspacePlan plan;
+  if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
+  if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
+  if (has(7)) pc.aux_sinks = plan.input(call.inputs[7], es);
+  pc.part_off = plan.region(nsplit * rows * (D + 2));
+  const std::shared_ptr<Buffer> ws = plan.record(dev, "attention");
+  pc.softcap = static_cast<float>(a.softcap);
+  pc.window = u32(a.window);
+
+  const bool lse = call.outputs.size() > 1;
+  const bool alibi = a.alibi || has(3);
+  const std::vector<uint32_t> spec = {kDecodeWg,
+                                      u32(g.D),
+                                      1u,
+                                      1u,
+                                      a.causal ? 1u : 0u,
+                                      a.window > 0 ? 1u : 0u,
+                                      alibi ? (has(3) ? 2u : 1u) : 0u,
+                                      a.softcap > 0 ? 1u : 0u,
+                                      0u,
+                                      has(4) ? 1u : 0u,
+                                      0u,
+                                      has(7) ? 1u : 0u,
+                                      0u,
+                                      0u,
+                                      lse ? 1u : 0u,
+                                      1u};
+  Launch l;
+  l.variant = std::string("attn_decode_") + to_string(call.dtype);
+  l.spec = spec;
+  l.spec.push_back(dp.lk);
+  l.spec.push_back(dp.gc);
+  l.bindings[0] = call.inputs[0].buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[4] = ws;
+  l.bindings[5] = ws;
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = 1;
+  l.groups_y = static_cast<uint32_t>(gy);
+  l.groups_z = static_cast<uint32_t>(gz);
+  dev.record(l);
+
+  Launch c;
+  c.variant = std::string("attn_combine_") + to_string(call.dtype);
+  c.spec = spec;
+  c.spec[0] = kWorkgroup;
+  c.bindings[0] = ws;
+  c.bindings[3] = call.outputs[0].buffer;
+  if (lse) c.bindings[4] = call.outputs[1].buffer;
+  c.push = &pc;
+  c.push_bytes = sizeof(pc);
+  c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, caps, dev.tuning());
+  dev.record(c);
+  return "vulkan:attention/decode,lk=" + std::to_string(dp.lk) + ",heads=" + std::to_string(dp.gc) +
+         (dp.nchunk > 1 ? "x" + std::to_string(dp.nchunk) : std::string()) + ",split=" + std::to_string(nsplit) + "x" +
+         std::to_string(split_len);
+}
+
 }  // namespace
 
 bool VulkanDevice::supports_attention(const OpDef& op, DType dtype, std::string* why) const {
@@ -315,6 +450,19 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   const size_t es = dtype_size(call.dtype);
   const bool alibi = a.alibi || has(3);
+
+  // The decode kernel (attention_decode.comp): automatically when the call qualifies and no knob of the
+  // flash kernel (attn_path, attn_split, attn_rows) is set; KF_TUNE attn_decode=1 never, 2 always.
+  const Tuning& tune = tuning();
+  if (tune.attn_decode != 1) {
+    DecodePlan dp;
+    std::string why;
+    const bool ok = decode_plan(*this, call, g, dp, why);
+    if (tune.attn_decode == 2 && !ok)
+      throw Error(ErrorCode::Unsupported, "attention: the decode kernel was forced (KF_TUNE attn_decode=2) but " + why);
+    const bool flash_knobs = tune.attn_path != 0 || tune.attn_split != 0 || tune.attn_rows != 0;
+    if (ok && (tune.attn_decode == 2 || !flash_knobs)) return dispatch_decode(*this, call, g, dp, pc);
+  }
 
   // The tile: query rows per workgroup (8, 16 or 32, no more than the rows there are, at most KF_TUNE's
   // attn_rows) and keys per tile, the largest that fit the device's shared memory and workgroup size.

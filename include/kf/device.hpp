@@ -21,6 +21,7 @@ struct Caps {
   bool int_dot = false;          // integer dot product
   bool subgroup_arith = false;   // subgroup arithmetic reductions in compute shaders
   uint32_t subgroup_size = 1;
+  bool subgroup_shuffle = false; // subgroup shuffles (subgroupShuffleXor) in compute shaders
   bool coopmat_nv = false;       // VK_NV_cooperative_matrix
   bool coopmat_khr = false;      // VK_KHR_cooperative_matrix
   bool timestamps = false;       // device timestamps in compute queues

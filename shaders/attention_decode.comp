@@ -1,0 +1,228 @@
+#version 450
+// Decode attention (KERNELS.md section 5): one query row per sequence (Sq = 1, not packed) against a
+// long key/value cache, streamed once at the memory-bandwidth limit. Variants attn_decode_<dt>
+// (DT_F32, DT_F16, DT_BF16); hal/vulkan/kernels_attn.cpp picks this kernel when the call has no RoPE,
+// dropout, block mask or cu_seqlens (those stay on attention.comp) and the device has subgroup shuffles.
+//
+// Work: one workgroup per (sequence b, kv head hk, chunk of at most 8 of its G = Hq / Hkv query heads,
+// key split). Every query head of the chunk is served from the same K/V bytes, so grouped-query and
+// multi-query attention read each K/V row once (with G <= 8: once in all; above, once per chunk).
+// The workgroup is made of key groups of LK lanes (LK a power of two, at most the subgroup size, about
+// D / VW so that one key row of D elements is one coalesced 16-byte load per lane: 16 lanes x 16 bytes
+// = 256 bytes for D = 128 in f16). Key group kg takes keys j0 + kg U + u (u < U) of each step of
+// NKG U keys: it first issues the loads of U key rows and U value rows (2 U 16-byte loads per lane,
+// straight from global memory into registers: no shared-memory staging, no barrier in the loop), then
+// the dot products of the U keys with the GC query rows (held in registers, pre-scaled) as per-lane
+// partial sums reduced over the LK lanes with subgroupShuffleXor (a butterfly: every lane ends with
+// the same bits), then soft-capping, ALiBi and the masks, the online softmax per query head in f32
+// (running max m, sum l, the accumulator rescaled) and p v into the lane's own slice of D.
+//
+// Why this should reach the bandwidth limit: the loop has no barrier and no shared-memory round trip
+// (the portable kernel writes every K and V element to shared memory, converts it, waits on a barrier
+// and reads it back 8 times); its only cross-lane traffic is log2(LK) shuffles per (head, key). Each
+// lane has 2 U = 8 independent 16-byte loads outstanding per step before it needs the first, so a
+// workgroup of 128 lanes has 16 KB in flight and an SM holding 3 or 4 of them 48-64 KB, against the
+// roughly 20 KB per SM that Little's law asks of an H100 (3.35 TB/s x ~0.8 us latency / 132 SMs). The
+// arithmetic per 16-byte pack of K and V is 2 x 8 multiply-adds per query head (f16) plus the
+// shuffles, under the SM's share of the copy bandwidth for G <= 8. The partials of the key splits make
+// about 1.5% of the traffic at the bench shapes (64 splits of 512 keys, D + 2 words per row and split).
+//
+// End of the workgroup: the NKG key groups' partials are merged in shared memory in key-group order
+// (fixed order: the same bits every run), and written in the exact format of attention.comp's SPLIT
+// path (the accumulator at part_off + part D, then the (m, l) pairs after all nparts accumulators,
+// part = split rows + rowidx); attention.comp's COMBINE pass merges the splits, adds the sinks,
+// normalizes and writes o and lse.
+//
+// Semantics as src/ops/attention.cpp: query row 0 sits at position Sk - 1 (bottom-right alignment),
+// so causal masks nothing; the window keeps keys j > Sk - 1 - w; ALiBi adds -slope (Sk - 1 - j); key
+// lengths mask j >= length[b]; soft-capping before the bias; masked keys never enter the sums.
+//
+// Bindings: 0 q, 1 k, 2 v, 4 the workspace (partials, written), 5 the workspace (auxiliary inputs:
+// slopes, key lengths, at the word offsets of the push constants).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+#include "philox.glsl"
+
+#include "attention_common.glsl"
+
+layout(constant_id = 16) const uint LK = 8;  // lanes per key row: a power of two, at most the subgroup size
+layout(constant_id = 17) const uint GC = 4;  // query heads per workgroup (at most 8)
+const uint U = 4;                            // keys in flight per key group and step
+const uint PPL = (NPK + LK - 1u) / LK;       // 16-byte packs of a row per lane
+const uint NKG = gl_WorkGroupSize.x / LK;    // key groups per workgroup
+
+DECLARE_BUFFER(0, Q, readonly)
+DECLARE_BUFFER(1, K, readonly)
+DECLARE_BUFFER(2, V, readonly)
+layout(std430, binding = 4) buffer PART { uint part_w[]; };
+
+shared float Ms[NKG * GC];
+shared float Ls[NKG * GC];
+shared float Accs[GC * D];
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, lk = lid % LK, kg = lid / LK;
+  const uint nchunk = (pc.G + GC - 1u) / GC;
+  const uint chunk = gl_WorkGroupID.y % nchunk, hk = gl_WorkGroupID.y / nchunk;
+  const uint h0 = hk * pc.G + chunk * GC;
+  const uint ng = min(GC, pc.G - chunk * GC);  // query heads of this chunk
+  const uint b = gl_WorkGroupID.z / pc.nsplit, split = gl_WorkGroupID.z % pc.nsplit;
+
+  // The keys of this workgroup: [jbeg, jend), the same in every invocation (the loop below is uniform
+  // over the workgroup, so every lane reaches every shuffle).
+  const int off = int(pc.SkT) - 1;  // the query's position
+  int jbeg = 0, jend = int(pc.SkT);
+  if (LENS) jend = clamp(int(ws[pc.aux_lens + b]), 0, jend);
+  if (WINDOW) jbeg = max(jbeg, off - int(pc.window) + 1);
+  jbeg = max(jbeg, int(split * pc.split_len));
+  jend = min(jend, int(min((split + 1u) * pc.split_len, pc.SkT)));
+
+  // The query rows of the chunk, scaled, this lane's packs (lk, lk + LK, ...).
+  float q[GC * PPL * VW];
+  float slope[GC];
+  [[unroll]] for (uint g = 0; g < GC; ++g) {
+    const bool gok = g < ng;
+    [[unroll]] for (uint p = 0; p < PPL; ++p) {
+      const uint pk = lk + LK * p;
+      FT x[VW];
+      if (gok && pk < NPK) {
+        unpack(Q_v.v[(b * pc.Hq + h0 + g) * NPK + pk], x);
+      } else {
+        [[unroll]] for (uint e = 0; e < VW; ++e) x[e] = FT(0);
+      }
+      [[unroll]] for (uint e = 0; e < VW; ++e) q[(g * PPL + p) * VW + e] = float(x[e]) * pc.scale;
+    }
+    slope[g] = (ALIBI != 0u && gok) ? alibi_slope(h0 + g) : 0.0;
+  }
+
+  float m[GC], l[GC];
+  float acc[GC * PPL * VW];
+  [[unroll]] for (uint g = 0; g < GC; ++g) m[g] = NEG_INF, l[g] = 0.0;
+  [[unroll]] for (uint k = 0; k < GC * PPL * VW; ++k) acc[k] = 0.0;
+  const uint kvrow0 = (b * pc.Hkv + hk) * pc.SkT;
+
+  for (int j0 = jbeg; j0 < jend; j0 += int(NKG * U)) {
+    const int jk = j0 + int(kg * U);
+    // All loads of the step first: U key rows and U value rows.
+    uvec4 kr[U * PPL], vr[U * PPL];
+    [[unroll]] for (uint u = 0; u < U; ++u) {
+      const int j = jk + int(u);
+      [[unroll]] for (uint p = 0; p < PPL; ++p) {
+        const uint pk = lk + LK * p;
+        if (j < jend && pk < NPK) {
+          const uint at = (kvrow0 + uint(j)) * NPK + pk;
+          kr[u * PPL + p] = K_v.v[at];
+          vr[u * PPL + p] = V_v.v[at];
+        } else {
+          kr[u * PPL + p] = uvec4(0u);
+          vr[u * PPL + p] = uvec4(0u);
+        }
+      }
+    }
+    // Partial dot products over this lane's packs, then the butterfly over the key group's lanes.
+    float s[GC * U];
+    [[unroll]] for (uint u = 0; u < U; ++u) {
+      float kx[PPL * VW];
+      [[unroll]] for (uint p = 0; p < PPL; ++p) {
+        FT x[VW];
+        unpack(kr[u * PPL + p], x);
+        [[unroll]] for (uint e = 0; e < VW; ++e) kx[p * VW + e] = float(x[e]);
+      }
+      [[unroll]] for (uint g = 0; g < GC; ++g) {
+        float d = 0.0;
+        [[unroll]] for (uint k = 0; k < PPL * VW; ++k) d += q[g * PPL * VW + k] * kx[k];
+        s[g * U + u] = d;
+      }
+    }
+    [[unroll]] for (uint o = 1u; o < LK; o <<= 1)
+      [[unroll]] for (uint t = 0; t < GC * U; ++t) s[t] += subgroupShuffleXor(s[t], o);
+
+    // Scores, online softmax per query head.
+    float pr[GC * U];
+    [[unroll]] for (uint g = 0; g < GC; ++g) {
+      float mt = NEG_INF;
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const int j = jk + int(u);
+        float sv = s[g * U + u];
+        if (SOFTCAP) sv = pc.softcap * tanh(sv / pc.softcap);
+        if (ALIBI != 0u) sv -= slope[g] * float(off - j);
+        if (j >= jend) sv = NEG_INF;
+        s[g * U + u] = sv;
+        mt = max(mt, sv);
+      }
+      const float mnew = max(m[g], mt);
+      const float alpha = mnew == NEG_INF ? 1.0 : exp(m[g] - mnew);
+      float lt = 0.0;
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const float sv = s[g * U + u];
+        const float p = sv == NEG_INF ? 0.0 : exp(sv - mnew);
+        pr[g * U + u] = p;
+        lt += p;
+      }
+      l[g] = l[g] * alpha + lt;
+      m[g] = mnew;
+      [[unroll]] for (uint k = 0; k < PPL * VW; ++k) acc[g * PPL * VW + k] *= alpha;
+    }
+    // p v into this lane's slice of D.
+    [[unroll]] for (uint u = 0; u < U; ++u) {
+      [[unroll]] for (uint p = 0; p < PPL; ++p) {
+        FT x[VW];
+        unpack(vr[u * PPL + p], x);
+        [[unroll]] for (uint g = 0; g < GC; ++g)
+          [[unroll]] for (uint e = 0; e < VW; ++e) acc[(g * PPL + p) * VW + e] += pr[g * U + u] * float(x[e]);
+      }
+    }
+  }
+
+  // Merge the key groups in shared memory, in key-group order.
+  if (lk == 0u)
+    [[unroll]] for (uint g = 0; g < GC; ++g) {
+      Ms[kg * GC + g] = m[g];
+      Ls[kg * GC + g] = l[g];
+    }
+  barrier();
+  float f[GC];
+  [[unroll]] for (uint g = 0; g < GC; ++g) {
+    float mm = NEG_INF;
+    for (uint k = 0; k < NKG; ++k) mm = max(mm, Ms[k * GC + g]);
+    f[g] = m[g] == NEG_INF ? 0.0 : exp(m[g] - mm);
+  }
+  for (uint k = 0; k < NKG; ++k) {
+    if (kg == k) {
+      [[unroll]] for (uint g = 0; g < GC; ++g)
+        [[unroll]] for (uint p = 0; p < PPL; ++p) {
+          const uint pk = lk + LK * p;
+          if (pk < NPK)
+            [[unroll]] for (uint e = 0; e < VW; ++e) {
+              const uint at = g * D + pk * VW + e;
+              const float v = f[g] * acc[(g * PPL + p) * VW + e];
+              Accs[at] = k == 0u ? v : Accs[at] + v;
+            }
+        }
+    }
+    barrier();
+  }
+
+  // The partials of (split, row) for the chunk's heads, as attention.comp's SPLIT path writes them.
+  const uint rows = pc.B * pc.Hq;  // SqT = 1
+  const uint nparts = pc.nsplit * rows;
+  for (uint t = lid; t < ng * D; t += gl_WorkGroupSize.x) {
+    const uint g = t / D, d = t % D;
+    const uint part = split * rows + b * pc.Hq + h0 + g;
+    part_w[pc.part_off + part * D + d] = floatBitsToUint(Accs[g * D + d]);
+  }
+  if (lid < ng) {
+    const uint g = lid;
+    float mm = NEG_INF;
+    for (uint k = 0; k < NKG; ++k) mm = max(mm, Ms[k * GC + g]);
+    float ll = 0.0;
+    for (uint k = 0; k < NKG; ++k) {
+      const float mk = Ms[k * GC + g];
+      if (mk != NEG_INF) ll += Ls[k * GC + g] * exp(mk - mm);
+    }
+    const uint part = split * rows + b * pc.Hq + h0 + g;
+    part_w[pc.part_off + nparts * D + 2u * part] = floatBitsToUint(mm);
+    part_w[pc.part_off + nparts * D + 2u * part + 1u] = floatBitsToUint(ll);
+  }
+}
