@@ -109,8 +109,8 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   const uint32_t cache_values = tuning().rows_values ? tuning().rows_values : 32;
-  const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass, uint32_t wg = kWorkgroup) {
-    return std::vector<uint32_t>{wg, tpr, wide ? 1u : 0u, cache_values, pass};
+  const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass) {
+    return std::vector<uint32_t>{kWorkgroup, tpr, wide ? 1u : 0u, cache_values, pass};
   };
   const std::string form = use_subgroups(caps) ? "subgroup" : "shared-memory";
 
@@ -145,20 +145,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   l.groups = 1;
   record(l);
   std::string how;
-  // A row too long for 256 invocations' registers but not for a workgroup of up to 1024 (32768 classes
-  // at 32 values each) takes one such workgroup and PASS 1, reading its logits once, rather than the
-  // chunked PASS 2 and 3 that read them twice (H100: f16 cross_entropy at 32768 classes was 0.60 of the
-  // copy bandwidth that way).
-  const uint64_t big = std::min<uint64_t>(caps.max_workgroup_size ? caps.max_workgroup_size : kWorkgroup, 1024);
-  const uint64_t items = (C + plan.vw - 1) / plan.vw, per_invocation = std::max<uint32_t>(1, cache_values / plan.vw);
-  if (plan.split && big > kWorkgroup && big * per_invocation >= items) {
-    uint32_t tpr = kWorkgroup;
-    while (uint64_t(tpr) * per_invocation < items) tpr *= 2;
-    l.spec = spec(tpr, plan.wide, 1, tpr);
-    l.groups = grid(N, 1, caps, tuning());
-    record(l);
-    how = ",tpr=" + std::to_string(tpr);
-  } else if (!plan.split) {
+  if (!plan.split) {
     l.spec = spec(plan.tpr, plan.wide, 1);
     l.groups = grid(N, kWorkgroup / plan.tpr, caps, tuning());
     record(l);

@@ -105,9 +105,8 @@ OpDef cross_entropy(bool grad) {
     double smoothing;
     int64_t ignore;
   };
-  // Short rows (several per workgroup), one workgroup per row (of 256, and of up to 1024 invocations),
-  // rows split in chunks (vocabularies up to 256k), sizes off the pack, label smoothing and another
-  // ignore_index.
+  // Short rows (several per workgroup), one workgroup per row, rows split in chunks (vocabularies up to
+  // 256k), sizes off the pack, label smoothing and another ignore_index.
   for (const C& c : {C{1, 1, 0, -100}, C{300, 17, 0, -100}, C{64, 1000, 0.1, -100}, C{8, 8192, 0, -100},
                      C{6, 20000, 0.1, -100}, C{4, 50000, 0, -100}, C{3, 100003, 0.2, -100}, C{2, 262144, 0, -100}, C{33, 10, 0.05, 3},
                      C{5, 4097, 1.0, 0}}) {
