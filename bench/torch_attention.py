@@ -14,8 +14,10 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_events import median_ms  # noqa: E402
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
@@ -65,18 +67,7 @@ def main():
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
                 with sdpa_kernel(backends[name]):
-                    for _ in range(args.warmup):
-                        call()
-                    torch.cuda.synchronize()
-                    times = []
-                    for _ in range(args.reps):
-                        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        a.record()
-                        call()
-                        b.record()
-                        b.synchronize()
-                        times.append(a.elapsed_time(b))
-                ms = statistics.median(times)
+                    ms = median_ms(torch, call, args.warmup, args.reps)
                 row.update({"ms": ms, "bytes": r["bytes"], "flops": r["flops"], "gbs": r["bytes"] / (ms * 1e6),
                             "tflops": r["flops"] / (ms * 1e9), "variant": f"sdpa:{name}"})
                 print(f"{r['case']:32} {r['dtype']:5} {ms:9.4f} ms {row['tflops']:8.1f} TFLOP/s "

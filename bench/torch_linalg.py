@@ -18,8 +18,10 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_events import median_ms  # noqa: E402
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 OPS = ("conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout", "depthwise_pointwise", "ffn", "ffn_swiglu")
@@ -86,18 +88,7 @@ def main():
                     g = F.linear(t[0], t[1])
                     return F.linear(g[..., :H] * F.silu(g[..., H:]), t[2])
             with torch.no_grad():
-                for _ in range(args.warmup):
-                    call()
-                torch.cuda.synchronize()
-                times = []
-                for _ in range(args.reps):
-                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    e0.record()
-                    call()
-                    e1.record()
-                    e1.synchronize()
-                    times.append(e0.elapsed_time(e1))
-            ms = statistics.median(times)
+                ms = median_ms(torch, call, args.warmup, args.reps)
             row.update({"ms": ms, "bytes": r["bytes"], "flops": r["flops"], "gbs": r["bytes"] / (ms * 1e6),
                         "tflops": r["flops"] / (ms * 1e9), "variant": "torch-eager"})
             print(f"{op:22} {r['case']:34} {r['dtype']:5} {ms:9.4f} ms {row['tflops']:8.2f} TFLOP/s", flush=True)

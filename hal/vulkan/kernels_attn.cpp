@@ -299,11 +299,27 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
+// attention.comp's COMBINE pass: merges the key splits' partials (m, l, accumulator) from the workspace
+// into o (and lse), after the flash or the decode kernel wrote them.
+void record_combine(VulkanDevice& dev, const OpCall& call, const std::vector<uint32_t>& spec,
+                    const std::shared_ptr<Buffer>& ws, const AttnPush& pc, uint64_t rows, uint64_t D) {
+  Launch c;
+  c.variant = std::string("attn_combine_") + to_string(call.dtype);
+  c.spec = spec;
+  c.spec[0] = kWorkgroup;
+  c.bindings[0] = ws;
+  c.bindings[3] = call.outputs[0].buffer;
+  if (call.outputs.size() > 1) c.bindings[4] = call.outputs[1].buffer;
+  c.push = &pc;
+  c.push_bytes = sizeof(pc);
+  c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, dev.info().caps, dev.tuning());
+  dev.record(c);
+}
+
 // The decode kernel: one workgroup per (sequence, kv head, chunk of query heads, key split), its
 // partials merged by attention.comp's COMBINE pass (which adds the sinks and writes lse).
 std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, const DecodePlan& dp, AttnPush& pc) {
   const Attrs& a = call.attrs;
-  const Caps& caps = dev.info().caps;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const size_t es = dtype_size(call.dtype);
@@ -368,17 +384,7 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   l.groups_z = static_cast<uint32_t>(gz);
   dev.record(l);
 
-  Launch c;
-  c.variant = std::string("attn_combine_") + to_string(call.dtype);
-  c.spec = spec;
-  c.spec[0] = kWorkgroup;
-  c.bindings[0] = ws;
-  c.bindings[3] = call.outputs[0].buffer;
-  if (lse) c.bindings[4] = call.outputs[1].buffer;
-  c.push = &pc;
-  c.push_bytes = sizeof(pc);
-  c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, caps, dev.tuning());
-  dev.record(c);
+  record_combine(dev, call, spec, ws, pc, rows, D);
   return "vulkan:attention/decode,lk=" + std::to_string(dp.lk) + ",heads=" + std::to_string(dp.gc) +
          (dp.nchunk > 1 ? "x" + std::to_string(dp.nchunk) : std::string()) + ",split=" + std::to_string(nsplit) + "x" +
          std::to_string(split_len);
@@ -611,17 +617,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
                         ",bk=" + std::to_string(bk);
   if (!split) return variant;
 
-  Launch c;
-  c.variant = std::string("attn_combine_") + to_string(call.dtype);
-  c.spec = l.spec;
-  c.spec[0] = kWorkgroup;
-  c.bindings[0] = ws;
-  c.bindings[3] = call.outputs[0].buffer;
-  if (lse) c.bindings[4] = call.outputs[1].buffer;
-  c.push = &pc;
-  c.push_bytes = sizeof(pc);
-  c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, caps, tuning());
-  record(c);
+  record_combine(*this, call, l.spec, ws, pc, rows, D);
   return variant + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
 }
 
