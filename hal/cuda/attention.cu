@@ -49,6 +49,7 @@ KF_DEV double m_log(double x) { return ::log(x); }
 KF_DEV float m_exp2(float x) { return exp2f(x); }
 KF_DEV double m_exp2(double x) { return ::exp2(x); }
 template <class C> KF_DEV C m_max(C a, C b) { return a > b ? a : b; }
+template <class C> KF_DEV C m_min(C a, C b) { return a < b ? a : b; }  // one type: no overload questions (CUDA / HIP)
 
 // The ALiBi slope of head h: given (op dtype), or the default of src/ops/attention.cpp.
 template <class T>
@@ -85,27 +86,27 @@ KF_DEV bool block_geometry(const AttnParams& p, int seq, int split, int64_t r0, 
   g.b = p.cuq ? 0 : seq;
   g.qbeg = 0, g.qlen = p.SqT, g.kbeg = 0, g.klen = p.SkT;
   if (p.cuq) {
-    g.qbeg = min(max(p.cuq[seq], 0), p.SqT);
-    g.qlen = min(max(p.cuq[seq + 1], g.qbeg), p.SqT) - g.qbeg;
-    g.kbeg = min(max(p.cuk[seq], 0), p.SkT);
-    g.klen = min(max(p.cuk[seq + 1], g.kbeg), p.SkT) - g.kbeg;
+    g.qbeg = m_min(m_max(p.cuq[seq], 0), p.SqT);
+    g.qlen = m_min(m_max(p.cuq[seq + 1], g.qbeg), p.SqT) - g.qbeg;
+    g.kbeg = m_min(m_max(p.cuk[seq], 0), p.SkT);
+    g.klen = m_min(m_max(p.cuk[seq + 1], g.kbeg), p.SkT) - g.kbeg;
   }
   g.nrows = int64_t(p.G) * g.qlen;
   if (r0 >= g.nrows) return false;
   g.off = g.klen - g.qlen;
   g.kl = g.klen;
-  if (p.lens) g.kl = min(max(p.lens[seq], 0), g.klen);
-  const int64_t r_last = min(r0 + bq, g.nrows) - 1;
+  if (p.lens) g.kl = m_min(m_max(p.lens[seq], 0), g.klen);
+  const int64_t r_last = m_min(r0 + bq, g.nrows) - 1;
   g.i_lo = static_cast<int>(r0 / p.G), g.i_hi = static_cast<int>(r_last / p.G);
   int64_t jbeg = 0, jend = g.kl;
-  if (p.causal) jend = min(jend, int64_t(g.i_hi) + g.off + 1);
-  if (p.window > 0) jbeg = max(jbeg, int64_t(g.i_lo) + g.off - p.window + 1);
+  if (p.causal) jend = m_min(jend, int64_t(g.i_hi) + g.off + 1);
+  if (p.window > 0) jbeg = m_max(jbeg, int64_t(g.i_lo) + g.off - p.window + 1);
   if (p.nsplit > 1) {
-    jbeg = max(jbeg, int64_t(split) * p.split_len);
-    jend = min(jend, int64_t(split + 1) * p.split_len);
+    jbeg = m_max(jbeg, int64_t(split) * p.split_len);
+    jend = m_min(jend, int64_t(split + 1) * p.split_len);
   }
   g.jbeg = static_cast<int>(jbeg);
-  g.jend = static_cast<int>(max(jend, jbeg));
+  g.jend = static_cast<int>(m_max(jend, jbeg));
   return true;
 }
 
@@ -252,7 +253,7 @@ __global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
   }
   __syncthreads();
   if (p.rope_mode) {
-    rope_rows(Qs, DP, static_cast<int>(min(int64_t(BQ), g.nrows - r0)), true, r0, g.off, p);
+    rope_rows(Qs, DP, static_cast<int>(m_min(int64_t(BQ), g.nrows - r0)), true, r0, g.off, p);
     __syncthreads();
     for (int e = tid; e < BQ * D; e += blockDim.x) Qs[(e / D) * DP + e % D] *= C(p.scale);
     __syncthreads();
@@ -265,7 +266,7 @@ __global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
 
   for (int j0 = g.jbeg; j0 < g.jend; j0 += BK) {
-    if (!tile_in_mask(p, g, j0, min(j0 + BK, g.jend) - 1)) continue;  // the same decision in every thread
+    if (!tile_in_mask(p, g, j0, m_min(j0 + BK, g.jend) - 1)) continue;  // the same decision in every thread
     // K tile.
     for (int e = tid; e < BK * NPK; e += blockDim.x) {
       const int t = e / NPK, pk = e % NPK, j = j0 + t;
@@ -281,7 +282,7 @@ __global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
     }
     __syncthreads();
     if (p.rope_mode) {
-      rope_rows(KVs, DP, min(BK, g.jend - j0), false, j0, 0, p);
+      rope_rows(KVs, DP, m_min(BK, g.jend - j0), false, j0, 0, p);
       __syncthreads();
     }
     // Scores of this thread's keys (lane, lane + 8, ...): the dot products together, so that each q
@@ -577,7 +578,7 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
   if (tid < kWq) m_s[tid] = -INFINITY, l_s[tid] = 0.0f, a_s[tid] = 1.0f;
   __syncthreads();
   if (p.rope_mode) {
-    rope_rows16<T>(Qs, LDH, static_cast<int>(min(int64_t(kWq), g.nrows - r0)), true, r0, g.off, p);
+    rope_rows16<T>(Qs, LDH, static_cast<int>(m_min(int64_t(kWq), g.nrows - r0)), true, r0, g.off, p);
     __syncthreads();
   }
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
@@ -585,7 +586,7 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
   const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
 
   for (int j0 = g.jbeg; j0 < g.jend; j0 += BKV) {
-    if (!tile_in_mask(p, g, j0, min(j0 + BKV, g.jend) - 1)) continue;  // the same decision in every thread
+    if (!tile_in_mask(p, g, j0, m_min(j0 + BKV, g.jend) - 1)) continue;  // the same decision in every thread
     // K and V tiles (rows past jend are zeros).
     for (int e = tid; e < BKV * NPK; e += blockDim.x) {
       const int t = e / NPK, pk = e % NPK, j = j0 + t;
@@ -599,7 +600,7 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
     }
     __syncthreads();
     if (p.rope_mode) {
-      rope_rows16<T>(Ks, LDH, min(BKV, g.jend - j0), false, j0, 0, p);
+      rope_rows16<T>(Ks, LDH, m_min(BKV, g.jend - j0), false, j0, 0, p);
       __syncthreads();
     }
     // S = Q K^T for the warp's 16 rows.
