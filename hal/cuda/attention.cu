@@ -24,7 +24,8 @@
 // memory; the warp's softmax on its 16 rows in float (the same masks, dropout and online update as
 // above, the tile's row sum added by a warp butterfly); O in shared memory as float, rescaled by the row
 // factor, loaded as an accumulator fragment, += P V (P rounded to the dtype), stored back. Simple rather
-// than fast: the accumulator makes a round trip through shared memory per tile.
+// than fast: the accumulator makes a round trip through shared memory per tile. The REGS variant
+// (flash-wmma-regs) keeps O in accumulator fragments instead, rescaled through each element's row index.
 #include <algorithm>
 
 #include "hal/cuda/common.cuh"
@@ -538,7 +539,11 @@ __host__ __device__ inline int64_t wmma_bytes(int bkv, int D) {
          4 * int64_t(kWq) * (D + 4) + 3 * 4 * kWq;
 }
 
-template <class T, int BKV>
+// REGS: the accumulator O stays in registers (D / 16 accumulator fragments per warp), rescaled element by
+// element through the row index of each element (found once: a 16 x 16 matrix whose element (r, c) is r,
+// loaded into a fragment of the same type; which element of a fragment holds which row is the
+// implementation's choice, the same for fragments of one type); otherwise O lives in shared memory.
+template <class T, int BKV, bool REGS>
 __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   namespace w = nvcuda::wmma;
@@ -584,6 +589,17 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
   const int wr = warp * 16;  // the warp's first row in the tile
   const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
+  constexpr int NFMAX = REGS ? (BKV == 64 ? 8 : 16) : 1;  // D <= 128 with 64-key tiles, D <= 256 with 32
+  w::fragment<w::accumulator, 16, 16, 16, float> oacc[NFMAX];
+  w::fragment<w::accumulator, 16, 16, 16, float> rowf;
+  if constexpr (REGS) {
+#pragma unroll
+    for (int n = 0; n < NFMAX; ++n) w::fill_fragment(oacc[n], 0.0f);
+    for (int e = lane; e < 256; e += 32) Sf[(wr + e / 16) * LDS + e % 16] = static_cast<float>(e / 16);
+    __syncwarp();
+    w::load_matrix_sync(rowf, Sf + wr * LDS, LDS, w::mem_row_major);
+    __syncwarp();
+  }
 
   for (int j0 = g.jbeg; j0 < g.jend; j0 += BKV) {
     if (!tile_in_mask(p, g, j0, m_min(j0 + BKV, g.jend) - 1)) continue;  // the same decision in every thread
@@ -658,24 +674,47 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
     }
     __syncwarp();
     // The warp's accumulator rows rescaled, then O += P V.
-    for (int e = lane; e < 16 * D; e += 32) Of[(wr + e / D) * LDO + e % D] *= a_s[wr + e / D];
-    __syncwarp();
-    for (int n = 0; n < D / 16; ++n) {
-      w::fragment<w::accumulator, 16, 16, 16, float> c;
-      w::load_matrix_sync(c, Of + wr * LDO + n * 16, LDO, w::mem_row_major);
+    if constexpr (REGS) {
 #pragma unroll
-      for (int kk = 0; kk < BKV / 16; ++kk) {
-        w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major> a;
-        w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major> b;
-        w::load_matrix_sync(a, reinterpret_cast<const E*>(Ph + wr * LDP + kk * 16), LDP);
-        w::load_matrix_sync(b, reinterpret_cast<const E*>(Vs + kk * 16 * LDH + n * 16), LDH);
-        w::mma_sync(c, a, b, c);
+      for (int n = 0; n < NFMAX; ++n) {
+        if (n < D / 16) {
+          for (int i = 0; i < rowf.num_elements; ++i) oacc[n].x[i] *= a_s[wr + static_cast<int>(rowf.x[i])];
+#pragma unroll
+          for (int kk = 0; kk < BKV / 16; ++kk) {
+            w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major> a;
+            w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major> b;
+            w::load_matrix_sync(a, reinterpret_cast<const E*>(Ph + wr * LDP + kk * 16), LDP);
+            w::load_matrix_sync(b, reinterpret_cast<const E*>(Vs + kk * 16 * LDH + n * 16), LDH);
+            w::mma_sync(oacc[n], a, b, oacc[n]);
+          }
+        }
       }
-      w::store_matrix_sync(Of + wr * LDO + n * 16, c, LDO, w::mem_row_major);
+    }
+    if constexpr (!REGS) {
+      for (int e = lane; e < 16 * D; e += 32) Of[(wr + e / D) * LDO + e % D] *= a_s[wr + e / D];
+      __syncwarp();
+      for (int n = 0; n < D / 16; ++n) {
+        w::fragment<w::accumulator, 16, 16, 16, float> c;
+        w::load_matrix_sync(c, Of + wr * LDO + n * 16, LDO, w::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < BKV / 16; ++kk) {
+          w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major> a;
+          w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major> b;
+          w::load_matrix_sync(a, reinterpret_cast<const E*>(Ph + wr * LDP + kk * 16), LDP);
+          w::load_matrix_sync(b, reinterpret_cast<const E*>(Vs + kk * 16 * LDH + n * 16), LDH);
+          w::mma_sync(c, a, b, c);
+        }
+        w::store_matrix_sync(Of + wr * LDO + n * 16, c, LDO, w::mem_row_major);
+      }
     }
     __syncthreads();  // K, V and the scores are free for the next tile
   }
 
+  if constexpr (REGS) {  // the accumulators to the warp's rows of Of, for the end below
+#pragma unroll
+    for (int n = 0; n < NFMAX; ++n)
+      if (n < D / 16) w::store_matrix_sync(Of + wr * LDO + n * 16, oacc[n], LDO, w::mem_row_major);
+  }
   // The warp's rows: partials (splits), or sink, normalization, o and lse.
   __syncwarp();
   const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
@@ -710,20 +749,21 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 #endif
 }
 
-template <class T, int BKV>
+template <class T, int BKV, bool REGS>
 int launch_wmma_bk(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
   const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
   const int64_t bytes = wmma_bytes(BKV, p.D);
-  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_wmma<T, BKV>),
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_wmma<T, BKV, REGS>),
                                            gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != gpuSuccess) return static_cast<int>(e);
-  attn_wmma<T, BKV><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
+  attn_wmma<T, BKV, REGS><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }
 
 template <class T>
-int launch_wmma(const AttnParams& p, int bk, uint32_t qtiles, gpuStream_t s) {
-  return bk == 64 ? launch_wmma_bk<T, 64>(p, qtiles, s) : launch_wmma_bk<T, 32>(p, qtiles, s);
+int launch_wmma(const AttnParams& p, int bk, bool regs, uint32_t qtiles, gpuStream_t s) {
+  if (regs) return bk == 64 ? launch_wmma_bk<T, 64, true>(p, qtiles, s) : launch_wmma_bk<T, 32, true>(p, qtiles, s);
+  return bk == 64 ? launch_wmma_bk<T, 64, false>(p, qtiles, s) : launch_wmma_bk<T, 32, false>(p, qtiles, s);
 }
 #endif
 
@@ -749,12 +789,13 @@ int64_t attn_wmma_shared_bytes(int bk, int D) {
 int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   int err = 0;
-  if (kern == AttnKernel::Wmma) {
+  if (kern == AttnKernel::Wmma || kern == AttnKernel::WmmaRegs) {
 #if defined(KF_HIP)
     return -1;
 #else
-    if (dt == Dt::f16) err = launch_wmma<F16>(p, bk, qtiles, s);
-    else if (dt == Dt::bf16) err = launch_wmma<BF16>(p, bk, qtiles, s);
+    const bool regs = kern == AttnKernel::WmmaRegs;
+    if (dt == Dt::f16) err = launch_wmma<F16>(p, bk, regs, qtiles, s);
+    else if (dt == Dt::bf16) err = launch_wmma<BF16>(p, bk, regs, qtiles, s);
     else return -1;
 #endif
   } else {

@@ -239,12 +239,30 @@ int attn_knob(const std::string& tuning, const std::string& key, int max) {
   return value;
 }
 
+// KF_TUNE attn_wmma=regs | smem: where the tensor-core attention kernel keeps its accumulator.
+bool attn_wmma_regs_of(const std::string& tuning) {
+  bool regs = false;
+  size_t at = 0;
+  while (at <= tuning.size()) {
+    const size_t end = std::min(tuning.find(',', at), tuning.size());
+    const std::string item = tuning.substr(at, end - at);
+    at = end + 1;
+    if (item.rfind("attn_wmma=", 0) != 0) continue;
+    if (item != "attn_wmma=regs" && item != "attn_wmma=smem")
+      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
+                                                  "': attn_wmma is 'smem' (default) or 'regs'");
+    regs = item == "attn_wmma=regs";
+  }
+  return regs;
+}
+
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
     : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)),
       lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
-      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)) {
+      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)),
+      attn_wmma_regs_(attn_wmma_regs_of(o.tuning)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {

@@ -138,6 +138,7 @@ class CudaDevice final : public Device {
   int attn_path_ = 0;   // KF_TUNE attn_path: 0 automatic, 1 the portable kernel, 2 the tensor-core kernel
   int attn_split_ = 0;  // KF_TUNE attn_split: 0 automatic, 1 one pass, N exactly N key splits
   int attn_rows_ = 0;   // KF_TUNE attn_rows: the portable kernel's query rows per block at most (8, 16, 32)
+  bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   std::string rope_key_;
   std::shared_ptr<Buffer> rope_table_;

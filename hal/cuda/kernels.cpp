@@ -294,7 +294,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
 // would be small (decoding: few query rows, long caches) the keys are split over blocks and a combine
 // pass merges the partials. KF_TUNE attn_path=1 / 2 forces the portable / tensor-core kernel (2 raises
 // Unsupported where it does not apply), attn_split=1 one pass, attn_split=N exactly N splits,
-// attn_rows=8/16/32 caps the portable kernel's query rows per block.
+// attn_rows=8/16/32 caps the portable kernel's query rows per block, attn_wmma=regs keeps the tensor-core
+// kernel's accumulator in registers (flash-wmma-regs) instead of shared memory (flash-wmma, the default).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
@@ -434,10 +435,10 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
     p.rope_pos0 = static_cast<int>(-pmin);
   }
-  check_launch(launch_attention(wmma ? AttnKernel::Wmma : AttnKernel::Simt, dt, p, bq, bk, static_cast<uint32_t>(qtiles), stream_),
-               "attention");
-  std::string variant = prefix + "attention/" + (wmma ? "flash-wmma" : "flash-simt") + ",bq=" + std::to_string(bq) +
-                        ",bk=" + std::to_string(bk);
+  const AttnKernel kern = !wmma ? AttnKernel::Simt : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
+  check_launch(launch_attention(kern, dt, p, bq, bk, static_cast<uint32_t>(qtiles), stream_), "attention");
+  std::string variant = prefix + "attention/" + (!wmma ? "flash-simt" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
+                        ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
   return variant;
 }

@@ -213,8 +213,9 @@ struct AttnParams {
 //    tiles of bk (32, 16 or 8) keys through shared memory; online softmax in the compute type.
 //  - Wmma: the tensor-core flash kernel (f16 and bf16, D % 16 == 0; CUDA only): 64 query rows a block
 //    of 4 warps, key tiles of 64 keys (32 for D > 128), Q K^T and P V through nvcuda::wmma 16x16x16 with
-//    float accumulation, the softmax in float.
-enum class AttnKernel : int { Simt, Wmma };
+//    float accumulation, the softmax in float; O in shared memory (Wmma) or in accumulator fragments
+//    (WmmaRegs: rescaled element by element through each element's row index).
+enum class AttnKernel : int { Simt, Wmma, WmmaRegs };
 // Shared memory of the kernels (bytes) for a tile.
 int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D);
 int64_t attn_wmma_shared_bytes(int bk, int D);
