@@ -12,7 +12,8 @@ set(KF_CUDA_ARCHITECTURES "90-real;80-virtual" CACHE STRING
 set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets of the HIP backend")
 
 set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp)
-set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu)
+set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
+                          hal/cuda/attention.cu)
 
 # The project's warning and sanitizer flags are for the host compiler: keep them from nvcc (it rejects
 # -Wall) and hand the warnings to nvcc's host compiler instead.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common.hpp"
+#include "ops/reference_math.hpp"
 
 namespace kf::test {
 namespace {
@@ -388,6 +389,205 @@ TEST(AttentionErrors, ArgumentsAreChecked) {
       }
     }
   }
+}
+
+
+// ---- The CUDA backend (hal/cuda/attention.cu): each kernel forced on every registry case, the
+// automatic choice, and the dropout mask against the generator and the CPU backend. Skipped, saying why,
+// where the build or the machine has no usable CUDA device.
+std::vector<DeviceRef> cuda_devices() {
+  std::vector<DeviceRef> v;
+  for (const auto& d : devices())
+    if (d.backend == "cuda" || d.backend == "hip") v.push_back(d);
+  return v;
+}
+
+std::string no_cuda_reason() {
+  std::string why = "no usable CUDA device (or no CUDA backend in this build)";
+  for (const auto& e : device_entries())
+    if ((e.info.backend == "cuda" || e.info.backend == "hip") && !e.usable) why += "; " + e.info.name + ": " + e.why_not;
+  return why;
+}
+
+// The portable flash kernel (KF_TUNE attn_path=1) in one pass and with key splits (3 and 7 parts, so
+// that some splits of short rows are empty), each tile height; f16, bf16 and f64 through the splits.
+TEST(AttentionCuda, PortableKernelOnEveryCase) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  for (const auto& d : devs) {
+    for (const char* tuning : {"attn_path=1,attn_split=1", "attn_path=1,attn_split=3", "attn_path=1,attn_split=7,attn_rows=8",
+                               "attn_path=1,attn_rows=32,attn_split=1"}) {
+      Context ctx = tuned(d, tuning);
+      const auto variants = run_all_cases(ctx, {DType::f32}, tuning);
+      const bool forced_split = std::string(tuning).find("attn_split=1") == std::string::npos;
+      for (const auto& v : variants) {
+        EXPECT_NE(v.find("attention/flash-simt"), std::string::npos) << tuning << ": " << v;
+        EXPECT_EQ(v.find(",split=") != std::string::npos, forced_split) << tuning << ": " << v;
+        if (std::string(tuning).find("attn_rows=8") != std::string::npos) {
+          EXPECT_NE(v.find("bq=8,"), std::string::npos) << v;
+        }
+      }
+    }
+    Context ctx = tuned(d, "attn_path=1,attn_split=4");
+    run_all_cases(ctx, {DType::f16, DType::bf16, DType::f64}, "attn_path=1,attn_split=4");
+    Context one = tuned(d, "attn_path=1,attn_split=1");
+    run_all_cases(one, {DType::f16, DType::bf16, DType::f64}, "attn_path=1,attn_split=1");
+  }
+}
+
+// The tensor-core kernel (KF_TUNE attn_path=2, f16 and bf16; its accumulator in shared memory, and in
+// registers with attn_wmma=regs) on every registry case whose head dimension is a multiple of 16, in one
+// pass and with key splits, and on cases spanning several 64-row query tiles
+// and key tiles; D = 8 must be refused (Unsupported, saying why).
+TEST(AttentionCuda, TensorCoreKernelF16BF16) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+    return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+  };
+  std::vector<TestCase> big = {
+      {"gqa_h4_kv2_sq150_sk200_d128_causal_rope", qkv(1, 4, 2, 150, 200, 128), {}, 2},
+      {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
+      {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
+      {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
+      {"sq200_sk200_d128_causal_lse", qkv(1, 1, 1, 200, 200, 128), {}, 2},
+  };
+  big[0].attrs.causal = true, big[0].attrs.rope = 1;
+  big[1].attrs.p = 0.25, big[1].attrs.return_lse = true;
+  big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
+  big[3].attrs.rope = 2;
+  big[4].attrs.causal = true, big[4].attrs.return_lse = true;
+  int checked = 0, refused = 0;
+  for (const auto& d : devs) {
+    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3", "attn_path=2,attn_wmma=regs,attn_split=1",
+                               "attn_path=2,attn_wmma=regs,attn_split=2"}) {
+      Context ctx = tuned(d, tuning);
+      const bool regs = std::string(tuning).find("attn_wmma=regs") != std::string::npos;
+      std::vector<TestCase> cases = attention_op().tests;
+      cases.insert(cases.end(), big.begin(), big.end());
+      for (DType t : {DType::f16, DType::bf16})
+        for (const TestCase& tc : cases) {
+          const uint64_t seed = fresh_seed();
+          check::CaseOptions o;
+          o.repeat = true;
+          const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
+          if (!r.pass && r.message.find("this build has no tensor-core") != std::string::npos)
+            GTEST_SKIP() << d.name << ": " << r.message;
+          if (tc.inputs[0][3] % 16 != 0) {
+            EXPECT_FALSE(r.pass) << tc.label << ": forced onto the tensor-core kernel with D % 16 != 0";
+            EXPECT_NE(r.message.find("multiple of 16"), std::string::npos) << r.message;
+            ++refused;
+            continue;
+          }
+          ++checked;
+          EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant
+                              << "), seed " << seed << ":\n" << r.message;
+          EXPECT_NE(r.variant.find(regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"), std::string::npos)
+              << tuning << " " << tc.label << ": " << r.variant;
+        }
+      // f32 is refused by the forced tensor-core kernel.
+      const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f32, attention_op().tests[0], fresh_seed());
+      EXPECT_FALSE(r.pass);
+      EXPECT_NE(r.message.find("f16 and bf16 only"), std::string::npos) << r.message;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_GT(refused, 0);
+}
+
+// The automatic choice: decoding (one query row, a long cache) splits the keys on the portable kernel; an
+// f16 / bf16 prefill with D % 16 == 0 takes the tensor-core kernel in one pass; f32 stays portable.
+TEST(AttentionCuda, AutomaticChoice) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  for (const auto& d : devs) {
+    Context& ctx = context_for(d);
+    // range 1: over 2048 keys the f32 rounding alone comes near the 1e-6 tolerance for wider scores.
+    TestCase decode{"decode", {{1, 4, 1, 64}, {1, 2, 2048, 64}, {1, 2, 2048, 64}}, {}, 1};
+    decode.attrs.return_lse = true;
+    for (DType t : {DType::f32, DType::f16}) {
+      const check::CaseResult r = check::run_case(ctx, attention_op(), t, decode, fresh_seed());
+      EXPECT_TRUE(r.pass) << r.message;
+      EXPECT_NE(r.variant.find("flash-simt"), std::string::npos) << r.variant;
+      EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
+    }
+    TestCase prefill{"prefill", {{2, 8, 128, 64}, {2, 8, 128, 64}, {2, 8, 128, 64}}, {}, 2};
+    prefill.attrs.causal = true;
+    for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+      const check::CaseResult r = check::run_case(ctx, attention_op(), t, prefill, fresh_seed());
+      EXPECT_TRUE(r.pass) << to_string(t) << ": " << r.message;
+      EXPECT_EQ(r.variant.find(",split="), std::string::npos) << r.variant;
+      if (t != DType::f32 && r.variant.find("flash-wmma") == std::string::npos && d.backend == "cuda")
+        ADD_FAILURE() << to_string(t) << " prefill did not take the tensor-core kernel: " << r.variant;
+    }
+  }
+}
+
+// Dropout inside attention keeps exactly the probabilities KERNELS.md's generator keeps at the
+// (b, h, i, j) index of [B, Hq, Sq, Sk], on every CUDA path, as the CPU backend does: with q = 0 every
+// visible score is equal and v = the identity (Sk = D), so o[b, h, i, d] = keep(b, h, i, d) / (Sk (1 - p))
+// shows the mask element by element.
+TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  struct Geometry {
+    int64_t B, Hq, Hkv, Sq, S;  // S = Sk = D
+    const char* tuning;
+    DType dtype;
+  };
+  const std::vector<Geometry> geos = {
+      {2, 4, 2, 5, 64, "attn_path=1,attn_split=1", DType::f32},
+      {2, 4, 2, 5, 64, "attn_path=1,attn_split=3", DType::f32},
+      {2, 4, 2, 1, 256, "attn_path=1,attn_split=5", DType::f32},  // decoding, keys split
+      {2, 4, 2, 40, 64, "attn_path=2,attn_split=1", DType::f16},
+      {1, 4, 2, 20, 256, "attn_path=2,attn_split=2", DType::bf16},
+      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=regs,attn_split=1", DType::bf16},
+      {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16},
+  };
+  Attrs a;
+  a.p = 0.3;
+  a.seed = 0x9e3779b97f4a7c15ull;
+  a.offset = 12345;
+  const uint32_t thr = ref::dropout_threshold(a.p);
+  for (const auto& d : devs)
+    for (const Geometry& g : geos) {
+      const Shape qs{g.B, g.Hq, g.Sq, g.S}, ks{g.B, g.Hkv, g.S, g.S};
+      std::vector<double> vv(static_cast<size_t>(numel(ks)));
+      for (int64_t r = 0; r < g.B * g.Hkv; ++r)
+        for (int64_t j = 0; j < g.S; ++j) vv[size_t((r * g.S + j) * g.S + j)] = 1.0;
+      std::mt19937_64 rng(11);
+      const std::vector<double> kv = uniform(numel(ks), 1, rng);
+      std::vector<std::vector<double>> outs;
+      Context gpu = tuned(d, g.tuning);
+      for (int which = 0; which < 2; ++which) {
+        Context& c = which == 0 ? gpu : cpu();
+        Tensor q = c.from_host(qs, g.dtype, std::vector<double>(static_cast<size_t>(numel(qs)), 0.0));
+        Tensor k = c.from_host(ks, g.dtype, kv), v = c.from_host(ks, g.dtype, vv);
+        outs.push_back(c.call("attention", {q, k, v}, a).at(0).to_double());
+        if (which == 0) {
+          const std::string want = std::string(g.tuning).find("attn_path=2") != std::string::npos ? "flash-wmma" : "flash-simt";
+          EXPECT_NE(c.last_variant().find(want), std::string::npos) << c.last_variant();
+        }
+      }
+      const double kept = 1.0 / (double(g.S) * (1.0 - a.p));
+      int64_t zeros = 0, bad = 0;
+      for (int64_t r = 0; r < g.B * g.Hq * g.Sq; ++r)
+        for (int64_t j = 0; j < g.S; ++j) {
+          const size_t e = size_t(r * g.S + j);
+          const bool keep = ref::dropout_keep(uint64_t(r) * uint64_t(g.S) + uint64_t(j), a.seed, a.offset, thr);
+          zeros += !keep;
+          const double tol = g.dtype == DType::f32 ? 1e-6 : 2e-2;
+          if ((outs[0][e] != 0) != keep || (outs[1][e] != 0) != keep ||
+              (keep && (std::fabs(outs[0][e] - kept) > tol * kept || std::fabs(outs[1][e] - kept) > tol * kept))) {
+            if (++bad <= 5)
+              ADD_FAILURE() << g.tuning << " " << to_string(g.dtype) << " row " << r << " key " << j << ": keep " << keep
+                            << ", cuda " << outs[0][e] << ", cpu " << outs[1][e] << " (kept value " << kept << ")";
+          }
+        }
+      EXPECT_EQ(bad, 0) << g.tuning;
+      EXPECT_GT(zeros, 0);
+      EXPECT_LT(zeros, g.B * g.Hq * g.Sq * g.S);
+    }
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #
 # Environment: DTYPES (f32,f16,bf16), SIZE_MIB (256), REPS (30), OPS (regular expression, all ops),
 # UNFUSED=1 to also time the unfused chains, SANITIZE=1 to run compute-sanitizer (memcheck over the
-# CUDA cases of test_ops, racecheck over the row kernels), SKIP_TESTS=1 / SKIP_BENCH=1.
+# CUDA cases of test_ops, racecheck over the row and attention kernels), SKIP_TESTS=1 / SKIP_BENCH=1.
 set -uo pipefail
 # The build folder: the argument, else the current directory when it is one, else build/.
 if [ $# -ge 1 ]; then build=$(cd "$1" && pwd) || exit 2
@@ -87,8 +87,9 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     KF_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 3 "$build/tests/test_ops" --gtest_brief=1 \
       > "$out/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: FAILED"; failures+=("memcheck"); }
     KF_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 3 "$build/tests/test_ops" --gtest_brief=1 \
-      --gtest_filter='*softmax*:*sum_squared*:*mean_abs*:*norm*:*cross_entropy*:*mse*' > "$out/racecheck.log" 2>&1 &&
-      echo "racecheck (rows, norms, losses): clean" || { echo "racecheck: FAILED"; failures+=("racecheck"); }
+      --gtest_filter='*softmax*:*sum_squared*:*mean_abs*:*norm*:*cross_entropy*:*mse*:*attention*:*embedding*' \
+      > "$out/racecheck.log" 2>&1 &&
+      echo "racecheck (rows, norms, losses, attention): clean" || { echo "racecheck: FAILED"; failures+=("racecheck"); }
   fi
 fi
 

@@ -219,11 +219,50 @@ bool lt_epilogues_of(const std::string& tuning) {
   return true;
 }
 
+// KF_TUNE attn_path, attn_split, attn_rows (the Vulkan backend's knobs of the same names): a
+// non-negative integer, 0 (absent) meaning automatic.
+int attn_knob(const std::string& tuning, const std::string& key, int max) {
+  int value = 0;
+  size_t at = 0;
+  while (at <= tuning.size()) {
+    const size_t end = std::min(tuning.find(',', at), tuning.size());
+    const std::string item = tuning.substr(at, end - at);
+    at = end + 1;
+    if (item.rfind(key + "=", 0) != 0) continue;
+    char* rest = nullptr;
+    const long v = std::strtol(item.c_str() + key.size() + 1, &rest, 10);
+    if (v < 0 || v > max || !rest || *rest != '\0' || rest == item.c_str() + key.size() + 1)
+      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item + "' needs an integer in [0, " +
+                                                  std::to_string(max) + "]");
+    value = static_cast<int>(v);
+  }
+  return value;
+}
+
+// KF_TUNE attn_wmma=regs | smem: where the tensor-core attention kernel keeps its accumulator.
+bool attn_wmma_regs_of(const std::string& tuning) {
+  bool regs = false;
+  size_t at = 0;
+  while (at <= tuning.size()) {
+    const size_t end = std::min(tuning.find(',', at), tuning.size());
+    const std::string item = tuning.substr(at, end - at);
+    at = end + 1;
+    if (item.rfind("attn_wmma=", 0) != 0) continue;
+    if (item != "attn_wmma=regs" && item != "attn_wmma=smem")
+      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
+                                                  "': attn_wmma is 'smem' (default) or 'regs'");
+    regs = item == "attn_wmma=regs";
+  }
+  return regs;
+}
+
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
     : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)),
-      lt_epilogues_(lt_epilogues_of(o.tuning)) {
+      lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
+      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)),
+      attn_wmma_regs_(attn_wmma_regs_of(o.tuning)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {
@@ -236,6 +275,11 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
   std::memset(&p, 0, sizeof(p));
   check(gpuGetDeviceProperties(&p, ordinal_), "cudaGetDeviceProperties");
   sm_count_ = std::max(1, p.multiProcessorCount);
+#if defined(KF_HIP)
+  max_shared_optin_ = static_cast<int64_t>(p.sharedMemPerBlock);
+#else
+  max_shared_optin_ = static_cast<int64_t>(std::max(p.sharedMemPerBlockOptin, p.sharedMemPerBlock));
+#endif
   check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "cudaStreamCreateWithFlags");
   allocator_ = std::make_shared<Allocator>(ordinal_);
 }

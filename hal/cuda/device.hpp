@@ -116,6 +116,10 @@ class CudaDevice final : public Device {
   std::string dispatch_matmul(const OpCall& call);
   // Sections 3 and 6 (kernels.cpp): kern is kernels.cpp's Kern, id its op within the family.
   std::string dispatch_training(const OpCall& call, int kern, int id, Dt dt);
+  // embedding, attention_scores, attention (kernels.cpp; the kernels in attention.cu).
+  std::string dispatch_attention(const OpCall& call, Dt dt);
+  // The rotary cos/sin table of attention (kernels.cpp), cached while its parameters do not change.
+  std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64);
   // A temporary device buffer for one dispatch (row statistics, partial sums): released when the
   // dispatch returns; reuse is safe since everything runs in order on one stream.
   std::shared_ptr<Buffer> scratch(size_t bytes) { return allocate(bytes < 16 ? 16 : bytes); }
@@ -131,6 +135,13 @@ class CudaDevice final : public Device {
   uint32_t next_event_ = 0;
   std::shared_ptr<LtState> lt_;  // created by the first matrix product
   bool lt_epilogues_ = true;     // KF_TUNE mm_epilogue: cuBLASLt's fused epilogues (true) or the kernel's
+  int attn_path_ = 0;   // KF_TUNE attn_path: 0 automatic, 1 the portable kernel, 2 the tensor-core kernel
+  int attn_split_ = 0;  // KF_TUNE attn_split: 0 automatic, 1 one pass, N exactly N key splits
+  int attn_rows_ = 0;   // KF_TUNE attn_rows: the portable kernel's query rows per block at most (8, 16, 32)
+  bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
+  int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
+  std::string rope_key_;
+  std::shared_ptr<Buffer> rope_table_;
 };
 
 }  // namespace kf::hal::cuda

@@ -72,6 +72,8 @@
 #define gpuEventElapsedTime KF_GPU(EventElapsedTime)
 #define gpuFuncAttributes KF_GPU(FuncAttributes)
 #define gpuFuncGetAttributes KF_GPU(FuncGetAttributes)
+#define gpuFuncSetAttribute KF_GPU(FuncSetAttribute)
+#define gpuFuncAttributeMaxDynamicSharedMemorySize KF_GPU(FuncAttributeMaxDynamicSharedMemorySize)
 
 // Device-side helpers (only in files the GPU compiler builds).
 #if defined(__CUDACC__) || defined(__HIPCC__)

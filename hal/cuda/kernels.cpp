@@ -12,6 +12,7 @@
 #include "hal/cuda/device.hpp"
 #include "hal/cuda/kernels.hpp"
 #include "kf/error.hpp"
+#include "ops/attention_ref.hpp"
 #include "ops/reference_math.hpp"
 #include "ops/registry.hpp"
 
@@ -19,7 +20,8 @@ namespace kf::hal::cuda {
 namespace {
 
 // Which kernel family of hal/cuda/ serves an op.
-enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm, Xent, Mse, Optim, Matmul };
+enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm, Xent, Mse, Optim, Matmul, Embedding,
+                  Attention };
 
 struct Entry {
   Family family;            // the registry's family of the op (checked)
@@ -107,6 +109,11 @@ const std::unordered_map<std::string, Entry>& table() {
     m.emplace("sgd_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::sgd), "param,grad,momentum_buffer"});
     m.emplace("linear", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
     m.emplace("matmul", Entry{Family::Matmul, Kern::Matmul, 0, "a,b,bias,residual"});
+    // Section 4's embedding and section 5 (attention.cu; dispatch_attention below).
+    m.emplace("embedding", Entry{Family::Elementwise, Kern::Embedding, 0, "tokens,table,pos"});
+    m.emplace("attention_scores", Entry{Family::Attention, Kern::Attention, 0, "q,k"});
+    m.emplace("attention", Entry{Family::Attention, Kern::Attention, 1,
+                                 "q,k,v,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask"});
     return m;
   }();
   return t;
@@ -163,6 +170,9 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
   switch (kern) {
     case Kern::Matmul:
       return dispatch_matmul(call);
+    case Kern::Embedding:
+    case Kern::Attention:
+      return dispatch_attention(call, dt);
     case Kern::Norm:
     case Kern::GroupNorm: {
       NormParams p;
@@ -278,6 +288,186 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
   throw Error(ErrorCode::Internal, prefix + " " + op.name + ": no dispatch for its kernel family");
 }
 
+// embedding, attention_scores and attention (attention.cu). attention: the tensor-core kernel (f16 and
+// bf16, D % 16 == 0, where its shared memory fits) when a tile of 64 query rows has at least 32 rows to
+// fill it, else the portable kernel with the largest tile under 48 KiB of shared memory; when the grid
+// would be small (decoding: few query rows, long caches) the keys are split over blocks and a combine
+// pass merges the partials. KF_TUNE attn_path=1 / 2 forces the portable / tensor-core kernel (2 raises
+// Unsupported where it does not apply), attn_split=1 one pass, attn_split=N exactly N splits,
+// attn_rows=8/16/32 caps the portable kernel's query rows per block, attn_wmma=regs keeps the tensor-core
+// kernel's accumulator in registers (flash-wmma-regs) instead of shared memory (flash-wmma, the default).
+std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
+  const OpDef& op = *call.op;
+  const Attrs& a = call.attrs;
+  const std::string prefix = std::string(kBackend) + ":";
+  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  const TensorArg& out = call.outputs[0];
+
+  if (op.name == "embedding") {
+    const TensorArg& tok = call.inputs[0];
+    const TensorArg& table = call.inputs[1];
+    EmbeddingParams p;
+    p.tokens = static_cast<const int32_t*>(in(0));
+    p.table = in(1);
+    p.pos = in(2);
+    p.y = ptr_of(out.buffer);
+    p.rows = tok.numel;
+    p.d = table.shape[1];
+    p.L = tok.shape.empty() ? 1 : tok.shape.back();
+    p.V = table.shape[0];
+    const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
+    p.wide = p.d % vw == 0;
+    const int64_t n = p.rows * p.d;
+    if (n == 0) return prefix + "embedding/empty";
+    const int64_t units = p.wide ? n / vw : n;
+    const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((units + 255) / 256, 1, int64_t(sm_count_) * 32));
+    check_launch(launch_embedding(dt, p, blocks, stream_), "embedding");
+    return prefix + "embedding/" + (p.wide ? "16B-packs" : "elements");
+  }
+
+  std::vector<Shape> shapes;
+  for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
+  const AttnGeometry g = attn_geometry(shapes);
+  for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq})
+    if (v > INT32_MAX)
+      throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": a dimension of " + std::to_string(v) +
+                                              " exceeds the kernels' 2^31 - 1");
+  AttnParams p;
+  p.q = in(0), p.k = in(1), p.o = ptr_of(out.buffer);
+  p.B = static_cast<int>(g.B), p.Hq = static_cast<int>(g.Hq), p.Hkv = static_cast<int>(g.Hkv);
+  p.SqT = static_cast<int>(g.SqT), p.SkT = static_cast<int>(g.SkT), p.G = static_cast<int>(g.Hq / g.Hkv);
+  p.D = static_cast<int>(g.D), p.nseq = static_cast<int>(g.nseq);
+  p.scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
+  if (out.numel == 0) return prefix + op.name + "/empty";
+
+  if (op.name == "attention_scores") {
+    if ((g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535)
+      throw Error(ErrorCode::Unsupported, prefix + " attention_scores: the grid exceeds 65535 blocks in y or z (" +
+                                              std::to_string((g.SqT + 15) / 16) + " query tiles, " +
+                                              std::to_string(g.B * g.Hq) + " heads)");
+    check_launch(launch_attention_scores(dt, p, stream_), "attention_scores");
+    return prefix + "attention_scores/tiled-16x16";
+  }
+
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  p.v = in(2);
+  p.lse = call.outputs.size() > 1 ? ptr_of(call.outputs[1].buffer) : nullptr;
+  if (has(3)) p.slopes = in(3);
+  if (has(4)) p.lens = static_cast<const int32_t*>(in(4));
+  if (g.varlen) p.cuq = static_cast<const int32_t*>(in(5)), p.cuk = static_cast<const int32_t*>(in(6));
+  if (has(7)) p.sinks = in(7);
+  if (has(8)) {
+    p.bmask = static_cast<const int32_t*>(in(8));
+    p.block_size = static_cast<int>(a.block_size);
+    p.nkb = static_cast<int>(call.inputs[8].shape[1]);
+  }
+  p.causal = a.causal ? 1 : 0;
+  p.window = static_cast<int>(std::min<int64_t>(a.window, INT32_MAX));
+  p.alibi = has(3) ? 2 : a.alibi ? 1 : 0;
+  p.softcap = a.softcap;
+  p.rope_mode = static_cast<int>(a.rope);
+  p.dropout = a.p > 0 ? 1 : 0;
+  p.seed_lo = static_cast<uint32_t>(a.seed);
+  p.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  p.off_lo = static_cast<uint32_t>(a.offset);
+  p.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  p.thr = ref::dropout_threshold(a.p);
+  p.keep_scale = 1.0 / (1.0 - a.p);
+
+  // The kernel and its tile.
+  const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
+  const int wmma_bk = D > 128 ? 32 : 64;
+  std::string no_wmma;
+  if (!attn_wmma_built()) no_wmma = "this build has no tensor-core attention kernel (HIP)";
+  else if (call.dtype != DType::f16 && call.dtype != DType::bf16) no_wmma = "it takes f16 and bf16 only";
+  else if (D % 16 != 0) no_wmma = "it needs a head dimension that is a multiple of 16 (got " + std::to_string(D) + ")";
+  else if (attn_wmma_shared_bytes(wmma_bk, static_cast<int>(D)) > max_shared_optin_)
+    no_wmma = "its " + std::to_string(attn_wmma_shared_bytes(wmma_bk, static_cast<int>(D))) +
+              " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
+  if (attn_path_ == 2 && !no_wmma.empty())
+    throw Error(ErrorCode::Unsupported, prefix + " attention: the tensor-core path was forced (KF_TUNE attn_path=2) but " + no_wmma);
+  const bool wmma = no_wmma.empty() && (attn_path_ == 2 || (attn_path_ == 0 && rows_needed >= 32));
+  int bq = 0, bk = 0;
+  if (wmma) {
+    bq = 64, bk = wmma_bk;
+  } else {
+    const int cap = attn_rows_ ? std::max(8, attn_rows_) : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
+    for (int q = 32; q >= 8 && bq == 0; q /= 2) {
+      if (q > cap) continue;
+      for (int k : {32, 16, 8})
+        if (attn_simt_shared_bytes(dt, q, k, static_cast<int>(D)) <= 48 * 1024) {
+          bq = q, bk = k;
+          break;
+        }
+    }
+    if (bq == 0)  // not reached for D <= 256 (8 x 8 tiles of doubles take 34 KiB)
+      throw Error(ErrorCode::Unsupported, prefix + " attention: no tile of the portable kernel fits 48 KiB for D = " +
+                                              std::to_string(D));
+  }
+
+  // Key splits (the decode path): when the grid has few blocks and there are many keys.
+  const int64_t qtiles = (rows_needed + bq - 1) / bq;
+  const int64_t base_blocks = qtiles * g.Hkv * g.nseq;
+  int64_t nsplit = 1;
+  if (attn_split_ >= 1) nsplit = attn_split_;
+  else if (base_blocks < 2 * int64_t(sm_count_) && g.SkT >= 512)
+    nsplit = std::min<int64_t>({(4 * int64_t(sm_count_) + base_blocks - 1) / base_blocks, g.SkT / 256, 64});
+  nsplit = std::max<int64_t>(1, nsplit);
+  if (nsplit > 1) {
+    const int64_t per = (g.SkT + nsplit - 1) / nsplit;
+    p.nsplit = static_cast<int>(nsplit);
+    p.split_len = static_cast<int>((per + bk - 1) / bk * bk);
+  }
+  if (qtiles > INT32_MAX || g.Hkv > 65535 || g.nseq * nsplit > 65535)
+    throw Error(ErrorCode::Unsupported, prefix + " attention: the grid (" + std::to_string(qtiles) + ", " +
+                                            std::to_string(g.Hkv) + ", " + std::to_string(g.nseq * nsplit) +
+                                            ") exceeds 65535 blocks in y or z");
+  const int64_t cs = call.dtype == DType::f64 ? 8 : 4;  // bytes of the compute type
+  std::shared_ptr<Buffer> part;
+  if (nsplit > 1) {
+    part = scratch(static_cast<size_t>(nsplit * g.B * g.Hq * g.SqT * (D + 2) * cs));
+    p.part = ptr_of(part);
+  }
+  if (a.rope) {
+    // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
+    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
+    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
+    p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
+    p.rope_pos0 = static_cast<int>(-pmin);
+  }
+  const AttnKernel kern = !wmma ? AttnKernel::Simt : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
+  check_launch(launch_attention(kern, dt, p, bq, bk, static_cast<uint32_t>(qtiles), stream_), "attention");
+  std::string variant = prefix + "attention/" + (!wmma ? "flash-simt" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
+                        ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+  if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
+  return variant;
+}
+
+// The rotary (cos, sin) table of npos positions from pmin, in double and rounded once to the compute type
+// (float, or double for f64); cached: uploaded only when its parameters change.
+std::shared_ptr<Buffer> CudaDevice::rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64) {
+  const std::string key = std::to_string(D) + "," + std::to_string(base) + "," + std::to_string(pmin) + "," +
+                          std::to_string(npos) + (f64 ? ",f64" : ",f32");
+  if (rope_key_ == key && rope_table_) return rope_table_;
+  const int64_t half = D / 2;
+  std::vector<double> td(static_cast<size_t>(npos * half * 2));
+  for (int64_t q = 0; q < npos; ++q)
+    for (int64_t d = 0; d < half; ++d) {
+      const double theta = double(q + pmin) * std::pow(base, -2.0 * double(d) / double(D));
+      td[size_t((q * half + d) * 2)] = std::cos(theta);
+      td[size_t((q * half + d) * 2 + 1)] = std::sin(theta);
+    }
+  if (f64) {
+    rope_table_ = allocate(td.size() * 8);
+    upload(*rope_table_, td.data(), td.size() * 8);
+  } else {
+    const std::vector<float> tf(td.begin(), td.end());
+    rope_table_ = allocate(tf.size() * 4);
+    upload(*rope_table_, tf.data(), tf.size() * 4);
+  }
+  rope_key_ = key;
+  return rope_table_;
+}
 
 bool CudaDevice::supports(const OpDef& op, DType dtype, std::string* why) const {
   auto no = [&](const std::string& reason) {
@@ -297,6 +487,8 @@ bool CudaDevice::supports(const OpDef& op, DType dtype, std::string* why) const 
   if (e.kern == Kern::Matmul && !matmul_supported(why)) return false;
   for (size_t k = 0; k < op.inputs.size(); ++k) {  // the kernels read every input in the op's dtype
     if (e.kern == Kern::Xent && k == 1 && op.input_dtype(k, dtype) == DType::i32) continue;  // the targets
+    // embedding's tokens; attention's key lengths, cu_seqlens and block mask
+    if ((e.kern == Kern::Embedding || e.kern == Kern::Attention) && op.input_dtype(k, dtype) == DType::i32) continue;
     if (op.input_dtype(k, dtype) != dtype)
       return no("the " + api + " kernel for " + op.name + " reads input '" + op.inputs[k] + "' as " +
                 to_string(dtype) + ", the registry declares " + to_string(op.input_dtype(k, dtype)));

@@ -167,6 +167,61 @@ struct EpilogueParams {
   int act = 0;
 };
 
+// ---- Section 4's embedding and section 5 (attention.cu).
+// embedding: y[r, c] = table[tokens[r], c] + pos[r mod L, c]; ids were checked by the core (an id out of
+// range would give NaN, never a read out of bounds). wide: d is a multiple of the 16-byte pack.
+struct EmbeddingParams {
+  const int32_t* tokens = nullptr;
+  const void* table = nullptr;
+  const void* pos = nullptr;  // absent: no position term
+  void* y = nullptr;
+  int64_t rows = 0, d = 1, L = 1, V = 0;
+  int wide = 0;
+};
+
+// attention_scores and attention (forward). q [B, Hq, SqT, D], k, v [B, Hkv, SkT, D], G = Hq / Hkv; with
+// cu_seqlens (varlen) B = 1 and nseq packed sequences. The optional inputs are device pointers (null:
+// absent): slopes and sinks in the op's dtype, key lengths, cu_seqlens and the block mask in i32. The
+// rotary table holds (cos, sin) pairs in the compute type (float; double for f64) of positions
+// pos + rope_pos0 >= 0 for d < D / 2, built on the host in double. Key splits (nsplit > 1): each block
+// writes its partial (accumulator, then (m, l)) to part, in the compute type, and the combine pass merges.
+struct AttnParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  void* lse = nullptr;  // null: not asked
+  void* part = nullptr;  // nsplit * rows * D accumulators, then nsplit * rows (m, l) pairs
+  const void* slopes = nullptr;
+  const void* sinks = nullptr;
+  const int32_t* lens = nullptr;
+  const int32_t* cuq = nullptr;  // with cuk: packed sequences
+  const int32_t* cuk = nullptr;
+  const int32_t* bmask = nullptr;
+  const void* rope = nullptr;
+  int B = 0, Hq = 0, Hkv = 0, SqT = 0, SkT = 0, G = 1, D = 0, nseq = 0;
+  int nsplit = 1, split_len = 0;
+  int causal = 0, window = 0, alibi = 0, rope_mode = 0, dropout = 0;
+  double scale = 1, softcap = 0, keep_scale = 1;
+  uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
+  int block_size = 1, nkb = 0;
+  int rope_pos0 = 0;
+};
+
+// The attention kernels of attention.cu:
+//  - Simt: the portable flash kernel (any dtype, f64 too): bq query rows a block, 8 threads a row, key
+//    tiles of bk (32, 16 or 8) keys through shared memory; online softmax in the compute type.
+//  - Wmma: the tensor-core flash kernel (f16 and bf16, D % 16 == 0; CUDA only): 64 query rows a block
+//    of 4 warps, key tiles of 64 keys (32 for D > 128), Q K^T and P V through nvcuda::wmma 16x16x16 with
+//    float accumulation, the softmax in float; O in shared memory (Wmma) or in accumulator fragments
+//    (WmmaRegs: rescaled element by element through each element's row index).
+enum class AttnKernel : int { Simt, Wmma, WmmaRegs };
+// Shared memory of the kernels (bytes) for a tile.
+int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D);
+int64_t attn_wmma_shared_bytes(int bk, int D);
+// Whether this build has the tensor-core kernel (false for HIP).
+bool attn_wmma_built();
+
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch
 // (0 when it was accepted): kernels.cpp turns it into a kf::Error.
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
@@ -180,6 +235,10 @@ int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream);
 int launch_mse(Dt dt, const MseParams& p, void* stream);
 int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream);
+int launch_embedding(Dt dt, const EmbeddingParams& p, uint32_t blocks, void* stream);
+int launch_attention_scores(Dt dt, const AttnParams& p, void* stream);
+// The forward kernel on grid (ceil(G * SqT / bq), Hkv, nseq * nsplit), then (nsplit > 1) the combine pass.
+int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream);
 
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).

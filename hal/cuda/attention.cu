@@ -1,0 +1,819 @@
+// KERNELS.md section 5 (attention_scores, attention) and section 4's embedding in CUDA/HIP: the
+// counterparts of shaders/attention.comp, attention_coopmat.comp and embedding.comp, with exactly the
+// semantics of src/ops/attention.cpp's reference (which writes down every choice: score order, window,
+// ALiBi slopes, RoPE positions, the dropout index, sinks, empty rows).
+//
+// attention, portable kernel (attn_simt): one block per (query tile, kv head, sequence x key split). A
+// tile holds bq rows of the G = Hq / Hkv query heads that share the kv head (row r: query i = r / G, head
+// hk G + r % G), so that grouped-query attention reads each K/V tile once for the group. 8 threads serve
+// a row: for the scores each takes bk / 8 keys of the tile (a whole dot product over D from shared
+// memory); for P V each owns the 16-byte packs lane, lane + 8, ... of the output row. K and V tiles pass
+// through one shared buffer (K, then V); the softmax is online (running max m, sum l, rescaled
+// accumulator) in the compute type (float; double for f64), so Sq x Sk never exists in memory. The 8
+// threads of a row read its scores from shared memory in the same order, so they agree bit for bit on
+// its max without a reduction. Tiles that a mask hides entirely are skipped (causal, window, key lengths,
+// block mask). Scores: s = scale q.k (the scale folded into the staged q, after RoPE), soft-capping,
+// ALiBi, masks; dropout keeps p with the Philox generator at the (b, h, i, j) index of the
+// [B, Hq, Sq, Sk] probability matrix, keep(i) = (word >> 8) >= thr as every backend.
+// Key splits: the key range is cut into nsplit parts (blockIdx.z % nsplit); each writes its partial
+// (unnormalized accumulator, m, l) and attn_combine merges them in split order (decoding: one query row
+// still fills the GPU).
+//
+// attention, tensor-core kernel (attn_wmma, f16 / bf16, D % 16 == 0, CUDA only): 64 query rows per block
+// of 4 warps, 16 rows per warp. S = Q K^T with nvcuda::wmma 16x16x16 (float accumulate) into shared
+// memory; the warp's softmax on its 16 rows in float (the same masks, dropout and online update as
+// above, the tile's row sum added by a warp butterfly); O in shared memory as float, rescaled by the row
+// factor, loaded as an accumulator fragment, += P V (P rounded to the dtype), stored back. Simple rather
+// than fast: the accumulator makes a round trip through shared memory per tile. The REGS variant
+// (flash-wmma-regs) keeps O in accumulator fragments instead, rescaled through each element's row index.
+#include <algorithm>
+
+#include "hal/cuda/common.cuh"
+
+#if !defined(KF_HIP)
+#include <mma.h>
+#endif
+
+namespace kf::hal::cuda {
+namespace {
+
+constexpr int kTpr = 8;      // threads per query row (attn_simt)
+constexpr int kMaxAcc = 32;  // accumulator values per thread: D <= 256 over 8 threads
+
+template <class C> KF_DEV C neg_inf() { return -C(INFINITY); }
+template <class C> KF_DEV C nan_value() {
+  if constexpr (sizeof(C) == 8) return __longlong_as_double(0x7ff8000000000000ll);
+  else return __int_as_float(0x7fc00000);
+}
+KF_DEV float m_log(float x) { return logf(x); }
+KF_DEV double m_log(double x) { return ::log(x); }
+KF_DEV float m_exp2(float x) { return exp2f(x); }
+KF_DEV double m_exp2(double x) { return ::exp2(x); }
+template <class C> KF_DEV C m_max(C a, C b) { return a > b ? a : b; }
+template <class C> KF_DEV C m_min(C a, C b) { return a < b ? a : b; }  // one type: no overload questions (CUDA / HIP)
+
+// The ALiBi slope of head h: given (op dtype), or the default of src/ops/attention.cpp.
+template <class T>
+KF_DEV typename T::C alibi_slope(int h, const AttnParams& p) {
+  using C = typename T::C;
+  if (p.alibi == 2) return T::load(p.slopes, h);
+  int c = 1;
+  while (c * 2 <= p.Hq) c *= 2;
+  if (h < c) return m_exp2(C(-8) * C(h + 1) / C(c));
+  return m_exp2(C(-8) * C(2 * (h - c) + 1) / C(2 * c));
+}
+
+// keep(i) of KERNELS.md's generator for i = rowidx * SkT + col.
+KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
+  const uint64_t i = static_cast<uint64_t>(rowidx) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(col);
+  const uint64_t blk = i >> 2;
+  const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                                p.seed_lo, p.seed_hi);
+  const unsigned j = static_cast<unsigned>(i) & 3u;
+  const unsigned word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
+  return (word >> 8) >= p.thr;
+}
+
+// The block's sequence geometry (packed sequences: clamped, so that values outside [0, T] never index
+// outside the tensors) and the keys [jbeg, jend) its rows [r0, r0 + bq) may see.
+struct Geo {
+  int b, qbeg, qlen, kbeg, klen, off, kl;
+  int64_t nrows;
+  int jbeg, jend;
+  int i_lo, i_hi;
+};
+
+KF_DEV bool block_geometry(const AttnParams& p, int seq, int split, int64_t r0, int bq, Geo& g) {
+  g.b = p.cuq ? 0 : seq;
+  g.qbeg = 0, g.qlen = p.SqT, g.kbeg = 0, g.klen = p.SkT;
+  if (p.cuq) {
+    g.qbeg = m_min(m_max(p.cuq[seq], 0), p.SqT);
+    g.qlen = m_min(m_max(p.cuq[seq + 1], g.qbeg), p.SqT) - g.qbeg;
+    g.kbeg = m_min(m_max(p.cuk[seq], 0), p.SkT);
+    g.klen = m_min(m_max(p.cuk[seq + 1], g.kbeg), p.SkT) - g.kbeg;
+  }
+  g.nrows = int64_t(p.G) * g.qlen;
+  if (r0 >= g.nrows) return false;
+  g.off = g.klen - g.qlen;
+  g.kl = g.klen;
+  if (p.lens) g.kl = m_min(m_max(p.lens[seq], 0), g.klen);
+  const int64_t r_last = m_min(r0 + bq, g.nrows) - 1;
+  g.i_lo = static_cast<int>(r0 / p.G), g.i_hi = static_cast<int>(r_last / p.G);
+  int64_t jbeg = 0, jend = g.kl;
+  if (p.causal) jend = m_min(jend, int64_t(g.i_hi) + g.off + 1);
+  if (p.window > 0) jbeg = m_max(jbeg, int64_t(g.i_lo) + g.off - p.window + 1);
+  if (p.nsplit > 1) {
+    jbeg = m_max(jbeg, int64_t(split) * p.split_len);
+    jend = m_min(jend, int64_t(split + 1) * p.split_len);
+  }
+  g.jbeg = static_cast<int>(jbeg);
+  g.jend = static_cast<int>(m_max(jend, jbeg));
+  return true;
+}
+
+// Whether the block mask leaves any block of the tile (query rows i_lo..i_hi, keys j0..j1) computed.
+KF_DEV bool tile_in_mask(const AttnParams& p, const Geo& g, int j0, int j1) {
+  if (!p.bmask) return true;
+  const int bi0 = (g.qbeg + g.i_lo) / p.block_size, bi1 = (g.qbeg + g.i_hi) / p.block_size;
+  const int bj0 = (g.kbeg + j0) / p.block_size, bj1 = (g.kbeg + j1) / p.block_size;
+  for (int bi = bi0; bi <= bi1; ++bi)
+    for (int bj = bj0; bj <= bj1; ++bj)
+      if (p.bmask[int64_t(bi) * p.nkb + bj] != 0) return true;
+  return false;
+}
+
+// The score of (query i, key j) from the scaled dot product, or -inf where a mask hides it.
+template <class T>
+KF_DEV typename T::C score_of(typename T::C dot, bool vis, int qi, int j, int row_global, typename T::C slope,
+                              const AttnParams& p, const Geo& g) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  if (p.causal && j > qi + g.off) vis = false;
+  if (p.window > 0 && qi + g.off - j >= p.window) vis = false;
+  if (p.bmask && vis && p.bmask[int64_t(row_global / p.block_size) * p.nkb + (g.kbeg + j) / p.block_size] == 0) vis = false;
+  if (!vis) return neg_inf<C>();
+  C s = dot;
+  if (p.softcap > 0) s = C(p.softcap) * M::tanh(s / C(p.softcap));
+  if (p.alibi) s -= slope * m_abs(C(qi + g.off - j));
+  return s;
+}
+
+// Rotates rows [0, n) of a staged tile X (row stride ld) in place: key row t is at position first + t;
+// query tile row t (row first + t of the block's rows) at its query's position i + off.
+template <class C>
+KF_DEV void rope_rows(C* X, int ld, int n, bool query, int64_t first, int off, const AttnParams& p) {
+  const int half = p.D / 2;
+  const C* tab = static_cast<const C*>(p.rope);
+  for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
+    const int t = e / half, d = e % half;
+    const int64_t pos = query ? (first + t) / p.G + off : first + t;
+    const int64_t ti = 2 * ((pos + p.rope_pos0) * half + d);
+    const C c = tab[ti], s = tab[ti + 1];
+    const int i0 = p.rope_mode == 1 ? d : 2 * d, i1 = p.rope_mode == 1 ? d + half : 2 * d + 1;
+    C* row = X + int64_t(t) * ld;
+    const C a = row[i0], b = row[i1];
+    row[i0] = a * c - b * s;
+    row[i1] = b * c + a * s;
+  }
+}
+
+// The end of a row: its partial to the workspace (splits), or the sink, the normalization, o and lse.
+// acc holds this thread's packs lane, lane + 8, ... (NQ of them) of the row.
+template <class T, int NQ>
+KF_DEV void finish_row(const AttnParams& p, int64_t rowidx, int h, int lane, int split, typename T::C m,
+                       typename T::C l, typename T::C (&acc)[NQ * T::VW]) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  constexpr int VW = T::VW;
+  const int NPK = p.D / VW;
+  if (p.nsplit > 1) {
+    const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
+    const int64_t part = int64_t(split) * rows + rowidx;
+    C* accs = static_cast<C*>(p.part);
+    C* ml = accs + int64_t(p.nsplit) * rows * p.D;
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+      const int pk = lane + kTpr * q;
+      if (pk < NPK)
+#pragma unroll
+        for (int e = 0; e < VW; ++e) accs[part * p.D + pk * VW + e] = acc[q * VW + e];
+    }
+    if (lane == 0) ml[2 * part] = m, ml[2 * part + 1] = l;
+    return;
+  }
+  if (p.sinks) {
+    const C sk = T::load(p.sinks, h);
+    const C mf = m_max(m, sk);
+    const C a = m == neg_inf<C>() ? C(0) : M::exp(m - mf);
+    l = l * a + M::exp(sk - mf);
+#pragma unroll
+    for (int k = 0; k < NQ * VW; ++k) acc[k] *= a;
+    m = mf;
+  }
+  const C inv = l > C(0) ? C(1) / l : C(0);
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    const int pk = lane + kTpr * q;
+    if (pk < NPK) {
+      C o[VW];
+#pragma unroll
+      for (int e = 0; e < VW; ++e) o[e] = acc[q * VW + e] * inv;
+      store_pack(p.o, rowidx * NPK + pk, T::pack(o));
+    }
+  }
+  if (p.lse && lane == 0) T::store(p.lse, rowidx, l > C(0) ? m + m_log(l) : neg_inf<C>());
+}
+
+// ---- The portable flash kernel. Shared memory (compute type): Qs [bq][D + 1], KVs [BK][D + 1],
+// Ss and Ps [bq][BK]; bq = blockDim.x / 8.
+template <class T, int BK>
+__global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  constexpr int VW = T::VW;
+  constexpr int NU = BK / kTpr;      // keys per thread in the scores
+  constexpr int NQ = kMaxAcc / VW;   // packs per thread at most
+  extern __shared__ __align__(32) unsigned char attn_smem[];
+  const int D = p.D, DP = D + 1, NPK = D / VW;
+  const int BQ = blockDim.x / kTpr;
+  C* Qs = reinterpret_cast<C*>(attn_smem);
+  C* KVs = Qs + BQ * DP;
+  C* Ss = KVs + BK * DP;
+  C* Ps = Ss + BQ * BK;
+  const int tid = threadIdx.x, lr = tid / kTpr, lane = tid % kTpr;
+  const int seq = blockIdx.z / p.nsplit, split = blockIdx.z % p.nsplit;
+  const int hk = blockIdx.y;
+  const int64_t r0 = int64_t(blockIdx.x) * BQ;
+  Geo g;
+  if (!block_geometry(p, seq, split, r0, BQ, g)) return;  // uniform over the block
+
+  // This thread's row.
+  const int64_t my_r = r0 + lr;
+  const bool row_ok = my_r < g.nrows;
+  const int qi = static_cast<int>(my_r / p.G);
+  const int h = hk * p.G + static_cast<int>(my_r % p.G);
+  const int row_global = g.qbeg + qi;
+  const int64_t rowidx = (int64_t(g.b) * p.Hq + h) * p.SqT + row_global;
+  const C slope = p.alibi ? alibi_slope<T>(h, p) : C(0);
+
+  // The query tile (scaled; with RoPE, rotated first, then scaled).
+  const C qscale = p.rope_mode ? C(1) : C(p.scale);
+  for (int e = tid; e < BQ * NPK; e += blockDim.x) {
+    const int t = e / NPK, pk = e % NPK;
+    const int64_t rq = r0 + t;
+    C x[VW];
+    if (rq < g.nrows) {
+      const int qh = hk * p.G + static_cast<int>(rq % p.G);
+      T::unpack(load_pack(p.q, ((int64_t(g.b) * p.Hq + qh) * p.SqT + g.qbeg + rq / p.G) * NPK + pk), x);
+    } else {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) x[k] = C(0);
+    }
+#pragma unroll
+    for (int k = 0; k < VW; ++k) Qs[t * DP + pk * VW + k] = x[k] * qscale;
+  }
+  __syncthreads();
+  if (p.rope_mode) {
+    rope_rows(Qs, DP, static_cast<int>(m_min(int64_t(BQ), g.nrows - r0)), true, r0, g.off, p);
+    __syncthreads();
+    for (int e = tid; e < BQ * D; e += blockDim.x) Qs[(e / D) * DP + e % D] *= C(p.scale);
+    __syncthreads();
+  }
+
+  C m = neg_inf<C>(), l = C(0);
+  C acc[NQ * VW];
+#pragma unroll
+  for (int k = 0; k < NQ * VW; ++k) acc[k] = C(0);
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+
+  for (int j0 = g.jbeg; j0 < g.jend; j0 += BK) {
+    if (!tile_in_mask(p, g, j0, m_min(j0 + BK, g.jend) - 1)) continue;  // the same decision in every thread
+    // K tile.
+    for (int e = tid; e < BK * NPK; e += blockDim.x) {
+      const int t = e / NPK, pk = e % NPK, j = j0 + t;
+      C x[VW];
+      if (j < g.jend) {
+        T::unpack(load_pack(p.k, (kvbase + j) * NPK + pk), x);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) x[k] = C(0);
+      }
+#pragma unroll
+      for (int k = 0; k < VW; ++k) KVs[t * DP + pk * VW + k] = x[k];
+    }
+    __syncthreads();
+    if (p.rope_mode) {
+      rope_rows(KVs, DP, m_min(BK, g.jend - j0), false, j0, 0, p);
+      __syncthreads();
+    }
+    // Scores of this thread's keys (lane, lane + 8, ...): the dot products together, so that each q
+    // value read from shared memory serves all of them.
+    C dots[NU];
+#pragma unroll
+    for (int u = 0; u < NU; ++u) dots[u] = C(0);
+    for (int d = 0; d < D; ++d) {
+      const C qd = Qs[lr * DP + d];
+#pragma unroll
+      for (int u = 0; u < NU; ++u) dots[u] += qd * KVs[(lane + kTpr * u) * DP + d];
+    }
+#pragma unroll
+    for (int u = 0; u < NU; ++u) {
+      const int t = lane + kTpr * u, j = j0 + t;
+      Ss[lr * BK + t] = score_of<T>(dots[u], row_ok && j < g.jend, qi, j, row_global, slope, p, g);
+    }
+    __syncthreads();
+    // V tile (K is no longer read), and the probabilities of this thread's keys.
+    for (int e = tid; e < BK * NPK; e += blockDim.x) {
+      const int t = e / NPK, pk = e % NPK, j = j0 + t;
+      C x[VW];
+      if (j < g.jend) {
+        T::unpack(load_pack(p.v, (kvbase + j) * NPK + pk), x);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) x[k] = C(0);
+      }
+#pragma unroll
+      for (int k = 0; k < VW; ++k) KVs[t * DP + pk * VW + k] = x[k];
+    }
+    C mt = neg_inf<C>();
+    for (int t = 0; t < BK; ++t) mt = m_max(mt, Ss[lr * BK + t]);
+    const C mnew = m_max(m, mt);
+    const C alpha = mnew == neg_inf<C>() ? C(1) : M::exp(m - mnew);
+    for (int t = lane; t < BK; t += kTpr) {
+      const C s = Ss[lr * BK + t];
+      C pr = s == neg_inf<C>() ? C(0) : M::exp(s - mnew);
+      // Dropped probabilities are stored negated: they count in the sum l, not in the output.
+      if (p.dropout && pr > C(0) && !attn_keep(rowidx, int64_t(g.kbeg) + j0 + t, p)) pr = -pr;
+      Ps[lr * BK + t] = pr;
+    }
+    __syncthreads();
+    // The tile's sums first, then added to the running ones (blocked summation).
+    C lt = C(0);
+    C tacc[NQ * VW];
+#pragma unroll
+    for (int k = 0; k < NQ * VW; ++k) tacc[k] = C(0);
+    for (int t = 0; t < BK; ++t) {
+      const C pr = Ps[lr * BK + t];
+      lt += m_abs(pr);
+      const C w = p.dropout ? (pr > C(0) ? pr : C(0)) * C(p.keep_scale) : pr;
+      if (w == C(0)) continue;
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        const int pk = lane + kTpr * q;
+        if (pk < NPK)
+#pragma unroll
+          for (int e = 0; e < VW; ++e) tacc[q * VW + e] += w * KVs[t * DP + pk * VW + e];
+      }
+    }
+    l = l * alpha + lt;
+#pragma unroll
+    for (int k = 0; k < NQ * VW; ++k) acc[k] = acc[k] * alpha + tacc[k];
+    m = mnew;
+    __syncthreads();
+  }
+
+  if (!row_ok) return;  // no barrier follows
+  finish_row<T, NQ>(p, rowidx, h, lane, split, m, l, acc);
+}
+
+// ---- The combine pass of the key splits: one thread per output element, the partials of its row in
+// split order (the same bits every run).
+template <class T>
+__global__ void __launch_bounds__(256) attn_combine(const AttnParams p) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT, n = rows * p.D;
+  const C* accs = static_cast<const C*>(p.part);
+  const C* ml = accs + int64_t(p.nsplit) * rows * p.D;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = e / p.D;
+    const int d = static_cast<int>(e % p.D);
+    const int h = static_cast<int>((row / p.SqT) % p.Hq);
+    C m = neg_inf<C>();
+    for (int s = 0; s < p.nsplit; ++s) m = m_max(m, ml[2 * (int64_t(s) * rows + row)]);
+    if (p.sinks) m = m_max(m, T::load(p.sinks, h));
+    C l = C(0), a_acc = C(0);
+    if (m != neg_inf<C>()) {
+      for (int s = 0; s < p.nsplit; ++s) {
+        const int64_t part = int64_t(s) * rows + row;
+        const C ms = ml[2 * part];
+        if (ms == neg_inf<C>()) continue;
+        const C a = M::exp(ms - m);
+        l += a * ml[2 * part + 1];
+        a_acc += a * accs[part * p.D + d];
+      }
+      if (p.sinks) l += M::exp(T::load(p.sinks, h) - m);
+    }
+    const C inv = l > C(0) ? C(1) / l : C(0);
+    T::store(p.o, e, a_acc * inv);
+    if (p.lse && d == 0) T::store(p.lse, row, l > C(0) ? m + m_log(l) : neg_inf<C>());
+  }
+}
+
+// ---- attention_scores: s[b, h, i, j] = scale q[b, h, i] . k[b, h / G, j]; a block of 256 threads
+// computes a 16 x 16 tile of (i, j), staging 16-wide slices of q and k in shared memory.
+template <class T>
+__global__ void __launch_bounds__(256) attn_scores(const AttnParams p) {
+  using C = typename T::C;
+  __shared__ C Qt[16][17];
+  __shared__ C Kt[16][17];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t i0 = int64_t(blockIdx.y) * 16, j0 = int64_t(blockIdx.x) * 16;
+  const int bh = blockIdx.z, b = bh / p.Hq, h = bh % p.Hq, hk = h / p.G;
+  const int64_t qbase = int64_t(bh) * p.SqT * p.D, kbase = (int64_t(b) * p.Hkv + hk) * p.SkT * p.D;
+  C acc = C(0);
+  for (int d0 = 0; d0 < p.D; d0 += 16) {
+    const int64_t qi = i0 + ty, kj = j0 + ty;
+    const int d = d0 + tx;
+    Qt[ty][tx] = qi < p.SqT && d < p.D ? T::load(p.q, qbase + qi * p.D + d) : C(0);
+    Kt[ty][tx] = kj < p.SkT && d < p.D ? T::load(p.k, kbase + kj * p.D + d) : C(0);
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < 16; ++e) acc += Qt[ty][e] * Kt[tx][e];
+    __syncthreads();
+  }
+  const int64_t i = i0 + ty, j = j0 + tx;
+  if (i < p.SqT && j < p.SkT) T::store(p.o, (int64_t(bh) * p.SqT + i) * p.SkT + j, acc * C(p.scale));
+}
+
+// ---- embedding: one thread per output pack (wide) or element, grid-stride.
+template <class T>
+__global__ void __launch_bounds__(256) embedding_kernel(const EmbeddingParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  const int64_t n = p.rows * p.d;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  if (p.wide) {
+    for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < n / VW; u += stride) {
+      const int64_t e0 = u * VW, r = e0 / p.d, c0 = e0 % p.d;
+      const int32_t id = p.tokens[r];
+      C v[VW];
+      if (id >= 0 && id < p.V) {
+        T::unpack(load_pack(p.table, (int64_t(id) * p.d + c0) / VW), v);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) v[k] = nan_value<C>();
+      }
+      if (p.pos) {
+        C ps[VW];
+        T::unpack(load_pack(p.pos, ((r % p.L) * p.d + c0) / VW), ps);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) v[k] += ps[k];
+      }
+      store_pack(p.y, u, T::pack(v));
+    }
+  } else {
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+      const int64_t r = e / p.d, c = e % p.d;
+      const int32_t id = p.tokens[r];
+      C v = id >= 0 && id < p.V ? T::load(p.table, int64_t(id) * p.d + c) : nan_value<C>();
+      if (p.pos) v += T::load(p.pos, (r % p.L) * p.d + c);
+      T::store(p.y, e, v);
+    }
+  }
+}
+
+template <class T>
+int launch_simt(const AttnParams& p, int bq, int bk, uint32_t qtiles, gpuStream_t s) {
+  const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
+  const size_t shared = static_cast<size_t>(attn_simt_shared_bytes(sizeof(typename T::C) == 8 ? Dt::f64 : Dt::f32, bq, bk, p.D));
+  if (bk == 32) attn_simt<T, 32><<<grid, bq * kTpr, shared, s>>>(p);
+  else if (bk == 16) attn_simt<T, 16><<<grid, bq * kTpr, shared, s>>>(p);
+  else attn_simt<T, 8><<<grid, bq * kTpr, shared, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T>
+int launch_combine(const AttnParams& p, gpuStream_t s) {
+  const int64_t n = int64_t(p.B) * p.Hq * p.SqT * p.D;
+  const uint32_t blocks = static_cast<uint32_t>(std::min<int64_t>((n + 255) / 256, int64_t(1) << 20));
+  attn_combine<T><<<blocks, 256, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+}  // namespace
+
+int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D) {
+  const int64_t cs = dt == Dt::f64 ? 8 : 4;
+  return cs * ((int64_t(bq) + bk) * (D + 1) + 2 * int64_t(bq) * bk);
+}
+
+int launch_attention_scores(Dt dt, const AttnParams& p, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>((p.SkT + 15) / 16), static_cast<unsigned>((p.SqT + 15) / 16),
+                  static_cast<unsigned>(p.B * p.Hq));
+  switch (dt) {
+    case Dt::f32: attn_scores<F32><<<grid, 256, 0, s>>>(p); break;
+    case Dt::f16: attn_scores<F16><<<grid, 256, 0, s>>>(p); break;
+    case Dt::bf16: attn_scores<BF16><<<grid, 256, 0, s>>>(p); break;
+    case Dt::f64: attn_scores<F64><<<grid, 256, 0, s>>>(p); break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+int launch_embedding(Dt dt, const EmbeddingParams& p, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dt) {
+    case Dt::f32: embedding_kernel<F32><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f16: embedding_kernel<F16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::bf16: embedding_kernel<BF16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f64: embedding_kernel<F64><<<blocks, 256, 0, s>>>(p); break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+// ---- The tensor-core flash kernel (see the top of this file).
+namespace {
+
+#if !defined(KF_HIP)
+template <class T> struct WmmaElem;
+template <> struct WmmaElem<F16> { using E = __half; };
+template <> struct WmmaElem<BF16> { using E = __nv_bfloat16; };
+
+// Rotates rows [0, n) of a staged 16-bit tile X (row stride ld elements) in place, in float, each
+// rotated value rounded once to the dtype (the pairs are read and written by the same thread).
+template <class T>
+KF_DEV void rope_rows16(unsigned short* X, int ld, int n, bool query, int64_t first, int off, const AttnParams& p) {
+  const int half = p.D / 2;
+  const float* tab = static_cast<const float*>(p.rope);
+  for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
+    const int t = e / half, d = e % half;
+    const int64_t pos = query ? (first + t) / p.G + off : first + t;
+    const int64_t ti = 2 * ((pos + p.rope_pos0) * half + d);
+    const float c = tab[ti], s = tab[ti + 1];
+    const int i0 = p.rope_mode == 1 ? d : 2 * d, i1 = p.rope_mode == 1 ? d + half : 2 * d + 1;
+    unsigned short* row = X + int64_t(t) * ld;
+    const float a = T::load(row, i0), b = T::load(row, i1);
+    T::store(row, i0, a * c - b * s);
+    T::store(row, i1, b * c + a * s);
+  }
+}
+
+constexpr int kWq = 64;  // query rows per block (4 warps of 16)
+
+// Shared memory (bytes), every region 32-byte aligned as wmma's loads and stores need: Qs [64][D + 8],
+// Ks and Vs [BKV][D + 8] (dtype), Sf [64][BKV + 4] (float scores), Ph [64][BKV + 8] (dtype
+// probabilities), Of [64][D + 4] (float accumulator), then m, l, alpha per row (float).
+__host__ __device__ inline int64_t wmma_bytes(int bkv, int D) {
+  return 2 * int64_t(kWq + 2 * bkv) * (D + 8) + 4 * int64_t(kWq) * (bkv + 4) + 2 * int64_t(kWq) * (bkv + 8) +
+         4 * int64_t(kWq) * (D + 4) + 3 * 4 * kWq;
+}
+
+// REGS: the accumulator O stays in registers (D / 16 accumulator fragments per warp), rescaled element by
+// element through the row index of each element (found once: a 16 x 16 matrix whose element (r, c) is r,
+// loaded into a fragment of the same type; which element of a fragment holds which row is the
+// implementation's choice, the same for fragments of one type); otherwise O lives in shared memory.
+template <class T, int BKV, bool REGS>
+__global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  namespace w = nvcuda::wmma;
+  using E = typename WmmaElem<T>::E;
+  using M = Math<float, true>;
+  constexpr int LDS = BKV + 4, LDP = BKV + 8;
+  extern __shared__ __align__(32) unsigned char attn_wmma_smem[];
+  const int D = p.D, LDH = D + 8, LDO = D + 4, NPK = D / 8, HPK = LDH / 8;
+  unsigned short* Qs = reinterpret_cast<unsigned short*>(attn_wmma_smem);
+  unsigned short* Ks = Qs + kWq * LDH;
+  unsigned short* Vs = Ks + BKV * LDH;
+  float* Sf = reinterpret_cast<float*>(Vs + BKV * LDH);
+  unsigned short* Ph = reinterpret_cast<unsigned short*>(Sf + kWq * LDS);
+  float* Of = reinterpret_cast<float*>(Ph + kWq * LDP);
+  float* m_s = Of + kWq * LDO;
+  float* l_s = m_s + kWq;
+  float* a_s = l_s + kWq;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int seq = blockIdx.z / p.nsplit, split = blockIdx.z % p.nsplit;
+  const int hk = blockIdx.y;
+  const int64_t r0 = int64_t(blockIdx.x) * kWq;
+  Geo g;
+  if (!block_geometry(p, seq, split, r0, kWq, g)) return;  // uniform over the block
+
+  // The query tile as given (RoPE rotates it in place; the scale applies to the float scores).
+  for (int e = tid; e < kWq * NPK; e += blockDim.x) {
+    const int t = e / NPK, pk = e % NPK;
+    const int64_t rq = r0 + t;
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (rq < g.nrows) {
+      const int qh = hk * p.G + static_cast<int>(rq % p.G);
+      x = load_pack(p.q, ((int64_t(g.b) * p.Hq + qh) * p.SqT + g.qbeg + rq / p.G) * NPK + pk);
+    }
+    reinterpret_cast<uint4*>(Qs)[t * HPK + pk] = x;
+  }
+  for (int e = tid; e < kWq * LDO; e += blockDim.x) Of[e] = 0.0f;
+  if (tid < kWq) m_s[tid] = -INFINITY, l_s[tid] = 0.0f, a_s[tid] = 1.0f;
+  __syncthreads();
+  if (p.rope_mode) {
+    rope_rows16<T>(Qs, LDH, static_cast<int>(m_min(int64_t(kWq), g.nrows - r0)), true, r0, g.off, p);
+    __syncthreads();
+  }
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  const int wr = warp * 16;  // the warp's first row in the tile
+  const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
+  constexpr int NFMAX = REGS ? (BKV == 64 ? 8 : 16) : 1;  // D <= 128 with 64-key tiles, D <= 256 with 32
+  w::fragment<w::accumulator, 16, 16, 16, float> oacc[NFMAX];
+  w::fragment<w::accumulator, 16, 16, 16, float> rowf;
+  if constexpr (REGS) {
+#pragma unroll
+    for (int n = 0; n < NFMAX; ++n) w::fill_fragment(oacc[n], 0.0f);
+    for (int e = lane; e < 256; e += 32) Sf[(wr + e / 16) * LDS + e % 16] = static_cast<float>(e / 16);
+    __syncwarp();
+    w::load_matrix_sync(rowf, Sf + wr * LDS, LDS, w::mem_row_major);
+    __syncwarp();
+  }
+
+  for (int j0 = g.jbeg; j0 < g.jend; j0 += BKV) {
+    if (!tile_in_mask(p, g, j0, m_min(j0 + BKV, g.jend) - 1)) continue;  // the same decision in every thread
+    // K and V tiles (rows past jend are zeros).
+    for (int e = tid; e < BKV * NPK; e += blockDim.x) {
+      const int t = e / NPK, pk = e % NPK, j = j0 + t;
+      uint4 kx = make_uint4(0, 0, 0, 0), vx = make_uint4(0, 0, 0, 0);
+      if (j < g.jend) {
+        kx = load_pack(p.k, (kvbase + j) * NPK + pk);
+        vx = load_pack(p.v, (kvbase + j) * NPK + pk);
+      }
+      reinterpret_cast<uint4*>(Ks)[t * HPK + pk] = kx;
+      reinterpret_cast<uint4*>(Vs)[t * HPK + pk] = vx;
+    }
+    __syncthreads();
+    if (p.rope_mode) {
+      rope_rows16<T>(Ks, LDH, m_min(BKV, g.jend - j0), false, j0, 0, p);
+      __syncthreads();
+    }
+    // S = Q K^T for the warp's 16 rows.
+    for (int n = 0; n < BKV / 16; ++n) {
+      w::fragment<w::accumulator, 16, 16, 16, float> c;
+      w::fill_fragment(c, 0.0f);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major> a;
+        w::fragment<w::matrix_b, 16, 16, 16, E, w::col_major> b;
+        w::load_matrix_sync(a, reinterpret_cast<const E*>(Qs + wr * LDH + kk * 16), LDH);
+        w::load_matrix_sync(b, reinterpret_cast<const E*>(Ks + n * 16 * LDH + kk * 16), LDH);
+        w::mma_sync(c, a, b, c);
+      }
+      w::store_matrix_sync(Sf + wr * LDS + n * 16, c, LDS, w::mem_row_major);
+    }
+    __syncwarp();
+    // The warp's softmax, row by row: lanes take keys lane, lane + 32.
+    for (int rr = 0; rr < 16; ++rr) {
+      const int tr = wr + rr;
+      const int64_t my_r = r0 + tr;
+      const bool row_ok = my_r < g.nrows;
+      const int qi = static_cast<int>(my_r / p.G);
+      const int h = hk * p.G + static_cast<int>(my_r % p.G);
+      const int row_global = g.qbeg + qi;
+      const int64_t rowidx = (int64_t(g.b) * p.Hq + h) * p.SqT + row_global;
+      const float slope = p.alibi ? alibi_slope<T>(h, p) : 0.0f;
+      float sv[BKV / 32 > 0 ? BKV / 32 : 1];
+      float mt = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < BKV / 32; ++u) {
+        const int t = lane + 32 * u, j = j0 + t;
+        sv[u] = score_of<T>(Sf[tr * LDS + t] * scale, row_ok && j < g.jend, qi, j, row_global, slope, p, g);
+        mt = m_max(mt, sv[u]);
+      }
+      mt = warp_max(mt);
+      const float m_old = m_s[tr];
+      const float mnew = m_max(m_old, mt);
+      const float alpha = mnew == -INFINITY ? 1.0f : M::exp(m_old - mnew);
+      float lt = 0.0f;
+#pragma unroll
+      for (int u = 0; u < BKV / 32; ++u) {
+        const int t = lane + 32 * u;
+        float pr = sv[u] == -INFINITY ? 0.0f : M::exp(sv[u] - mnew);
+        lt += pr;
+        if (p.dropout) pr = pr > 0.0f && attn_keep(rowidx, int64_t(g.kbeg) + j0 + t, p) ? pr * keep : 0.0f;
+        T::store(Ph, tr * LDP + t, pr);
+      }
+      lt = warp_sum(lt);
+      __syncwarp();
+      if (lane == 0) {
+        m_s[tr] = mnew;
+        l_s[tr] = l_s[tr] * alpha + lt;
+        a_s[tr] = alpha;
+      }
+    }
+    __syncwarp();
+    // The warp's accumulator rows rescaled, then O += P V.
+    if constexpr (REGS) {
+#pragma unroll
+      for (int n = 0; n < NFMAX; ++n) {
+        if (n < D / 16) {
+          for (int i = 0; i < rowf.num_elements; ++i) oacc[n].x[i] *= a_s[wr + static_cast<int>(rowf.x[i])];
+#pragma unroll
+          for (int kk = 0; kk < BKV / 16; ++kk) {
+            w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major> a;
+            w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major> b;
+            w::load_matrix_sync(a, reinterpret_cast<const E*>(Ph + wr * LDP + kk * 16), LDP);
+            w::load_matrix_sync(b, reinterpret_cast<const E*>(Vs + kk * 16 * LDH + n * 16), LDH);
+            w::mma_sync(oacc[n], a, b, oacc[n]);
+          }
+        }
+      }
+    }
+    if constexpr (!REGS) {
+      for (int e = lane; e < 16 * D; e += 32) Of[(wr + e / D) * LDO + e % D] *= a_s[wr + e / D];
+      __syncwarp();
+      for (int n = 0; n < D / 16; ++n) {
+        w::fragment<w::accumulator, 16, 16, 16, float> c;
+        w::load_matrix_sync(c, Of + wr * LDO + n * 16, LDO, w::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < BKV / 16; ++kk) {
+          w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major> a;
+          w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major> b;
+          w::load_matrix_sync(a, reinterpret_cast<const E*>(Ph + wr * LDP + kk * 16), LDP);
+          w::load_matrix_sync(b, reinterpret_cast<const E*>(Vs + kk * 16 * LDH + n * 16), LDH);
+          w::mma_sync(c, a, b, c);
+        }
+        w::store_matrix_sync(Of + wr * LDO + n * 16, c, LDO, w::mem_row_major);
+      }
+    }
+    __syncthreads();  // K, V and the scores are free for the next tile
+  }
+
+  if constexpr (REGS) {  // the accumulators to the warp's rows of Of, for the end below
+#pragma unroll
+    for (int n = 0; n < NFMAX; ++n)
+      if (n < D / 16) w::store_matrix_sync(Of + wr * LDO + n * 16, oacc[n], LDO, w::mem_row_major);
+  }
+  // The warp's rows: partials (splits), or sink, normalization, o and lse.
+  __syncwarp();
+  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
+  for (int rr = 0; rr < 16; ++rr) {
+    const int tr = wr + rr;
+    const int64_t my_r = r0 + tr;
+    if (my_r >= g.nrows) break;
+    const int qi = static_cast<int>(my_r / p.G);
+    const int h = hk * p.G + static_cast<int>(my_r % p.G);
+    const int64_t rowidx = (int64_t(g.b) * p.Hq + h) * p.SqT + g.qbeg + qi;
+    float m = m_s[tr], l = l_s[tr];
+    if (p.nsplit > 1) {
+      const int64_t part = int64_t(split) * rows + rowidx;
+      float* accs = static_cast<float*>(p.part);
+      float* ml = accs + int64_t(p.nsplit) * rows * D;
+      for (int d = lane; d < D; d += 32) accs[part * D + d] = Of[tr * LDO + d];
+      if (lane == 0) ml[2 * part] = m, ml[2 * part + 1] = l;
+      continue;
+    }
+    float a = 1.0f;
+    if (p.sinks) {
+      const float sk = T::load(p.sinks, h);
+      const float mf = m_max(m, sk);
+      a = m == -INFINITY ? 0.0f : M::exp(m - mf);
+      l = l * a + M::exp(sk - mf);
+      m = mf;
+    }
+    const float inv = l > 0.0f ? a / l : 0.0f;
+    for (int d = lane; d < D; d += 32) T::store(p.o, rowidx * D + d, Of[tr * LDO + d] * inv);
+    if (p.lse && lane == 0) T::store(p.lse, rowidx, l > 0.0f ? m + logf(l) : -INFINITY);
+  }
+#endif
+}
+
+template <class T, int BKV, bool REGS>
+int launch_wmma_bk(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+  const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
+  const int64_t bytes = wmma_bytes(BKV, p.D);
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_wmma<T, BKV, REGS>),
+                                           gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != gpuSuccess) return static_cast<int>(e);
+  attn_wmma<T, BKV, REGS><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T>
+int launch_wmma(const AttnParams& p, int bk, bool regs, uint32_t qtiles, gpuStream_t s) {
+  if (regs) return bk == 64 ? launch_wmma_bk<T, 64, true>(p, qtiles, s) : launch_wmma_bk<T, 32, true>(p, qtiles, s);
+  return bk == 64 ? launch_wmma_bk<T, 64, false>(p, qtiles, s) : launch_wmma_bk<T, 32, false>(p, qtiles, s);
+}
+#endif
+
+}  // namespace
+
+bool attn_wmma_built() {
+#if defined(KF_HIP)
+  return false;
+#else
+  return true;
+#endif
+}
+
+int64_t attn_wmma_shared_bytes(int bk, int D) {
+#if defined(KF_HIP)
+  (void)bk, (void)D;
+  return 0;
+#else
+  return wmma_bytes(bk, D);
+#endif
+}
+
+int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  int err = 0;
+  if (kern == AttnKernel::Wmma || kern == AttnKernel::WmmaRegs) {
+#if defined(KF_HIP)
+    return -1;
+#else
+    const bool regs = kern == AttnKernel::WmmaRegs;
+    if (dt == Dt::f16) err = launch_wmma<F16>(p, bk, regs, qtiles, s);
+    else if (dt == Dt::bf16) err = launch_wmma<BF16>(p, bk, regs, qtiles, s);
+    else return -1;
+#endif
+  } else {
+    switch (dt) {
+      case Dt::f32: err = launch_simt<F32>(p, bq, bk, qtiles, s); break;
+      case Dt::f16: err = launch_simt<F16>(p, bq, bk, qtiles, s); break;
+      case Dt::bf16: err = launch_simt<BF16>(p, bq, bk, qtiles, s); break;
+      case Dt::f64: err = launch_simt<F64>(p, bq, bk, qtiles, s); break;
+    }
+  }
+  if (err != 0 || p.nsplit <= 1) return err;
+  switch (dt) {
+    case Dt::f32: return launch_combine<F32>(p, s);
+    case Dt::f16: return launch_combine<F16>(p, s);
+    case Dt::bf16: return launch_combine<BF16>(p, s);
+    case Dt::f64: return launch_combine<F64>(p, s);
+  }
+  return -1;
+}
+
+}  // namespace kf::hal::cuda

@@ -1,0 +1,247 @@
+// Part of tools/cuda-emu (see run.sh). Runs hal/cuda/attention.cu's kernels under the host emulation on
+// the registry's attention cases (each kernel, with and without key splits, several dtypes) and compares
+// them with the CPU backend (the float64 reference on the same rounded inputs). The parameters are built
+// as CudaDevice::dispatch_attention builds them (hal/cuda/kernels.cpp; keep the two in step), for an
+// H100's 132 multiprocessors.
+#include <cstdio>
+#include <cstring>
+#include "hal/cuda/gpu_compat.hpp"
+#include <random>
+#include <string>
+#include "hal/cuda/kernels.hpp"
+#include "kf/kf.hpp"
+#include "ops/registry.hpp"
+#include "ops/attention_ref.hpp"
+#include "ops/reference_math.hpp"
+#include "check/conformance.hpp"
+
+using namespace kf;
+namespace hc = kf::hal::emucuda;
+
+static std::vector<unsigned char> to_dev(const std::vector<double>& v, DType t) {
+  std::vector<unsigned char> b;
+  for (double x : v) {
+    unsigned char tmp[8];
+    size_t n = 0;
+    if (t == DType::f32) { float f = float(x); std::memcpy(tmp, &f, 4); n = 4; }
+    else if (t == DType::f64) { std::memcpy(tmp, &x, 8); n = 8; }
+    else if (t == DType::f16) { unsigned short h = kf_float_to_half(float(x)); std::memcpy(tmp, &h, 2); n = 2; }
+    else if (t == DType::bf16) { float f = float(x); unsigned u; std::memcpy(&u, &f, 4); unsigned short h = u >> 16; std::memcpy(tmp, &h, 2); n = 2; }
+    else if (t == DType::i32) { int32_t i = int32_t(x); std::memcpy(tmp, &i, 4); n = 4; }
+    b.insert(b.end(), tmp, tmp + n);
+  }
+  while (b.size() % 16) b.push_back(0);
+  return b;
+}
+static double from_dev(const std::vector<unsigned char>& b, size_t i, DType t) {
+  if (t == DType::f32) { float f; std::memcpy(&f, &b[i * 4], 4); return f; }
+  if (t == DType::f64) { double d; std::memcpy(&d, &b[i * 8], 8); return d; }
+  unsigned short h; std::memcpy(&h, &b[i * 2], 2);
+  if (t == DType::f16) return kf_half_to_float(h);
+  unsigned u = unsigned(h) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static hc::Dt dt_of(DType t) { return t == DType::f32 ? hc::Dt::f32 : t == DType::f16 ? hc::Dt::f16 : t == DType::bf16 ? hc::Dt::bf16 : hc::Dt::f64; }
+
+int fails = 0;
+
+// path: 1 simt, 2 wmma, 3 wmma-regs; split: 0 automatic, N forced; rows_cap: attn_rows
+void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, const std::string& tag) {
+  const OpDef& op = get_op("attention");
+  Context cpu = Context::create(ContextOptions{.backend = "cpu"});
+  std::vector<Shape> shapes = tc.inputs;
+  shapes.resize(op.inputs.size());
+  auto v = check::random_inputs(shapes, tc.range, 1234);
+  if (op.prepare_inputs) op.prepare_inputs(shapes, tc.attrs, v);
+  std::vector<Tensor> rin, rin64;
+  std::vector<std::vector<double>> vals(shapes.size());
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    if (shapes[k].empty()) { rin64.push_back(Tensor()); continue; }
+    DType t = op.input_dtype(k, dt);
+    Tensor x = cpu.from_host(shapes[k], t, v[k]);
+    vals[k] = x.to_double();
+    rin64.push_back(cpu.from_host(shapes[k], t == DType::i32 ? t : DType::f64, vals[k]));
+  }
+  auto ref = cpu.call("attention", rin64, tc.attrs);
+  std::vector<double> ro = ref[0].to_double(), rl;
+  if (ref.size() > 1) rl = ref[1].to_double();
+
+  // The dispatch (as CudaDevice::dispatch_attention).
+  const AttnGeometry g = attn_geometry(shapes);
+  const Attrs& a = tc.attrs;
+  std::vector<std::vector<unsigned char>> dev(shapes.size());
+  for (size_t k = 0; k < shapes.size(); ++k) if (!shapes[k].empty()) dev[k] = to_dev(vals[k], op.input_dtype(k, dt));
+  const size_t es = dtype_size(dt);
+  std::vector<unsigned char> o(ro.size() * es + 16, 0xff), lse(std::max<size_t>(rl.size(), 1) * es + 16, 0xff);
+  hc::AttnParams p;
+  auto P = [&](size_t k) -> void* { return shapes[k].empty() ? nullptr : dev[k].data(); };
+  p.q = P(0), p.k = P(1), p.v = P(2), p.o = o.data();
+  p.lse = rl.empty() ? nullptr : lse.data();
+  p.B = g.B, p.Hq = g.Hq, p.Hkv = g.Hkv, p.SqT = g.SqT, p.SkT = g.SkT, p.G = g.Hq / g.Hkv, p.D = g.D, p.nseq = g.nseq;
+  p.scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
+  p.slopes = P(3);
+  p.lens = (const int32_t*)P(4);
+  if (g.varlen) p.cuq = (const int32_t*)P(5), p.cuk = (const int32_t*)P(6);
+  p.sinks = P(7);
+  if (!shapes[8].empty()) p.bmask = (const int32_t*)P(8), p.block_size = a.block_size, p.nkb = shapes[8][1];
+  p.causal = a.causal, p.window = a.window, p.alibi = !shapes[3].empty() ? 2 : a.alibi ? 1 : 0, p.softcap = a.softcap;
+  p.rope_mode = a.rope, p.dropout = a.p > 0;
+  p.seed_lo = uint32_t(a.seed), p.seed_hi = uint32_t(a.seed >> 32), p.off_lo = uint32_t(a.offset), p.off_hi = uint32_t(a.offset >> 32);
+  p.thr = ref::dropout_threshold(a.p), p.keep_scale = 1.0 / (1.0 - a.p);
+  const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
+  int bq = 0, bk = 0;
+  if (path >= 2) { bq = 64, bk = D > 128 ? 32 : 64; }
+  else {
+    const int cap = rows_cap ? rows_cap : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
+    for (int q = 32; q >= 8 && bq == 0; q /= 2) {
+      if (q > cap) continue;
+      for (int k : {32, 16, 8}) if (hc::attn_simt_shared_bytes(dt_of(dt), q, k, D) <= 48 * 1024) { bq = q, bk = k; break; }
+    }
+  }
+  const int64_t qtiles = (rows_needed + bq - 1) / bq;
+  const int64_t base_blocks = qtiles * g.Hkv * g.nseq;
+  int64_t nsplit = 1;
+  const int sm = 132;
+  if (split_force >= 1) nsplit = split_force;
+  else if (base_blocks < 2 * sm && g.SkT >= 512) nsplit = std::min<int64_t>({(4 * sm + base_blocks - 1) / base_blocks, g.SkT / 256, 64});
+  std::vector<unsigned char> part;
+  if (nsplit > 1) {
+    p.nsplit = nsplit;
+    const int64_t per = (g.SkT + nsplit - 1) / nsplit;
+    p.split_len = (per + bk - 1) / bk * bk;
+    part.assign(nsplit * g.B * g.Hq * g.SqT * (D + 2) * (dt == DType::f64 ? 8 : 4), 0xcd);
+    p.part = part.data();
+  }
+  std::vector<double> td; std::vector<float> tf;
+  if (a.rope) {
+    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
+    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1, half = D / 2;
+    td.resize(npos * half * 2);
+    for (int64_t q = 0; q < npos; ++q) for (int64_t d = 0; d < half; ++d) {
+      const double th = double(q + pmin) * std::pow(a.rope_base, -2.0 * double(d) / double(D));
+      td[(q * half + d) * 2] = std::cos(th), td[(q * half + d) * 2 + 1] = std::sin(th);
+    }
+    tf.assign(td.begin(), td.end());
+    p.rope = dt == DType::f64 ? (const void*)td.data() : (const void*)tf.data();
+    p.rope_pos0 = -pmin;
+  }
+  const int err = hc::launch_attention(path == 3 ? hc::AttnKernel::WmmaRegs : path == 2 ? hc::AttnKernel::Wmma : hc::AttnKernel::Simt, dt_of(dt), p, bq, bk, qtiles, nullptr);
+  // compare
+  auto cmp = [&](const std::vector<double>& r, const std::vector<unsigned char>& b, const char* what) {
+    double num = 0, den = 0, worst = 0; size_t wi = 0; bool nan = false;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double x = from_dev(b, i, dt);
+      if (std::isinf(r[i])) { if (x != r[i]) { nan = true; wi = i; } continue; }
+      if (std::isnan(x)) { nan = true; wi = i; continue; }
+      num += (x - r[i]) * (x - r[i]); den += r[i] * r[i];
+      if (std::fabs(x - r[i]) > worst) worst = std::fabs(x - r[i]), wi = i;
+    }
+    const double e = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    const double lim = dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 1e-3 : dt == DType::bf16 ? 8e-3 : 1e-12;
+    const bool ok = !nan && e <= lim * 1.5 && err == 0;
+    if (!ok) ++fails;
+    std::printf("%s %-40s %-5s %-4s bq=%d bk=%d split=%lld: %s err %.3g (limit %.1g) worst %.3g at %zu (got %g want %g)%s\n", ok ? "ok  " : "FAIL", tc.label.c_str(),
+                to_string(dt), what, bq, bk, (long long)nsplit, tag.c_str(), e, lim, worst, wi, from_dev(b, wi, dt), r[wi], nan ? " NaN/inf mismatch" : "");
+  };
+  cmp(ro, o, "o");
+  if (!rl.empty()) cmp(rl, lse, "lse");
+}
+
+
+void scores_and_embedding() {
+  Context cpu = Context::create(ContextOptions{.backend = "cpu"});
+  for (const char* name : {"attention_scores", "embedding"}) {
+    const OpDef& op = get_op(name);
+    for (const TestCase& tc : op.tests)
+      for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+        std::vector<Shape> shapes = tc.inputs;
+        shapes.resize(op.inputs.size());
+        auto v = check::random_inputs(shapes, tc.range, 99);
+        if (op.prepare_inputs) op.prepare_inputs(shapes, tc.attrs, v);
+        std::vector<Tensor> rin;
+        std::vector<std::vector<double>> vals(shapes.size());
+        std::vector<std::vector<unsigned char>> dev(shapes.size());
+        for (size_t k = 0; k < shapes.size(); ++k) {
+          if (shapes[k].empty()) { rin.push_back(Tensor()); continue; }
+          DType t = op.input_dtype(k, dt);
+          vals[k] = cpu.from_host(shapes[k], t, v[k]).to_double();
+          rin.push_back(cpu.from_host(shapes[k], t == DType::i32 ? t : DType::f64, vals[k]));
+          dev[k] = to_dev(vals[k], t);
+        }
+        const auto ro = cpu.call(name, rin, tc.attrs)[0].to_double();
+        std::vector<unsigned char> o(ro.size() * dtype_size(dt) + 16, 0xff);
+        if (std::string(name) == "embedding") {
+          hc::EmbeddingParams p;
+          p.tokens = (const int32_t*)dev[0].data(); p.table = dev[1].data(); p.pos = shapes[2].empty() ? nullptr : dev[2].data();
+          p.y = o.data(); p.rows = numel(shapes[0]); p.d = shapes[1][1]; p.L = shapes[0].back(); p.V = shapes[1][0];
+          p.wide = p.d % (16 / int64_t(dtype_size(dt))) == 0;
+          hc::launch_embedding(dt_of(dt), p, 3, nullptr);
+        } else {
+          const AttnGeometry g = attn_geometry(shapes);
+          hc::AttnParams p;
+          p.q = dev[0].data(), p.k = dev[1].data(), p.o = o.data();
+          p.B = g.B, p.Hq = g.Hq, p.Hkv = g.Hkv, p.SqT = g.SqT, p.SkT = g.SkT, p.G = g.Hq / g.Hkv, p.D = g.D;
+          p.scale = tc.attrs.attn_scale != 0 ? tc.attrs.attn_scale : 1.0 / std::sqrt(double(g.D));
+          hc::launch_attention_scores(dt_of(dt), p, nullptr);
+        }
+        double num = 0, den = 0;
+        for (size_t i = 0; i < ro.size(); ++i) { const double x = from_dev(o, i, dt); num += (x - ro[i]) * (x - ro[i]); den += ro[i] * ro[i]; }
+        const double e = std::sqrt(num / std::max(den, 1e-300));
+        const double lim = dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 1e-3 : dt == DType::bf16 ? 8e-3 : 1e-12;
+        const bool ok = e <= lim;
+        fails += !ok;
+        std::printf("%s %s %s %s err %.3g\n", ok ? "ok  " : "FAIL", name, tc.label.c_str(), to_string(dt), e);
+      }
+  }
+}
+
+int main(int argc, char** argv) {
+  const OpDef& op = get_op("attention");
+  const std::string only = argc > 1 ? argv[1] : "";
+  if (only == "extra") {
+    scores_and_embedding();
+    const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+      return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+    };
+    std::vector<TestCase> big = {
+        {"gqa_h4_kv2_sq150_sk200_d128_causal_rope", qkv(1, 4, 2, 150, 200, 128), {}, 2},
+        {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
+        {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
+        {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
+        {"decode_h4_kv2_sk2048_d64_lse", qkv(1, 4, 2, 1, 2048, 64), {}, 2},
+    };
+    big[0].attrs.causal = true, big[0].attrs.rope = 1;
+    big[1].attrs.p = 0.25, big[1].attrs.return_lse = true, big[1].attrs.seed = 77, big[1].attrs.offset = 3;
+    big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
+    big[3].attrs.rope = 2;
+    big[4].attrs.return_lse = true;
+    for (const TestCase& tc : big) {
+      run(tc, DType::f32, 1, 0, 0, "simt-auto");
+      if (tc.inputs[0][2] > 1) {
+        run(tc, DType::f16, 2, 1, 0, "wmma");
+        run(tc, DType::bf16, 2, 2, 0, "wmma");
+        run(tc, DType::f16, 3, 2, 0, "wmma-regs");
+        run(tc, DType::bf16, 3, 1, 0, "wmma-regs");
+      } else {
+        run(tc, DType::f16, 1, 0, 0, "simt-auto");
+        run(tc, DType::f64, 1, 0, 0, "simt-auto");
+      }
+    }
+    std::printf("fails: %d\n", fails);
+    return fails != 0;
+  }
+  for (const TestCase& tc : op.tests) {
+    if (!only.empty() && tc.label.find(only) == std::string::npos) continue;
+    run(tc, DType::f32, 1, 1, 0, "simt");
+    run(tc, DType::f32, 1, 3, 8, "simt");
+    run(tc, DType::f64, 1, 0, 0, "simt");
+    run(tc, DType::f16, 1, 2, 0, "simt");
+    if (tc.inputs[0][3] % 16 == 0) {
+      run(tc, DType::f16, 2, 1, 0, "wmma");
+      run(tc, DType::bf16, 2, 3, 0, "wmma");
+      run(tc, DType::f16, 3, 2, 0, "wmma-regs");
+      run(tc, DType::bf16, 3, 1, 0, "wmma-regs");
+    }
+  }
+  std::printf("fails: %d\n", fails);
+  return fails != 0;
+}

@@ -1,0 +1,106 @@
+// Part of tools/cuda-emu (see run.sh): the emulated CUDA dialect, standing in for hal/cuda/gpu_compat.hpp.
+// Host emulation of the CUDA dialect: each block runs as blockDim std::threads with std::barrier for
+// __syncthreads / __syncwarp; blocks run one after another. For checking kernel logic on a CPU only.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+#include <algorithm>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+#define KF_DEV inline
+#define KF_WARP 32
+#define KF_GPU_API "EMU"
+#define KF_HAVE_BF16_PAIR 0
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+
+inline thread_local dim3 threadIdx;
+inline dim3 blockIdx, blockDim, gridDim;
+inline std::barrier<>* emu_block_bar = nullptr;
+inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bar;
+inline unsigned char* emu_dyn_smem = nullptr;
+inline double emu_xchg[1024];
+
+inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+inline void __syncwarp() { emu_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+template <class T> inline T emu_shfl_xor(T v, int mask) {
+  const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
+  __syncwarp();
+  emu_xchg[threadIdx.x] = double(v);
+  __syncwarp();
+  const T r = T(emu_xchg[base + (lane ^ unsigned(mask))]);
+  __syncwarp();
+  return r;
+}
+#define KF_SHFL_XOR(v, mask) emu_shfl_xor((v), (mask))
+
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
+inline double __hiloint2double(int hi, int lo) { long long u = (long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo); return __longlong_as_double(u); }
+inline int __double2loint(double d) { long long u; std::memcpy(&u, &d, 8); return (int)(unsigned)u; }
+inline int __double2hiint(double d) { long long u; std::memcpy(&u, &d, 8); return (int)(u >> 32); }
+inline float __fsub_rn(float a, float b) { return a - b; }
+using std::min; using std::max;
+
+inline float kf_half_to_float(unsigned short h) { _Float16 x; std::memcpy(&x, &h, 2); return float(x); }
+inline unsigned short kf_float_to_half(float f) { _Float16 x = (_Float16)f; unsigned short h; std::memcpy(&h, &x, 2); return h; }
+inline unsigned kf_pack_half2(float lo, float hi) { return unsigned(kf_float_to_half(lo)) | (unsigned(kf_float_to_half(hi)) << 16); }
+inline float kf_fast_exp(float x) { return expf(x); }
+inline float kf_fast_div(float a, float b) { return a / b; }
+struct __half { unsigned short u; };
+struct __nv_bfloat16 { unsigned short u; };
+
+typedef int gpuError_t;
+typedef void* gpuStream_t;
+#define gpuSuccess 0
+inline int gpuGetLastError() { return 0; }
+#define gpuFuncAttributeMaxDynamicSharedMemorySize 0
+inline int gpuFuncSetAttribute(const void*, int, int) { return 0; }
+struct gpuFuncAttributes {};
+inline int gpuFuncGetAttributes(gpuFuncAttributes*, const void*) { return 0; }
+
+template <class K, class P>
+void emu_launch(K kernel, dim3 grid, dim3 block, size_t shared, void*, const P& p) {
+  std::vector<unsigned char> smem(shared + 256);
+  emu_dyn_smem = smem.data() + (128 - (reinterpret_cast<uintptr_t>(smem.data()) % 128));
+  gridDim = grid;
+  blockDim = block;
+  const unsigned n = block.x;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIdx = dim3(x, y, z);
+        std::barrier<> bb(n);
+        emu_block_bar = &bb;
+        emu_warp_bar.clear();
+        for (unsigned w = 0; w < (n + 31) / 32; ++w) emu_warp_bar.emplace_back(new std::barrier<>(std::min(32u, n - 32 * w)));
+        std::memset(emu_dyn_smem, 0xcd, shared);  // garbage, as the GPU would have
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < n; ++t)
+          ts.emplace_back([&, t] {
+            threadIdx = dim3(t);
+            kernel(p);
+            emu_warp_bar[t / 32]->arrive_and_drop();
+            emu_block_bar->arrive_and_drop();
+          });
+        for (auto& t : ts) t.join();
+      }
+}

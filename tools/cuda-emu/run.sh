@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A host emulation of hal/cuda/attention.cu, for machines without a GPU: it checks the kernels' logic
+# (indexing, masks, splits, dropout index, RoPE positions, the combine pass, the wmma tiling) against the
+# CPU backend; it cannot say anything about what only a GPU shows (fragment layouts, shared-memory limits,
+# timing, races the emulation's barriers hide). Each block runs as blockDim std::threads (std::barrier for
+# __syncthreads / __syncwarp, shuffles through memory); nvcuda::wmma is emulated with whole 16 x 16
+# matrices in every lane (hal/cuda/gpu_compat.hpp and mma.h here replace the real ones); the kernel file
+# is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
+# std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
+#
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra]
+#     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
+#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits).
+# Exit status 0 when every comparison passes.
+set -euo pipefail
+build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra]}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/hal/cuda"
+cp "$here/hal/cuda/gpu_compat.hpp" "$work/hal/cuda/"
+cp "$here/mma.h" "$work/"
+python3 - "$root/hal/cuda/attention.cu" "$work/hal/cuda/attention_emu.cpp" <<'PY'
+import re, sys
+s = open(sys.argv[1]).read()
+s = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];', r'unsigned char* \1 = emu_dyn_smem;', s)
+s = re.sub(r'(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\((\w+)\);', r'emu_launch(\1, \2, \3);', s)
+open(sys.argv[2], 'w').write(s)
+PY
+# -Dcuda=emucuda: the emulated kernels live in kf::hal::emucuda, apart from libkf's own.
+g++ -std=c++20 -O2 -Dcuda=emucuda -I"$work" -I"$root" -I"$root/src" -I"$root/include" -x c++ \
+  "$work/hal/cuda/attention_emu.cpp" "$here/driver.cpp" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
+"$work/drv" "${2:-}"
