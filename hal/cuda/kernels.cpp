@@ -294,8 +294,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
 // would be small (decoding: few query rows, long caches) the keys are split over blocks and a combine
 // pass merges the partials. KF_TUNE attn_path=1 / 2 forces the portable / tensor-core kernel (2 raises
 // Unsupported where it does not apply), attn_split=1 one pass, attn_split=N exactly N splits,
-// attn_rows=8/16/32 caps the portable kernel's query rows per block, attn_wmma=regs keeps the tensor-core
-// kernel's accumulator in registers (flash-wmma-regs) instead of shared memory (flash-wmma, the default).
+// attn_rows=8/16/32 caps the portable kernel's query rows per block, attn_wmma=smem keeps the tensor-core
+// kernel's accumulator in shared memory (flash-wmma) instead of registers (flash-wmma-regs, the default).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
