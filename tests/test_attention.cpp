@@ -435,8 +435,8 @@ TEST(AttentionCuda, PortableKernelOnEveryCase) {
   }
 }
 
-// The tensor-core kernel (KF_TUNE attn_path=2, f16 and bf16; its accumulator in shared memory, and in
-// registers with attn_wmma=regs) on every registry case whose head dimension is a multiple of 16, in one
+// The tensor-core kernel (KF_TUNE attn_path=2, f16 and bf16; its accumulator in registers, the default,
+// and in shared memory with attn_wmma=smem) on every registry case whose head dimension is a multiple of 16, in one
 // pass and with key splits, and on cases spanning several 64-row query tiles
 // and key tiles; D = 8 must be refused (Unsupported, saying why).
 TEST(AttentionCuda, TensorCoreKernelF16BF16) {
@@ -459,10 +459,10 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   big[4].attrs.causal = true, big[4].attrs.return_lse = true;
   int checked = 0, refused = 0;
   for (const auto& d : devs) {
-    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3", "attn_path=2,attn_wmma=regs,attn_split=1",
-                               "attn_path=2,attn_wmma=regs,attn_split=2"}) {
+    for (const char* tuning : {"attn_path=2,attn_wmma=smem,attn_split=1", "attn_path=2,attn_wmma=smem,attn_split=3",
+                               "attn_path=2,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2"}) {
       Context ctx = tuned(d, tuning);
-      const bool regs = std::string(tuning).find("attn_wmma=regs") != std::string::npos;
+      const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;  // regs: the default
       std::vector<TestCase> cases = attention_op().tests;
       cases.insert(cases.end(), big.begin(), big.end());
       for (DType t : {DType::f16, DType::bf16})
@@ -539,8 +539,8 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
       {2, 4, 2, 5, 64, "attn_path=1,attn_split=1", DType::f32},
       {2, 4, 2, 5, 64, "attn_path=1,attn_split=3", DType::f32},
       {2, 4, 2, 1, 256, "attn_path=1,attn_split=5", DType::f32},  // decoding, keys split
-      {2, 4, 2, 40, 64, "attn_path=2,attn_split=1", DType::f16},
-      {1, 4, 2, 20, 256, "attn_path=2,attn_split=2", DType::bf16},
+      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=smem,attn_split=1", DType::f16},
+      {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=smem,attn_split=2", DType::bf16},
       {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=regs,attn_split=1", DType::bf16},
       {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16},
   };
