@@ -117,7 +117,7 @@ TEST(OpsCoverage, CudaRunsItsOps) {
       for (DType t : op.dtypes) {
         std::string why;
         const bool ok = ctx.supports(op.name, t, &why);
-        if (op.name == "linear" || op.name == "matmul") {
+        if (op.name == "linear" || op.name == "matmul" || op.name == "linear_dropout") {
           if (!ok) {
             EXPECT_NE(why.find(gpu == "cuda" ? "cuBLASLt" : "hipBLASLt"), std::string::npos) << op.name << ": " << why;
           }

@@ -108,6 +108,7 @@ const std::unordered_map<std::string, Entry>& table() {
     m.emplace("adamw_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::adamw), "param,grad,m,v"});
     m.emplace("sgd_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::sgd), "param,grad,momentum_buffer"});
     m.emplace("linear", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
+    m.emplace("linear_dropout", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
     m.emplace("matmul", Entry{Family::Matmul, Kern::Matmul, 0, "a,b,bias,residual"});
     // Section 4's embedding and section 5 (attention.cu; dispatch_attention below).
     m.emplace("embedding", Entry{Family::Elementwise, Kern::Embedding, 0, "tokens,table,pos"});

@@ -165,6 +165,10 @@ struct EpilogueParams {
   const void* res = nullptr;
   int64_t total = 0, n = 1;
   int act = 0;
+  // linear_dropout: dropout after the activation, before the residual, with the Philox mask of element
+  // i of y (KERNELS.md; the same words as eltwise.cu's dropout): keep(i) = (word >> 8) >= thr.
+  uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
+  double keep_scale = 1;
 };
 
 // ---- Section 4's embedding and section 5 (attention.cu).

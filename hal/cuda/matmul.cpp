@@ -32,6 +32,7 @@
 #include "hal/cuda/device.hpp"
 #include "hal/cuda/kernels.hpp"
 #include "kf/error.hpp"
+#include "ops/reference_math.hpp"
 #include "ops/registry.hpp"
 
 #if !defined(KF_HIP)
@@ -209,7 +210,8 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const OpDef& op = *call.op;
   const LtApi& api = lt_api();
   if (!api.error.empty()) throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op.name + ": cuBLASLt is unavailable: " + api.error);
-  const bool is_linear = op.name == "linear";
+  const bool dropout = op.name == "linear_dropout" && call.attrs.p > 0;
+  const bool is_linear = op.name == "linear" || op.name == "linear_dropout";
   const TensorArg& a = call.inputs[0];
   const TensorArg& b = call.inputs[1];
   const TensorArg* bias = call.inputs.size() > 2 && call.inputs[2].buffer ? &call.inputs[2] : nullptr;
@@ -250,7 +252,8 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const bool unbatched = batches == 1;
   const bool lt_bias = bias && unbatched && !f64 && lt_epilogues_;
   const bool lt_act = unbatched && !f64 && !res && lt_epilogues_ && (act == kActRelu || (act == kActGeluTanh && half));
-  const bool lt_res = res && (act == kActNone) && lt_epilogues_;  // beta = 1, C = residual
+  // beta = 1, C = residual; not under dropout, which comes before the residual
+  const bool lt_res = res && (act == kActNone) && !dropout && lt_epilogues_;
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   if (lt_act && act == kActRelu) epi = lt_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
   else if (lt_act) epi = lt_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
@@ -262,7 +265,15 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   ep.act = lt_act ? static_cast<int>(kActNone) : act;
   ep.total = y.numel;
   ep.n = N;
-  bool own_epilogue = ep.bias || ep.res || ep.act != kActNone;
+  if (dropout) {
+    ep.seed_lo = static_cast<uint32_t>(call.attrs.seed);
+    ep.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
+    ep.off_lo = static_cast<uint32_t>(call.attrs.offset);
+    ep.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
+    ep.thr = ref::dropout_threshold(call.attrs.p);
+    ep.keep_scale = 1.0 / (1.0 - call.attrs.p);
+  }
+  bool own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
 
   make_current();
   if (!lt_) {
@@ -345,7 +356,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
     chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
     ep.bias = bias ? ptr_of(bias->buffer) : nullptr;
     ep.act = act;
-    own_epilogue = ep.bias || ep.res || ep.act != kActNone;
+    own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
     chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
         "cublasLtMatmulAlgoGetHeuristic");
   }

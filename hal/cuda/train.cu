@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(256) optim_kernel(const OptimParams p) {
   }
 }
 
-// ---- The matrix products' own epilogue, in place: y = act(y + bias) + residual (KERNELS.md section 4).
+// ---- The matrix products' own epilogue, in place: y = dropout(act(y + bias)) + residual (KERNELS.md
+// section 4; the dropout for linear_dropout only).
 template <class T>
 __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
   using C = typename T::C;
@@ -151,6 +152,12 @@ __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
       case 3: v = gelu_tanh_f<M>(v); break;
       case 4: v = silu_f<M>(v); break;
       default: break;
+    }
+    if (p.thr != 0u) {
+      const uint64_t blk = static_cast<uint64_t>(i) >> 2;
+      const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                                    p.seed_lo, p.seed_hi);
+      v = (word_of(w, i) >> 8) >= p.thr ? v * C(p.keep_scale) : C(0);
     }
     if (p.res) v += T::load(p.res, i);
     T::store(p.y, i, v);
