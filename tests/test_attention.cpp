@@ -25,6 +25,25 @@ Context tuned(const DeviceRef& d, const std::string& tuning) {
   return Context::create(o);
 }
 
+std::vector<Shape> qkv(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+  return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+}
+
+// Cases spanning several 64-row query tiles and key tiles, for the tensor-core kernels (Vulkan, CUDA).
+std::vector<TestCase> multi_tile_cases() {
+  std::vector<TestCase> big = {
+      {"gqa_h4_kv2_sq150_sk200_d128_causal_rope", qkv(1, 4, 2, 150, 200, 128), {}, 2},
+      {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
+      {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
+      {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
+  };
+  big[0].attrs.causal = true, big[0].attrs.rope = 1;
+  big[1].attrs.p = 0.25, big[1].attrs.return_lse = true;
+  big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
+  big[3].attrs.rope = 2;
+  return big;
+}
+
 // Every registry case of attention in `dtypes` on ctx; returns the variants seen.
 std::vector<std::string> run_all_cases(Context& ctx, const std::vector<DType>& dtypes, const std::string& what) {
   std::vector<std::string> variants;
@@ -73,21 +92,9 @@ TEST(AttentionPaths, EachPathOnEveryCase) {
 // 64-row query tiles and key tiles; skipped where the device has no NV cooperative matrices.
 TEST(AttentionPaths, CooperativeMatrixF16) {
   int checked = 0;
-  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
-    return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
-  };
-  std::vector<TestCase> big = {
-      {"gqa_h4_kv2_sq150_sk200_d128_causal_rope", qkv(1, 4, 2, 150, 200, 128), {}, 2},
-      {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
-      {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
-      {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
-      {"sq70_sk90_d64_dropout97", qkv(1, 2, 2, 70, 90, 64), {}, 2},  // 1 / (1 - p) = 33: a smaller P scale
-  };
-  big[0].attrs.causal = true, big[0].attrs.rope = 1;
-  big[1].attrs.p = 0.25, big[1].attrs.return_lse = true;
-  big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
-  big[3].attrs.rope = 2;
-  big[4].attrs.p = 0.97;
+  std::vector<TestCase> big = multi_tile_cases();
+  big.push_back({"sq70_sk90_d64_dropout97", qkv(1, 2, 2, 70, 90, 64), {}, 2});  // 1 / (1 - p) = 33: a smaller P scale
+  big.back().attrs.p = 0.97;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
     // (attn_quad=1: the generic softmax through shared memory where the device would take the
@@ -442,21 +449,9 @@ TEST(AttentionCuda, PortableKernelOnEveryCase) {
 TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
-  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
-    return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
-  };
-  std::vector<TestCase> big = {
-      {"gqa_h4_kv2_sq150_sk200_d128_causal_rope", qkv(1, 4, 2, 150, 200, 128), {}, 2},
-      {"sq70_sk130_d256_dropout_lse", qkv(1, 2, 2, 70, 130, 256), {}, 2},
-      {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
-      {"sq65_sk129_d80_rope_interleaved", qkv(1, 3, 1, 65, 129, 80), {}, 2},
-      {"sq200_sk200_d128_causal_lse", qkv(1, 1, 1, 200, 200, 128), {}, 2},
-  };
-  big[0].attrs.causal = true, big[0].attrs.rope = 1;
-  big[1].attrs.p = 0.25, big[1].attrs.return_lse = true;
-  big[2].attrs.window = 40, big[2].attrs.alibi = true, big[2].attrs.softcap = 3;
-  big[3].attrs.rope = 2;
-  big[4].attrs.causal = true, big[4].attrs.return_lse = true;
+  std::vector<TestCase> big = multi_tile_cases();
+  big.push_back({"sq200_sk200_d128_causal_lse", qkv(1, 1, 1, 200, 200, 128), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.return_lse = true;
   int checked = 0, refused = 0;
   for (const auto& d : devs) {
     for (const char* tuning : {"attn_path=2,attn_wmma=smem,attn_split=1", "attn_path=2,attn_wmma=smem,attn_split=3",

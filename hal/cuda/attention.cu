@@ -266,14 +266,13 @@ __global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
   for (int k = 0; k < NQ * VW; ++k) acc[k] = C(0);
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
 
-  for (int j0 = g.jbeg; j0 < g.jend; j0 += BK) {
-    if (!tile_in_mask(p, g, j0, m_min(j0 + BK, g.jend) - 1)) continue;  // the same decision in every thread
-    // K tile.
+  // Rows j0 .. j0 + BK - 1 of K or V into the tile (zeros past the visible keys).
+  const auto stage_tile = [&](const void* src, int j0) {
     for (int e = tid; e < BK * NPK; e += blockDim.x) {
       const int t = e / NPK, pk = e % NPK, j = j0 + t;
       C x[VW];
       if (j < g.jend) {
-        T::unpack(load_pack(p.k, (kvbase + j) * NPK + pk), x);
+        T::unpack(load_pack(src, (kvbase + j) * NPK + pk), x);
       } else {
 #pragma unroll
         for (int k = 0; k < VW; ++k) x[k] = C(0);
@@ -281,6 +280,10 @@ __global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
 #pragma unroll
       for (int k = 0; k < VW; ++k) KVs[t * DP + pk * VW + k] = x[k];
     }
+  };
+  for (int j0 = g.jbeg; j0 < g.jend; j0 += BK) {
+    if (!tile_in_mask(p, g, j0, m_min(j0 + BK, g.jend) - 1)) continue;  // the same decision in every thread
+    stage_tile(p.k, j0);  // K tile
     __syncthreads();
     if (p.rope_mode) {
       rope_rows(KVs, DP, m_min(BK, g.jend - j0), false, j0, 0, p);
@@ -303,18 +306,7 @@ __global__ void __launch_bounds__(256) attn_simt(const AttnParams p) {
     }
     __syncthreads();
     // V tile (K is no longer read), and the probabilities of this thread's keys.
-    for (int e = tid; e < BK * NPK; e += blockDim.x) {
-      const int t = e / NPK, pk = e % NPK, j = j0 + t;
-      C x[VW];
-      if (j < g.jend) {
-        T::unpack(load_pack(p.v, (kvbase + j) * NPK + pk), x);
-      } else {
-#pragma unroll
-        for (int k = 0; k < VW; ++k) x[k] = C(0);
-      }
-#pragma unroll
-      for (int k = 0; k < VW; ++k) KVs[t * DP + pk * VW + k] = x[k];
-    }
+    stage_tile(p.v, j0);
     C mt = neg_inf<C>();
     for (int t = 0; t < BK; ++t) mt = m_max(mt, Ss[lr * BK + t]);
     const C mnew = m_max(m, mt);
