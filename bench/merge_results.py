@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Merges kf-bench JSON files (bench/SCHEMA.md) of one device into one: later files replace the results
-of earlier ones with the same (op, case, dtype, backend) and add the rest; the device block, copy
-bandwidths and matrix ceiling are the last file's (where it has them). For a report that combines a full
-run with later re-runs of some ops:
+of earlier ones with the same (op, case, dtype, backend) and add the rest. Each result keeps the
+fractions of its own run; the device block (copy bandwidths, matrix ceiling) is the first file's, later
+files only adding what it lacks (a short re-run can measure a roofline badly: one taken before the
+clocks rose read bf16 copy at 1212 GB/s). For a report that combines a full run with later re-runs:
 
     python3 bench/merge_results.py full.json rerun.json ... > merged.json
 """
@@ -24,8 +25,9 @@ def main(paths):
             dev = merged["device"]
             for k, v in doc.get("device", {}).items():
                 if isinstance(v, dict) and isinstance(dev.get(k), dict):
-                    dev[k].update(v)
-                elif v:
+                    for kk, vv in v.items():
+                        dev[k].setdefault(kk, vv)
+                elif k not in dev or not dev[k]:
                     dev[k] = v
             for k in ("created", "reps", "warmup", "warmup_ms"):
                 if k in doc:
