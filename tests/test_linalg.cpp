@@ -274,5 +274,33 @@ TEST(LinalgPaths, ConvTensorCores) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
+// A forced tensor-core path that cannot serve a call (f32 here, on any device) is an Unsupported
+// kf::Error naming the op, the knob and the reason; nothing is written and the context goes on working.
+TEST(LinalgPaths, ForcedTensorCorePathsRejectCleanly) {
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ContextOptions o = options_for(d);
+    o.tuning = "conv_path=2,attn_path=2";
+    Context ctx = Context::create(o);
+    const auto filled = [&](const Shape& s) { return ctx.from_host(s, DType::f32, std::vector<double>(numel(s), 0.25)); };
+    const auto poisoned = [&](const Shape& s) {
+      Tensor y = ctx.empty(s, DType::f32);
+      y.fill_bytes(kPoison);
+      return y;
+    };
+    Tensor x = filled({1, 8, 5, 5}), W = filled({4, 8, 3, 3}), y = poisoned({1, 4, 3, 3});
+    expect_rejected(ctx, [&] { ctx.run("conv2d", {x, W}, {y}); }, ErrorCode::Unsupported,
+                    {"conv2d", "conv_path=2", "f16"}, {y});
+    Tensor q = filled({1, 2, 5, 16}), k = filled({1, 2, 7, 16}), o2 = poisoned({1, 2, 5, 16});
+    expect_rejected(ctx, [&] { ctx.run("attention", {q, k, k}, {o2}); }, ErrorCode::Unsupported,
+                    {"attention", "attn_path=2", "f16 only"}, {o2});
+    // The context still runs what the knobs do not force.
+    Tensor s = ctx.empty({1, 2, 5, 7}, DType::f32);
+    ctx.run("attention_scores", {q, k}, {s});
+    const std::vector<float> v = s.to_float();
+    EXPECT_NEAR(v[0], 16 * 0.0625 / 4.0, 1e-6);  // 16 products of 0.25^2, scaled by 1/sqrt(16)
+  }
+}
+
 }  // namespace
 }  // namespace kf::test
