@@ -5,8 +5,16 @@
 // which documents the row tiling (query heads of a kv-head group share a tile), the masks, the
 // dropout index, the key splits and the workspace; hal/vulkan/kernels_attn.cpp picks the path.
 //
-// A workgroup of 4 subgroups takes 64 query rows, 16 per subgroup; keys come in tiles of BKV through
-// one shared-memory buffer (the query tile, then each K tile, then each V tile).
+// A workgroup of NW subgroups (4, or 8 in the _w8 variants) takes 16 query rows per subgroup; keys come
+// in tiles of BKV. Two forms of the loop:
+//   QUAD (the default where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the
+//   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
+//   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
+//   into registers during the products.
+//   generic (any layout), described here: one buffer (query tile, K tile, V tile in turn), scores and
+//   probabilities through shared memory.
+// In both, each tile's P V starts from zero and is added to O in f32 (accumulating across tiles in
+// the multiply-add drifted over a million keys).
 //   S = Q K^T   per subgroup: the query fragments stay in registers, K fragments are loaded column-major
 //               from the staged tile; the 16 x BKV f32 scores go to shared memory.
 //   softmax     two invocations per row (lane / 2), each half of the keys: scale, soft-capping, ALiBi,
