@@ -24,12 +24,23 @@
 //               matrix whose element (r, c) holds r, loaded once, tells each invocation (elementwise
 //               operations apply to elements of the same position in matrices of the same type).
 // The output goes through the subgroup's score area, one 16 x 16 accumulator at a time.
+//
+// BF16IN: bf16 tensors (there is no bf16 NV cooperative-matrix shape) converted to f16 as they are
+// staged, each multiplied by a power of two that puts its largest magnitude in [2^14, 2^15) (found
+// by attention_absmax.comp before this dispatch, words aux_amax .. + 2 of the workspace): exact
+// scaling, no overflow of f16's 65504 (RoPE's rotation grows a component by at most sqrt(2)), and
+// every value down to 2^-28 of the largest keeps its 8 bits. The scales are undone in f32: Q's and
+// K's on the scores (with the softmax scale), V's on the output. Output, lse, slopes and sinks are bf16.
 #extension GL_NV_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
+#if defined(BF16IN)
+#define DT_BF16
+#else
 #define DT_F16
+#endif
 #include "common.glsl"
 #include "philox.glsl"
 #include "attention_common.glsl"
@@ -103,6 +114,26 @@ shared float rowf[NW * 16u];              // per row: the rescaling factor of th
 // A staged row: 16-byte packs of 8 halves, as in memory.
 void stage_row_pack(uint t, uint pk, uvec4 x) { KVs[t * KROW + pk] = x; }
 
+// A 16-byte pack of the input as 8 f16 values (BF16IN: 8 bf16 values times the tensor's power of two).
+uvec4 to_f16(uvec4 x, float s) {
+#if defined(BF16IN)
+  uvec4 h;
+  [[unroll]] for (uint k = 0; k < 4u; ++k) h[k] = packHalf2x16(vec2(bf16_lo(x[k]), bf16_hi(x[k])) * s);
+  return h;
+#else
+  return x;
+#endif
+}
+
+// The power of two 2^k that puts a largest magnitude (bf16 bits, sign cleared) in [2^14, 2^15); 1 for
+// zero, infinity or NaN (which then propagate as in the reference). k is kept within [-100, 100].
+float pow2_scale(uint m) {
+  if (m == 0u || m >= 0x7f80u) return 1.0;
+  const int e = (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133;  // floor(log2(value))
+  return exp2(float(clamp(14 - e, -100, 100)));
+}
+float g_scale;  // the softmax scale of the raw dot products of the staged (scaled) Q and K
+
 // RoPE on rows [0, n) of the staged tile, in f32 (as attention.comp's rope_tile); query row t is at
 // the position of its query, key row t at first_pos + t. An invocation owns whole words (two halves):
 // the pair (d, d + 1) and its partners (interleaved: one word holds a pair).
@@ -158,7 +189,7 @@ float score(Row x, int j, int jend, int off, uint kbeg, float dot) {
   if (WINDOW && x.qi + off - j >= int(pc.window)) vis = false;
   if (BMASK && vis && ws[pc.aux_bmask + (x.global_row / pc.block_size) * pc.nkb + (kbeg + uint(j)) / pc.block_size] == 0u) vis = false;
   if (!vis) return NEG_INF;
-  float s = dot * pc.scale;
+  float s = dot * g_scale;
   if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
   if (ALIBI != 0u) s -= x.slope * abs(float(x.qi + off - j));
   return s;
@@ -196,6 +227,13 @@ void main() {
   const uint tr = w * 16u + lane / 2u, c = lane & 1u;
   const Row me = row_of(r0 + tr, nrows, hk, b, qbeg);
   const float pscale = DROPOUT ? min(PSCALE_MAX, exp2(floor(log2(32768.0 / pc.keep_scale)))) : PSCALE_MAX;
+#if defined(BF16IN)
+  const float sq = pow2_scale(ws[pc.aux_amax]), sk = pow2_scale(ws[pc.aux_amax + 1u]), sv = pow2_scale(ws[pc.aux_amax + 2u]);
+  g_scale = pc.scale / sq / sk;  // (each division exact, by a power of two, unless the result underflows)
+#else
+  const float sq = 1.0, sk = 1.0, sv = 1.0;
+  g_scale = pc.scale;
+#endif
 #if QUAD
   // The quad layout of mma.sync's accumulators (hal/vulkan/kernels_attn.cpp finds it on the device
   // before choosing this variant): element i of a 16 x 16 accumulator is at row lane / 4 + 8 H(i),
@@ -214,7 +252,7 @@ void main() {
     for (uint e = lid; e < KVROWS * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK, rq = r0 + q0 + t;
       uvec4 x = uvec4(0);
-      if (rq < nrows) x = Q_v.v[((b * pc.Hq + hk * pc.G + rq % pc.G) * pc.SqT + qbeg + rq / pc.G) * HPK + pk];
+      if (rq < nrows) x = to_f16(Q_v.v[((b * pc.Hq + hk * pc.G + rq % pc.G) * pc.SqT + qbeg + rq / pc.G) * HPK + pk], sq);
       stage_row_pack(t, pk, x);
     }
     barrier();
@@ -249,8 +287,8 @@ void main() {
 #if PREFETCH
     [[unroll]] for (uint q = 0; q < PF; ++q) {
       const uint e = lid + q * gl_WorkGroupSize.x, t = e / HPK, pk = e % HPK;
-      KVs[t * KROW + pk] = pk_k[q];
-      Vs[t * KROW + pk] = pk_v[q];
+      KVs[t * KROW + pk] = to_f16(pk_k[q], sk);
+      Vs[t * KROW + pk] = to_f16(pk_v[q], sv);
     }
     barrier();
     if (j0 + int(BKV) < jend) prefetch(j0 + int(BKV), jend, kvbase);
@@ -259,8 +297,8 @@ void main() {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
       const bool inside = j < jend;
-      stage_row_pack(t, pk, inside ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
-      Vs[t * KROW + pk] = inside ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+      stage_row_pack(t, pk, inside ? to_f16(K_v.v[(kvbase + uint(j)) * HPK + pk], sk) : uvec4(0));
+      Vs[t * KROW + pk] = inside ? to_f16(V_v.v[(kvbase + uint(j)) * HPK + pk], sv) : uvec4(0);
     }
     barrier();
 #endif
@@ -365,7 +403,7 @@ void main() {
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
-      stage_row_pack(t, pk, j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+      stage_row_pack(t, pk, j < jend ? to_f16(K_v.v[(kvbase + uint(j)) * HPK + pk], sk) : uvec4(0));
     }
     barrier();
     if (ROPE != 0u) {
@@ -386,7 +424,7 @@ void main() {
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
-      stage_row_pack(t, pk, j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+      stage_row_pack(t, pk, j < jend ? to_f16(V_v.v[(kvbase + uint(j)) * HPK + pk], sv) : uvec4(0));
     }
     // The softmax of this invocation's half row (keys c, c + 2, ...).
     float sv[BKV / 2u];
@@ -436,7 +474,7 @@ void main() {
 
   // Epilogue: this invocation's row is the staged row lane / 2, columns 8 c .. 8 c + 7 of each
   // 16-wide block; its m and l are the row's.
-  float factor = 1.0 / pscale;
+  float factor = 1.0 / pscale / sv;
   if (SINKS && !SPLIT) {
     const float sk = aux_elem(pc.aux_sinks, me.h);
     const float mf = max(m_row, sk);

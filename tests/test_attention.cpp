@@ -87,9 +87,10 @@ TEST(AttentionPaths, EachPathOnEveryCase) {
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
 }
 
-// The tensor-core path (attention_coopmat.comp, f16) forced on every registry case whose head dimension
-// it is built for, in one pass and with key splits, each softmax variant, and on cases spanning several
-// 64-row query tiles and key tiles; skipped where the device has no NV cooperative matrices.
+// The tensor-core path (attention_coopmat.comp, f16, and bf16 staged as scaled f16) forced on every
+// registry case whose head dimension it is built for, in one pass and with key splits, each softmax
+// variant, and on cases spanning several 64-row query tiles and key tiles; skipped where the device has
+// no NV cooperative matrices. (bf16: the workgroup shapes it is built for.)
 TEST(AttentionPaths, CooperativeMatrixF16) {
   int checked = 0;
   std::vector<TestCase> big = multi_tile_cases();
@@ -108,19 +109,75 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
       ValidationCheck vc(ctx);
       std::vector<TestCase> cases = attention_op().tests;
       cases.insert(cases.end(), big.begin(), big.end());
-      for (const TestCase& tc : cases) {
-        const uint64_t seed = fresh_seed();
-        check::CaseOptions o;
-        o.repeat = true;
-        const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f16, tc, seed, o);
-        if (!r.pass && (r.message.find("is not built for head dimension") != std::string::npos ||
-                        r.message.find("does not serve this call") != std::string::npos))
-          continue;
-        ++checked;
-        EXPECT_TRUE(r.pass) << tuning << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
-                            << r.message;
-        EXPECT_NE(r.variant.find("coopmat-nv"), std::string::npos) << tuning << " " << tc.label << ": " << r.variant;
-      }
+      for (DType t : {DType::f16, DType::bf16})
+        for (const TestCase& tc : cases) {
+          const uint64_t seed = fresh_seed();
+          check::CaseOptions o;
+          o.repeat = true;
+          const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
+          if (!r.pass && (r.message.find("is not built for head dimension") != std::string::npos ||
+                          r.message.find("does not serve this call") != std::string::npos))
+            continue;
+          ++checked;
+          EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant
+                              << "), seed " << seed << ":\n" << r.message;
+          EXPECT_NE(r.variant.find("coopmat-nv"), std::string::npos) << tuning << " " << tc.label << ": " << r.variant;
+          EXPECT_EQ(r.variant.find("bf16-staged-as-f16") != std::string::npos, t == DType::bf16) << r.variant;
+        }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
+}
+
+// bf16 on the tensor-core path is staged as f16 times a power of two per tensor: magnitudes beyond
+// f16's 65504 (K and V up to 3e5) and far below its normal range (everything near 1e-6) come out as
+// the CPU backend computes them from the same bf16 inputs, with and without key splits, in both softmax
+// forms; causal, with RoPE (which rotates the scaled values) and lse.
+TEST(AttentionPaths, CooperativeMatrixBf16Magnitudes) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3", "attn_path=2,attn_quad=1,attn_split=1"}) {
+      Context ctx = tuned(d, tuning);
+      if (!ctx.device().caps.coopmat_nv) break;
+      ValidationCheck vc(ctx);
+      struct Mag {
+        double q, k, v;
+      };
+      for (const Mag m : {Mag{1e-4, 2e5, 3e5}, Mag{1e-6, 1e-6, 1e-6}, Mag{3e-3, 7e4, 1e-30}})
+        for (const int rope : {0, 1}) {
+          const Shape qs{2, 4, 70, 64}, ks{2, 2, 90, 64};
+          std::mt19937_64 rng(fresh_seed());
+          const std::vector<double> qv = uniform(numel(qs), m.q, rng), kv = uniform(numel(ks), m.k, rng),
+                                    vv = uniform(numel(ks), m.v, rng);
+          Attrs a;
+          a.causal = true;
+          a.rope = rope;
+          a.return_lse = true;
+          std::vector<std::vector<double>> outs, lses;
+          for (int which = 0; which < 2; ++which) {
+            Context& c = which == 0 ? ctx : cpu();
+            Tensor q = c.from_host(qs, DType::bf16, qv), k = c.from_host(ks, DType::bf16, kv), v = c.from_host(ks, DType::bf16, vv);
+            const std::vector<Tensor> r = c.call("attention", {q, k, v}, a);
+            outs.push_back(r.at(0).to_double());
+            lses.push_back(r.at(1).to_double());
+            if (which == 0) {
+              EXPECT_NE(c.last_variant().find("bf16-staged-as-f16"), std::string::npos) << c.last_variant();
+            }
+          }
+          ++checked;
+          double most = 0;
+          for (double x : outs[1]) most = std::max(most, std::fabs(x));
+          int bad = 0;
+          for (size_t e = 0; e < outs[0].size(); ++e)
+            if (!(std::fabs(outs[0][e] - outs[1][e]) <= 2e-2 * most) && ++bad <= 5)
+              ADD_FAILURE() << tuning << " magnitudes " << m.q << "/" << m.k << "/" << m.v << " rope " << rope << " element " << e
+                            << ": vulkan " << outs[0][e] << ", cpu " << outs[1][e] << " (largest " << most << ")";
+          for (size_t e = 0; e < lses[0].size(); ++e)
+            if (!(std::fabs(lses[0][e] - lses[1][e]) <= 2e-2 * std::max(1.0, std::fabs(lses[1][e]))) && ++bad <= 5)
+              ADD_FAILURE() << tuning << " lse row " << e << ": vulkan " << lses[0][e] << ", cpu " << lses[1][e];
+          EXPECT_EQ(bad, 0);
+        }
     }
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";

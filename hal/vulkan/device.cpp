@@ -446,6 +446,15 @@ void VulkanDevice::record_copy(const std::shared_ptr<Buffer>& src, const std::sh
   ++commands_;
 }
 
+void VulkanDevice::record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset) {
+  if (commands_ >= kMaxBatch) submit_and_wait();
+  begin();
+  barrier();
+  vkCmdFillBuffer(cmd_, static_cast<VkBuf*>(dst.get())->handle(), offset, bytes, word);
+  retained_.push_back(dst);
+  ++commands_;
+}
+
 void VulkanDevice::record(const Launch& l) {
   VkPipeline p = pipeline(l.variant, l.spec);  // may throw before anything is recorded
   if (commands_ >= kMaxBatch) submit_and_wait();

@@ -126,6 +126,9 @@ class VulkanDevice final : public Device {
   // recorded before it.
   void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
                    size_t src_offset = 0, size_t dst_offset = 0);
+  // Records filling `bytes` (a multiple of 4) of dst from byte `offset` with `word`, ordered after
+  // everything recorded before it.
+  void record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset = 0);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
   std::shared_ptr<Buffer> workspace(size_t bytes);
 

@@ -41,6 +41,7 @@ struct AttnPush {
   int32_t rope_pos0;
   uint32_t part_off;
   uint32_t scale_lo, scale_hi;  // the scale as a double (the f64 attention_scores)
+  uint32_t aux_amax;            // the tensor-core path in bf16: Q's, K's and V's largest magnitudes
 };
 static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 
@@ -478,24 +479,28 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
   const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
   uint32_t bq = 0, bk = 0;
-  // The tensor-core path (attention_coopmat.comp, f16): 64 query rows per workgroup of 4 subgroups,
-  // chosen when there are at least 32 rows to fill a tile (decoding stays on the portable kernel).
-  const std::string cm_variant = "attn_cm_f16_d" + std::to_string(D);
+  // The tensor-core path (attention_coopmat.comp, f16 and bf16 staged as scaled f16): 64 query rows
+  // per workgroup of 4 subgroups, chosen when there are at least 32 rows to fill a tile (decoding stays
+  // on the portable kernel).
+  const bool cm_dtype = call.dtype == DType::f16 || call.dtype == DType::bf16;
+  const std::string cm_dt = to_string(call.dtype);
+  const std::string cm_variant = "attn_cm_" + cm_dt + "_d" + std::to_string(D);
   const uint32_t cm_bk = D > 128 ? 32 : 64;
-  const bool cm_fits = coopmat_f16_ && call.dtype == DType::f16 && has_variant(cm_variant) &&
+  const bool cm_fits = coopmat_f16_ && cm_dtype && has_variant(cm_variant) &&
+                       (call.dtype != DType::bf16 || has_variant("attn_absmax_bf16")) &&
                        coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
   if (tuning().attn_path == 2 && !cm_fits)
     throw Error(ErrorCode::Unsupported, "attention: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
-                                            std::string(call.dtype != DType::f16 ? "it takes f16 only"
+                                            std::string(!cm_dtype ? "it takes f16 and bf16 only"
                                                         : !coopmat_f16_ ? "the device has no 16x16x16 f16 NV cooperative-matrix shape"
                                                         : !has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
                                                                                    : "it does not fit the device's shared memory"));
   const bool cm = cm_fits && (tuning().attn_path == 2 || (tuning().attn_path == 0 && rows_needed >= 32));
-  bool cm_quad = cm && tuning().attn_quad == 0 && has_variant("attn_cmq_f16_d" + std::to_string(D)) &&
+  bool cm_quad = cm && tuning().attn_quad == 0 && has_variant("attn_cmq_" + cm_dt + "_d" + std::to_string(D)) &&
                  coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout() >= 0;
   // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
   // mask, whose skipped tiles the prefetch does not follow).
-  std::string quad_variant = "attn_cmq_f16_d" + std::to_string(D);
+  std::string quad_variant = "attn_cmq_" + cm_dt + "_d" + std::to_string(D);
   uint32_t nw = 4;
   if (cm_quad) {
     // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
@@ -569,7 +574,36 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   }
   const uint64_t rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
   pc.part_off = plan.region(split ? nsplit * rows * (D + 2) : 0);
+  const bool amax = cm && call.dtype == DType::bf16;
+  if (amax) pc.aux_amax = plan.region(4);
   const std::shared_ptr<Buffer> ws = plan.record(*this, "attention");
+  if (amax) {
+    // The largest magnitudes of Q, K and V for the bf16 -> f16 staging (attention_absmax.comp).
+    record_fill(ws, 0u, 16, size_t(pc.aux_amax) * 4);
+    struct {
+      uint32_t n_packs[3], out_word;
+    } ap{};
+    uint64_t most = 0;
+    for (int k = 0; k < 3; ++k) {
+      const uint64_t n = static_cast<uint64_t>(call.inputs[k].numel) / 8;  // (D is a multiple of 16)
+      if (n > UINT32_MAX) throw Error(ErrorCode::Unsupported, "attention: bf16 inputs of more than 2^32 16-byte packs");
+      ap.n_packs[k] = static_cast<uint32_t>(n);
+      most = std::max(most, n);
+    }
+    ap.out_word = pc.aux_amax;
+    Launch al;
+    al.variant = "attn_absmax_bf16";
+    al.bindings[0] = call.inputs[0].buffer;
+    al.bindings[1] = call.inputs[1].buffer;
+    al.bindings[2] = call.inputs[2].buffer;
+    al.bindings[5] = ws;
+    al.push = &ap;
+    al.push_bytes = sizeof(ap);
+    // Enough workgroups to stream at the copy bandwidth, each taking at least 4 packs per invocation.
+    al.groups = static_cast<uint32_t>(std::clamp<uint64_t>((most + 1023) / 1024, 1, 1024));
+    al.groups_y = 3;
+    record(al);
+  }
 
   pc.softcap = static_cast<float>(a.softcap);
   pc.window = u32(a.window);
@@ -613,8 +647,8 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record(l);
   std::string variant = std::string("vulkan:attention/") +
-                        (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_f16_d" + std::to_string(D)).size())
-                         : cm ? "coopmat-nv" : "portable") + ",bq=" + std::to_string(bq) +
+                        (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_" + cm_dt + "_d" + std::to_string(D)).size())
+                         : cm ? "coopmat-nv" : "portable") + (amax ? ",bf16-staged-as-f16" : "") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
   if (!split) return variant;
 
