@@ -25,12 +25,13 @@
 //               operations apply to elements of the same position in matrices of the same type).
 // The output goes through the subgroup's score area, one 16 x 16 accumulator at a time.
 //
-// BF16IN: bf16 tensors (there is no bf16 NV cooperative-matrix shape) converted to f16 as they are
-// staged, each multiplied by a power of two that puts its largest magnitude in [2^14, 2^15) (found
-// by attention_absmax.comp before this dispatch, words aux_amax .. + 2 of the workspace): exact
-// scaling, no overflow of f16's 65504 (RoPE's rotation grows a component by at most sqrt(2)), and
-// every value down to 2^-28 of the largest keeps its 8 bits. The scales are undone in f32: Q's and
-// K's on the scores (with the softmax scale), V's on the output. Output, lse, slopes and sinks are bf16.
+// BF16IN: bf16 attention (there is no bf16 NV cooperative-matrix shape) on f16 values, each tensor
+// multiplied by a power of two that puts its largest magnitude in [2^14, 2^15) (found by
+// attention_absmax.comp before this dispatch, words aux_amax .. + 2 of the workspace): exact scaling,
+// no overflow of f16's 65504 (RoPE's rotation grows a component by at most sqrt(2)), and every value
+// down to 2^-28 of the largest keeps its 8 bits. Q is bf16 and converted as it is staged; K and V come
+// already converted (attention_absmax.comp CONVERT). The scales are undone in f32: Q's and K's on the
+// scores (with the softmax scale), V's on the output. Output, lse, slopes and sinks are bf16.
 #extension GL_NV_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
@@ -114,7 +115,7 @@ shared float rowf[NW * 16u];              // per row: the rescaling factor of th
 // A staged row: 16-byte packs of 8 halves, as in memory.
 void stage_row_pack(uint t, uint pk, uvec4 x) { KVs[t * KROW + pk] = x; }
 
-// A 16-byte pack of the input as 8 f16 values (BF16IN: 8 bf16 values times the tensor's power of two).
+// A 16-byte pack of Q as 8 f16 values (BF16IN: 8 bf16 values times Q's power of two).
 uvec4 to_f16(uvec4 x, float s) {
 #if defined(BF16IN)
   uvec4 h;
@@ -287,8 +288,8 @@ void main() {
 #if PREFETCH
     [[unroll]] for (uint q = 0; q < PF; ++q) {
       const uint e = lid + q * gl_WorkGroupSize.x, t = e / HPK, pk = e % HPK;
-      KVs[t * KROW + pk] = to_f16(pk_k[q], sk);
-      Vs[t * KROW + pk] = to_f16(pk_v[q], sv);
+      KVs[t * KROW + pk] = pk_k[q];
+      Vs[t * KROW + pk] = pk_v[q];
     }
     barrier();
     if (j0 + int(BKV) < jend) prefetch(j0 + int(BKV), jend, kvbase);
@@ -297,8 +298,8 @@ void main() {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
       const bool inside = j < jend;
-      stage_row_pack(t, pk, inside ? to_f16(K_v.v[(kvbase + uint(j)) * HPK + pk], sk) : uvec4(0));
-      Vs[t * KROW + pk] = inside ? to_f16(V_v.v[(kvbase + uint(j)) * HPK + pk], sv) : uvec4(0);
+      stage_row_pack(t, pk, inside ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+      Vs[t * KROW + pk] = inside ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
     }
     barrier();
 #endif
@@ -403,7 +404,7 @@ void main() {
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
-      stage_row_pack(t, pk, j < jend ? to_f16(K_v.v[(kvbase + uint(j)) * HPK + pk], sk) : uvec4(0));
+      stage_row_pack(t, pk, j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
     }
     barrier();
     if (ROPE != 0u) {
@@ -424,7 +425,7 @@ void main() {
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
-      stage_row_pack(t, pk, j < jend ? to_f16(V_v.v[(kvbase + uint(j)) * HPK + pk], sv) : uvec4(0));
+      stage_row_pack(t, pk, j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
     }
     // The softmax of this invocation's half row (keys c, c + 2, ...).
     float sv[BKV / 2u];

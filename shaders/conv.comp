@@ -58,31 +58,33 @@ void main() {
   const uint OH = (pc.H + 2u * PH - DH * (KH - 1u) - 1u) / SH + 1u;
   const uint OW = (pc.W + 2u * PW - DW * (KW - 1u) - 1u) / SW + 1u;
   const uint P = OH * OW, M = pc.N * P, KHW = KH * KW, KP = pc.C * KHW / 8u;
-  // One invocation per output pixel writes its whole row of K taps in order (so that each row's bytes
-  // reach L2 together and leave it as whole lines), while neighbouring invocations, neighbouring
-  // pixels, read neighbouring input elements for each tap (coalesced). (One invocation per 8-tap pack,
-  // pixels fastest, wrote 16-byte pieces a row length apart: about 0.3 ms for 57 MB on an H100.)
-  for (uint gm = gl_GlobalInvocationID.x; gm < M; gm += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+  // One invocation per 16-byte pack of col, packs in memory order: neighbouring invocations write
+  // neighbouring packs of a row (whole lines), and read the input under neighbouring taps of one pixel
+  // (scattered, but each input element is read by KH * KW taps close in time: the caches serve them).
+  // (Pixels fastest, one pack or one whole row per invocation, wrote 16-byte pieces a row apart and
+  // took 0.34 ms for ResNet-50's 3 x 3 64 -> 64 layer on an H100, 3x its product.)
+  const uint total = M * KP;
+  for (uint e = gl_GlobalInvocationID.x; e < total; e += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
+    const uint gm = e / KP, kp = e % KP;
     const uint n = gm / P, pix = gm % P, oh = pix / OW, ow = pix % OW;
     const int ih0 = int(oh * SH) - int(PH), iw0 = int(ow * SW) - int(PW);
-    uint c = 0u, kh = 0u, kw = 0u;  // the tap, stepped: no divisions per tap
-    for (uint kp = 0; kp < KP; ++kp) {
-      FT v[VW];
-      [[unroll]] for (uint e = 0; e < 8u; ++e) {
-        const int ih = ih0 + int(kh * DH), iw = iw0 + int(kw * DW);
-        v[e] = FT(0);
-        if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
-          v[e] = FT(LOAD_ELEM(X, ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw)));
-        if (++kw == KW) {
-          kw = 0u;
-          if (++kh == KH) {
-            kh = 0u;
-            ++c;
-          }
+    const uint t0 = kp * 8u, r = t0 % KHW;
+    uint c = t0 / KHW, kh = r / KW, kw = r % KW;  // the first tap, then stepped
+    FT v[VW];
+    [[unroll]] for (uint q = 0; q < 8u; ++q) {
+      const int ih = ih0 + int(kh * DH), iw = iw0 + int(kw * DW);
+      v[q] = FT(0);
+      if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
+        v[q] = FT(LOAD_ELEM(X, ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw)));
+      if (++kw == KW) {
+        kw = 0u;
+        if (++kh == KH) {
+          kh = 0u;
+          ++c;
         }
       }
-      Y_v.v[gm * KP + kp] = pack(v);
     }
+    Y_v.v[e] = pack(v);
   }
 }
 

@@ -93,8 +93,8 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w4p|attention_coopmat.comp|HD=${hd},QUAD=1,PREFETCH=1")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "coopmat_layout|coopmat_layout.comp|KF_COOPMAT_NV")
-  # bf16 on the same kernels: staged as f16 times a power of two per tensor (BF16IN), the largest
-  # magnitudes found first by attention_absmax.comp.
+  # bf16 on the same kernels: f16 times a power of two per tensor (BF16IN), the largest magnitudes
+  # found first and K and V converted by attention_absmax.comp.
   foreach(hd 16 32 48 64 80 96 112 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cm_bf16_d${hd}|attention_coopmat.comp|HD=${hd},BF16IN")
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}|attention_coopmat.comp|HD=${hd},QUAD=1,BF16IN")
@@ -103,6 +103,7 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,BF16IN")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "attn_absmax_bf16|attention_absmax.comp|KF_ABSMAX")
+  list(APPEND KF_SHADER_VARIANTS "attn_to_f16_bf16|attention_absmax.comp|CONVERT")
 endif()
 # attention_backward (attention_bwd.comp): the D / lse / do pass, then dk and dv, then dq.
 foreach(dt IN LISTS KF_DTYPES)

@@ -487,7 +487,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const std::string cm_variant = "attn_cm_" + cm_dt + "_d" + std::to_string(D);
   const uint32_t cm_bk = D > 128 ? 32 : 64;
   const bool cm_fits = coopmat_f16_ && cm_dtype && has_variant(cm_variant) &&
-                       (call.dtype != DType::bf16 || has_variant("attn_absmax_bf16")) &&
+                       (call.dtype != DType::bf16 || (has_variant("attn_absmax_bf16") && has_variant("attn_to_f16_bf16"))) &&
                        coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
   if (tuning().attn_path == 2 && !cm_fits)
     throw Error(ErrorCode::Unsupported, "attention: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
@@ -577,8 +577,10 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const bool amax = cm && call.dtype == DType::bf16;
   if (amax) pc.aux_amax = plan.region(4);
   const std::shared_ptr<Buffer> ws = plan.record(*this, "attention");
+  std::shared_ptr<Buffer> k_in = call.inputs[1].buffer, v_in = call.inputs[2].buffer;
   if (amax) {
-    // The largest magnitudes of Q, K and V for the bf16 -> f16 staging (attention_absmax.comp).
+    // bf16 as f16 times a power of two per tensor (attention_absmax.comp): the largest magnitudes of Q,
+    // K and V, then K and V converted into temporary buffers (Q is converted in the kernel).
     record_fill(ws, 0u, 16, size_t(pc.aux_amax) * 4);
     struct {
       uint32_t n_packs[3], out_word;
@@ -603,6 +605,15 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     al.groups = static_cast<uint32_t>(std::clamp<uint64_t>((most + 1023) / 1024, 1, 1024));
     al.groups_y = 3;
     record(al);
+    k_in = allocate(static_cast<size_t>(call.inputs[1].numel) * 2);
+    v_in = allocate(static_cast<size_t>(call.inputs[2].numel) * 2);
+    Launch cv = al;
+    cv.variant = "attn_to_f16_bf16";
+    cv.bindings[3] = k_in;
+    cv.bindings[4] = v_in;
+    cv.groups = static_cast<uint32_t>(std::clamp<uint64_t>((std::max(ap.n_packs[1], ap.n_packs[2]) + 1023ull) / 1024, 1, 1024));
+    cv.groups_y = 2;
+    record(cv);
   }
 
   pc.softcap = static_cast<float>(a.softcap);
@@ -635,8 +646,8 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
             split ? 1u : 0u};
   if (cm_quad) l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout()));  // QLAYOUT
   l.bindings[0] = call.inputs[0].buffer;
-  l.bindings[1] = call.inputs[1].buffer;
-  l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[1] = k_in;
+  l.bindings[2] = v_in;
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = split ? ws : (lse ? call.outputs[1].buffer : nullptr);
   l.bindings[5] = ws;

@@ -175,7 +175,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
       ic.bindings[4] = col;
       ic.push = &pc;
       ic.push_bytes = 10 * sizeof(uint32_t);  // N .. dils
-      ic.groups = grid(M, kWorkgroup, info_.caps, tuning());
+      ic.groups = grid(M * K / 8, kWorkgroup, info_.caps, tuning());
       record(ic);
     }
     MatmulPush mp{static_cast<uint32_t>(O), static_cast<uint32_t>(P), static_cast<uint32_t>(K), 0u,
