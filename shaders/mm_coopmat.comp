@@ -235,6 +235,16 @@ void main() {
     subgroupBarrier();
     const uint r = lane / 2u, c0 = (lane % 2u) * 8u;
     const uint gm = m0 + sm + 16u * i + r, gn0 = n0 + sn + 16u * j + c0;
+    // Dropout: the 8 consecutive elements span at most 3 of the generator's 4-word blocks; each block
+    // is computed once (a generator call per element took 1.1 ms of linear_dropout's 4.5 at 4096 x
+    // 16384 on an H100).
+    uvec4 dw[3] = uvec4[3](uvec4(0u), uvec4(0u), uvec4(0u));
+    const uint e0 = cbase + gm * pc.N + gn0, q0 = e0 >> 2;
+    if (DROPOUT) {
+      const uint nq = ((e0 + 7u) >> 2) - q0 + 1u;
+      [[unroll]] for (uint q = 0; q < 3u; ++q)
+        if (q < nq) dw[q] = philox4x32_10(uvec4(q0 + q, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+    }
     float v[8];
     [[unroll]] for (uint h = 0; h < 8u; ++h) {
       const uint c = c0 + h;
@@ -245,8 +255,8 @@ void main() {
         if (ROW_SS) x = x * uintBitsToFloat(RES_w.w[gm]) + uintBitsToFloat(RES_w.w[pc.M + gm]);
         x = act(x);
         if (DROPOUT) {
-          const uint e = cbase + gm * pc.N + gn;
-          const uvec4 w = philox4x32_10(uvec4(e >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+          const uint e = e0 + h, q = (e >> 2) - q0;
+          const uvec4 w = q == 0u ? dw[0] : q == 1u ? dw[1] : dw[2];
           x = (w[e & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
         }
         if (HAS_RES) x += LOAD_ELEM(RES, cbase + gm * pc.N + gn);
