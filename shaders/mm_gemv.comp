@@ -1,10 +1,10 @@
 #version 450
 // Matrix products of few rows (decode: M = 1..16 with large N and K), linear's layout only:
 // C = act(A W^T + bias) [dropout] + residual with A [M, K] and W [N, K]. The weight is streamed once:
-// a workgroup of 256 invocations covers 4 rows of W (4 outputs n), 64 invocations per row, each
-// loading 16-byte packs of W (and the matching packs of the up to MT rows of A, which stay in cache)
-// and accumulating MT dot products in f32. The 64 partial sums of each output are added by a fixed
-// tree in shared memory (the same order every run).
+// a workgroup of 256 invocations covers ROWS rows of W (ROWS outputs n: 4, 8 or 16), 256 / ROWS
+// invocations per row, each loading 16-byte packs of W (and the matching packs of the up to MT rows of
+// A, which stay in cache) and accumulating MT dot products in f32. The partial sums of each output are
+// added by a fixed tree in shared memory (the same order every run).
 // Split-K: when N / 4 workgroups alone cannot fill the device, gl_WorkGroupID.z splits K into
 // `splits` slices of `kslice` elements; PASS 0 then writes f32 partial sums P[split][m][n] and PASS 1
 // adds them in split order (0, 1, 2, ...) and applies the epilogue: deterministic, no atomics.
@@ -22,6 +22,8 @@ layout(constant_id = 5) const bool WIDE = true;      // K % VW == 0: 16-byte loa
 layout(constant_id = 6) const uint PASS = 0;         // 0: products, 1: the split-K combine
 layout(constant_id = 7) const bool PARTIAL = false;  // PASS 0 writes partial sums (splits > 1)
 layout(constant_id = 8) const bool DROPOUT = false;  // the epilogue drops act(..) (ffn's hidden layer)
+layout(constant_id = 9) const uint ROWS = 4;         // rows of W per workgroup
+const uint LANES = 256u / ROWS;                      // invocations per row
 
 DECLARE_BUFFER(0, A, readonly)
 DECLARE_BUFFER(1, B, readonly)
@@ -58,11 +60,11 @@ void store_out(uint m, uint n, float v) {
   STORE_ELEM(C, i, FT(v));
 }
 
-shared float red[4][16][64];
+shared float red[16 * 256];  // [row][m][lane]: ROWS x 16 x LANES
 
 void products() {
-  const uint lid = gl_LocalInvocationID.x, lane = lid & 63u, r = lid >> 6u;
-  const uint n = gl_WorkGroupID.x * 4u + r;
+  const uint lid = gl_LocalInvocationID.x, lane = lid % LANES, r = lid / LANES;
+  const uint n = gl_WorkGroupID.x * ROWS + r;
   const uint m0 = gl_WorkGroupID.y * MT;
   const uint split = gl_WorkGroupID.z;
   const uint k_begin = split * pc.kslice, k_end = min(pc.K, k_begin + pc.kslice);
@@ -72,7 +74,7 @@ void products() {
   if (n < pc.N) {
     if (WIDE) {
       // Two packs of W in flight per invocation before the arithmetic.
-      const uint step = 64u * VW;
+      const uint step = LANES * VW;
       for (uint k = k_begin + lane * VW; k < k_end; k += 2u * step) {
         const bool second = k + step < k_end;
         const uvec4 w0v = B_v.v[(n * pc.K + k) / VW];
@@ -96,7 +98,7 @@ void products() {
         }
       }
     } else {
-      for (uint k = k_begin + lane; k < k_end; k += 64u) {
+      for (uint k = k_begin + lane; k < k_end; k += LANES) {
         const float w = float(LOAD_ELEM(B, n * pc.K + k));
         [[unroll]] for (uint i = 0; i < 16u; ++i)
           if (i < MT && i < mcount) acc[i] += float(LOAD_ELEM(A, (m0 + i) * pc.K + k)) * w;
@@ -104,18 +106,18 @@ void products() {
     }
   }
   [[unroll]] for (uint i = 0; i < 16u; ++i)
-    if (i < MT) red[r][i][lane] = acc[i];
+    if (i < MT) red[(r * 16u + i) * LANES + lane] = acc[i];
   barrier();
-  // Fixed tree: lane j adds lane j + s, s = 32, 16, ..., 1.
-  for (uint s = 32u; s > 0u; s >>= 1) {
+  // Fixed tree: lane j adds lane j + s, s = LANES / 2, ..., 1.
+  for (uint s = LANES / 2u; s > 0u; s >>= 1) {
     if (lane < s) {
       [[unroll]] for (uint i = 0; i < 16u; ++i)
-        if (i < MT) red[r][i][lane] += red[r][i][lane + s];
+        if (i < MT) red[(r * 16u + i) * LANES + lane] += red[(r * 16u + i) * LANES + lane + s];
     }
     barrier();
   }
   if (n < pc.N && lane < mcount) {
-    const float v = red[r][lane][0];
+    const float v = red[(r * 16u + lane) * LANES];
     const uint m = m0 + lane;
     if (PARTIAL) P.p[(split * pc.M + m) * pc.N + n] = v;
     else store_out(m, n, v);

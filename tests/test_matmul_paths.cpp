@@ -110,12 +110,16 @@ TEST(MatmulPaths, GemvBF16) { run_gemv("mm_path=3", kGemvCases, DType::bf16, "ge
 TEST(MatmulPaths, GemvSplitKForcedF32) { run_gemv("mm_path=3,mm_splitk=3", kGemvCases, DType::f32, "splitk"); }
 TEST(MatmulPaths, GemvSplitKForcedF16) { run_gemv("mm_path=3,mm_splitk=5", kGemvCases, DType::f16, "splitk"); }
 TEST(MatmulPaths, GemvSplitKOneSliceBF16) { run_gemv("mm_path=3,mm_splitk=1", kGemvCases, DType::bf16, "splitk1,"); }
+// Each workgroup shape (rows of W per workgroup: 4, 8, 16), with and without forced K splits.
+TEST(MatmulPaths, GemvRowsF32) { run_gemv("mm_path=3,gemv_rows=16", kGemvCases, DType::f32, ",rows16"); }
+TEST(MatmulPaths, GemvRowsF16) { run_gemv("mm_path=3,gemv_rows=4", kGemvCases, DType::f16, ",rows4"); }
+TEST(MatmulPaths, GemvRowsSplitKBF16) { run_gemv("mm_path=3,gemv_rows=16,mm_splitk=3", kGemvCases, DType::bf16, ",rows16"); }
 
 // Automatic selection: M <= 16 takes the few-rows kernel, and a narrow N with a long K splits K (75
 // workgroups of 4 outputs are far from filling a GPU: 4100 / 1024 = 4 slices).
 TEST(MatmulPaths, GemvChosenForDecode) {
-  run_gemv("", {{"linear", {{1, 4100}, {300, 4100}, {300}, {}}, kActGelu}}, DType::f32, "gemv-splitk4,16B-packs");
-  run_gemv("", {{"linear", {{2, 4100}, {300, 4100}, {}, {}}, kActNone}}, DType::f16, "gemv-splitk4,scalar");
+  run_gemv("", {{"linear", {{1, 4100}, {300, 4100}, {300}, {}}, kActGelu}}, DType::f32, "gemv-splitk4,rows4,16B-packs");
+  run_gemv("", {{"linear", {{2, 4100}, {300, 4100}, {}, {}}, kActNone}}, DType::f16, "gemv-splitk4,rows8,scalar");
   run_gemv("", {{"linear", {{17, 64}, {30, 64}, {}, {}}, kActNone}}, DType::f32, "portable");
 }
 

@@ -50,6 +50,7 @@ struct Tuning {
   uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix,
                                 //   3 the few-rows / split-K kernel (mm_gemv.comp; linear's layout only)
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
+  uint32_t gemv_rows = 0;       // mm_gemv.comp's rows of W per workgroup: 0 automatic, 4, 8 or 16
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
   uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..14 (kernels.cpp kCoopmatConfigs; 0: the default)

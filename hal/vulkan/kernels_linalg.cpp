@@ -219,8 +219,10 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   return std::string("vulkan:conv/implicit-gemm-64x64") + (bn ? ",bn-folded" : "");
 }
 
-// linear (and linear_dropout) with W [N, K] on mm_gemv.comp: 4 outputs per workgroup, K split over
-// gl_WorkGroupID.z when N / 4 workgroups cannot fill the device, partial sums combined in a fixed order.
+// linear (and linear_dropout) with W [N, K] on mm_gemv.comp: `rows` outputs per workgroup (4 in f32, 8
+// in 16-bit dtypes, whose rows hold half the bytes: the same work per invocation between reductions), K
+// split over gl_WorkGroupID.z when N / rows workgroups cannot fill the device, partial sums combined in
+// a fixed order.
 std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
@@ -233,7 +235,8 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
   const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
   const uint32_t mt = static_cast<uint32_t>(std::min<uint64_t>(M, 16));
-  const uint64_t groups_n = (N + 3) / 4, groups_m = (M + mt - 1) / mt;
+  const uint32_t rows = tuning().gemv_rows ? tuning().gemv_rows : call.dtype == DType::f32 || call.dtype == DType::f64 ? 4u : 8u;
+  const uint64_t groups_n = (N + rows - 1) / rows, groups_m = (M + mt - 1) / mt;
   const uint64_t align = wide ? vw : 1;
   const uint64_t kunits = (K + align - 1) / align;  // packs (or elements) of K
   uint64_t splits = 1;
@@ -248,8 +251,8 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   const uint64_t kslice = (kunits + splits - 1) / splits * align;
   splits = (K + kslice - 1) / kslice;
   if (groups_n > 65535 || groups_m > 65535)
-    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows kernel covers at most 262140 outputs and "
-                                        "1048560 rows (N = " + std::to_string(N) + ", M = " + std::to_string(M) + ")");
+    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows kernel covers at most " + std::to_string(65535ull * rows) +
+                                        " outputs and 1048560 rows (N = " + std::to_string(N) + ", M = " + std::to_string(M) + ")");
 
   GemvPush pc{};
   pc.M = static_cast<uint32_t>(M);
@@ -269,7 +272,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   Launch l;
   l.variant = variant;
   l.spec = {256u, mt, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act), wide ? 1u : 0u,
-            0u, partial ? 1u : 0u, drop ? 1u : 0u};
+            0u, partial ? 1u : 0u, drop ? 1u : 0u, rows};
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_bias) l.bindings[2] = call.inputs[2].buffer;
@@ -290,7 +293,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
     c.groups_z = 1;
     record(c);
   }
-  return "vulkan:mm/gemv-splitk" + std::to_string(splits) + (wide ? ",16B-packs" : ",scalar");
+  return "vulkan:mm/gemv-splitk" + std::to_string(splits) + ",rows" + std::to_string(rows) + (wide ? ",16B-packs" : ",scalar");
 }
 
 }  // namespace kf::hal::vk
