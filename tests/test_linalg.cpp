@@ -458,7 +458,9 @@ TEST(ConvCuda, AutomaticChoice) {
       EXPECT_NE(pw.find(lt ? "conv/im2col-cublaslt,1x1-no-im2col" : "conv/direct"), std::string::npos) << pw;
       const std::string dp = run("depthwise_pointwise", get_op("depthwise_pointwise").tests[0], t);
       EXPECT_NE(dp.find("conv/direct"), std::string::npos) << dp;
-      if (lt) EXPECT_NE(dp.find("conv/im2col-cublaslt"), std::string::npos) << dp;
+      if (lt) {
+        EXPECT_NE(dp.find("conv/im2col-cublaslt"), std::string::npos) << dp;
+      }
     }
     if (lt) {
       // f32 column matrices of 576 x 65536 x 4 bytes (151 MB) per image: 3 images a chunk, 2 chunks.
