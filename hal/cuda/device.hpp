@@ -91,7 +91,7 @@ struct LtProduct;  // matmul.cpp: one (batched, repeated) column-major product
 
 // The convolutions' product through cuBLASLt (matmul.cpp conv_gemm): for each of `images` images i,
 // y_i [O, P] = W [O, K] col_i [K, P] (row-major), col_i = col + i col_step and y_i = y + i y_step
-// (elements).
+// (elements); one strided-batched call.
 struct ConvGemm {
   DType dtype = DType::f32;
   int64_t O = 0, P = 0, K = 0, images = 1, col_step = 0, y_step = 0;

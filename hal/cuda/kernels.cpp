@@ -453,8 +453,8 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
 // conv2d, conv2d_bn_relu, conv2d_gelu_dropout (conv.cu), the path chosen here and only here:
 //  - im2col + cuBLASLt: one group, cuBLASLt loaded, P = OH OW, K = C KH KW and O below 2^31. The column
 //    matrix of up to kColBytes of images at a time in a scratch buffer (none for a 1 x 1 convolution of
-//    stride 1 without padding: each image [C, H W] is already the matrix), one product per image
-//    (matmul.cpp conv_gemm), then the epilogue kernel (train.cu) over y: bias, batch norm, activation,
+//    stride 1 without padding: each image [C, H W] is already the matrix), one strided-batched product
+//    per chunk (matmul.cpp conv_gemm: the images as batches, the weights' batch stride 0), then the epilogue kernel (train.cu) over y: bias, batch norm, activation,
 //    dropout. For f16 / bf16 the product is rounded to the dtype before the epilogue, as linear's.
 //  - direct: everything else (groups, depthwise) and KF_TUNE conv_path=1; conv_path=2 forces the
 //    cuBLASLt path (Unsupported, saying why, where it does not apply).
@@ -507,9 +507,9 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
   std::string no_lt, why;
   if (p.groups != 1) no_lt = "it takes one group (groups = " + std::to_string(p.groups) + ")";
   else if (!matmul_supported(&why)) no_lt = why;
-  else if (P > INT32_MAX || K > INT32_MAX || p.O > INT32_MAX || K == 0)
-    no_lt = "it needs OH OW, C KH KW and O in [1, 2^31) (got " + std::to_string(P) + ", " + std::to_string(K) + ", " +
-            std::to_string(p.O) + ")";
+  else if (P > INT32_MAX || K > INT32_MAX || p.O > INT32_MAX || p.N > INT32_MAX || K == 0)
+    no_lt = "it needs OH OW, C KH KW, O and N in [1, 2^31) (got " + std::to_string(P) + ", " + std::to_string(K) +
+            ", " + std::to_string(p.O) + ", " + std::to_string(p.N) + ")";
   if (conv_path_ == 2 && !no_lt.empty())
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name +
                                             ": the im2col + cuBLASLt path was forced (KF_TUNE conv_path=2) but " + no_lt);

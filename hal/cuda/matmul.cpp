@@ -205,14 +205,13 @@ struct LtState {
 
 // One product through cuBLASLt, column-major: D (m x n, ld ldd) = op(A) B (+ C when beta_one), with A
 // of k x m (trans_a) or m x k, ld lda, and B of k x n, ld ldb; `batches` strided batches (strides in
-// elements); the whole product `repeats` times, A and D advanced by step_a / step_d elements each time
-// (the images of a convolution: one heuristic for all). Float accumulation (TF32 off), double for f64.
+// elements; a stride of 0 gives every batch the same matrix, which cuBLASLt allows: the convolutions'
+// weights). Float accumulation (TF32 off), double for f64.
 struct LtProduct {
   DType dtype = DType::f32;
   bool trans_a = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0;
   int64_t batches = 1, stride_a = 0, stride_b = 0, stride_d = 0;
-  int64_t repeats = 1, step_a = 0, step_d = 0;
   const void* A = nullptr;
   const void* B = nullptr;
   const void* C = nullptr;  // read when beta_one (the residual); else D
@@ -301,13 +300,12 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
                                                sizeof(reduction)),
       "set REDUCTION_SCHEME_MASK");
-  // The alignments that hold for every batch's and every repeat's matrices (base addresses, batch
-  // strides and repeat steps in bytes).
+  // The alignments that hold for every batch's matrices (base addresses and batch strides in bytes).
   auto addr = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
-  const uint32_t al_a = alignment_of({addr(g.A), uint64_t(g.stride_a) * es, uint64_t(g.step_a) * es});
+  const uint32_t al_a = alignment_of({addr(g.A), uint64_t(g.stride_a) * es});
   const uint32_t al_b = alignment_of({addr(g.B), uint64_t(g.stride_b) * es});
-  const uint32_t al_c = alignment_of({addr(g.C), uint64_t(g.stride_d) * es, uint64_t(g.step_d) * es});
-  const uint32_t al_d = alignment_of({addr(g.D), uint64_t(g.stride_d) * es, uint64_t(g.step_d) * es});
+  const uint32_t al_c = alignment_of({addr(g.C), uint64_t(g.stride_d) * es});
+  const uint32_t al_d = alignment_of({addr(g.D), uint64_t(g.stride_d) * es});
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)), "set ALIGNMENT_A");
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "set ALIGNMENT_B");
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "set ALIGNMENT_C");
@@ -334,21 +332,16 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   const double alpha_d = 1, beta_d = g.beta_one ? 1.0 : 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
   const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
-  for (int64_t r = 0; r < g.repeats; ++r) {
-    const void* A = static_cast<const char*>(g.A) + r * g.step_a * int64_t(es);
-    void* D = static_cast<char*>(g.D) + r * g.step_d * int64_t(es);
-    const void* C = g.beta_one ? static_cast<const char*>(g.C) + r * g.step_d * int64_t(es) : D;
-    chk(api.cublasLtMatmul(lt_->handle, d.op, alpha, A, d.A, g.B, d.B, beta, C, d.C, D, d.D, &result.algo,
-                           ptr_of(lt_->workspace), lt_->workspace_bytes, static_cast<cudaStream_t>(stream_)),
-        "cublasLtMatmul");
-  }
+  chk(api.cublasLtMatmul(lt_->handle, d.op, alpha, g.A, d.A, g.B, d.B, beta, g.C, d.C, g.D, d.D, &result.algo,
+                         ptr_of(lt_->workspace), lt_->workspace_bytes, static_cast<cudaStream_t>(stream_)),
+      "cublasLtMatmul");
   return static_cast<int>(epi);
 }
 
 // The convolutions' product (kernels.cpp dispatch_conv): for image i, y_i [O, P] = W [O, K] col_i [K, P]
-// (row-major), as the column-major D (P x O, ld P) = col_i (P x K, ld P) W^T (K x O, ld K); plain (the
-// epilogue kernel adds the rest: a per-channel bias is per column here, which cuBLASLt's BIAS epilogue,
-// per row, cannot take).
+// (row-major), as the column-major D (P x O, ld P) = col_i (P x K, ld P) W^T (K x O, ld K): one call,
+// the images as strided batches, W's batch stride 0; plain (the epilogue kernel adds the rest: a
+// per-channel bias is per column here, which cuBLASLt's BIAS epilogue, per row, cannot take).
 void CudaDevice::conv_gemm(const ConvGemm& c, const std::string& opname) {
   LtProduct g;
   g.dtype = c.dtype;
@@ -356,7 +349,7 @@ void CudaDevice::conv_gemm(const ConvGemm& c, const std::string& opname) {
   g.m = c.P, g.n = c.O, g.k = c.K;
   g.lda = c.P, g.ldb = c.K, g.ldd = c.P;
   g.A = c.col, g.B = c.w, g.D = c.y, g.C = c.y;
-  g.repeats = c.images, g.step_a = c.col_step, g.step_d = c.y_step;
+  g.batches = c.images, g.stride_a = c.col_step, g.stride_b = 0, g.stride_d = c.y_step;
   (void)lt_run(g, opname);
 }
 
