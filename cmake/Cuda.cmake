@@ -13,7 +13,7 @@ set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets o
 
 set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp)
 set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
-                          hal/cuda/attention.cu)
+                          hal/cuda/attention.cu hal/cuda/conv.cu)
 
 # The project's warning and sanitizer flags are for the host compiler: keep them from nvcc (it rejects
 # -Wall) and hand the warnings to nvcc's host compiler instead.

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "common.hpp"
+#include "ops/reference_math.hpp"
 
 namespace kf::test {
 namespace {
@@ -300,6 +301,238 @@ TEST(LinalgPaths, ForcedTensorCorePathsRejectCleanly) {
     const std::vector<float> v = s.to_float();
     EXPECT_NEAR(v[0], 16 * 0.0625 / 4.0, 1e-6);  // 16 products of 0.25^2, scaled by 1/sqrt(16)
   }
+}
+
+// ---- The CUDA backend's convolutions (hal/cuda/conv.cu): each path forced (KF_TUNE conv_path=1 the
+// direct kernel, conv_path=2 im2col + cuBLASLt) on every registry case of the convolutions and on awkward
+// shapes (odd sizes, several tiles of pixels, channels and k, stride 2, dilation 2, groups 2, depthwise,
+// 1 x 1 with stride or padding), in f32, f16 and bf16, against the float64 reference within KERNELS.md's
+// tolerances and twice for the same bits; the automatic choice (with several column-matrix chunks); and
+// conv2d_gelu_dropout's mask element by element against the generator and the CPU backend. Skipped,
+// saying why, where the build or the machine has no usable CUDA device.
+std::vector<DeviceRef> cuda_devices() {
+  std::vector<DeviceRef> v;
+  for (const auto& d : devices())
+    if (d.backend == "cuda" || d.backend == "hip") v.push_back(d);
+  return v;
+}
+
+std::string no_cuda_reason() {
+  std::string why = "no usable CUDA device (or no CUDA backend in this build)";
+  for (const auto& e : device_entries())
+    if ((e.info.backend == "cuda" || e.info.backend == "hip") && !e.usable) why += "; " + e.info.name + ": " + e.why_not;
+  return why;
+}
+
+Context tuned_context(const DeviceRef& d, const std::string& tuning) {
+  ContextOptions o = options_for(d);
+  o.tuning = tuning;
+  return Context::create(o);
+}
+
+Attrs conv_attrs(std::array<int64_t, 2> stride, std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
+                 int64_t groups, int64_t act = kActNone) {
+  Attrs a;
+  a.stride = stride, a.padding = padding, a.dilation = dilation, a.groups = groups, a.act = act;
+  return a;
+}
+
+// The registry's cases of the convolutions (depthwise_pointwise too, unless `plain`) and awkward ones.
+std::vector<std::pair<std::string, TestCase>> cuda_conv_cases(bool plain) {
+  std::vector<std::pair<std::string, TestCase>> cases;
+  for (const char* name : {"conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout", "depthwise_pointwise"}) {
+    if (plain && std::string(name) == "depthwise_pointwise") continue;
+    for (const TestCase& tc : get_op(name).tests) cases.push_back({name, tc});
+  }
+  Attrs bn_eps = conv_attrs({1, 1}, {1, 1}, {1, 1}, 1);
+  bn_eps.eps = 1e-3;
+  Attrs drop = conv_attrs({1, 1}, {1, 1}, {1, 1}, 1);
+  drop.p = 0.3, drop.seed = 9, drop.offset = 100;
+  Attrs drop_dw = conv_attrs({2, 1}, {1, 0}, {1, 2}, 6);
+  drop_dw.p = 0.5, drop_dw.seed = 3, drop_dw.offset = (uint64_t(1) << 32) + 7;
+  const std::vector<std::pair<std::string, TestCase>> more = {
+      {"conv2d", {"n3_c5_13x11_o7_k3_pad1_relu", {{3, 5, 13, 11}, {7, 5, 3, 3}, {7}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 1, kActRelu), 1}},
+      {"conv2d", {"s2_c6_15x17_o70_k3_pad1_gelu_tanh", {{2, 6, 15, 17}, {70, 6, 3, 3}, {70}}, conv_attrs({2, 2}, {1, 1}, {1, 1}, 1, kActGeluTanh), 1}},
+      {"conv2d", {"dil2_c4_12x10_o9_k3_pad2_silu", {{1, 4, 12, 10}, {9, 4, 3, 3}, {9}}, conv_attrs({1, 1}, {2, 2}, {2, 2}, 1, kActSilu), 1}},
+      {"conv2d", {"g2_c8_9x11_o6_k3_s2x1_pad1", {{2, 8, 9, 11}, {6, 4, 3, 3}, {6}}, conv_attrs({2, 1}, {1, 1}, {1, 1}, 2), 1}},
+      {"conv2d", {"g2_c8_9x11_o40_k3_s2_dil2", {{2, 8, 9, 11}, {40, 4, 3, 3}, {}}, conv_attrs({2, 2}, {2, 1}, {2, 2}, 2, kActGelu), 1}},
+      {"conv2d", {"depthwise_c32_10x10_k3_pad1_relu", {{2, 32, 10, 10}, {32, 1, 3, 3}, {32}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 32, kActRelu), 1}},
+      {"conv2d", {"n2_c3_40x37_o20_k5x3_pad2x1", {{2, 3, 40, 37}, {20, 3, 5, 3}, {20}}, conv_attrs({1, 1}, {2, 1}, {1, 1}, 1), 1}},
+      {"conv2d", {"c37_8x8_o40_k3_nobias", {{1, 37, 8, 8}, {40, 37, 3, 3}, {}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1), 1}},
+      {"conv2d", {"pointwise_c16_9x9_o24_s2", {{2, 16, 9, 9}, {24, 16, 1, 1}, {24}}, conv_attrs({2, 2}, {0, 0}, {1, 1}, 1), 1}},
+      {"conv2d", {"pointwise_c8_6x6_o12_pad1", {{1, 8, 6, 6}, {12, 8, 1, 1}, {12}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 1), 1}},
+      {"conv2d", {"pointwise_c16_7x5_o130_silu", {{3, 16, 7, 5}, {130, 16, 1, 1}, {130}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1, kActSilu), 1}},
+      {"conv2d_bn_relu", {"g2_c8_11x9_o10_s2_bias", {{2, 8, 11, 9}, {10, 4, 3, 3}, {10}, {10}, {10}, {10}, {10}}, conv_attrs({2, 2}, {1, 1}, {1, 1}, 2), 1}},
+      {"conv2d_bn_relu", {"c16_10x10_o40_k3_bias_eps1e-3", {{2, 16, 10, 10}, {40, 16, 3, 3}, {40}, {40}, {40}, {40}, {40}}, bn_eps, 1}},
+      {"conv2d_gelu_dropout", {"c8_9x9_o70_k3_p0.3", {{2, 8, 9, 9}, {70, 8, 3, 3}, {70}}, drop, 1}},
+      {"conv2d_gelu_dropout", {"depthwise_c6_9x8_p0.5_offset_hi", {{1, 6, 9, 8}, {6, 1, 3, 2}, {6}}, drop_dw, 1}},
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  return cases;
+}
+
+// The groups of a case as the convolution kernels see them (depthwise_pointwise: its depthwise part).
+int64_t case_groups(const std::string& name, const TestCase& tc) {
+  return name == "depthwise_pointwise" ? tc.inputs[0][1] : tc.attrs.groups;
+}
+
+TEST(ConvCuda, DirectKernelOnEveryCase) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  for (const auto& d : devs) {
+    Context ctx = tuned_context(d, "conv_path=1");
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      for (const auto& [name, tc] : cuda_conv_cases(false)) {
+        check::CaseOptions co;
+        co.repeat = true;
+        const auto r = check::run_case(ctx, get_op(name), t, tc, fresh_seed(), co);
+        EXPECT_TRUE(r.pass) << name << " " << tc.label << " " << to_string(t) << " (" << r.variant << "): " << r.message
+                            << " seed " << r.seed;
+        EXPECT_NE(r.variant.find("conv/direct,tile="), std::string::npos) << name << " " << tc.label << ": " << r.variant;
+        EXPECT_EQ(r.variant.find("cublaslt"), std::string::npos) << name << " " << tc.label << ": " << r.variant;
+      }
+  }
+}
+
+// conv_path=2: every one-group case through im2col (or none for 1 x 1 stride-1 unpadded) + cuBLASLt + the
+// epilogue kernel; cases with groups are refused (Unsupported naming the knob and the reason).
+TEST(ConvCuda, Im2colCublasLtOnEveryOneGroupCase) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  int checked = 0, refused = 0;
+  for (const auto& d : devs) {
+    Context ctx = tuned_context(d, "conv_path=2");
+    if (std::string why; !ctx.supports("linear", DType::f32, &why)) GTEST_SKIP() << d.name << ": " << why;
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      for (const auto& [name, tc] : cuda_conv_cases(true)) {
+        check::CaseOptions co;
+        co.repeat = true;
+        const auto r = check::run_case(ctx, get_op(name), t, tc, fresh_seed(), co);
+        if (case_groups(name, tc) != 1) {
+          ++refused;
+          EXPECT_FALSE(r.pass) << name << " " << tc.label << ": groups " << tc.attrs.groups << " ran on " << r.variant;
+          EXPECT_NE(r.message.find("conv_path=2"), std::string::npos) << r.message;
+          EXPECT_NE(r.message.find("one group"), std::string::npos) << r.message;
+          continue;
+        }
+        ++checked;
+        EXPECT_TRUE(r.pass) << name << " " << tc.label << " " << to_string(t) << " (" << r.variant << "): " << r.message
+                            << " seed " << r.seed;
+        EXPECT_NE(r.variant.find("conv/im2col-cublaslt"), std::string::npos) << name << " " << tc.label << ": " << r.variant;
+        const Shape& ws = tc.inputs[1];
+        const Attrs& a = tc.attrs;
+        const bool one_by_one = ws[2] == 1 && ws[3] == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
+                                a.padding[1] == 0;
+        EXPECT_EQ(r.variant.find("1x1-no-im2col") != std::string::npos, one_by_one) << tc.label << ": " << r.variant;
+      }
+    // The context goes on working after a refusal.
+    const auto r = check::run_case(ctx, get_op("conv2d"), DType::f32, get_op("conv2d").tests[1], fresh_seed());
+    EXPECT_TRUE(r.pass) << r.message;
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_GT(refused, 0);
+}
+
+// The automatic choice: one group takes cuBLASLt where it is loaded, groups and depthwise the direct kernel
+// (depthwise_pointwise: both, one per part); a column matrix over 512 MiB is built in chunks of images.
+TEST(ConvCuda, AutomaticChoice) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  for (const auto& d : devs) {
+    Context& ctx = context_for(d);
+    const bool lt = ctx.supports("linear", DType::f32);
+    const auto run = [&](const std::string& name, const TestCase& tc, DType t) {
+      check::CaseOptions co;
+      co.repeat = true;
+      const auto r = check::run_case(ctx, get_op(name), t, tc, fresh_seed(), co);
+      EXPECT_TRUE(r.pass) << name << " " << tc.label << " " << to_string(t) << " (" << r.variant << "): " << r.message
+                          << " seed " << r.seed;
+      return r.variant;
+    };
+    const auto& conv = get_op("conv2d").tests;
+    for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+      const std::string one = run("conv2d", conv[1], t), grouped = run("conv2d", conv[2], t);
+      EXPECT_NE(one.find(lt ? "conv/im2col-cublaslt,chunk=" : "conv/direct"), std::string::npos) << one;
+      EXPECT_NE(grouped.find("conv/direct"), std::string::npos) << grouped;
+      const std::string pw = run("conv2d", conv[4], t);  // pointwise_c8_9x9_o70
+      EXPECT_NE(pw.find(lt ? "conv/im2col-cublaslt,1x1-no-im2col" : "conv/direct"), std::string::npos) << pw;
+      const std::string dp = run("depthwise_pointwise", get_op("depthwise_pointwise").tests[0], t);
+      EXPECT_NE(dp.find("conv/direct"), std::string::npos) << dp;
+      if (lt) {
+        EXPECT_NE(dp.find("conv/im2col-cublaslt"), std::string::npos) << dp;
+      }
+    }
+    if (lt) {
+      // f32 column matrices of 576 x 65536 x 4 bytes (151 MB) per image: 3 images a chunk, 2 chunks.
+      TestCase big{"n5_c64_256x256_o8_k3_pad1_relu", {{5, 64, 256, 256}, {8, 64, 3, 3}, {8}},
+                   conv_attrs({1, 1}, {1, 1}, {1, 1}, 1, kActRelu), 1};
+      const std::string v = run("conv2d", big, DType::f32);
+      EXPECT_NE(v.find("chunk=3"), std::string::npos) << v;
+    }
+  }
+}
+
+// conv2d_gelu_dropout keeps exactly the elements KERNELS.md's generator keeps at the output's NCHW linear
+// index, on both paths, as the CPU backend does: with positive inputs, weights and bias every
+// pre-dropout value is positive (gelu > 0), so an output is zero exactly where the mask drops it.
+TEST(ConvCuda, DropoutMaskMatchesGeneratorAndCpu) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  static Context cpu = Context::create(ContextOptions{.backend = "cpu"});
+  struct Geometry {
+    Shape x, w;
+    Attrs a;
+  };
+  Attrs g1 = conv_attrs({1, 1}, {1, 1}, {1, 1}, 1);
+  Attrs g2 = conv_attrs({2, 1}, {0, 1}, {1, 2}, 2);
+  Attrs pw = conv_attrs({1, 1}, {0, 0}, {1, 1}, 1);
+  const std::vector<Geometry> geos = {{{2, 3, 7, 9}, {5, 3, 3, 3}, g1},
+                                      {{1, 4, 9, 10}, {6, 2, 2, 3}, g2},
+                                      {{2, 8, 5, 5}, {70, 8, 1, 1}, pw},
+                                      {{3, 16, 12, 11}, {40, 16, 3, 3}, g1}};
+  for (const auto& d : devs)
+    for (const char* tuning : {"conv_path=1", "conv_path=2"}) {
+      Context gpu = tuned_context(d, tuning);
+      const bool lt_path = std::string(tuning) == "conv_path=2";
+      if (lt_path && !gpu.supports("linear", DType::f32)) continue;  // no cuBLASLt: the direct kernel only
+      for (const Geometry& g : geos) {
+        if (lt_path && g.a.groups != 1) continue;
+        Attrs a = g.a;
+        a.p = 0.3;
+        a.seed = 0x9e3779b97f4a7c15ull;
+        a.offset = 12345;
+        const uint32_t thr = ref::dropout_threshold(a.p);
+        std::mt19937_64 rng(5);
+        std::vector<double> xv = uniform(numel(g.x), 1, rng), wv = uniform(numel(g.w), 1, rng), bv = uniform(g.w[0], 1, rng);
+        for (auto* v : {&xv, &wv, &bv})
+          for (double& e : *v) e = 0.25 + 0.5 * std::fabs(e);
+        std::vector<std::vector<double>> outs;
+        for (int which = 0; which < 2; ++which) {
+          Context& c = which == 0 ? gpu : cpu;
+          Tensor x = c.from_host(g.x, DType::f32, xv), w = c.from_host(g.w, DType::f32, wv);
+          Tensor b = c.from_host({g.w[0]}, DType::f32, bv);
+          outs.push_back(c.call("conv2d_gelu_dropout", {x, w, b}, a).at(0).to_double());
+          if (which == 0) {
+            EXPECT_NE(c.last_variant().find(lt_path ? "im2col-cublaslt" : "conv/direct"), std::string::npos) << c.last_variant();
+          }
+        }
+        ASSERT_EQ(outs[0].size(), outs[1].size());
+        int64_t zeros = 0, bad = 0;
+        for (size_t i = 0; i < outs[0].size(); ++i) {
+          const bool keep = ref::dropout_keep(uint64_t(i), a.seed, a.offset, thr);
+          zeros += !keep;
+          if ((outs[0][i] != 0) != keep || (outs[1][i] != 0) != keep ||
+              std::fabs(outs[0][i] - outs[1][i]) > 1e-5 * (1 + std::fabs(outs[1][i]))) {
+            if (++bad <= 5)
+              ADD_FAILURE() << tuning << " x " << to_string(g.x) << " element " << i << ": keep " << keep << ", cuda "
+                            << outs[0][i] << ", cpu " << outs[1][i];
+          }
+        }
+        EXPECT_EQ(bad, 0) << tuning << " x " << to_string(g.x);
+        EXPECT_GT(zeros, 0);
+        EXPECT_LT(zeros, static_cast<int64_t>(outs[0].size()));
+      }
+    }
 }
 
 }  // namespace

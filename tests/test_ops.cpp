@@ -104,8 +104,9 @@ TEST(OpsCoverage, CudaRunsItsOps) {
       "rms_norm_silu", "add_layer_norm", "add_rms_norm", "batch_norm_relu", "group_norm", "relu_backward",
       "sigmoid_backward", "tanh_backward", "gelu_backward", "gelu_tanh_backward", "silu_backward", "mish_backward",
       "dropout_backward", "softmax_backward", "layer_norm_backward", "rms_norm_backward",
-      // section 4's embedding and section 5 (attention.cu)
-      "embedding", "attention_scores", "attention",
+      // section 4's embedding and convolutions, section 5 (attention.cu, conv.cu)
+      "embedding", "conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout", "depthwise_pointwise", "attention_scores",
+      "attention",
       // section 6
       "cross_entropy", "cross_entropy_backward", "mse", "mse_backward", "adamw_step", "sgd_step"};
   int checked = 0;

@@ -292,4 +292,32 @@ KF_DEV unsigned word_of(const uint4& w, int64_t i) {
   return j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
 }
 
+// ---- The matrix products' and convolutions' epilogue of one value v of output element i, channel ch
+// (EpilogueParams): + bias, the batch norm (conv2d_bn_relu), the activation, then dropout with the
+// Philox word of element i (KERNELS.md; the same words as eltwise.cu's dropout). The residual, which
+// comes after the dropout, is the caller's. In the compute type, with the accurate libm.
+template <class T> KF_DEV typename T::C epilogue_value(typename T::C v, int64_t i, int64_t ch, const EpilogueParams& p) {
+  using C = typename T::C;
+  using M = Math<C, false>;
+  if (p.bias) v += T::load(p.bias, ch);
+  if (p.bn_w) {
+    const C s = T::load(p.bn_w, ch) / m_sqrt(T::load(p.bn_var, ch) + C(p.eps));
+    v = (v - T::load(p.bn_mean, ch)) * s + T::load(p.bn_b, ch);
+  }
+  switch (p.act) {
+    case 1: v = relu_f<M>(v); break;
+    case 2: v = gelu_f<M>(v); break;
+    case 3: v = gelu_tanh_f<M>(v); break;
+    case 4: v = silu_f<M>(v); break;
+    default: break;
+  }
+  if (p.thr != 0u) {
+    const uint64_t blk = static_cast<uint64_t>(i) >> 2;
+    const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                                  p.seed_lo, p.seed_hi);
+    v = (word_of(w, i) >> 8) >= p.thr ? v * C(p.keep_scale) : C(0);
+  }
+  return v;
+}
+
 }  // namespace kf::hal::cuda

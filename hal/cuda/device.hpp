@@ -86,7 +86,19 @@ class CudaBuf final : public Buffer {
 
 inline void* ptr_of(const std::shared_ptr<Buffer>& b) { return b ? static_cast<CudaBuf*>(b.get())->ptr() : nullptr; }
 
-struct LtState;  // matmul.cpp: the cuBLASLt handle and workspace
+struct LtState;    // matmul.cpp: the cuBLASLt handle and workspace
+struct LtProduct;  // matmul.cpp: one (batched, repeated) column-major product
+
+// The convolutions' product through cuBLASLt (matmul.cpp conv_gemm): for each of `images` images i,
+// y_i [O, P] = W [O, K] col_i [K, P] (row-major), col_i = col + i col_step and y_i = y + i y_step
+// (elements); one strided-batched call.
+struct ConvGemm {
+  DType dtype = DType::f32;
+  int64_t O = 0, P = 0, K = 0, images = 1, col_step = 0, y_step = 0;
+  const void* w = nullptr;
+  const void* col = nullptr;
+  void* y = nullptr;
+};
 
 class CudaDevice final : public Device {
  public:
@@ -114,6 +126,12 @@ class CudaDevice final : public Device {
   // linear and matmul (matmul.cpp): whether cuBLASLt could be loaded (why not), and the dispatch.
   bool matmul_supported(std::string* why) const;
   std::string dispatch_matmul(const OpCall& call);
+  // One cuBLASLt product on the device's handle (matmul.cpp); returns the cublasLtEpilogue_t that ran.
+  int lt_run(const LtProduct& g, const std::string& op);
+  void conv_gemm(const ConvGemm& c, const std::string& op);
+  // conv2d, conv2d_bn_relu, conv2d_gelu_dropout (kernels.cpp; the kernels in conv.cu): the direct kernel
+  // or im2col + cuBLASLt + the epilogue kernel.
+  std::string dispatch_conv(const OpCall& call, Dt dt);
   // Sections 3 and 6 (kernels.cpp): kern is kernels.cpp's Kern, id its op within the family.
   std::string dispatch_training(const OpCall& call, int kern, int id, Dt dt);
   // embedding, attention_scores, attention (kernels.cpp; the kernels in attention.cu).
@@ -138,6 +156,7 @@ class CudaDevice final : public Device {
   int attn_path_ = 0;   // KF_TUNE attn_path: 0 automatic, 1 the portable kernel, 2 the tensor-core kernel
   int attn_split_ = 0;  // KF_TUNE attn_split: 0 automatic, 1 one pass, N exactly N key splits
   int attn_rows_ = 0;   // KF_TUNE attn_rows: the portable kernel's query rows per block at most (8, 16, 32)
+  int conv_path_ = 0;   // KF_TUNE conv_path: 0 automatic, 1 the direct kernel, 2 im2col + cuBLASLt
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   std::string rope_key_;

@@ -21,7 +21,7 @@ namespace {
 
 // Which kernel family of hal/cuda/ serves an op.
 enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm, Xent, Mse, Optim, Matmul, Embedding,
-                  Attention };
+                  Attention, Conv };
 
 struct Entry {
   Family family;            // the registry's family of the op (checked)
@@ -110,6 +110,10 @@ const std::unordered_map<std::string, Entry>& table() {
     m.emplace("linear", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
     m.emplace("linear_dropout", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
     m.emplace("matmul", Entry{Family::Matmul, Kern::Matmul, 0, "a,b,bias,residual"});
+    // Section 4's convolutions (conv.cu; dispatch_conv below). depthwise_pointwise is composed of conv2d.
+    m.emplace("conv2d", Entry{Family::Matmul, Kern::Conv, 0, "x,W,bias"});
+    m.emplace("conv2d_bn_relu", Entry{Family::Matmul, Kern::Conv, 0, "x,W,bn_w,bn_b,bn_mean,bn_var,conv_bias"});
+    m.emplace("conv2d_gelu_dropout", Entry{Family::Matmul, Kern::Conv, 0, "x,W,bias"});
     // Section 4's embedding and section 5 (attention.cu; dispatch_attention below).
     m.emplace("embedding", Entry{Family::Elementwise, Kern::Embedding, 0, "tokens,table,pos"});
     m.emplace("attention_scores", Entry{Family::Attention, Kern::Attention, 0, "q,k"});
@@ -174,6 +178,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
     case Kern::Embedding:
     case Kern::Attention:
       return dispatch_attention(call, dt);
+    case Kern::Conv:
+      return dispatch_conv(call, dt);
     case Kern::Norm:
     case Kern::GroupNorm: {
       NormParams p;
@@ -442,6 +448,119 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
                         ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
   return variant;
+}
+
+// conv2d, conv2d_bn_relu, conv2d_gelu_dropout (conv.cu), the path chosen here and only here:
+//  - im2col + cuBLASLt: one group, cuBLASLt loaded, P = OH OW, K = C KH KW and O below 2^31. The column
+//    matrix of up to kColBytes of images at a time in a scratch buffer (none for a 1 x 1 convolution of
+//    stride 1 without padding: each image [C, H W] is already the matrix), one strided-batched product
+//    per chunk (matmul.cpp conv_gemm: the images as batches, the weights' batch stride 0), then the epilogue kernel (train.cu) over y: bias, batch norm, activation,
+//    dropout. For f16 / bf16 the product is rounded to the dtype before the epilogue, as linear's.
+//  - direct: everything else (groups, depthwise) and KF_TUNE conv_path=1; conv_path=2 forces the
+//    cuBLASLt path (Unsupported, saying why, where it does not apply).
+// Variants: cuda:conv/direct,tile=64x64 and cuda:conv/im2col-cublaslt,chunk=32 (or ,1x1-no-im2col),
+// then +epilogue-kernel, and ,bn-folded for conv2d_bn_relu.
+std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
+  constexpr int64_t kColBytes = int64_t(512) << 20;
+  const OpDef& op = *call.op;
+  const Attrs& a = call.attrs;
+  const std::string prefix = std::string(kBackend) + ":";
+  const Shape& xs = call.inputs[0].shape;
+  const Shape& ws = call.inputs[1].shape;
+  const TensorArg& out = call.outputs[0];
+  const bool bn = op.name == "conv2d_bn_relu", gelu_drop = op.name == "conv2d_gelu_dropout";
+  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  if (call.dtype != DType::f32 && call.dtype != DType::f16 && call.dtype != DType::bf16)
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no convolution kernel in " + to_string(call.dtype) +
+                                            " (the registry lists f32, f16 and bf16)");
+  if (out.numel == 0) return prefix + "conv/empty";
+
+  ConvParams p;
+  p.x = in(0), p.w = in(1), p.y = ptr_of(out.buffer);
+  p.N = xs[0], p.C = xs[1], p.H = xs[2], p.W = xs[3];
+  p.O = ws[0], p.KH = ws[2], p.KW = ws[3], p.groups = a.groups;
+  p.OH = out.shape[2], p.OW = out.shape[3];
+  p.sh = a.stride[0], p.sw = a.stride[1], p.ph = a.padding[0], p.pw = a.padding[1], p.dh = a.dilation[0], p.dw = a.dilation[1];
+  const int64_t P = p.OH * p.OW, K = (p.C / p.groups) * p.KH * p.KW, Og = p.O / p.groups;
+  EpilogueParams& ep = p.ep;
+  ep.y = p.y;
+  ep.total = out.numel;
+  ep.n = p.O;
+  ep.inner = P;
+  ep.bias = in(bn ? 6 : 2);
+  if (bn) {
+    ep.bn_w = in(2), ep.bn_b = in(3), ep.bn_mean = in(4), ep.bn_var = in(5);
+    ep.eps = op.eps_of(a);
+  }
+  ep.act = bn ? static_cast<int>(kActRelu) : gelu_drop ? static_cast<int>(kActGelu) : static_cast<int>(a.act);
+  if (gelu_drop && a.p > 0) {
+    ep.seed_lo = static_cast<uint32_t>(a.seed);
+    ep.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+    ep.off_lo = static_cast<uint32_t>(a.offset);
+    ep.off_hi = static_cast<uint32_t>(a.offset >> 32);
+    ep.thr = ref::dropout_threshold(a.p);
+    ep.keep_scale = 1.0 / (1.0 - a.p);
+  }
+  const std::string bn_tag = bn ? ",bn-folded" : "";
+
+  // The path.
+  std::string no_lt, why;
+  if (p.groups != 1) no_lt = "it takes one group (groups = " + std::to_string(p.groups) + ")";
+  else if (!matmul_supported(&why)) no_lt = why;
+  else if (P > INT32_MAX || K > INT32_MAX || p.O > INT32_MAX || p.N > INT32_MAX || K == 0)
+    no_lt = "it needs OH OW, C KH KW, O and N in [1, 2^31) (got " + std::to_string(P) + ", " + std::to_string(K) +
+            ", " + std::to_string(p.O) + ", " + std::to_string(p.N) + ")";
+  if (conv_path_ == 2 && !no_lt.empty())
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name +
+                                            ": the im2col + cuBLASLt path was forced (KF_TUNE conv_path=2) but " + no_lt);
+
+  if (no_lt.empty() && conv_path_ != 1) {
+    const int64_t es = static_cast<int64_t>(dtype_size(call.dtype));
+    const bool one_by_one = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
+    ConvGemm g;
+    g.dtype = call.dtype;
+    g.O = p.O, g.P = P, g.K = K;
+    g.w = p.w;
+    g.y_step = p.O * P;
+    std::string variant = prefix + "conv/im2col-cublaslt";
+    if (one_by_one) {  // OH OW = H W, K = C: image n is x + n C H W as it stands
+      g.col = p.x, g.col_step = K * P, g.images = p.N, g.y = p.y;
+      conv_gemm(g, op.name);
+      variant += ",1x1-no-im2col";
+    } else {
+      const int64_t per_image = K * P * es;
+      const int64_t chunk = std::clamp<int64_t>(kColBytes / per_image, 1, p.N);
+      const auto col = scratch(static_cast<size_t>(chunk * per_image));
+      for (int64_t n0 = 0; n0 < p.N; n0 += chunk) {
+        const int64_t images = std::min(chunk, p.N - n0);
+        const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(images * K, 1, int64_t(1) << 30));
+        check_launch(launch_im2col(dt, p, n0, images, ptr_of(col), blocks, stream_), "im2col " + op.name);
+        g.col = ptr_of(col), g.col_step = K * P, g.images = images;
+        g.y = static_cast<char*>(p.y) + n0 * p.O * P * es;
+        conv_gemm(g, op.name);
+      }
+      variant += ",chunk=" + std::to_string(chunk);
+    }
+    if (ep.bias || ep.bn_w || ep.act != kActNone || ep.thr != 0u) {
+      const int64_t blocks = std::clamp<int64_t>((out.numel + 255) / 256, 1, int64_t(sm_count_) * 32);
+      check_launch(launch_epilogue(dt, ep, static_cast<uint32_t>(blocks), stream_), "epilogue " + op.name);
+      variant += "+epilogue-kernel";
+    }
+    return variant + bn_tag;
+  }
+
+  // The direct kernel: its tile from the channels per group; the grid loops over what it does not cover.
+  if (K > INT32_MAX || p.KH * p.KW > INT32_MAX)
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": " + std::to_string(K) +
+                                            " taps per output (C / groups KH KW) exceed the direct kernel's 2^31 - 1");
+  const ConvTile tile = Og > 16 ? ConvTile::t64x64 : Og > 4 ? ConvTile::t128x16 : ConvTile::t256x4;
+  const int64_t bm = tile == ConvTile::t64x64 ? 64 : tile == ConvTile::t128x16 ? 128 : 256;
+  const int64_t bn_ = tile == ConvTile::t64x64 ? 64 : tile == ConvTile::t128x16 ? 16 : 4;
+  const int64_t mtiles = (p.N * P + bm - 1) / bm, ytiles = p.groups * ((Og + bn_ - 1) / bn_);
+  const uint32_t gx = static_cast<uint32_t>(std::clamp<int64_t>(mtiles, 1, int64_t(1) << 30));
+  const uint32_t gy = static_cast<uint32_t>(std::clamp<int64_t>(ytiles, 1, 65535));
+  check_launch(launch_conv_direct(dt, p, tile, gx, gy, stream_), "conv " + op.name);
+  return prefix + "conv/direct,tile=" + std::to_string(bm) + "x" + std::to_string(bn_) + bn_tag;
 }
 
 // The rotary (cos, sin) table of npos positions from pmin, in double and rounded once to the compute type

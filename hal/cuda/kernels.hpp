@@ -158,18 +158,44 @@ struct OptimParams {
 };
 
 // The matrix products' own epilogue (where cuBLASLt's fused ones do not apply): y = act(y + bias) + res,
-// in place over y [rows, n]; act as kf::Activation.
+// in place over y [rows, n]; act as kf::Activation. The convolutions use it too (after their cuBLASLt
+// product, and inside the direct kernel of conv.cu): their channel is (i / inner) % n of the NCHW output
+// (n = O, inner = OH OW), and conv2d_bn_relu adds the batch norm.
 struct EpilogueParams {
   void* y = nullptr;
   const void* bias = nullptr;
   const void* res = nullptr;
   int64_t total = 0, n = 1;
+  int64_t inner = 1;  // the channel (bias, batch norm) of element i: (i / inner) % n
   int act = 0;
+  // Batch norm in inference form after the bias (conv2d_bn_relu; src/ops/conv.cpp): v = (v - mean) s + b
+  // with s = w / sqrt(var + eps), computed in the compute type. Null bn_w: none.
+  const void* bn_w = nullptr;
+  const void* bn_b = nullptr;
+  const void* bn_mean = nullptr;
+  const void* bn_var = nullptr;
+  double eps = 1e-5;
   // linear_dropout: dropout after the activation, before the residual, with the Philox mask of element
   // i of y (KERNELS.md; the same words as eltwise.cu's dropout): keep(i) = (word >> 8) >= thr.
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
   double keep_scale = 1;
 };
+
+// ---- Section 4's convolutions (conv.cu). NCHW, as src/ops/conv.cpp: x [N, C, H, W], W [O, C / groups, KH,
+// KW], y [N, O, OH, OW]; zero padding. The epilogue (bias, batch norm, activation, dropout at the output's
+// linear index) as EpilogueParams with n = O, inner = OH OW (its y, res and total unused).
+struct ConvParams {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  int64_t N = 0, C = 0, H = 0, W = 0, O = 0, groups = 1, KH = 1, KW = 1, OH = 0, OW = 0;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;  // stride, padding, dilation {height, width}
+  EpilogueParams ep;
+};
+
+// The direct kernel's output tiles (pixels x output channels of one group, 256 threads): 64 x 64 for
+// more than 16 channels per group, 128 x 16 for 5 to 16, 256 x 4 for up to 4 (depthwise).
+enum class ConvTile : int { t64x64, t128x16, t256x4 };
 
 // ---- Section 4's embedding and section 5 (attention.cu).
 // embedding: y[r, c] = table[tokens[r], c] + pos[r mod L, c]; ids were checked by the core (an id out of
@@ -240,6 +266,12 @@ int launch_mse(Dt dt, const MseParams& p, void* stream);
 int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream);
 int launch_embedding(Dt dt, const EmbeddingParams& p, uint32_t blocks, void* stream);
+// conv.cu. The direct kernel on grid (grid_x pixel tiles, grid_y (group, channel tile) pairs), each
+// looping over the rest; and the column matrix of the cuBLASLt path: col[i][k][pix] for the images
+// n0 .. n0 + images - 1 (row-major [K, OH OW] per image, k = (c, kh, kw); zero outside the image;
+// K and OH OW below 2^31), one block per row.
+int launch_conv_direct(Dt dt, const ConvParams& p, ConvTile tile, uint32_t grid_x, uint32_t grid_y, void* stream);
+int launch_im2col(Dt dt, const ConvParams& p, int64_t n0, int64_t images, void* col, uint32_t blocks, void* stream);
 int launch_attention_scores(Dt dt, const AttnParams& p, void* stream);
 // The forward kernel on grid (ceil(G * SqT / bq), Hkv, nseq * nsplit), then (nsplit > 1) the combine pass.
 int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream);

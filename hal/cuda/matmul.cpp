@@ -56,6 +56,10 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   throw Error(ErrorCode::Unsupported, "hip: " + call.op->name + ": the HIP build has no matmul (no hipBLASLt)");
 }
 
+void CudaDevice::conv_gemm(const ConvGemm&, const std::string& op) {
+  throw Error(ErrorCode::Unsupported, "hip: " + op + ": the HIP build has no matmul (no hipBLASLt)");
+}
+
 #else
 
 namespace {
@@ -199,11 +203,154 @@ struct LtState {
   }
 };
 
+// One product through cuBLASLt, column-major: D (m x n, ld ldd) = op(A) B (+ C when beta_one), with A
+// of k x m (trans_a) or m x k, ld lda, and B of k x n, ld ldb; `batches` strided batches (strides in
+// elements; a stride of 0 gives every batch the same matrix, which cuBLASLt allows: the convolutions'
+// weights). Float accumulation (TF32 off), double for f64.
+struct LtProduct {
+  DType dtype = DType::f32;
+  bool trans_a = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0;
+  int64_t batches = 1, stride_a = 0, stride_b = 0, stride_d = 0;
+  const void* A = nullptr;
+  const void* B = nullptr;
+  const void* C = nullptr;  // read when beta_one (the residual); else D
+  void* D = nullptr;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // the BIAS epilogues' vector (m values)
+  bool beta_one = false;
+};
+
 bool CudaDevice::matmul_supported(std::string* why) const {
   const LtApi& a = lt_api();
   if (a.error.empty()) return true;
   if (why) *why = "cuBLASLt is unavailable: " + a.error;
   return false;
+}
+
+// Runs g (LtProduct above) on the device's one cuBLASLt handle and workspace (created by the first
+// product). Returns the epilogue that ran: g.epilogue, or CUBLASLT_EPILOGUE_DEFAULT when cuBLASLt has no
+// algorithm with it for this shape (the caller's epilogue kernel then does its part).
+int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
+  const LtApi& api = lt_api();
+  if (!api.error.empty())
+    throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + opname + ": cuBLASLt is unavailable: " + api.error);
+  const std::string prefix = std::string(kBackend) + ":";
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  cudaDataType_t scale_type;
+  switch (g.dtype) {
+    case DType::f32: type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
+    case DType::f16: type = CUDA_R_16F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
+    case DType::bf16: type = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
+    case DType::f64: type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, scale_type = CUDA_R_64F; break;
+    default: throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": no cuBLASLt product in " + to_string(g.dtype));
+  }
+  const bool f64 = g.dtype == DType::f64;
+
+  make_current();
+  if (!lt_) {
+    auto st = std::make_shared<LtState>();
+    cublasStatus_t s = api.cublasLtCreate(&st->handle);
+    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(opname, "cublasLtCreate", s);
+    st->workspace_bytes = size_t(32) << 20;  // what NVIDIA recommends for Hopper
+    st->workspace = allocate(st->workspace_bytes);
+    lt_ = st;
+  }
+
+  Descs d;
+  auto chk = [&](cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(opname, what, s);
+  };
+  cublasLtEpilogue_t epi = g.epilogue;
+  chk(api.cublasLtMatmulDescCreate(&d.op, compute, scale_type), "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
+  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB");
+  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+  if (g.bias) {
+    const void* bp = g.bias;
+    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "set BIAS_POINTER");
+  }
+
+  const uint64_t es = dtype_size(g.dtype);
+  if (g.trans_a) chk(api.cublasLtMatrixLayoutCreate(&d.A, type, g.k, g.m, g.lda), "cublasLtMatrixLayoutCreate A");
+  else chk(api.cublasLtMatrixLayoutCreate(&d.A, type, g.m, g.k, g.lda), "cublasLtMatrixLayoutCreate A");
+  chk(api.cublasLtMatrixLayoutCreate(&d.B, type, g.k, g.n, g.ldb), "cublasLtMatrixLayoutCreate B");
+  chk(api.cublasLtMatrixLayoutCreate(&d.C, type, g.m, g.n, g.ldd), "cublasLtMatrixLayoutCreate C");
+  chk(api.cublasLtMatrixLayoutCreate(&d.D, type, g.m, g.n, g.ldd), "cublasLtMatrixLayoutCreate D");
+  if (g.batches > 1) {
+    const int32_t count = static_cast<int32_t>(g.batches);
+    for (auto [l, stride] : {std::pair{d.A, g.stride_a}, std::pair{d.B, g.stride_b}, std::pair{d.C, g.stride_d},
+                             std::pair{d.D, g.stride_d}}) {
+      chk(api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+          "set BATCH_COUNT");
+      chk(api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+          "set STRIDED_BATCH_OFFSET");
+    }
+  }
+
+  chk(api.cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = lt_->workspace_bytes;
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+      "set MAX_WORKSPACE_BYTES");
+  // Split-K only with its partial sums in the compute type, reduced in a separate step: not in the
+  // output type (f16 / bf16 partial sums would lose the float accumulation) nor in place.
+  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                               sizeof(reduction)),
+      "set REDUCTION_SCHEME_MASK");
+  // The alignments that hold for every batch's matrices (base addresses and batch strides in bytes).
+  auto addr = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+  const uint32_t al_a = alignment_of({addr(g.A), uint64_t(g.stride_a) * es});
+  const uint32_t al_b = alignment_of({addr(g.B), uint64_t(g.stride_b) * es});
+  const uint32_t al_c = alignment_of({addr(g.C), uint64_t(g.stride_d) * es});
+  const uint32_t al_d = alignment_of({addr(g.D), uint64_t(g.stride_d) * es});
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)), "set ALIGNMENT_A");
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "set ALIGNMENT_B");
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "set ALIGNMENT_C");
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)), "set ALIGNMENT_D");
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
+      "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0 && epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    // No algorithm with the fused epilogue for this shape: the plain product (the caller's kernel does
+    // the epilogue).
+    epi = CUBLASLT_EPILOGUE_DEFAULT;
+    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+    chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+  }
+  if (found == 0)
+    throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": cuBLASLt has no algorithm for " + to_string(g.dtype) +
+                                            " (column-major m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                                            " k=" + std::to_string(g.k) + " batches=" + std::to_string(g.batches) + ")");
+
+  const float alpha_f = 1, beta_f = g.beta_one ? 1.f : 0.f;
+  const double alpha_d = 1, beta_d = g.beta_one ? 1.0 : 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
+  const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  chk(api.cublasLtMatmul(lt_->handle, d.op, alpha, g.A, d.A, g.B, d.B, beta, g.C, d.C, g.D, d.D, &result.algo,
+                         ptr_of(lt_->workspace), lt_->workspace_bytes, static_cast<cudaStream_t>(stream_)),
+      "cublasLtMatmul");
+  return static_cast<int>(epi);
+}
+
+// The convolutions' product (kernels.cpp dispatch_conv): for image i, y_i [O, P] = W [O, K] col_i [K, P]
+// (row-major), as the column-major D (P x O, ld P) = col_i (P x K, ld P) W^T (K x O, ld K): one call,
+// the images as strided batches, W's batch stride 0; plain (the epilogue kernel adds the rest: a
+// per-channel bias is per column here, which cuBLASLt's BIAS epilogue, per row, cannot take).
+void CudaDevice::conv_gemm(const ConvGemm& c, const std::string& opname) {
+  LtProduct g;
+  g.dtype = c.dtype;
+  g.trans_a = false;
+  g.m = c.P, g.n = c.O, g.k = c.K;
+  g.lda = c.P, g.ldb = c.K, g.ldd = c.P;
+  g.A = c.col, g.B = c.w, g.D = c.y, g.C = c.y;
+  g.batches = c.images, g.stride_a = c.col_step, g.stride_b = 0, g.stride_d = c.y_step;
+  (void)lt_run(g, opname);
 }
 
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
@@ -236,16 +383,6 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
     trans_a = false;
   }
 
-  cudaDataType_t type;
-  cublasComputeType_t compute;
-  cudaDataType_t scale_type;
-  switch (call.dtype) {
-    case DType::f32: type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
-    case DType::f16: type = CUDA_R_16F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
-    case DType::bf16: type = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
-    case DType::f64: type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, scale_type = CUDA_R_64F; break;
-    default: throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no cuBLASLt product in " + to_string(call.dtype));
-  }
   const bool f64 = call.dtype == DType::f64, half = call.dtype == DType::f16 || call.dtype == DType::bf16;
 
   // Which parts of the epilogue cuBLASLt fuses; the rest goes to the epilogue kernel.
@@ -275,103 +412,30 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   }
   bool own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
 
-  make_current();
-  if (!lt_) {
-    auto st = std::make_shared<LtState>();
-    cublasStatus_t s = api.cublasLtCreate(&st->handle);
-    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(op.name, "cublasLtCreate", s);
-    st->workspace_bytes = size_t(32) << 20;  // what NVIDIA recommends for Hopper
-    st->workspace = allocate(st->workspace_bytes);
-    lt_ = st;
-  }
-
-  Descs d;
-  auto chk = [&](cublasStatus_t s, const char* what) {
-    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(op.name, what, s);
-  };
-  chk(api.cublasLtMatmulDescCreate(&d.op, compute, scale_type), "cublasLtMatmulDescCreate");
-  const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
-  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
-  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB");
-  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
-  if (lt_bias) {
-    const void* bp = ptr_of(bias->buffer);
-    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "set BIAS_POINTER");
-  }
-
-  // Column-major layouts: A (the weight / b), B (x / a), C and D (y^T: N x M, ld N).
-  const uint64_t es = dtype_size(call.dtype);
-  if (trans_a) chk(api.cublasLtMatrixLayoutCreate(&d.A, type, K, N, K), "cublasLtMatrixLayoutCreate A");
-  else chk(api.cublasLtMatrixLayoutCreate(&d.A, type, N, K, N), "cublasLtMatrixLayoutCreate A");
-  chk(api.cublasLtMatrixLayoutCreate(&d.B, type, K, M, K), "cublasLtMatrixLayoutCreate B");
-  chk(api.cublasLtMatrixLayoutCreate(&d.C, type, N, M, N), "cublasLtMatrixLayoutCreate C");
-  chk(api.cublasLtMatrixLayoutCreate(&d.D, type, N, M, N), "cublasLtMatrixLayoutCreate D");
-  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
-  if (batches > 1) {
-    const int32_t count = static_cast<int32_t>(batches);
-    stride_a = K * N, stride_b = M * K, stride_c = M * N;
-    for (auto [l, stride] : {std::pair{d.A, stride_a}, std::pair{d.B, stride_b}, std::pair{d.C, stride_c},
-                             std::pair{d.D, stride_c}}) {
-      chk(api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
-          "set BATCH_COUNT");
-      chk(api.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
-          "set STRIDED_BATCH_OFFSET");
-    }
-  }
-
-  const void* A = ptr_of(b.buffer);
-  const void* B = ptr_of(a.buffer);
-  void* D = ptr_of(y.buffer);
-  const void* C = lt_res ? ptr_of(res->buffer) : D;
-
-  chk(api.cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = lt_->workspace_bytes;
-  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-      "set MAX_WORKSPACE_BYTES");
-  // Split-K only with its partial sums in the compute type, reduced in a separate step: not in the
-  // output type (f16 / bf16 partial sums would lose the float accumulation) nor in place.
-  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
-                                               sizeof(reduction)),
-      "set REDUCTION_SCHEME_MASK");
-  // The alignments that hold for every batch's matrices (base addresses and batch strides in bytes).
-  auto addr = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
-  const uint32_t al_a = alignment_of({addr(A), uint64_t(stride_a) * es});
-  const uint32_t al_b = alignment_of({addr(B), uint64_t(stride_b) * es});
-  const uint32_t al_c = alignment_of({addr(C), uint64_t(stride_c) * es});
-  const uint32_t al_d = alignment_of({addr(D), uint64_t(stride_c) * es});
-  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)), "set ALIGNMENT_A");
-  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "set ALIGNMENT_B");
-  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "set ALIGNMENT_C");
-  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)), "set ALIGNMENT_D");
-
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
-      "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0 && epi != CUBLASLT_EPILOGUE_DEFAULT) {
-    // No algorithm with the fused epilogue for this shape: the plain product, and the epilogue kernel
+  // Column-major: A (the weight / b: K x N transposed, or N x K), B (x / a: K x M), C and D (y^T: N x M).
+  LtProduct g;
+  g.dtype = call.dtype;
+  g.trans_a = trans_a;
+  g.m = N, g.n = M, g.k = K;
+  g.lda = trans_a ? K : N, g.ldb = K, g.ldd = N;
+  g.batches = batches;
+  if (batches > 1) g.stride_a = K * N, g.stride_b = M * K, g.stride_d = M * N;
+  g.A = ptr_of(b.buffer);
+  g.B = ptr_of(a.buffer);
+  g.D = ptr_of(y.buffer);
+  g.C = lt_res ? ptr_of(res->buffer) : g.D;
+  g.beta_one = lt_res;
+  g.epilogue = epi;
+  g.bias = lt_bias ? ptr_of(bias->buffer) : nullptr;
+  const cublasLtEpilogue_t used = static_cast<cublasLtEpilogue_t>(lt_run(g, op.name));
+  if (used != epi) {
+    // No algorithm with the fused epilogue for this shape: the plain product ran, and the epilogue kernel
     // does bias and activation (the residual stays in beta = 1 where it was).
-    epi = CUBLASLT_EPILOGUE_DEFAULT;
-    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+    epi = used;
     ep.bias = bias ? ptr_of(bias->buffer) : nullptr;
     ep.act = act;
     own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
-    chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
-        "cublasLtMatmulAlgoGetHeuristic");
   }
-  if (found == 0)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": cuBLASLt has no algorithm for " + to_string(call.dtype) +
-                                            " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
-                                            std::to_string(K) + " batches=" + std::to_string(batches));
-
-  const float alpha_f = 1, beta_f = lt_res ? 1.f : 0.f;
-  const double alpha_d = 1, beta_d = lt_res ? 1.0 : 0.0;
-  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
-  const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
-  chk(api.cublasLtMatmul(lt_->handle, d.op, alpha, A, d.A, B, d.B, beta, C, d.C, D, d.D, &result.algo,
-                         ptr_of(lt_->workspace), lt_->workspace_bytes, static_cast<cudaStream_t>(stream_)),
-      "cublasLtMatmul");
 
   std::string variant = prefix + "cublaslt";
   if (epi != CUBLASLT_EPILOGUE_DEFAULT)

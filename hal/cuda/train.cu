@@ -139,26 +139,14 @@ __global__ void __launch_bounds__(256) optim_kernel(const OptimParams p) {
 
 // ---- The matrix products' own epilogue, in place: y = dropout(act(y + bias)) + residual (KERNELS.md
 // section 4; the dropout for linear_dropout only).
+// The convolutions' too (conv2d's bias and activation, conv2d_bn_relu's batch norm, conv2d_gelu_dropout's
+// gelu and dropout; channel (i / inner) % n of the NCHW output): common.cuh's epilogue_value.
 template <class T>
 __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
   using C = typename T::C;
-  using M = Math<C, false>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.total; i += int64_t(gridDim.x) * blockDim.x) {
-    C v = T::load(p.y, i);
-    if (p.bias) v += T::load(p.bias, i % p.n);
-    switch (p.act) {
-      case 1: v = relu_f<M>(v); break;
-      case 2: v = gelu_f<M>(v); break;
-      case 3: v = gelu_tanh_f<M>(v); break;
-      case 4: v = silu_f<M>(v); break;
-      default: break;
-    }
-    if (p.thr != 0u) {
-      const uint64_t blk = static_cast<uint64_t>(i) >> 2;
-      const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                                    p.seed_lo, p.seed_hi);
-      v = (word_of(w, i) >> 8) >= p.thr ? v * C(p.keep_scale) : C(0);
-    }
+    const int64_t ch = p.inner == 1 ? i % p.n : (i / p.inner) % p.n;
+    C v = epilogue_value<T>(T::load(p.y, i), i, ch, p);
     if (p.res) v += T::load(p.res, i);
     T::store(p.y, i, v);
   }

@@ -8,9 +8,11 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | conv]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
-#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits).
+#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); conv:
+#     hal/cuda/conv.cu (each direct-kernel tile, im2col) and train.cu's epilogue kernel on the
+#     convolutions' cases (conv_driver.cpp; EMU_VERBOSE=1 prints every comparison).
 # Exit status 0 when every comparison passes.
 set -euo pipefail
 build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra]}" && pwd)
@@ -21,14 +23,27 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/hal/cuda"
 cp "$here/hal/cuda/gpu_compat.hpp" "$work/hal/cuda/"
 cp "$here/mma.h" "$work/"
-python3 - "$root/hal/cuda/attention.cu" "$work/hal/cuda/attention_emu.cpp" <<'PY'
+# The kernel files to emulate: copied with their dynamic shared arrays and <<<...>>> launches rewritten.
+emulate() {
+python3 - "$root/hal/cuda/$1.cu" "$work/hal/cuda/$1_emu.cpp" <<'PY'
 import re, sys
 s = open(sys.argv[1]).read()
 s = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];', r'unsigned char* \1 = emu_dyn_smem;', s)
 s = re.sub(r'(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\((\w+)\);', r'emu_launch(\1, \2, \3);', s)
 open(sys.argv[2], 'w').write(s)
 PY
+}
+if [ "${2:-}" = conv ]; then
+  emulate conv
+  emulate train
+  srcs=("$work/hal/cuda/conv_emu.cpp" "$work/hal/cuda/train_emu.cpp" "$here/conv_driver.cpp")
+  args=()
+else
+  emulate attention
+  srcs=("$work/hal/cuda/attention_emu.cpp" "$here/driver.cpp")
+  args=("${2:-}")
+fi
 # -Dcuda=emucuda: the emulated kernels live in kf::hal::emucuda, apart from libkf's own.
 g++ -std=c++20 -O2 -Dcuda=emucuda -I"$work" -I"$root" -I"$root/src" -I"$root/include" -x c++ \
-  "$work/hal/cuda/attention_emu.cpp" "$here/driver.cpp" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
-"$work/drv" "${2:-}"
+  "${srcs[@]}" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
+"$work/drv" "${args[@]}"

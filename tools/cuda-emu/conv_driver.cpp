@@ -1,0 +1,200 @@
+// Part of tools/cuda-emu (see run.sh). Runs hal/cuda/conv.cu's kernels (and train.cu's epilogue kernel)
+// under the host emulation on the registry's convolution cases and awkward ones, and compares them with
+// the float64 reference (the op's own, on the inputs rounded to the dtype): the direct kernel with each
+// of its three tiles, and the im2col path with the product done on the host in float (standing in for
+// cuBLASLt, rounded to the dtype as cuBLASLt's output is) followed by the epilogue kernel. The parameters
+// are built as CudaDevice::dispatch_conv builds them (hal/cuda/kernels.cpp; keep the two in step).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include "hal/cuda/gpu_compat.hpp"
+#include <string>
+#include "hal/cuda/kernels.hpp"
+#include "kf/kf.hpp"
+#include "ops/registry.hpp"
+#include "ops/reference_math.hpp"
+#include "check/conformance.hpp"
+
+using namespace kf;
+namespace hc = kf::hal::emucuda;
+
+static double round_to_dt(double x, DType t) {
+  if (t == DType::f32) return double(float(x));
+  if (t == DType::f16) return kf_half_to_float(kf_float_to_half(float(x)));
+  float f = float(x);  // bf16, round to nearest even
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+static std::vector<unsigned char> to_dev(const std::vector<double>& v, DType t) {
+  std::vector<unsigned char> b(v.size() * dtype_size(t) + 16, 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::f32) { float f = float(v[i]); std::memcpy(&b[i * 4], &f, 4); }
+    else if (t == DType::f16) { unsigned short h = kf_float_to_half(float(v[i])); std::memcpy(&b[i * 2], &h, 2); }
+    else { float f = float(v[i]); unsigned u; std::memcpy(&u, &f, 4); unsigned short h = u >> 16; std::memcpy(&b[i * 2], &h, 2); }
+  }
+  return b;
+}
+static double from_dev(const std::vector<unsigned char>& b, size_t i, DType t) {
+  if (t == DType::f32) { float f; std::memcpy(&f, &b[i * 4], 4); return f; }
+  unsigned short h; std::memcpy(&h, &b[i * 2], 2);
+  if (t == DType::f16) return kf_half_to_float(h);
+  unsigned u = unsigned(h) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static hc::Dt dt_of(DType t) { return t == DType::f32 ? hc::Dt::f32 : t == DType::f16 ? hc::Dt::f16 : hc::Dt::bf16; }
+
+int fails = 0, runs = 0;
+
+// path: 0 direct with `tile`, 1 im2col + host product + epilogue kernel.
+void run(const std::string& name, const TestCase& tc, DType dt, int path, hc::ConvTile tile) {
+  const OpDef& op = get_op(name);
+  std::vector<Shape> shapes = tc.inputs;
+  shapes.resize(op.inputs.size());
+  auto v = check::random_inputs(shapes, tc.range, 4321);
+  if (op.prepare_inputs) op.prepare_inputs(shapes, tc.attrs, v);
+  std::vector<HostTensor> hin(shapes.size());
+  std::vector<std::vector<unsigned char>> dev(shapes.size());
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    if (shapes[k].empty()) continue;
+    hin[k].shape = shapes[k];
+    for (double x : v[k]) hin[k].data.push_back(round_to_dt(x, dt));
+    dev[k] = to_dev(hin[k].data, dt);
+  }
+  const Shape ys = op.infer(op, shapes, tc.attrs).at(0);
+  std::vector<HostTensor> hout(1);
+  hout[0].shape = ys;
+  hout[0].data.assign(size_t(numel(ys)), 0.0);
+  op.reference(hin, hout, tc.attrs);
+  const std::vector<double>& ro = hout[0].data;
+
+  // The parameters, as CudaDevice::dispatch_conv.
+  const Attrs& a = tc.attrs;
+  const bool bn = name == "conv2d_bn_relu", gelu_drop = name == "conv2d_gelu_dropout";
+  auto in = [&](size_t k) -> const void* { return k < shapes.size() && !shapes[k].empty() ? dev[k].data() : nullptr; };
+  const size_t es = dtype_size(dt);
+  std::vector<unsigned char> y(ro.size() * es + 16, 0xff);  // poisoned (NaN)
+  hc::ConvParams p;
+  p.x = in(0), p.w = in(1), p.y = y.data();
+  p.N = shapes[0][0], p.C = shapes[0][1], p.H = shapes[0][2], p.W = shapes[0][3];
+  p.O = shapes[1][0], p.KH = shapes[1][2], p.KW = shapes[1][3], p.groups = a.groups;
+  p.OH = ys[2], p.OW = ys[3];
+  p.sh = a.stride[0], p.sw = a.stride[1], p.ph = a.padding[0], p.pw = a.padding[1], p.dh = a.dilation[0], p.dw = a.dilation[1];
+  const int64_t P = p.OH * p.OW, K = (p.C / p.groups) * p.KH * p.KW;
+  hc::EpilogueParams& ep = p.ep;
+  ep.y = p.y, ep.total = int64_t(ro.size()), ep.n = p.O, ep.inner = P;
+  ep.bias = in(bn ? 6 : 2);
+  if (bn) ep.bn_w = in(2), ep.bn_b = in(3), ep.bn_mean = in(4), ep.bn_var = in(5), ep.eps = op.eps_of(a);
+  ep.act = bn ? int(kActRelu) : gelu_drop ? int(kActGelu) : int(a.act);
+  if (gelu_drop && a.p > 0) {
+    ep.seed_lo = uint32_t(a.seed), ep.seed_hi = uint32_t(a.seed >> 32);
+    ep.off_lo = uint32_t(a.offset), ep.off_hi = uint32_t(a.offset >> 32);
+    ep.thr = ref::dropout_threshold(a.p);
+    ep.keep_scale = 1.0 / (1.0 - a.p);
+  }
+  std::string tag;
+  if (path == 0) {
+    const int64_t bm = tile == hc::ConvTile::t64x64 ? 64 : tile == hc::ConvTile::t128x16 ? 128 : 256;
+    const int64_t bn_ = tile == hc::ConvTile::t64x64 ? 64 : tile == hc::ConvTile::t128x16 ? 16 : 4;
+    const int64_t Og = p.O / p.groups;
+    const int64_t mtiles = (p.N * P + bm - 1) / bm, ytiles = p.groups * ((Og + bn_ - 1) / bn_);
+    // A grid smaller than the tiles (2 x 2 at most) so that the blocks' loops are exercised too.
+    hc::launch_conv_direct(dt_of(dt), p, tile, uint32_t(std::min<int64_t>(mtiles, 2)), uint32_t(std::min<int64_t>(ytiles, 2)), nullptr);
+    tag = "direct " + std::to_string(bm) + "x" + std::to_string(bn_);
+  } else {
+    if (p.groups != 1) return;
+    // Chunks of 2 images (the host's chunking, small), im2col, the product on the host, then the epilogue.
+    const bool one_by_one = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
+    const int64_t chunk = 2;
+    std::vector<unsigned char> col(size_t(chunk * K * P) * es + 16, 0xcd);
+    std::vector<double> wv = hin[1].data;
+    for (int64_t n0 = 0; n0 < p.N; n0 += chunk) {
+      const int64_t images = std::min(chunk, p.N - n0);
+      const std::vector<unsigned char>* src = &col;
+      if (one_by_one) src = &dev[0];
+      else hc::launch_im2col(dt_of(dt), p, n0, images, col.data(), uint32_t(std::min<int64_t>(images * K, 3)), nullptr);
+      for (int64_t i = 0; i < images; ++i) {
+        const int64_t base = one_by_one ? (n0 + i) * K * P : i * K * P;
+        for (int64_t o = 0; o < p.O; ++o)
+          for (int64_t q = 0; q < P; ++q) {
+            float s = 0;
+            for (int64_t k = 0; k < K; ++k) s += float(wv[size_t(o * K + k)]) * float(from_dev(*src, size_t(base + k * P + q), dt));
+            const double r = round_to_dt(s, dt);
+            const size_t yi = size_t(((n0 + i) * p.O + o) * P + q);
+            const std::vector<double> one = {r};
+            const auto b = to_dev(one, dt);
+            std::memcpy(&y[yi * es], b.data(), es);
+          }
+      }
+    }
+    if (ep.bias || ep.bn_w || ep.act != 0 || ep.thr != 0u) hc::launch_epilogue(dt_of(dt), ep, 3, nullptr);
+    tag = one_by_one ? "1x1-no-im2col" : "im2col";
+  }
+  double num = 0, den = 0, worst = 0;
+  size_t wi = 0;
+  bool nan = false;
+  int64_t mask_bad = 0;
+  const uint32_t thr = ref::dropout_threshold(a.p);
+  for (size_t i = 0; i < ro.size(); ++i) {
+    const double x = from_dev(y, i, dt);
+    if (std::isnan(x)) { nan = true; wi = i; continue; }
+    num += (x - ro[i]) * (x - ro[i]);
+    den += ro[i] * ro[i];
+    if (std::fabs(x - ro[i]) > worst) worst = std::fabs(x - ro[i]), wi = i;
+    if (gelu_drop && a.p > 0 && !ref::dropout_keep(i, a.seed, a.offset, thr) && x != 0) ++mask_bad;
+  }
+  const double e = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double lim = dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 1e-3 : 8e-3;
+  const bool ok = !nan && e <= lim && mask_bad == 0;
+  ++runs;
+  if (!ok) ++fails;
+  if (!ok || std::getenv("EMU_VERBOSE"))
+    std::printf("%s %-20s %-40s %-5s %-14s err %.3g (limit %.1g) worst %.3g at %zu (got %g want %g)%s mask_bad %lld\n",
+                ok ? "ok  " : "FAIL", name.c_str(), tc.label.c_str(), to_string(dt), tag.c_str(), e, lim, worst, wi,
+                from_dev(y, wi, dt), ro[wi], nan ? " NaN (an element never written?)" : "", (long long)mask_bad);
+}
+
+static Attrs ca(std::array<int64_t, 2> stride, std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
+                int64_t groups, int64_t act = kActNone) {
+  Attrs a;
+  a.stride = stride, a.padding = padding, a.dilation = dilation, a.groups = groups, a.act = act;
+  return a;
+}
+
+int main() {
+  std::vector<std::pair<std::string, TestCase>> cases;
+  for (const char* name : {"conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout"})
+    for (const TestCase& tc : get_op(name).tests) cases.push_back({name, tc});
+  Attrs bn_eps = ca({1, 1}, {1, 1}, {1, 1}, 1);
+  bn_eps.eps = 1e-3;
+  Attrs drop = ca({1, 1}, {1, 1}, {1, 1}, 1);
+  drop.p = 0.3, drop.seed = 9, drop.offset = 100;
+  Attrs drop_dw = ca({2, 1}, {1, 0}, {1, 2}, 6);
+  drop_dw.p = 0.5, drop_dw.seed = 0x9e3779b97f4a7c15ull, drop_dw.offset = (uint64_t(1) << 32) + 7;
+  const std::vector<std::pair<std::string, TestCase>> more = {
+      {"conv2d", {"n3_c5_13x11_o7_k3_pad1_relu", {{3, 5, 13, 11}, {7, 5, 3, 3}, {7}}, ca({1, 1}, {1, 1}, {1, 1}, 1, kActRelu), 1}},
+      {"conv2d", {"s2_c6_15x17_o70_k3_pad1_gelu_tanh", {{2, 6, 15, 17}, {70, 6, 3, 3}, {70}}, ca({2, 2}, {1, 1}, {1, 1}, 1, kActGeluTanh), 1}},
+      {"conv2d", {"dil2_c4_12x10_o9_k3_pad2_silu", {{1, 4, 12, 10}, {9, 4, 3, 3}, {9}}, ca({1, 1}, {2, 2}, {2, 2}, 1, kActSilu), 1}},
+      {"conv2d", {"g2_c8_9x11_o6_k3_s2x1_pad1", {{2, 8, 9, 11}, {6, 4, 3, 3}, {6}}, ca({2, 1}, {1, 1}, {1, 1}, 2), 1}},
+      {"conv2d", {"g2_c8_9x11_o40_k3_s2_dil2", {{2, 8, 9, 11}, {40, 4, 3, 3}, {}}, ca({2, 2}, {2, 1}, {2, 2}, 2, kActGelu), 1}},
+      {"conv2d", {"depthwise_c32_10x10_k3_pad1_relu", {{2, 32, 10, 10}, {32, 1, 3, 3}, {32}}, ca({1, 1}, {1, 1}, {1, 1}, 32, kActRelu), 1}},
+      {"conv2d", {"n2_c3_40x37_o20_k5x3_pad2x1", {{2, 3, 40, 37}, {20, 3, 5, 3}, {20}}, ca({1, 1}, {2, 1}, {1, 1}, 1), 1}},
+      {"conv2d", {"c37_8x8_o40_k3_nobias", {{1, 37, 8, 8}, {40, 37, 3, 3}, {}}, ca({1, 1}, {0, 0}, {1, 1}, 1), 1}},
+      {"conv2d", {"pointwise_c16_9x9_o24_s2", {{2, 16, 9, 9}, {24, 16, 1, 1}, {24}}, ca({2, 2}, {0, 0}, {1, 1}, 1), 1}},
+      {"conv2d", {"pointwise_c8_6x6_o12_pad1", {{1, 8, 6, 6}, {12, 8, 1, 1}, {12}}, ca({1, 1}, {1, 1}, {1, 1}, 1), 1}},
+      {"conv2d", {"pointwise_c16_7x5_o130_silu", {{3, 16, 7, 5}, {130, 16, 1, 1}, {130}}, ca({1, 1}, {0, 0}, {1, 1}, 1, kActSilu), 1}},
+      {"conv2d_bn_relu", {"g2_c8_11x9_o10_s2_bias", {{2, 8, 11, 9}, {10, 4, 3, 3}, {10}, {10}, {10}, {10}, {10}}, ca({2, 2}, {1, 1}, {1, 1}, 2), 1}},
+      {"conv2d_bn_relu", {"c16_10x10_o40_k3_bias_eps1e-3", {{2, 16, 10, 10}, {40, 16, 3, 3}, {40}, {40}, {40}, {40}, {40}}, bn_eps, 1}},
+      {"conv2d_gelu_dropout", {"c8_9x9_o70_k3_p0.3", {{2, 8, 9, 9}, {70, 8, 3, 3}, {70}}, drop, 1}},
+      {"conv2d_gelu_dropout", {"depthwise_c6_9x8_p0.5_offset_hi", {{1, 6, 9, 8}, {6, 1, 3, 2}, {6}}, drop_dw, 1}},
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  for (const auto& [name, tc] : cases)
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (hc::ConvTile t : {hc::ConvTile::t64x64, hc::ConvTile::t128x16, hc::ConvTile::t256x4}) run(name, tc, dt, 0, t);
+      run(name, tc, dt, 1, hc::ConvTile::t64x64);
+    }
+  std::printf("conv: %d runs, fails: %d\n", runs, fails);
+  return fails != 0;
+}
