@@ -17,7 +17,11 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
+#if defined(OUT_BF16)
+#define DT_BF16
+#else
 #define DT_F16
+#endif
 #include "common.glsl"
 #include "activations.glsl"
 #include "philox.glsl"
@@ -61,6 +65,11 @@ layout(constant_id = 7) const bool ACC_OUT = false;
 // and shift (f32, scale at word gm of binding 3, shift at word M + gm) before the activation.
 layout(constant_id = 8) const bool BIAS_ROW = false;
 layout(constant_id = 9) const bool ROW_SS = false;
+// bf16 linear (OUT_BF16: bias, residual and C in bf16): A and W come as f16 rows scaled by powers of two
+// (bf16_rows_to_f16.comp); SCALES multiplies each product by the rows' inverse factors first, inv_a[m]
+// at word m and inv_w[n] at word M + n of binding 5.
+layout(constant_id = 10) const bool SCALES = false;
+layout(std430, binding = 5) readonly buffer SC_ { float inv_scale[]; };
 
 // A and B only ever read as 16-byte packs: declared alone and restrict, so that the compiler may
 // schedule their loads freely; bias, residual and C use the common views.
@@ -251,6 +260,7 @@ void main() {
       float x = uintBitsToFloat(As[stage_tile + r * 4u + c / 4u][c % 4u]);
       const uint gn = gn0 + h;
       if (gm < pc.M && gn < pc.N) {
+        if (SCALES) x *= inv_scale[gm] * inv_scale[pc.M + gn];
         if (HAS_BIAS) x += LOAD_ELEM(BIAS, BIAS_ROW ? gm : gn);
         if (ROW_SS) x = x * uintBitsToFloat(RES_w.w[gm]) + uintBitsToFloat(RES_w.w[pc.M + gm]);
         x = act(x);
@@ -269,7 +279,11 @@ void main() {
       [[unroll]] for (uint h = 0; h < 8u; h += 2u) {
         const uint gn = gn0 + h, idx = cbase + gm * pc.N + gn;
         if (pairs && gn < pc.N) {
+#if defined(OUT_BF16)
+          C_w.w[idx >> 1] = to_bf16(v[h]) | (to_bf16(v[h + 1u]) << 16);
+#else
           C_w.w[idx >> 1] = packHalf2x16(vec2(v[h], v[h + 1u]));
+#endif
         } else if (!pairs) {
           if (gn < pc.N) STORE_ELEM(C, idx, v[h]);
           if (gn + 1u < pc.N) STORE_ELEM(C, idx + 1u, v[h + 1u]);

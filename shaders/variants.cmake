@@ -35,21 +35,33 @@ execute_process(
 if(coopmat_nv_rc EQUAL 0)
   # Tile shapes (hal/vulkan/kernels.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,
   # each FM x FN 16x16 accumulators, BK-deep slices, 1 or 2 shared-memory stages.
+  set(kf_coopmat_tiles
+    "c1|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1"
+    "c2|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=2"
+    "c3|SG_M=2,SG_N=4,FM=4,FN=2,BK=64,STAGES=1"
+    "c4|SG_M=2,SG_N=2,FM=4,FN=4,BK=32,STAGES=2"
+    "c5|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1"
+    "c6|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=2"
+    "c7|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=3"
+    "c8|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=3"
+    "c9|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=2"
+    "c10|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=3"
+    "c11|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=0"
+    "c12|SG_M=8,SG_N=2,FM=2,FN=4,BK=32,STAGES=1"
+    "c13|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
+    "c14|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
+  )
+  # bf16 (linear's layout; bias, residual and output in bf16): the same tiles on f16 rows scaled by
+  # powers of two (bf16_rows_to_f16.comp converts A and W first).
+  foreach(tile IN LISTS kf_coopmat_tiles)
+    string(REPLACE "|" ";" t "${tile}")
+    list(GET t 0 cname)
+    list(GET t 1 cdefs)
+    list(APPEND KF_SHADER_VARIANTS "mm_coopmat_f16_${cname}|mm_coopmat.comp|${cdefs}")
+    list(APPEND KF_SHADER_VARIANTS "mm_coopmat_bf16_${cname}|mm_coopmat.comp|${cdefs},OUT_BF16")
+  endforeach()
+  list(APPEND KF_SHADER_VARIANTS "bf16_rows_to_f16|bf16_rows_to_f16.comp|KF_ROWS_TO_F16")
   list(APPEND KF_SHADER_VARIANTS
-    "mm_coopmat_f16_c1|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1"
-    "mm_coopmat_f16_c2|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=2"
-    "mm_coopmat_f16_c3|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=64,STAGES=1"
-    "mm_coopmat_f16_c4|mm_coopmat.comp|SG_M=2,SG_N=2,FM=4,FN=4,BK=32,STAGES=2"
-    "mm_coopmat_f16_c5|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1"
-    "mm_coopmat_f16_c6|mm_coopmat.comp|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=2"
-    "mm_coopmat_f16_c7|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=3"
-    "mm_coopmat_f16_c8|mm_coopmat.comp|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=3"
-    "mm_coopmat_f16_c9|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=2"
-    "mm_coopmat_f16_c10|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=3"
-    "mm_coopmat_f16_c11|mm_coopmat.comp|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=0"
-    "mm_coopmat_f16_c12|mm_coopmat.comp|SG_M=8,SG_N=2,FM=2,FN=4,BK=32,STAGES=1"
-    "mm_coopmat_f16_c13|mm_coopmat.comp|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
-    "mm_coopmat_f16_c14|mm_coopmat.comp|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
     "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV"
     # Probes of the shared-memory fragment loads (KF_TUNE mm_peak=1..5; mm_coopmat_peak.comp).
     "mm_coopmat_peak_f16_l1|mm_coopmat_peak.comp|PEAK_LOAD=1"

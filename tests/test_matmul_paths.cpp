@@ -3,6 +3,9 @@
 // each path"). A device without the cooperative-matrix shape skips that path, saying why.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "check/conformance.hpp"
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
@@ -147,6 +150,70 @@ TEST(MatmulPaths, PortableF32) { run_path(1, DType::f32); }
 TEST(MatmulPaths, PortableF16) { run_path(1, DType::f16); }
 TEST(MatmulPaths, PortableBF16) { run_path(1, DType::bf16); }
 TEST(MatmulPaths, CooperativeMatrixF16) { run_path(2, DType::f16); }
+// bf16 linear on the tensor-core path (A's and W's rows as f16 times powers of two), every tile shape,
+// on the linear cases; then rows of very different magnitudes (a row of A, a row of W near 1e-6, others
+// up to 3e5, beyond f16's range): each output is compared with the CPU backend's on the same bf16
+// inputs, relative to the largest output of its row and column product.
+TEST(MatmulPaths, CooperativeMatrixBf16Linear) {
+  const auto& devices = vulkan_devices();
+  if (devices.empty()) GTEST_SKIP() << "no Vulkan device";
+  int checked = 0;
+  for (const auto& d : devices) {
+    for (int cfg = 0; cfg <= 14; ++cfg) {
+      ContextOptions o;
+      o.backend = "vulkan";
+      o.device = std::to_string(d.info.index);
+      o.validation = true;
+      o.tuning = "mm_path=2" + (cfg ? ",mm_cfg=" + std::to_string(cfg) : std::string());
+      Context ctx = Context::create(o);
+      if (!ctx.device().caps.coopmat_nv) break;
+      for (const auto& c : kCases) {
+        if (std::string(c.op) != "linear") continue;
+        TestCase tc{"path", c.shapes, {}, 1};
+        tc.attrs.act = c.act;
+        const auto r = check::run_case(ctx, get_op("linear"), DType::bf16, tc, check::fresh_seed());
+        ++checked;
+        EXPECT_TRUE(r.pass) << o.tuning << " " << to_string(c.shapes[0]) << " x " << to_string(c.shapes[1]) << ": "
+                            << r.message << " seed " << r.seed;
+        EXPECT_NE(r.variant.find("bf16-rows-as-scaled-f16"), std::string::npos) << r.variant;
+      }
+    }
+    ContextOptions o;
+    o.backend = "vulkan";
+    o.device = std::to_string(d.info.index);
+    o.tuning = "mm_path=2";
+    Context ctx = Context::create(o);
+    if (!ctx.device().caps.coopmat_nv) continue;
+    Context cpu = Context::create(ContextOptions{.backend = "cpu"});
+    const int64_t M = 70, N = 90, K = 136;
+    std::mt19937_64 rng(check::fresh_seed());
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<double> a(M * K), w(N * K);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) a[m * K + k] = u(rng) * (m == 3 ? 1e-6 : m == 5 ? 3e5 : 1.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) w[n * K + k] = u(rng) * (n == 7 ? 1e-6 : n == 11 ? 2e5 : 1.0);
+    std::vector<std::vector<double>> outs;
+    for (Context* c : {&ctx, &cpu}) {
+      Tensor ta = c->from_host({M, K}, DType::bf16, a), tw = c->from_host({N, K}, DType::bf16, w);
+      outs.push_back(c->call("linear", {ta, tw}).at(0).to_double());
+      if (c == &ctx) EXPECT_NE(c->last_variant().find("bf16-rows-as-scaled-f16"), std::string::npos) << c->last_variant();
+    }
+    // Each output against the magnitude of its row's and column's inputs (bf16 output rounding: 2^-8).
+    int bad = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double am = 0, wm = 0;
+        for (int64_t k = 0; k < K; ++k) am = std::max(am, std::fabs(a[m * K + k])), wm = std::max(wm, std::fabs(w[n * K + k]));
+        const double ref = outs[1][m * N + n], got = outs[0][m * N + n];
+        if (!(std::fabs(got - ref) <= 1e-2 * std::fabs(ref) + 1e-3 * am * wm * std::sqrt(double(K))) && ++bad <= 5)
+          ADD_FAILURE() << "element (" << m << ", " << n << "): vulkan " << got << ", cpu " << ref;
+      }
+    EXPECT_EQ(bad, 0);
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
+}
+
 // Every tile shape of the tensor-core kernel (KF_TUNE mm_cfg), not only the default.
 TEST(MatmulPaths, CooperativeMatrixF16AllTiles) {
   for (int cfg = 1; cfg <= 14; ++cfg) run_path(2, DType::f16, cfg);

@@ -222,19 +222,50 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : auto_cfg];
   if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[auto_cfg];
   const CoopmatConfig& cfg = *pick;
-  const bool coopmat_fits = coopmat_f16_ && call.dtype == DType::f16 && K % 8 == 0 && (linear || N % 8 == 0) &&
-                            has_variant(cfg.variant);
+  // bf16 (linear's layout only): A's and W's rows as f16 times powers of two (bf16_rows_to_f16.comp),
+  // undone in the epilogue; the output, bias and residual stay bf16.
+  const bool bf16 = call.dtype == DType::bf16;
+  const std::string cm_variant = bf16 ? "mm_coopmat_bf16_" + std::string(cfg.variant).substr(std::string("mm_coopmat_f16_").size())
+                                      : std::string(cfg.variant);
+  const bool coopmat_fits = coopmat_f16_ && (call.dtype == DType::f16 || (bf16 && linear && has_variant("bf16_rows_to_f16"))) &&
+                            K % 8 == 0 && (linear || N % 8 == 0) && has_variant(cm_variant) && M + N <= 0xffffffffull;
   if (tuning().mm_path == 2 && !coopmat_fits)
     throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
-                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 and K % 8 == 0");
+                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 (or bf16 for linear) "
+                                        "and K % 8 == 0");
   const bool coopmat = coopmat_fits && tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
+  std::shared_ptr<Buffer> a_in = call.inputs[0].buffer, b_in = call.inputs[1].buffer, inv_scales;
+  if (coopmat && bf16) {
+    a_in = allocate(static_cast<size_t>(M * K * 2));
+    b_in = allocate(static_cast<size_t>(N * K * 2));
+    inv_scales = allocate(static_cast<size_t>((M + N) * 4));
+    for (int which = 0; which < 2; ++which) {
+      const uint64_t rows = which == 0 ? M : N;
+      if ((rows + 3) / 4 > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, call.op->name + ": too many rows");
+      struct {
+        uint32_t rows, K, scale_off;
+      } cp{static_cast<uint32_t>(rows), static_cast<uint32_t>(K), which == 0 ? 0u : static_cast<uint32_t>(M)};
+      Launch c;
+      c.variant = "bf16_rows_to_f16";
+      c.bindings[0] = call.inputs[which].buffer;
+      c.bindings[4] = which == 0 ? a_in : b_in;
+      c.bindings[5] = inv_scales;
+      c.push = &cp;
+      c.push_bytes = sizeof(cp);
+      c.groups = static_cast<uint32_t>(std::min<uint64_t>((rows + 3) / 4, 65535));
+      c.groups_y = static_cast<uint32_t>((rows + 4ull * 65535 - 1) / (4ull * 65535));
+      record(c);
+    }
+  }
   Launch l;
-  l.variant = coopmat ? cfg.variant : variant_name(*call.op, call.dtype, false);
+  l.variant = coopmat ? cm_variant : variant_name(*call.op, call.dtype, false);
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
-  l.bindings[0] = call.inputs[0].buffer;
-  l.bindings[1] = call.inputs[1].buffer;
+  if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
+  l.bindings[0] = a_in;
+  l.bindings[1] = b_in;
+  if (inv_scales) l.bindings[5] = inv_scales;
   if (has_bias) l.bindings[2] = call.inputs[2].buffer;
   if (has_res) l.bindings[3] = call.inputs[3].buffer;
   l.bindings[4] = call.outputs[0].buffer;
@@ -244,7 +275,8 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
   record(l);
-  return coopmat ? std::string("vulkan:mm/coopmat-nv-") + cfg.label : "vulkan:mm/portable-tiled-64x64";
+  return coopmat ? std::string("vulkan:mm/coopmat-nv-") + cfg.label + (bf16 ? ",bf16-rows-as-scaled-f16" : "")
+                 : "vulkan:mm/portable-tiled-64x64";
 }
 
 // The in-register ceiling of the tensor-core path (mm_coopmat_peak.comp): 8 subgroups per workgroup,
