@@ -202,7 +202,9 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       }
       if (p.rows == 0) return prefix + "norm/empty";
       const int block = row_block(p.feat);
-      check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_), "norm " + op.name);
+      int cached = 0;
+      check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_, &cached), "norm " + op.name);
+      if (cached) return prefix + "norm/register-cache,16B-packs,block=" + std::to_string(cached);
       return prefix + "norm/block-per-row,block=" + std::to_string(block);
     }
     case Kern::NormBwd: {

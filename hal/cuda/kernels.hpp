@@ -257,7 +257,8 @@ bool attn_wmma_built();
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
 int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream);
 
-int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream);
+// cached_block (optional): the block of the register-cached kernel when it ran, else 0.
+int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, int* cached_block = nullptr);
 int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream);
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);

@@ -83,6 +83,100 @@ __global__ void __launch_bounds__(1024) norm_kernel(const NormParams p) {
   }
 }
 
+// The register-cached form of norm_kernel for rows that fit (layer and rms norm and their fusions, not
+// group_norm; the row a multiple of the 16-byte pack, every pointer 16-byte aligned): each thread loads
+// up to CACHE packs of the row once, with all its loads issued before any arithmetic, and the
+// statistics and the output come from the registers: the row is read from memory once (norm_kernel
+// reads it in every pass, element by element: 0.2-0.5 of copy on an H100 where Vulkan's cached kernel
+// reached 0.9-1.0). Same formulas (hi + lo, fixed-order block sums).
+template <NormOp OP, class T, int CACHE>
+__global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
+  using C = typename T::C;
+  using M = Math<C, false>;
+  constexpr int VW = T::VW;
+  __shared__ C sm[32];
+  const int64_t L = p.feat;
+  const int npk = static_cast<int>(L / VW);
+  const C eps = static_cast<C>(p.eps);
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const int64_t base = row * L;  // elements; base / VW packs
+    C x[CACHE][VW];
+    uint4 raw[CACHE], rawr[CACHE];
+#pragma unroll
+    for (int u = 0; u < CACHE; ++u) {
+      const int j = threadIdx.x + u * blockDim.x;
+      if (j < npk) {
+        raw[u] = load_pack(p.x, base / VW + j);
+        if constexpr (kAdd<OP>) rawr[u] = load_pack(p.r, base / VW + j);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < CACHE; ++u) {
+      const int j = threadIdx.x + u * blockDim.x;
+      if (j < npk) {
+        T::unpack(raw[u], x[u]);
+        if constexpr (kAdd<OP>) {
+          C r[VW];
+          T::unpack(rawr[u], r);
+#pragma unroll
+          for (int k = 0; k < VW; ++k) x[u][k] += r[k];
+          store_pack(p.s, base / VW + j, T::pack(x[u]));  // (the statistics use the unrounded sum, as norm_kernel)
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) x[u][k] = C(0);
+      }
+    }
+    C hi = C(0), lo = C(0), m2 = C(0);
+    if constexpr (kRms<OP>) {
+      C ss = C(0);
+#pragma unroll
+      for (int u = 0; u < CACHE; ++u)
+#pragma unroll
+        for (int k = 0; k < VW; ++k) ss += x[u][k] * x[u][k];
+      m2 = block_sum(ss, sm);
+    } else {
+      C sum = C(0);
+#pragma unroll
+      for (int u = 0; u < CACHE; ++u)
+#pragma unroll
+        for (int k = 0; k < VW; ++k) sum += x[u][k];
+      hi = block_sum(sum, sm) / C(L);
+      C c = C(0), d2 = C(0);
+#pragma unroll
+      for (int u = 0; u < CACHE; ++u)
+        if (threadIdx.x + u * blockDim.x < npk)
+#pragma unroll
+          for (int k = 0; k < VW; ++k) {
+            const C d = x[u][k] - hi;
+            c += d, d2 += d * d;
+          }
+      c = block_sum(c, sm);
+      m2 = block_sum(d2, sm);
+      lo = c / C(L);
+      m2 = m2 - c * lo;
+      if (m2 < C(0)) m2 = C(0);
+    }
+    const C rstd = C(1) / m_sqrt(m2 / C(L) + eps);
+#pragma unroll
+    for (int u = 0; u < CACHE; ++u) {
+      const int j = threadIdx.x + u * blockDim.x;
+      if (j >= npk) continue;
+      C w[VW], b[VW], o[VW];
+      if (p.w) T::unpack(load_pack(p.w, j), w);
+      if (p.b) T::unpack(load_pack(p.b, j), b);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        C v = centered<T>(x[u][k], hi, lo) * rstd;
+        if (p.w) v *= w[k];
+        if (p.b) v += b[k];
+        o[k] = norm_act<OP, M>(v);
+      }
+      store_pack(p.y, base / VW + j, T::pack(o));
+    }
+  }
+}
+
 // g = dy w rounded before it is used: contracted into sum(g) or into g - mean(g) (nvcc fuses a * b + c
 // by default), the product would keep digits the other side lacks; on an H100 that left 2.8e-5 where a
 // one-element row's gradient is exactly 0 (as norm_bwd.comp's `precise`).
@@ -221,17 +315,38 @@ __global__ void __launch_bounds__(256) batch_norm_relu_kernel(const BatchNormPar
 
 uint32_t row_blocks(int64_t rows) { return static_cast<uint32_t>(rows < 1 ? 1 : rows > (int64_t(1) << 30) ? int64_t(1) << 30 : rows); }
 
-template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gpuStream_t s) {
+constexpr int kNormCache = 4;  // packs per thread of the cached kernel
+
+// The block of the cached kernel for these parameters (a power of two from 32 to 1024 threads holding
+// the row in kNormCache packs each), or 0 when the row does not qualify.
+template <class T> int cached_block(const NormParams& p) {
+  const auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
+  if (p.groups != 1 || p.inner != 1 || p.feat % T::VW != 0 || misaligned(p.x) || misaligned(p.r) ||
+      misaligned(p.w) || misaligned(p.b) || misaligned(p.y) || misaligned(p.s))
+    return 0;
+  const int64_t npk = p.feat / T::VW;
+  int block = 32;
+  while (int64_t(block) * kNormCache < npk && block < 1024) block *= 2;
+  return int64_t(block) * kNormCache >= npk ? block : 0;
+}
+
+template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gpuStream_t s, int* used) {
+  if (const int cb = cached_block<T>(p)) {
+    norm_cached_kernel<OP, T, kNormCache><<<row_blocks(p.rows), cb, 0, s>>>(p);
+    if (used) *used = cb;
+    return static_cast<int>(gpuGetLastError());
+  }
   norm_kernel<OP, T><<<row_blocks(p.rows), block, 0, s>>>(p);
+  if (used) *used = 0;
   return static_cast<int>(gpuGetLastError());
 }
 
-template <NormOp OP> int norm_op(Dt dt, const NormParams& p, int block, gpuStream_t s) {
+template <NormOp OP> int norm_op(Dt dt, const NormParams& p, int block, gpuStream_t s, int* used) {
   switch (dt) {
-    case Dt::f32: return norm_launch<OP, F32>(p, block, s);
-    case Dt::f16: return norm_launch<OP, F16>(p, block, s);
-    case Dt::bf16: return norm_launch<OP, BF16>(p, block, s);
-    case Dt::f64: return norm_launch<OP, F64>(p, block, s);
+    case Dt::f32: return norm_launch<OP, F32>(p, block, s, used);
+    case Dt::f16: return norm_launch<OP, F16>(p, block, s, used);
+    case Dt::bf16: return norm_launch<OP, BF16>(p, block, s, used);
+    case Dt::f64: return norm_launch<OP, F64>(p, block, s, used);
   }
   return -1;
 }
@@ -250,18 +365,18 @@ template <class T> int norm_bwd_launch(const NormBwdParams& p, int block, gpuStr
 
 }  // namespace
 
-int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream) {
+int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, int* cached_block) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (op) {
-    case NormOp::layer: return norm_op<NormOp::layer>(dt, p, block, s);
-    case NormOp::rms: return norm_op<NormOp::rms>(dt, p, block, s);
-    case NormOp::layer_relu: return norm_op<NormOp::layer_relu>(dt, p, block, s);
-    case NormOp::layer_gelu: return norm_op<NormOp::layer_gelu>(dt, p, block, s);
-    case NormOp::layer_silu: return norm_op<NormOp::layer_silu>(dt, p, block, s);
-    case NormOp::rms_gelu: return norm_op<NormOp::rms_gelu>(dt, p, block, s);
-    case NormOp::rms_silu: return norm_op<NormOp::rms_silu>(dt, p, block, s);
-    case NormOp::add_layer: return norm_op<NormOp::add_layer>(dt, p, block, s);
-    case NormOp::add_rms: return norm_op<NormOp::add_rms>(dt, p, block, s);
+    case NormOp::layer: return norm_op<NormOp::layer>(dt, p, block, s, cached_block);
+    case NormOp::rms: return norm_op<NormOp::rms>(dt, p, block, s, cached_block);
+    case NormOp::layer_relu: return norm_op<NormOp::layer_relu>(dt, p, block, s, cached_block);
+    case NormOp::layer_gelu: return norm_op<NormOp::layer_gelu>(dt, p, block, s, cached_block);
+    case NormOp::layer_silu: return norm_op<NormOp::layer_silu>(dt, p, block, s, cached_block);
+    case NormOp::rms_gelu: return norm_op<NormOp::rms_gelu>(dt, p, block, s, cached_block);
+    case NormOp::rms_silu: return norm_op<NormOp::rms_silu>(dt, p, block, s, cached_block);
+    case NormOp::add_layer: return norm_op<NormOp::add_layer>(dt, p, block, s, cached_block);
+    case NormOp::add_rms: return norm_op<NormOp::add_rms>(dt, p, block, s, cached_block);
   }
   return -1;
 }
