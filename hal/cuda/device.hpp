@@ -118,6 +118,8 @@ class CudaDevice final : public Device {
   std::string dispatch_training(const OpCall& call, int kern, int id, Dt dt);
   // embedding, attention_scores, attention (kernels.cpp; the kernels in attention.cu).
   std::string dispatch_attention(const OpCall& call, Dt dt);
+  // attention_backward (kernels.cpp; the kernels in attention_bwd.cu).
+  std::string dispatch_attention_backward(const OpCall& call, Dt dt);
   // The rotary cos/sin table of attention (kernels.cpp), cached while its parameters do not change.
   std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64);
   // A temporary device buffer for one dispatch (row statistics, partial sums): released when the

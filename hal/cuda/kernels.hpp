@@ -244,6 +244,29 @@ int launch_attention_scores(Dt dt, const AttnParams& p, void* stream);
 // The forward kernel on grid (ceil(G * SqT / bq), Hkv, nseq * nsplit), then (nsplit > 1) the combine pass.
 int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream);
 
+// attention_backward (attention_bwd.cu), as shaders/attention_bwd.comp: a PRE pass (D_i = do_i . o_i per
+// query row into dsum, in the compute type), a dK/dV pass (one block per (key tile of bk keys, kv head,
+// sequence), 8 threads per key, looping over the query rows of the G heads that share the kv head in
+// tiles of bq: dk and dv summed in a fixed order, no atomics) and a dQ pass (one block per (query tile
+// of bq rows, kv head, sequence), looping over the key tiles). a carries q, k, v, the optional inputs
+// and the options as for the forward (a.o, a.lse and a.part unused; a.nsplit 1).
+struct AttnBwdParams {
+  AttnParams a;
+  const void* o = nullptr;
+  const void* dout = nullptr;
+  const void* lse = nullptr;  // the forward's row log-sum-exp [B, Hq, SqT], op dtype
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  void* dsum = nullptr;       // B * Hq * SqT values of D_i (compute type: float; double for f64)
+  int bq = 8, bk = 8;         // the tile (set by launch_attention_backward)
+};
+// Shared memory (bytes) of the dK/dV and dQ passes for a (bq, bk) tile.
+int64_t attn_bwd_shared_bytes(Dt dt, int bq, int bk, int D);
+// PRE, then dK/dV on (ceil(SkT / bk), Hkv, nseq) blocks of bk * 8 threads, then dQ on
+// (ceil(G * SqT / bq), Hkv, nseq) blocks of bq * 8 threads (bq, bk in {8, 16}).
+int launch_attention_backward(Dt dt, const AttnBwdParams& p, int bq, int bk, void* stream);
+
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).
 int probe_kernels();
