@@ -11,7 +11,8 @@ set(KF_CUDA_ARCHITECTURES "90-real;80-virtual" CACHE STRING
     "CUDA architectures of the CUDA backend (CMAKE_CUDA_ARCHITECTURES syntax)")
 set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets of the HIP backend")
 
-set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp)
+set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp
+                         hal/cuda/lce.cpp)
 set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
                           hal/cuda/attention.cu hal/cuda/attention_bwd.cu)
 

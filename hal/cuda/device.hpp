@@ -114,6 +114,15 @@ class CudaDevice final : public Device {
   // linear and matmul (matmul.cpp): whether cuBLASLt could be loaded (why not), and the dispatch.
   bool matmul_supported(std::string* why) const;
   std::string dispatch_matmul(const OpCall& call);
+#if !defined(KF_HIP)
+  LtState& lt_state(const std::string& op);  // the handle and workspace (matmul.cpp), created once
+#endif
+  // A column-major product through cuBLASLt (matmul.cpp): D (m x n) = op(A) op(B) (+ D when accumulate);
+  // false when cuBLASLt has no algorithm for it.
+  bool lt_product(const std::string& op, DType in, DType out, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const void* A, int64_t lda, const void* B, int64_t ldb, void* D, int64_t ldd, bool accumulate);
+  // linear_cross_entropy and its backward (lce.cpp).
+  std::string dispatch_linear_cross_entropy(const OpCall& call, Dt dt);
   // Sections 3 and 6 (kernels.cpp): kern is kernels.cpp's Kern, id its op within the family.
   std::string dispatch_training(const OpCall& call, int kern, int id, Dt dt);
   // embedding, attention_scores, attention (kernels.cpp; the kernels in attention.cu).
@@ -141,6 +150,7 @@ class CudaDevice final : public Device {
   int attn_split_ = 0;  // KF_TUNE attn_split: 0 automatic, 1 one pass, N exactly N key splits
   int attn_rows_ = 0;   // KF_TUNE attn_rows: the portable kernel's query rows per block at most (8, 16, 32)
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
+  int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   std::string rope_key_;
   std::shared_ptr<Buffer> rope_table_;

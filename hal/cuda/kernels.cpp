@@ -21,7 +21,7 @@ namespace {
 
 // Which kernel family of hal/cuda/ serves an op.
 enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm, Xent, Mse, Optim, Matmul, Embedding,
-                  Attention };
+                  Attention, Lce };
 
 struct Entry {
   Family family;            // the registry's family of the op (checked)
@@ -105,6 +105,9 @@ const std::unordered_map<std::string, Entry>& table() {
     m.emplace("cross_entropy", Entry{Family::Loss, Kern::Xent, 0, "logits,target"});
     m.emplace("cross_entropy_backward", Entry{Family::Loss, Kern::Xent, 1, "logits,target"});
     m.emplace("mse", Entry{Family::Loss, Kern::Mse, 0, "a,b"});
+    // linear_cross_entropy(_backward): chunks of cuBLASLt products and train.cu's row pass (lce.cpp).
+    m.emplace("linear_cross_entropy", Entry{Family::Loss, Kern::Lce, 0, "h,W,target"});
+    m.emplace("linear_cross_entropy_backward", Entry{Family::Loss, Kern::Lce, 1, "h,W,target"});
     m.emplace("adamw_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::adamw), "param,grad,m,v"});
     m.emplace("sgd_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::sgd), "param,grad,momentum_buffer"});
     m.emplace("linear", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
@@ -174,6 +177,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
   switch (kern) {
     case Kern::Matmul:
       return dispatch_matmul(call);
+    case Kern::Lce:
+      return dispatch_linear_cross_entropy(call, dt);
     case Kern::Embedding:
     case Kern::Attention:
       return dispatch_attention(call, dt);
@@ -579,9 +584,10 @@ bool CudaDevice::supports(const OpDef& op, DType dtype, std::string* why) const 
               " yet");
   Dt dt;
   if (!dt_of(dtype, &dt)) return no("no " + api + " kernel for " + op.name + " in " + to_string(dtype));
-  if (e.kern == Kern::Matmul && !matmul_supported(why)) return false;
+  if ((e.kern == Kern::Matmul || e.kern == Kern::Lce) && !matmul_supported(why)) return false;
   for (size_t k = 0; k < op.inputs.size(); ++k) {  // the kernels read every input in the op's dtype
     if (e.kern == Kern::Xent && k == 1 && op.input_dtype(k, dtype) == DType::i32) continue;  // the targets
+    if (e.kern == Kern::Lce && k == 2 && op.input_dtype(k, dtype) == DType::i32) continue;
     // embedding's tokens; attention's key lengths, cu_seqlens and block mask
     if ((e.kern == Kern::Embedding || e.kern == Kern::Attention) && op.input_dtype(k, dtype) == DType::i32) continue;
     if (op.input_dtype(k, dtype) != dtype)

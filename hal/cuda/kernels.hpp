@@ -127,6 +127,21 @@ struct XentParams {
   int64_t rows = 0, classes = 1;
   int32_t ignore_index = -100;
   double smoothing = 0;
+  // linear_cross_entropy (lce.cpp) runs the row pass on chunks of rows: the chunk's first row (targets
+  // and ws indexed by row_base + row, the logits and grad by row; grad may be the logits, in place),
+  // soft-capping c tanh(z / c) of the logits (0: off) and the z-loss z_loss lse^2 per kept row.
+  int64_t row_base = 0;
+  double softcap = 0, z_loss = 0;
+};
+
+// linear_cross_entropy's d_W for 16-bit outputs: mode 0: acc (+)= src (dtype; first: acc = src);
+// mode 1: out = acc rounded to the dtype.
+struct LceDwParams {
+  const void* src = nullptr;
+  float* acc = nullptr;
+  void* out = nullptr;
+  int64_t n = 0;
+  int mode = 0, first = 0;
 };
 
 // mse: fixed number of blocks, each a partial sum to ws; then one block adds them in order.
@@ -236,6 +251,10 @@ int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream)
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);
 int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream);
+// linear_cross_entropy's passes over XentParams: 0 the count over p.rows targets (one block), 1 the row
+// pass (one block of `block` threads per row of the chunk), 2 the mean over p.rows losses (one block).
+int launch_lce_pass(Dt dt, const XentParams& p, int pass, int block, void* stream);
+int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream);  // f16 / bf16
 int launch_mse(Dt dt, const MseParams& p, void* stream);
 int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream);

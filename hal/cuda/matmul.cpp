@@ -56,6 +56,11 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   throw Error(ErrorCode::Unsupported, "hip: " + call.op->name + ": the HIP build has no matmul (no hipBLASLt)");
 }
 
+bool CudaDevice::lt_product(const std::string& op, DType, DType, bool, bool, int64_t, int64_t, int64_t, const void*,
+                            int64_t, const void*, int64_t, void*, int64_t, bool) {
+  throw Error(ErrorCode::Unsupported, "hip: " + op + ": the HIP build has no matmul (no hipBLASLt)");
+}
+
 #else
 
 namespace {
@@ -206,6 +211,89 @@ bool CudaDevice::matmul_supported(std::string* why) const {
   return false;
 }
 
+// The device's handle and workspace, created by the first product (one per device, shared by every
+// caller: linear, matmul, linear_cross_entropy).
+LtState& CudaDevice::lt_state(const std::string& op) {
+  const LtApi& api = lt_api();
+  if (!api.error.empty()) throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op + ": cuBLASLt is unavailable: " + api.error);
+  if (!lt_) {
+    auto st = std::make_shared<LtState>();
+    cublasStatus_t s = api.cublasLtCreate(&st->handle);
+    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(op, "cublasLtCreate", s);
+    st->workspace_bytes = size_t(32) << 20;  // what NVIDIA recommends for Hopper
+    st->workspace = allocate(st->workspace_bytes);
+    lt_ = st;
+  }
+  return *lt_;
+}
+
+// A plain column-major product with the same preferences as dispatch_matmul (split-K only with partial
+// sums in the compute type, the alignments of the actual pointers): D (m x n, ld ldd) = op(A) op(B), plus
+// D itself when accumulate (beta = 1). A is stored k x m (ta) or m x k, B n x k (tb) or k x n. A and B in
+// `in`, D in `out` (f16 / bf16 inputs may write a float D: compute and scale type float; f64: double).
+// Returns false, running nothing, when cuBLASLt has no algorithm for the combination.
+bool CudaDevice::lt_product(const std::string& op, DType in, DType out, bool ta, bool tb, int64_t m, int64_t n,
+                            int64_t k, const void* A, int64_t lda, const void* B, int64_t ldb, void* D, int64_t ldd,
+                            bool accumulate) {
+  const LtApi& api = lt_api();
+  make_current();
+  LtState& lt = lt_state(op);
+  const auto type_of = [&](DType t) {
+    switch (t) {
+      case DType::f32: return CUDA_R_32F;
+      case DType::f16: return CUDA_R_16F;
+      case DType::bf16: return CUDA_R_16BF;
+      case DType::f64: return CUDA_R_64F;
+      default: throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op + ": no cuBLASLt product in " + to_string(t));
+    }
+  };
+  const bool f64 = in == DType::f64;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F, ti = type_of(in), to = type_of(out);
+  Descs d;
+  auto chk = [&](cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(op, what, s);
+  };
+  chk(api.cublasLtMatmulDescCreate(&d.op, compute, scale_type), "cublasLtMatmulDescCreate");
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), "set TRANSA");
+  chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), "set TRANSB");
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  chk(api.cublasLtMatrixLayoutCreate(&d.A, ti, ta ? u(k) : u(m), ta ? u(m) : u(k), lda), "cublasLtMatrixLayoutCreate A");
+  chk(api.cublasLtMatrixLayoutCreate(&d.B, ti, tb ? u(n) : u(k), tb ? u(k) : u(n), ldb), "cublasLtMatrixLayoutCreate B");
+  chk(api.cublasLtMatrixLayoutCreate(&d.C, to, u(m), u(n), ldd), "cublasLtMatrixLayoutCreate C");
+  chk(api.cublasLtMatrixLayoutCreate(&d.D, to, u(m), u(n), ldd), "cublasLtMatrixLayoutCreate D");
+  chk(api.cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = lt.workspace_bytes;
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+      "set MAX_WORKSPACE_BYTES");
+  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                               sizeof(reduction)),
+      "set REDUCTION_SCHEME_MASK");
+  auto addr = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+  const uint64_t ei = dtype_size(in), eo = dtype_size(out);
+  const uint32_t al_a = alignment_of({addr(A), u(lda) * ei}), al_b = alignment_of({addr(B), u(ldb) * ei});
+  const uint32_t al_d = alignment_of({addr(D), u(ldd) * eo});
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)), "set ALIGNMENT_A");
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "set ALIGNMENT_B");
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)), "set ALIGNMENT_C");
+  chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)), "set ALIGNMENT_D");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t hs = api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found);
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  chk(hs, "cublasLtMatmulAlgoGetHeuristic");
+  const float alpha_f = 1, beta_f = accumulate ? 1.f : 0.f;
+  const double alpha_d = 1, beta_d = accumulate ? 1.0 : 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
+  const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  chk(api.cublasLtMatmul(lt.handle, d.op, alpha, A, d.A, B, d.B, beta, D, d.C, D, d.D, &result.algo,
+                         ptr_of(lt.workspace), lt.workspace_bytes, static_cast<cudaStream_t>(stream_)),
+      "cublasLtMatmul");
+  return true;
+}
+
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const OpDef& op = *call.op;
   const LtApi& api = lt_api();
@@ -276,14 +364,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   bool own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
 
   make_current();
-  if (!lt_) {
-    auto st = std::make_shared<LtState>();
-    cublasStatus_t s = api.cublasLtCreate(&st->handle);
-    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(op.name, "cublasLtCreate", s);
-    st->workspace_bytes = size_t(32) << 20;  // what NVIDIA recommends for Hopper
-    st->workspace = allocate(st->workspace_bytes);
-    lt_ = st;
-  }
+  lt_state(op.name);
 
   Descs d;
   auto chk = [&](cublasStatus_t s, const char* what) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A host emulation of hal/cuda/attention.cu, for machines without a GPU: it checks the kernels' logic
+# A host emulation of hal/cuda/attention.cu and attention_bwd.cu, for machines without a GPU: it checks the kernels' logic
 # (indexing, masks, splits, dropout index, RoPE positions, the combine pass, the wmma tiling) against the
 # CPU backend; it cannot say anything about what only a GPU shows (fragment layouts, shared-memory limits,
 # timing, races the emulation's barriers hide). Each block runs as blockDim std::threads (std::barrier for
@@ -8,12 +8,14 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL]]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
-#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits).
+#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); bwd:
+#     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
+#     contains LABEL) and a few awkward shapes, each tile, every dtype.
 # Exit status 0 when every comparison passes.
 set -euo pipefail
-build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra]}" && pwd)
+build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra|bwd[:LABEL]]}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
@@ -21,14 +23,20 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/hal/cuda"
 cp "$here/hal/cuda/gpu_compat.hpp" "$work/hal/cuda/"
 cp "$here/mma.h" "$work/"
-python3 - "$root/hal/cuda/attention.cu" "$work/hal/cuda/attention_emu.cpp" <<'PY'
+# The kernel files (each its own translation unit; attention_common.cuh and common.cuh are read from the
+# source tree, gpu_compat.hpp from here).
+srcs=()
+for f in attention.cu attention_bwd.cu; do
+    python3 - "$root/hal/cuda/$f" "$work/hal/cuda/${f%.cu}_emu.cpp" <<'PY'
 import re, sys
 s = open(sys.argv[1]).read()
 s = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];', r'unsigned char* \1 = emu_dyn_smem;', s)
 s = re.sub(r'(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\((\w+)\);', r'emu_launch(\1, \2, \3);', s)
 open(sys.argv[2], 'w').write(s)
 PY
+    srcs+=("$work/hal/cuda/${f%.cu}_emu.cpp")
+done
 # -Dcuda=emucuda: the emulated kernels live in kf::hal::emucuda, apart from libkf's own.
 g++ -std=c++20 -O2 -Dcuda=emucuda -I"$work" -I"$root" -I"$root/src" -I"$root/include" -x c++ \
-  "$work/hal/cuda/attention_emu.cpp" "$here/driver.cpp" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
+  "${srcs[@]}" "$here/driver.cpp" "$here/driver_bwd.cpp" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
 "$work/drv" "${2:-}"
