@@ -585,9 +585,6 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
     }
 }
 
-}  // namespace
-}  // namespace kf::test
-
 // ---- attention_backward on the CUDA backend (hal/cuda/attention_bwd.cu: PRE, dK/dV, dQ passes): every
 // registry case in every dtype with the automatic tile and with 8 x 8 tiles (KF_TUNE attn_rows=8), the
 // same bits twice, against the float64 reference; then awkward shapes (odd lengths spanning several
@@ -651,3 +648,6 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
     EXPECT_NE(r.variant.find("bq=16,bk=16"), std::string::npos) << r.variant;
   }
 }
+
+}  // namespace
+}  // namespace kf::test
