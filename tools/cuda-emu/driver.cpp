@@ -195,11 +195,13 @@ void scores_and_embedding() {
 }
 
 int bwd_main(const std::string& only);  // driver_bwd.cpp
+int lce_main(const std::string& only);  // driver_lce.cpp
 
 int main(int argc, char** argv) {
   const OpDef& op = get_op("attention");
   const std::string only = argc > 1 ? argv[1] : "";
   if (only.rfind("bwd", 0) == 0) return bwd_main(only.size() > 4 ? only.substr(4) : "");
+  if (only.rfind("lce", 0) == 0) return lce_main(only.size() > 4 ? only.substr(4) : "");
   if (only == "extra") {
     scores_and_embedding();
     const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {

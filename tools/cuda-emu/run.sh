@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A host emulation of hal/cuda/attention.cu and attention_bwd.cu, for machines without a GPU: it checks the kernels' logic
+# A host emulation of hal/cuda/attention.cu, attention_bwd.cu and train.cu, for machines without a GPU: it checks the kernels' logic
 # (indexing, masks, splits, dropout index, RoPE positions, the combine pass, the wmma tiling) against the
 # CPU backend; it cannot say anything about what only a GPU shows (fragment layouts, shared-memory limits,
 # timing, races the emulation's barriers hide). Each block runs as blockDim std::threads (std::barrier for
@@ -8,14 +8,16 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL]]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL] | lce[:LABEL]]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
 #     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); bwd:
 #     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
-#     contains LABEL) and a few awkward shapes, each tile, every dtype.
+#     contains LABEL) and a few awkward shapes, each tile, every dtype; lce: linear_cross_entropy and its
+#     backward as hal/cuda/lce.cpp runs them (driver_lce.cpp), train.cu's row pass emulated and cuBLASLt
+#     replaced by a plain product of the same arguments.
 # Exit status 0 when every comparison passes.
 set -euo pipefail
-build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra|bwd[:LABEL]]}" && pwd)
+build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra|bwd[:LABEL]|lce[:LABEL]]}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
@@ -26,7 +28,7 @@ cp "$here/mma.h" "$work/"
 # The kernel files (each its own translation unit; attention_common.cuh and common.cuh are read from the
 # source tree, gpu_compat.hpp from here).
 srcs=()
-for f in attention.cu attention_bwd.cu; do
+for f in attention.cu attention_bwd.cu train.cu; do
     python3 - "$root/hal/cuda/$f" "$work/hal/cuda/${f%.cu}_emu.cpp" <<'PY'
 import re, sys
 s = open(sys.argv[1]).read()
@@ -38,5 +40,5 @@ PY
 done
 # -Dcuda=emucuda: the emulated kernels live in kf::hal::emucuda, apart from libkf's own.
 g++ -std=c++20 -O2 -Dcuda=emucuda -I"$work" -I"$root" -I"$root/src" -I"$root/include" -x c++ \
-  "${srcs[@]}" "$here/driver.cpp" "$here/driver_bwd.cpp" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
+  "${srcs[@]}" "$here/driver.cpp" "$here/driver_bwd.cpp" "$here/driver_lce.cpp" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
 "$work/drv" "${2:-}"
