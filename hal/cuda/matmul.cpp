@@ -282,7 +282,9 @@ bool CudaDevice::lt_product(const std::string& op, DType in, DType out, bool ta,
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t hs = api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found);
-  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  // No algorithm, or a type combination this cuBLASLt rejects: the caller decides (fallback or Unsupported).
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE || (hs == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
   chk(hs, "cublasLtMatmulAlgoGetHeuristic");
   const float alpha_f = 1, beta_f = accumulate ? 1.f : 0.f;
   const double alpha_d = 1, beta_d = accumulate ? 1.0 : 0.0;
