@@ -11,9 +11,10 @@ set(KF_CUDA_ARCHITECTURES "90-real;80-virtual" CACHE STRING
     "CUDA architectures of the CUDA backend (CMAKE_CUDA_ARCHITECTURES syntax)")
 set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets of the HIP backend")
 
-set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp)
+set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp
+                         hal/cuda/lce.cpp)
 set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
-                          hal/cuda/attention.cu hal/cuda/conv.cu)
+                          hal/cuda/attention.cu hal/cuda/attention_bwd.cu hal/cuda/conv.cu)
 
 # The project's warning and sanitizer flags are for the host compiler: keep them from nvcc (it rejects
 # -Wall) and hand the warnings to nvcc's host compiler instead.
@@ -49,7 +50,7 @@ if(KF_HIP)
         COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/hip
         COMMAND ${KF_HIPCC} -x hip ${kf_hip_arch_flags} -std=c++17 -O3 -fPIC -I${CMAKE_SOURCE_DIR}
                 -c ${CMAKE_SOURCE_DIR}/${src} -o ${obj}
-        DEPENDS ${src} hal/cuda/common.cuh hal/cuda/kernels.hpp hal/cuda/gpu_compat.hpp
+        DEPENDS ${src} hal/cuda/common.cuh hal/cuda/attention_common.cuh hal/cuda/kernels.hpp hal/cuda/gpu_compat.hpp
         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
         COMMENT "hipcc ${src} (${KF_HIP_ARCHITECTURES})"
         VERBATIM)

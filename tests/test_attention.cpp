@@ -642,5 +642,69 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
     }
 }
 
+// ---- attention_backward on the CUDA backend (hal/cuda/attention_bwd.cu: PRE, dK/dV, dQ passes): every
+// registry case in every dtype with the automatic tile and with 8 x 8 tiles (KF_TUNE attn_rows=8), the
+// same bits twice, against the float64 reference; then awkward shapes (odd lengths spanning several
+// tiles, GQA with 3 heads a group, Sq != Sk both ways, D = 8 and D = 256 (whose f64 tiles need more
+// than 48 KiB of shared memory: the opt-in path), dropout, RoPE, window, ALiBi, soft-capping).
+const OpDef& attention_backward_op() { return get_op("attention_backward"); }
+
+std::vector<Shape> bwd_shapes(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+  return {{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}, {B, Hq, Sq, D}, {B, Hq, Sq, D}, {B, Hq, Sq}};
+}
+
+void run_backward_cases(Context& ctx, const std::vector<TestCase>& cases, const std::vector<DType>& dtypes,
+                        const std::string& what, const std::string& want_tile) {
+  for (DType t : dtypes)
+    for (const TestCase& tc : cases) {
+      const uint64_t seed = fresh_seed();
+      check::CaseOptions o;
+      o.repeat = true;  // fixed summation order: the same bits twice
+      const check::CaseResult r = check::run_case(ctx, attention_backward_op(), t, tc, seed, o);
+      EXPECT_TRUE(r.pass) << what << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
+                          << seed << ":\n" << r.message;
+      EXPECT_NE(r.variant.find("attention_backward/simt,"), std::string::npos) << r.variant;
+      if (!want_tile.empty()) EXPECT_NE(r.variant.find(want_tile), std::string::npos) << what << ": " << r.variant;
+    }
+}
+
+TEST(AttentionCuda, BackwardOnEveryCase) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  for (const auto& d : devs) {
+    Context& ctx = context_for(d);
+    run_backward_cases(ctx, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "automatic tile", "");
+    Context small = tuned(d, "attn_rows=8");
+    run_backward_cases(small, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "attn_rows=8",
+                       "bq=8,bk=8");
+  }
+}
+
+TEST(AttentionCuda, BackwardAwkwardShapes) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  std::vector<TestCase> cases = {
+      {"gqa_h6_kv2_sq37_sk51_d40_causal", bwd_shapes(1, 6, 2, 37, 51, 40), {}, 2},
+      {"b2_sq50_sk23_d8_dropout_window", bwd_shapes(2, 2, 1, 50, 23, 8), {}, 2},
+      {"sq19_sk45_d256_rope_alibi_softcap", bwd_shapes(1, 2, 1, 19, 45, 256), {}, 2},
+      {"sq3_sk70_d24_rope_interleaved_dropout_causal", bwd_shapes(1, 3, 3, 3, 70, 24), {}, 2},
+      {"gqa_h4_kv2_sq150_sk200_d128_causal_dropout", bwd_shapes(1, 4, 2, 150, 200, 128), {}, 2},
+  };
+  cases[0].attrs.causal = true;
+  cases[1].attrs.p = 0.3, cases[1].attrs.seed = 99, cases[1].attrs.offset = 7, cases[1].attrs.window = 11;
+  cases[2].attrs.rope = 1, cases[2].attrs.alibi = true, cases[2].attrs.softcap = 2.5;
+  cases[3].attrs.rope = 2, cases[3].attrs.p = 0.2, cases[3].attrs.seed = 5, cases[3].attrs.causal = true;
+  cases[4].attrs.causal = true, cases[4].attrs.p = 0.1, cases[4].attrs.seed = 31, cases[4].attrs.offset = 1;
+  for (const auto& d : devs) {
+    Context& ctx = context_for(d);
+    run_backward_cases(ctx, cases, {DType::f32, DType::f16, DType::bf16, DType::f64}, "awkward", "");
+    // D = 256 in f64: even the 8 x 8 tile takes 65 KiB, so the automatic choice opts in above 48 KiB and
+    // takes the largest tile under the device's opt-in limit (16 x 16, 133 KiB, on an A100 / H100).
+    const check::CaseResult r = check::run_case(ctx, attention_backward_op(), DType::f64, cases[2], fresh_seed());
+    EXPECT_TRUE(r.pass) << r.message;
+    EXPECT_NE(r.variant.find("bq=16,bk=16"), std::string::npos) << r.variant;
+  }
+}
+
 }  // namespace
 }  // namespace kf::test

@@ -81,7 +81,7 @@ TEST(OpsCoverage, VulkanRunsEveryOp) {
 }
 
 // The CUDA (or HIP) backend, when built: its device runs every op that has a kernel in hal/cuda/ (KERNELS.md
-// sections 1 to 6, as listed below) in every dtype; linear and matmul need cuBLASLt, opened at run
+// sections 1 to 6, as listed below) in every dtype; linear, matmul and linear_cross_entropy need cuBLASLt, opened at run
 // time, and must say so when it is missing (and the HIP build, which has no hipBLASLt); any other op is
 // unsupported with a reason. When the build has the backend but the machine has no usable device, the
 // registry cases above have no cuda instances: this test is skipped, saying so and why.
@@ -104,9 +104,9 @@ TEST(OpsCoverage, CudaRunsItsOps) {
       "rms_norm_silu", "add_layer_norm", "add_rms_norm", "batch_norm_relu", "group_norm", "relu_backward",
       "sigmoid_backward", "tanh_backward", "gelu_backward", "gelu_tanh_backward", "silu_backward", "mish_backward",
       "dropout_backward", "softmax_backward", "layer_norm_backward", "rms_norm_backward",
-      // section 4's embedding and convolutions, section 5 (attention.cu, conv.cu)
+      // section 4's embedding and convolutions, section 5 (attention.cu, attention_bwd.cu, conv.cu)
       "embedding", "conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout", "depthwise_pointwise", "attention_scores",
-      "attention",
+      "attention", "attention_backward",
       // section 6
       "cross_entropy", "cross_entropy_backward", "mse", "mse_backward", "adamw_step", "sgd_step"};
   int checked = 0;
@@ -118,7 +118,8 @@ TEST(OpsCoverage, CudaRunsItsOps) {
       for (DType t : op.dtypes) {
         std::string why;
         const bool ok = ctx.supports(op.name, t, &why);
-        if (op.name == "linear" || op.name == "matmul" || op.name == "linear_dropout") {
+        if (op.name == "linear" || op.name == "matmul" || op.name == "linear_dropout" ||
+            op.name == "linear_cross_entropy" || op.name == "linear_cross_entropy_backward") {
           if (!ok) {
             EXPECT_NE(why.find(gpu == "cuda" ? "cuBLASLt" : "hipBLASLt"), std::string::npos) << op.name << ": " << why;
           }

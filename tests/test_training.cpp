@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <numeric>
 
 #include "common.hpp"
 
@@ -233,13 +234,14 @@ TEST_P(Training, ActivationBackwardNearRoots) {
   }
 }
 
-// linear_cross_entropy in many chunks of rows (KF_TUNE lce_rows=7: chunks of 7 rows rounded up to the
+// linear_cross_entropy in many chunks of rows (KF_TUNE lce_rows=7, Vulkan and CUDA: chunks of 7 rows rounded up to the
 // rows that keep a chunk's view of h aligned, the last one partial) and with the loss kernel's split row
 // path at a smaller row length (rows_values=16: rows over 4096 logits are split), both ops, every dtype,
 // against the float64 reference, twice (the same bits). The backward's split case sums 4500 products for
 // each d_h element in f32 (G W, K = C), about 2e-6 relative on its own: that case gets 4x the tolerance.
 TEST_P(Training, LinearCrossEntropyChunks) {
-  if (GetParam().backend != "vulkan") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan backend";
+  const std::string backend = GetParam().backend;
+  if (backend != "vulkan" && backend != "cuda") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan and CUDA backends";
   ContextOptions o = options_for(GetParam());
   o.tuning = "lce_rows=7,rows_values=16";
   Context ctx = Context::create(o);
@@ -266,7 +268,8 @@ TEST_P(Training, LinearCrossEntropyChunks) {
                             << "): " << r.message;
         // 50 rows: chunks of 7 (f32: 8 chunks) or 8 (16-bit: 128-byte rows of h, two to a 256-byte step).
         if (k.n == 50) EXPECT_NE(r.variant.find(t == DType::f32 ? "chunks=8x7rows" : "chunks=7x8rows"), std::string::npos) << r.variant;
-        if (k.c == 4500) EXPECT_NE(r.variant.find("split="), std::string::npos) << r.variant;
+        // The split row path is Vulkan's (CUDA's row pass reads any row length from memory).
+        if (k.c == 4500 && backend == "vulkan") EXPECT_NE(r.variant.find("split="), std::string::npos) << r.variant;
       }
     }
   }
@@ -311,6 +314,93 @@ TEST_P(Training, LinearCrossEntropyIgnoredAndErrors) {
   expect_error({h, values({9, 5}, t), good}, {}, ErrorCode::Shape, "W");
   expect_error({h, W, ctx_->from_host({4}, DType::i32, {0, 1, 2, 3})}, {}, ErrorCode::Shape, "target");
   expect_error({h, W, values({5}, t)}, {}, ErrorCode::DType, "target");
+}
+
+// ---- linear_cross_entropy on the CUDA backend (hal/cuda/lce.cpp): the registry's cases of both ops in
+// every dtype, with the automatic chunks (one chunk here) and with chunks of 5 rows (KF_TUNE lce_rows=5,
+// rounded up to the 256-byte granule of h's rows; the last chunk partial), the same bits twice; then
+// awkward shapes: row counts that are not a multiple of the chunk, odd vocabularies and widths, rows
+// ignored (the registry's targets ignore about one row in seven; one case with ignore_index 3), all the
+// options together. Skipped, saying why, without a usable CUDA device (or without cuBLASLt).
+std::vector<DeviceRef> lce_cuda_devices() {
+  std::vector<DeviceRef> v;
+  for (const auto& d : devices())
+    if (d.backend == "cuda") v.push_back(d);
+  return v;
+}
+
+std::string lce_no_cuda_reason() {
+  std::string why = "no usable CUDA device (or no CUDA backend in this build)";
+  for (const auto& e : device_entries())
+    if (e.info.backend == "cuda" && !e.usable) why += "; " + e.info.name + ": " + e.why_not;
+  return why;
+}
+
+void run_lce_cases(Context& ctx, const std::vector<TestCase>& cases, const std::string& what, uint64_t chunk_rows) {
+  for (const char* name : {"linear_cross_entropy", "linear_cross_entropy_backward"}) {
+    const OpDef& op = get_op(name);
+    for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64})
+      for (const TestCase& tc : cases) {
+        check::CaseOptions co;
+        co.repeat = true;  // the same bits twice
+        // d_h sums C products (K = C): over ~4096 classes f32 alone is off by ~2e-6 (see LinearCrossEntropyChunks).
+        co.tolerance_scale = (tc.inputs[1][0] > 4096 && t == DType::f32 && op.outputs.size() > 1) ? 4 : 1;
+        const auto r = check::run_case(ctx, op, t, tc, fresh_seed(), co);
+        if (!r.pass && r.message.find("cuBLASLt is unavailable") != std::string::npos) GTEST_SKIP() << r.message;
+        EXPECT_TRUE(r.pass) << what << " " << name << " " << to_string(t) << " " << tc.label << " (" << r.variant
+                            << ", seed " << r.seed << "): " << r.message;
+        EXPECT_NE(r.variant.find("cuda:lce/chunks="), std::string::npos) << r.variant;
+        if (chunk_rows && r.pass) {
+          // rows per chunk: chunk_rows rounded up to 256 / gcd(256, d * dtype size)
+          const uint64_t rb = uint64_t(tc.inputs[0][1]) * dtype_size(t), g = 256 / std::gcd<uint64_t>(256, rb);
+          const uint64_t rows = std::min<uint64_t>((chunk_rows + g - 1) / g * g, uint64_t(tc.inputs[0][0]));
+          const uint64_t n = uint64_t(tc.inputs[0][0]), chunks = (n + rows - 1) / rows;
+          EXPECT_NE(r.variant.find("chunks=" + std::to_string(chunks) + "x" + std::to_string(rows) + "rows"), std::string::npos)
+              << tc.label << " " << to_string(t) << ": " << r.variant;
+        }
+      }
+  }
+}
+
+TEST(LinearCrossEntropyCuda, RegistryCasesInChunks) {
+  const auto devs = lce_cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << lce_no_cuda_reason();
+  for (const auto& d : devs) {
+    Context& ctx = context_for(d);
+    run_lce_cases(ctx, get_op("linear_cross_entropy").tests, "automatic chunks", 0);
+    ContextOptions o = options_for(d);
+    o.tuning = "lce_rows=5";
+    Context chunked = Context::create(o);
+    run_lce_cases(chunked, get_op("linear_cross_entropy").tests, "lce_rows=5", 5);
+  }
+}
+
+TEST(LinearCrossEntropyCuda, AwkwardShapes) {
+  const auto devs = lce_cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << lce_no_cuda_reason();
+  struct K {
+    int64_t n, d, c;
+    double smoothing, z, cap;
+    int64_t ignore;
+  };
+  std::vector<TestCase> cases;
+  for (const K& k : {K{61, 40, 1001, 0.1, 1e-2, 4.0, -100}, K{13, 7, 3, 0, 0, 0, -100}, K{100, 33, 257, 0, 2e-3, 0, 3},
+                     K{29, 128, 515, 0.05, 0, 2.0, -100}, K{1, 24, 4097, 0, 0, 0, -100}}) {
+    TestCase tc{"n" + std::to_string(k.n) + "_d" + std::to_string(k.d) + "_c" + std::to_string(k.c),
+                {{k.n, k.d}, {k.c, k.d}, {k.n}}, {}, 1};
+    tc.attrs.label_smoothing = k.smoothing;
+    tc.attrs.z_loss = k.z;
+    tc.attrs.softcap = k.cap;
+    tc.attrs.ignore_index = k.ignore;
+    cases.push_back(tc);
+  }
+  for (const auto& d : devs) {
+    ContextOptions o = options_for(d);
+    o.tuning = "lce_rows=9";
+    Context chunked = Context::create(o);
+    run_lce_cases(chunked, cases, "lce_rows=9", 9);
+    run_lce_cases(context_for(d), cases, "automatic chunks", 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Training, ::testing::ValuesIn(devices()),

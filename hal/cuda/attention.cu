@@ -28,7 +28,7 @@
 // (flash-wmma-regs) keeps O in accumulator fragments instead, rescaled through each element's row index.
 #include <algorithm>
 
-#include "hal/cuda/common.cuh"
+#include "hal/cuda/attention_common.cuh"
 
 #if !defined(KF_HIP)
 #include <mma.h>
@@ -36,126 +36,6 @@
 
 namespace kf::hal::cuda {
 namespace {
-
-constexpr int kTpr = 8;      // threads per query row (attn_simt)
-constexpr int kMaxAcc = 32;  // accumulator values per thread: D <= 256 over 8 threads
-
-template <class C> KF_DEV C neg_inf() { return -C(INFINITY); }
-template <class C> KF_DEV C nan_value() {
-  if constexpr (sizeof(C) == 8) return __longlong_as_double(0x7ff8000000000000ll);
-  else return __int_as_float(0x7fc00000);
-}
-KF_DEV float m_log(float x) { return logf(x); }
-KF_DEV double m_log(double x) { return ::log(x); }
-KF_DEV float m_exp2(float x) { return exp2f(x); }
-KF_DEV double m_exp2(double x) { return ::exp2(x); }
-template <class C> KF_DEV C m_max(C a, C b) { return a > b ? a : b; }
-template <class C> KF_DEV C m_min(C a, C b) { return a < b ? a : b; }  // one type: no overload questions (CUDA / HIP)
-
-// The ALiBi slope of head h: given (op dtype), or the default of src/ops/attention.cpp.
-template <class T>
-KF_DEV typename T::C alibi_slope(int h, const AttnParams& p) {
-  using C = typename T::C;
-  if (p.alibi == 2) return T::load(p.slopes, h);
-  int c = 1;
-  while (c * 2 <= p.Hq) c *= 2;
-  if (h < c) return m_exp2(C(-8) * C(h + 1) / C(c));
-  return m_exp2(C(-8) * C(2 * (h - c) + 1) / C(2 * c));
-}
-
-// keep(i) of KERNELS.md's generator for i = rowidx * SkT + col.
-KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
-  const uint64_t i = static_cast<uint64_t>(rowidx) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(col);
-  const uint64_t blk = i >> 2;
-  const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                                p.seed_lo, p.seed_hi);
-  const unsigned j = static_cast<unsigned>(i) & 3u;
-  const unsigned word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
-  return (word >> 8) >= p.thr;
-}
-
-// The block's sequence geometry (packed sequences: clamped, so that values outside [0, T] never index
-// outside the tensors) and the keys [jbeg, jend) its rows [r0, r0 + bq) may see.
-struct Geo {
-  int b, qbeg, qlen, kbeg, klen, off, kl;
-  int64_t nrows;
-  int jbeg, jend;
-  int i_lo, i_hi;
-};
-
-KF_DEV bool block_geometry(const AttnParams& p, int seq, int split, int64_t r0, int bq, Geo& g) {
-  g.b = p.cuq ? 0 : seq;
-  g.qbeg = 0, g.qlen = p.SqT, g.kbeg = 0, g.klen = p.SkT;
-  if (p.cuq) {
-    g.qbeg = m_min(m_max(p.cuq[seq], 0), p.SqT);
-    g.qlen = m_min(m_max(p.cuq[seq + 1], g.qbeg), p.SqT) - g.qbeg;
-    g.kbeg = m_min(m_max(p.cuk[seq], 0), p.SkT);
-    g.klen = m_min(m_max(p.cuk[seq + 1], g.kbeg), p.SkT) - g.kbeg;
-  }
-  g.nrows = int64_t(p.G) * g.qlen;
-  if (r0 >= g.nrows) return false;
-  g.off = g.klen - g.qlen;
-  g.kl = g.klen;
-  if (p.lens) g.kl = m_min(m_max(p.lens[seq], 0), g.klen);
-  const int64_t r_last = m_min(r0 + bq, g.nrows) - 1;
-  g.i_lo = static_cast<int>(r0 / p.G), g.i_hi = static_cast<int>(r_last / p.G);
-  int64_t jbeg = 0, jend = g.kl;
-  if (p.causal) jend = m_min(jend, int64_t(g.i_hi) + g.off + 1);
-  if (p.window > 0) jbeg = m_max(jbeg, int64_t(g.i_lo) + g.off - p.window + 1);
-  if (p.nsplit > 1) {
-    jbeg = m_max(jbeg, int64_t(split) * p.split_len);
-    jend = m_min(jend, int64_t(split + 1) * p.split_len);
-  }
-  g.jbeg = static_cast<int>(jbeg);
-  g.jend = static_cast<int>(m_max(jend, jbeg));
-  return true;
-}
-
-// Whether the block mask leaves any block of the tile (query rows i_lo..i_hi, keys j0..j1) computed.
-KF_DEV bool tile_in_mask(const AttnParams& p, const Geo& g, int j0, int j1) {
-  if (!p.bmask) return true;
-  const int bi0 = (g.qbeg + g.i_lo) / p.block_size, bi1 = (g.qbeg + g.i_hi) / p.block_size;
-  const int bj0 = (g.kbeg + j0) / p.block_size, bj1 = (g.kbeg + j1) / p.block_size;
-  for (int bi = bi0; bi <= bi1; ++bi)
-    for (int bj = bj0; bj <= bj1; ++bj)
-      if (p.bmask[int64_t(bi) * p.nkb + bj] != 0) return true;
-  return false;
-}
-
-// The score of (query i, key j) from the scaled dot product, or -inf where a mask hides it.
-template <class T>
-KF_DEV typename T::C score_of(typename T::C dot, bool vis, int qi, int j, int row_global, typename T::C slope,
-                              const AttnParams& p, const Geo& g) {
-  using C = typename T::C;
-  using M = Math<C, T::FAST>;
-  if (p.causal && j > qi + g.off) vis = false;
-  if (p.window > 0 && qi + g.off - j >= p.window) vis = false;
-  if (p.bmask && vis && p.bmask[int64_t(row_global / p.block_size) * p.nkb + (g.kbeg + j) / p.block_size] == 0) vis = false;
-  if (!vis) return neg_inf<C>();
-  C s = dot;
-  if (p.softcap > 0) s = C(p.softcap) * M::tanh(s / C(p.softcap));
-  if (p.alibi) s -= slope * m_abs(C(qi + g.off - j));
-  return s;
-}
-
-// Rotates rows [0, n) of a staged tile X (row stride ld) in place: key row t is at position first + t;
-// query tile row t (row first + t of the block's rows) at its query's position i + off.
-template <class C>
-KF_DEV void rope_rows(C* X, int ld, int n, bool query, int64_t first, int off, const AttnParams& p) {
-  const int half = p.D / 2;
-  const C* tab = static_cast<const C*>(p.rope);
-  for (int e = threadIdx.x; e < n * half; e += blockDim.x) {
-    const int t = e / half, d = e % half;
-    const int64_t pos = query ? (first + t) / p.G + off : first + t;
-    const int64_t ti = 2 * ((pos + p.rope_pos0) * half + d);
-    const C c = tab[ti], s = tab[ti + 1];
-    const int i0 = p.rope_mode == 1 ? d : 2 * d, i1 = p.rope_mode == 1 ? d + half : 2 * d + 1;
-    C* row = X + int64_t(t) * ld;
-    const C a = row[i0], b = row[i1];
-    row[i0] = a * c - b * s;
-    row[i1] = b * c + a * s;
-  }
-}
 
 // The end of a row: its partial to the workspace (splits), or the sink, the normalization, o and lse.
 // acc holds this thread's packs lane, lane + 8, ... (NQ of them) of the row.

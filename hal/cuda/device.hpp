@@ -126,6 +126,15 @@ class CudaDevice final : public Device {
   // linear and matmul (matmul.cpp): whether cuBLASLt could be loaded (why not), and the dispatch.
   bool matmul_supported(std::string* why) const;
   std::string dispatch_matmul(const OpCall& call);
+#if !defined(KF_HIP)
+  LtState& lt_state(const std::string& op);  // the handle and workspace (matmul.cpp), created once
+#endif
+  // A column-major product through cuBLASLt (matmul.cpp): D (m x n) = op(A) op(B) (+ D when accumulate);
+  // false when cuBLASLt has no algorithm for it.
+  bool lt_product(const std::string& op, DType in, DType out, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const void* A, int64_t lda, const void* B, int64_t ldb, void* D, int64_t ldd, bool accumulate);
+  // linear_cross_entropy and its backward (lce.cpp).
+  std::string dispatch_linear_cross_entropy(const OpCall& call, Dt dt);
   // One cuBLASLt product on the device's handle (matmul.cpp); returns the cublasLtEpilogue_t that ran.
   int lt_run(const LtProduct& g, const std::string& op);
   void conv_gemm(const ConvGemm& c, const std::string& op);
@@ -136,6 +145,8 @@ class CudaDevice final : public Device {
   std::string dispatch_training(const OpCall& call, int kern, int id, Dt dt);
   // embedding, attention_scores, attention (kernels.cpp; the kernels in attention.cu).
   std::string dispatch_attention(const OpCall& call, Dt dt);
+  // attention_backward (kernels.cpp; the kernels in attention_bwd.cu).
+  std::string dispatch_attention_backward(const OpCall& call, Dt dt);
   // The rotary cos/sin table of attention (kernels.cpp), cached while its parameters do not change.
   std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64);
   // A temporary device buffer for one dispatch (row statistics, partial sums): released when the
@@ -158,6 +169,7 @@ class CudaDevice final : public Device {
   int attn_rows_ = 0;   // KF_TUNE attn_rows: the portable kernel's query rows per block at most (8, 16, 32)
   int conv_path_ = 0;   // KF_TUNE conv_path: 0 automatic, 1 the direct kernel, 2 im2col + cuBLASLt
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
+  int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   std::string rope_key_;
   std::shared_ptr<Buffer> rope_table_;

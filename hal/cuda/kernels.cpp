@@ -21,7 +21,7 @@ namespace {
 
 // Which kernel family of hal/cuda/ serves an op.
 enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm, Xent, Mse, Optim, Matmul, Embedding,
-                  Attention, Conv };
+                  Attention, Conv, Lce };
 
 struct Entry {
   Family family;            // the registry's family of the op (checked)
@@ -105,6 +105,9 @@ const std::unordered_map<std::string, Entry>& table() {
     m.emplace("cross_entropy", Entry{Family::Loss, Kern::Xent, 0, "logits,target"});
     m.emplace("cross_entropy_backward", Entry{Family::Loss, Kern::Xent, 1, "logits,target"});
     m.emplace("mse", Entry{Family::Loss, Kern::Mse, 0, "a,b"});
+    // linear_cross_entropy(_backward): chunks of cuBLASLt products and train.cu's row pass (lce.cpp).
+    m.emplace("linear_cross_entropy", Entry{Family::Loss, Kern::Lce, 0, "h,W,target"});
+    m.emplace("linear_cross_entropy_backward", Entry{Family::Loss, Kern::Lce, 1, "h,W,target"});
     m.emplace("adamw_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::adamw), "param,grad,m,v"});
     m.emplace("sgd_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::sgd), "param,grad,momentum_buffer"});
     m.emplace("linear", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
@@ -119,6 +122,9 @@ const std::unordered_map<std::string, Entry>& table() {
     m.emplace("attention_scores", Entry{Family::Attention, Kern::Attention, 0, "q,k"});
     m.emplace("attention", Entry{Family::Attention, Kern::Attention, 1,
                                  "q,k,v,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask"});
+    m.emplace("attention_backward",
+              Entry{Family::Attention, Kern::Attention, 2,
+                    "q,k,v,o,do,lse,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask"});
     return m;
   }();
   return t;
@@ -175,6 +181,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
   switch (kern) {
     case Kern::Matmul:
       return dispatch_matmul(call);
+    case Kern::Lce:
+      return dispatch_linear_cross_entropy(call, dt);
     case Kern::Embedding:
     case Kern::Attention:
       return dispatch_attention(call, dt);
@@ -333,6 +341,8 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     check_launch(launch_embedding(dt, p, blocks, stream_), "embedding");
     return prefix + "embedding/" + (p.wide ? "16B-packs" : "elements");
   }
+
+  if (op.name == "attention_backward") return dispatch_attention_backward(call, dt);
 
   std::vector<Shape> shapes;
   for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
@@ -565,6 +575,95 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
   return prefix + "conv/direct,tile=" + std::to_string(bm) + "x" + std::to_string(bn_) + bn_tag;
 }
 
+// attention_backward (attention_bwd.cu): PRE (D = rowsum(do * o) into a workspace), dK/dV over key tiles,
+// dQ over query tiles, as the Vulkan backend's attention_bwd.comp. The tile (bq, bk) is the largest of
+// 16 x 16, 8 x 16, 16 x 8, 8 x 8 whose shared memory fits 48 KiB, else the device's opt-in limit;
+// KF_TUNE attn_rows=8 forces 8 x 8 (the knob of the forward's portable kernel).
+std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
+  const Attrs& a = call.attrs;
+  const std::string prefix = std::string(kBackend) + ":";
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  auto in = [&](size_t k) -> void* { return has(k) ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  // The forward's inputs: q, k, v, then the optional ones (backward inputs 6.. are forward inputs 3..).
+  std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
+  for (size_t k = 6; k < call.inputs.size(); ++k) fs.push_back(has(k) ? call.inputs[k].shape : Shape{});
+  const AttnGeometry g = attn_geometry(fs);
+  for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq, g.Hq / g.Hkv * g.SqT})
+    if (v > INT32_MAX)
+      throw Error(ErrorCode::Unsupported, prefix + " attention_backward: a dimension of " + std::to_string(v) +
+                                              " exceeds the kernels' 2^31 - 1");
+  if (call.outputs[0].numel == 0 && call.outputs[1].numel == 0) return prefix + "attention_backward/empty";
+  const int64_t D = g.D, G = g.Hq / g.Hkv;
+  const int64_t cs = call.dtype == DType::f64 ? 8 : 4;  // bytes of the compute type
+
+  // The tile: the largest under 48 KiB, else under the opt-in limit.
+  int bq = 0, bk = 0;
+  for (const int64_t limit : {int64_t(48 * 1024), max_shared_optin_}) {
+    for (const auto& [q, k] : {std::pair<int, int>{16, 16}, {8, 16}, {16, 8}, {8, 8}}) {
+      if (attn_rows_ == 8 && (q != 8 || k != 8)) continue;
+      if (attn_bwd_shared_bytes(dt, q, k, static_cast<int>(D)) <= limit) {
+        bq = q, bk = k;
+        break;
+      }
+    }
+    if (bq) break;
+  }
+  if (bq == 0)
+    throw Error(ErrorCode::Unsupported, prefix + " attention_backward: head dimension " + std::to_string(D) + " needs " +
+                                            std::to_string(attn_bwd_shared_bytes(dt, 8, 8, static_cast<int>(D))) +
+                                            " bytes of shared memory; the device offers " + std::to_string(max_shared_optin_));
+  const int64_t ktiles = (g.SkT + bk - 1) / bk, qtiles = (G * g.SqT + bq - 1) / bq;
+  if (ktiles > INT32_MAX || qtiles > INT32_MAX || g.Hkv > 65535 || g.nseq > 65535)
+    throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the grid (" + std::to_string(std::max(ktiles, qtiles)) +
+                                            ", " + std::to_string(g.Hkv) + ", " + std::to_string(g.nseq) +
+                                            ") exceeds 65535 blocks in y or z");
+
+  AttnBwdParams P;
+  AttnParams& p = P.a;
+  p.q = in(0), p.k = in(1), p.v = in(2);
+  P.o = in(3), P.dout = in(4), P.lse = in(5);
+  P.dq = ptr_of(call.outputs[0].buffer), P.dk = ptr_of(call.outputs[1].buffer), P.dv = ptr_of(call.outputs[2].buffer);
+  p.B = static_cast<int>(g.B), p.Hq = static_cast<int>(g.Hq), p.Hkv = static_cast<int>(g.Hkv);
+  p.SqT = static_cast<int>(g.SqT), p.SkT = static_cast<int>(g.SkT), p.G = static_cast<int>(G);
+  p.D = static_cast<int>(D), p.nseq = static_cast<int>(g.nseq);
+  p.scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(D));
+  if (has(6)) p.slopes = in(6);
+  if (has(7)) p.lens = static_cast<const int32_t*>(in(7));
+  if (g.varlen) p.cuq = static_cast<const int32_t*>(in(8)), p.cuk = static_cast<const int32_t*>(in(9));
+  // input 10 (sinks) enters only through lse
+  if (has(11)) {
+    p.bmask = static_cast<const int32_t*>(in(11));
+    p.block_size = static_cast<int>(a.block_size);
+    p.nkb = static_cast<int>(call.inputs[11].shape[1]);
+  }
+  p.causal = a.causal ? 1 : 0;
+  p.window = static_cast<int>(std::min<int64_t>(a.window, INT32_MAX));
+  p.alibi = has(6) ? 2 : a.alibi ? 1 : 0;
+  p.softcap = a.softcap;
+  p.rope_mode = static_cast<int>(a.rope);
+  p.dropout = a.p > 0 ? 1 : 0;
+  p.seed_lo = static_cast<uint32_t>(a.seed);
+  p.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  p.off_lo = static_cast<uint32_t>(a.offset);
+  p.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  p.thr = ref::dropout_threshold(a.p);
+  p.keep_scale = 1.0 / (1.0 - a.p);
+  if (a.rope) {  // the forward's table: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq when packed)
+    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
+    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
+    p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
+    p.rope_pos0 = static_cast<int>(-pmin);
+  }
+  const std::shared_ptr<Buffer> dsum = scratch(static_cast<size_t>(g.B * g.Hq * g.SqT * cs));
+  P.dsum = ptr_of(dsum);
+  // Packed sequences need not cover every row and key: what no sequence owns is zero (as the reference).
+  if (g.varlen)
+    for (size_t k = 0; k < 3; ++k)
+      fill_bytes(*call.outputs[k].buffer, 0, static_cast<size_t>(call.outputs[k].numel) * dtype_size(call.dtype));
+  check_launch(launch_attention_backward(dt, P, bq, bk, stream_), "attention_backward");
+  return prefix + "attention_backward/simt,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+}
+
 // The rotary (cos, sin) table of npos positions from pmin, in double and rounded once to the compute type
 // (float, or double for f64); cached: uploaded only when its parameters change.
 std::shared_ptr<Buffer> CudaDevice::rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64) {
@@ -606,9 +705,10 @@ bool CudaDevice::supports(const OpDef& op, DType dtype, std::string* why) const 
               " yet");
   Dt dt;
   if (!dt_of(dtype, &dt)) return no("no " + api + " kernel for " + op.name + " in " + to_string(dtype));
-  if (e.kern == Kern::Matmul && !matmul_supported(why)) return false;
+  if ((e.kern == Kern::Matmul || e.kern == Kern::Lce) && !matmul_supported(why)) return false;
   for (size_t k = 0; k < op.inputs.size(); ++k) {  // the kernels read every input in the op's dtype
     if (e.kern == Kern::Xent && k == 1 && op.input_dtype(k, dtype) == DType::i32) continue;  // the targets
+    if (e.kern == Kern::Lce && k == 2 && op.input_dtype(k, dtype) == DType::i32) continue;
     // embedding's tokens; attention's key lengths, cu_seqlens and block mask
     if ((e.kern == Kern::Embedding || e.kern == Kern::Attention) && op.input_dtype(k, dtype) == DType::i32) continue;
     if (op.input_dtype(k, dtype) != dtype)

@@ -127,6 +127,21 @@ struct XentParams {
   int64_t rows = 0, classes = 1;
   int32_t ignore_index = -100;
   double smoothing = 0;
+  // linear_cross_entropy (lce.cpp) runs the row pass on chunks of rows: the chunk's first row (targets
+  // and ws indexed by row_base + row, the logits and grad by row; grad may be the logits, in place),
+  // soft-capping c tanh(z / c) of the logits (0: off) and the z-loss z_loss lse^2 per kept row.
+  int64_t row_base = 0;
+  double softcap = 0, z_loss = 0;
+};
+
+// linear_cross_entropy's d_W for 16-bit outputs: mode 0: acc (+)= src (dtype; first: acc = src);
+// mode 1: out = acc rounded to the dtype.
+struct LceDwParams {
+  const void* src = nullptr;
+  float* acc = nullptr;
+  void* out = nullptr;
+  int64_t n = 0;
+  int mode = 0, first = 0;
 };
 
 // mse: fixed number of blocks, each a partial sum to ws; then one block adds them in order.
@@ -263,6 +278,10 @@ int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream)
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);
 int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream);
+// linear_cross_entropy's passes over XentParams: 0 the count over p.rows targets (one block), 1 the row
+// pass (one block of `block` threads per row of the chunk), 2 the mean over p.rows losses (one block).
+int launch_lce_pass(Dt dt, const XentParams& p, int pass, int block, void* stream);
+int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream);  // f16 / bf16
 int launch_mse(Dt dt, const MseParams& p, void* stream);
 int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream);
@@ -276,6 +295,29 @@ int launch_im2col(Dt dt, const ConvParams& p, int64_t n0, int64_t images, void* 
 int launch_attention_scores(Dt dt, const AttnParams& p, void* stream);
 // The forward kernel on grid (ceil(G * SqT / bq), Hkv, nseq * nsplit), then (nsplit > 1) the combine pass.
 int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream);
+
+// attention_backward (attention_bwd.cu), as shaders/attention_bwd.comp: a PRE pass (D_i = do_i . o_i per
+// query row into dsum, in the compute type), a dK/dV pass (one block per (key tile of bk keys, kv head,
+// sequence), 8 threads per key, looping over the query rows of the G heads that share the kv head in
+// tiles of bq: dk and dv summed in a fixed order, no atomics) and a dQ pass (one block per (query tile
+// of bq rows, kv head, sequence), looping over the key tiles). a carries q, k, v, the optional inputs
+// and the options as for the forward (a.o, a.lse and a.part unused; a.nsplit 1).
+struct AttnBwdParams {
+  AttnParams a;
+  const void* o = nullptr;
+  const void* dout = nullptr;
+  const void* lse = nullptr;  // the forward's row log-sum-exp [B, Hq, SqT], op dtype
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  void* dsum = nullptr;       // B * Hq * SqT values of D_i (compute type: float; double for f64)
+  int bq = 8, bk = 8;         // the tile (set by launch_attention_backward)
+};
+// Shared memory (bytes) of the dK/dV and dQ passes for a (bq, bk) tile.
+int64_t attn_bwd_shared_bytes(Dt dt, int bq, int bk, int D);
+// PRE, then dK/dV on (ceil(SkT / bk), Hkv, nseq) blocks of bk * 8 threads, then dQ on
+// (ceil(G * SqT / bq), Hkv, nseq) blocks of bq * 8 threads (bq, bk in {8, 16}).
+int launch_attention_backward(Dt dt, const AttnBwdParams& p, int bq, int bk, void* stream);
 
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).

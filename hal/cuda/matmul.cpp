@@ -35,6 +35,8 @@
 #include "ops/reference_math.hpp"
 #include "ops/registry.hpp"
 
+#include <optional>
+
 #if !defined(KF_HIP)
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -57,6 +59,11 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
 }
 
 void CudaDevice::conv_gemm(const ConvGemm&, const std::string& op) {
+  throw Error(ErrorCode::Unsupported, "hip: " + op + ": the HIP build has no matmul (no hipBLASLt)");
+}
+
+bool CudaDevice::lt_product(const std::string& op, DType, DType, bool, bool, int64_t, int64_t, int64_t, const void*,
+                            int64_t, const void*, int64_t, void*, int64_t, bool) {
   throw Error(ErrorCode::Unsupported, "hip: " + op + ": the HIP build has no matmul (no hipBLASLt)");
 }
 
@@ -203,13 +210,16 @@ struct LtState {
   }
 };
 
-// One product through cuBLASLt, column-major: D (m x n, ld ldd) = op(A) B (+ C when beta_one), with A
-// of k x m (trans_a) or m x k, ld lda, and B of k x n, ld ldb; `batches` strided batches (strides in
-// elements; a stride of 0 gives every batch the same matrix, which cuBLASLt allows: the convolutions'
-// weights). Float accumulation (TF32 off), double for f64.
+// One product through cuBLASLt, column-major: D (m x n, ld ldd) = op(A) op(B) (+ C when beta_one), with
+// A of k x m (trans_a) or m x k, ld lda, and B of n x k (trans_b) or k x n, ld ldb; `batches` strided
+// batches (strides in elements; a stride of 0 gives every batch the same matrix, which cuBLASLt allows:
+// the convolutions' weights). Float accumulation (TF32 off), double for f64. C and D in out_dtype when
+// set (f16 / bf16 inputs may write a float D: linear_cross_entropy's d W), else in dtype. soft_fail:
+// no algorithm (or a type combination cuBLASLt rejects) returns -1 instead of raising.
 struct LtProduct {
   DType dtype = DType::f32;
-  bool trans_a = false;
+  std::optional<DType> out_dtype;
+  bool trans_a = false, trans_b = false, soft_fail = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0;
   int64_t batches = 1, stride_a = 0, stride_b = 0, stride_d = 0;
   const void* A = nullptr;
@@ -228,35 +238,46 @@ bool CudaDevice::matmul_supported(std::string* why) const {
   return false;
 }
 
-// Runs g (LtProduct above) on the device's one cuBLASLt handle and workspace (created by the first
-// product). Returns the epilogue that ran: g.epilogue, or CUBLASLT_EPILOGUE_DEFAULT when cuBLASLt has no
-// algorithm with it for this shape (the caller's epilogue kernel then does its part).
-int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
+// The device's handle and workspace, created by the first product (one per device, shared by every
+// caller: linear, matmul, the convolutions, linear_cross_entropy).
+LtState& CudaDevice::lt_state(const std::string& op) {
   const LtApi& api = lt_api();
   if (!api.error.empty())
-    throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + opname + ": cuBLASLt is unavailable: " + api.error);
-  const std::string prefix = std::string(kBackend) + ":";
-  cudaDataType_t type;
-  cublasComputeType_t compute;
-  cudaDataType_t scale_type;
-  switch (g.dtype) {
-    case DType::f32: type = CUDA_R_32F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
-    case DType::f16: type = CUDA_R_16F, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
-    case DType::bf16: type = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F, scale_type = CUDA_R_32F; break;
-    case DType::f64: type = CUDA_R_64F, compute = CUBLAS_COMPUTE_64F, scale_type = CUDA_R_64F; break;
-    default: throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": no cuBLASLt product in " + to_string(g.dtype));
-  }
-  const bool f64 = g.dtype == DType::f64;
-
-  make_current();
+    throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op + ": cuBLASLt is unavailable: " + api.error);
   if (!lt_) {
     auto st = std::make_shared<LtState>();
     cublasStatus_t s = api.cublasLtCreate(&st->handle);
-    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(opname, "cublasLtCreate", s);
+    if (s != CUBLAS_STATUS_SUCCESS) lt_fail(op, "cublasLtCreate", s);
     st->workspace_bytes = size_t(32) << 20;  // what NVIDIA recommends for Hopper
     st->workspace = allocate(st->workspace_bytes);
     lt_ = st;
   }
+  return *lt_;
+}
+
+// Runs g (LtProduct above) on the device's one cuBLASLt handle and workspace. Returns the epilogue that
+// ran: g.epilogue, or CUBLASLT_EPILOGUE_DEFAULT when cuBLASLt has no algorithm with it for this shape
+// (the caller's epilogue kernel then does its part); -1 with g.soft_fail when it has none at all.
+int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
+  const LtApi& api = lt_api();
+  const std::string prefix = std::string(kBackend) + ":";
+  const auto type_of = [&](DType t) {
+    switch (t) {
+      case DType::f32: return CUDA_R_32F;
+      case DType::f16: return CUDA_R_16F;
+      case DType::bf16: return CUDA_R_16BF;
+      case DType::f64: return CUDA_R_64F;
+      default: throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": no cuBLASLt product in " + to_string(t));
+    }
+  };
+  const DType out = g.out_dtype.value_or(g.dtype);
+  const cudaDataType_t type = type_of(g.dtype), out_type = type_of(out);
+  const bool f64 = g.dtype == DType::f64;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;
+
+  make_current();
+  LtState& lt = lt_state(opname);
 
   Descs d;
   auto chk = [&](cublasStatus_t s, const char* what) {
@@ -264,7 +285,7 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   };
   cublasLtEpilogue_t epi = g.epilogue;
   chk(api.cublasLtMatmulDescCreate(&d.op, compute, scale_type), "cublasLtMatmulDescCreate");
-  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "set TRANSA");
   chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "set TRANSB");
   chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
@@ -273,12 +294,13 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
     chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "set BIAS_POINTER");
   }
 
-  const uint64_t es = dtype_size(g.dtype);
+  const uint64_t es = dtype_size(g.dtype), eo = dtype_size(out);
   if (g.trans_a) chk(api.cublasLtMatrixLayoutCreate(&d.A, type, g.k, g.m, g.lda), "cublasLtMatrixLayoutCreate A");
   else chk(api.cublasLtMatrixLayoutCreate(&d.A, type, g.m, g.k, g.lda), "cublasLtMatrixLayoutCreate A");
-  chk(api.cublasLtMatrixLayoutCreate(&d.B, type, g.k, g.n, g.ldb), "cublasLtMatrixLayoutCreate B");
-  chk(api.cublasLtMatrixLayoutCreate(&d.C, type, g.m, g.n, g.ldd), "cublasLtMatrixLayoutCreate C");
-  chk(api.cublasLtMatrixLayoutCreate(&d.D, type, g.m, g.n, g.ldd), "cublasLtMatrixLayoutCreate D");
+  if (g.trans_b) chk(api.cublasLtMatrixLayoutCreate(&d.B, type, g.n, g.k, g.ldb), "cublasLtMatrixLayoutCreate B");
+  else chk(api.cublasLtMatrixLayoutCreate(&d.B, type, g.k, g.n, g.ldb), "cublasLtMatrixLayoutCreate B");
+  chk(api.cublasLtMatrixLayoutCreate(&d.C, out_type, g.m, g.n, g.ldd), "cublasLtMatrixLayoutCreate C");
+  chk(api.cublasLtMatrixLayoutCreate(&d.D, out_type, g.m, g.n, g.ldd), "cublasLtMatrixLayoutCreate D");
   if (g.batches > 1) {
     const int32_t count = static_cast<int32_t>(g.batches);
     for (auto [l, stride] : {std::pair{d.A, g.stride_a}, std::pair{d.B, g.stride_b}, std::pair{d.C, g.stride_d},
@@ -291,7 +313,7 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   }
 
   chk(api.cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = lt_->workspace_bytes;
+  const uint64_t ws = lt.workspace_bytes;
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
       "set MAX_WORKSPACE_BYTES");
   // Split-K only with its partial sums in the compute type, reduced in a separate step: not in the
@@ -300,12 +322,13 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
                                                sizeof(reduction)),
       "set REDUCTION_SCHEME_MASK");
-  // The alignments that hold for every batch's matrices (base addresses and batch strides in bytes).
+  // The alignments that hold for every batch's matrices and columns (base addresses, batch strides and
+  // leading dimensions in bytes).
   auto addr = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
-  const uint32_t al_a = alignment_of({addr(g.A), uint64_t(g.stride_a) * es});
-  const uint32_t al_b = alignment_of({addr(g.B), uint64_t(g.stride_b) * es});
-  const uint32_t al_c = alignment_of({addr(g.C), uint64_t(g.stride_d) * es});
-  const uint32_t al_d = alignment_of({addr(g.D), uint64_t(g.stride_d) * es});
+  const uint32_t al_a = alignment_of({addr(g.A), uint64_t(g.stride_a) * es, uint64_t(g.lda) * es});
+  const uint32_t al_b = alignment_of({addr(g.B), uint64_t(g.stride_b) * es, uint64_t(g.ldb) * es});
+  const uint32_t al_c = alignment_of({addr(g.C), uint64_t(g.stride_d) * eo, uint64_t(g.ldd) * eo});
+  const uint32_t al_d = alignment_of({addr(g.D), uint64_t(g.stride_d) * eo, uint64_t(g.ldd) * eo});
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)), "set ALIGNMENT_A");
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "set ALIGNMENT_B");
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "set ALIGNMENT_C");
@@ -313,16 +336,19 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
-      "cublasLtMatmulAlgoGetHeuristic");
+  const cublasStatus_t hs = api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found);
+  // A type combination this cuBLASLt rejects (float D from 16-bit inputs, say): the caller's fallback.
+  if (g.soft_fail && (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE)) return -1;
+  chk(hs, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0 && epi != CUBLASLT_EPILOGUE_DEFAULT) {
     // No algorithm with the fused epilogue for this shape: the plain product (the caller's kernel does
     // the epilogue).
     epi = CUBLASLT_EPILOGUE_DEFAULT;
     chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
-    chk(api.cublasLtMatmulAlgoGetHeuristic(lt_->handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
+    chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
         "cublasLtMatmulAlgoGetHeuristic");
   }
+  if (found == 0 && g.soft_fail) return -1;
   if (found == 0)
     throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": cuBLASLt has no algorithm for " + to_string(g.dtype) +
                                             " (column-major m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
@@ -332,8 +358,8 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   const double alpha_d = 1, beta_d = g.beta_one ? 1.0 : 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
   const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
-  chk(api.cublasLtMatmul(lt_->handle, d.op, alpha, g.A, d.A, g.B, d.B, beta, g.C, d.C, g.D, d.D, &result.algo,
-                         ptr_of(lt_->workspace), lt_->workspace_bytes, static_cast<cudaStream_t>(stream_)),
+  chk(api.cublasLtMatmul(lt.handle, d.op, alpha, g.A, d.A, g.B, d.B, beta, g.C, d.C, g.D, d.D, &result.algo,
+                         ptr_of(lt.workspace), lt.workspace_bytes, static_cast<cudaStream_t>(stream_)),
       "cublasLtMatmul");
   return static_cast<int>(epi);
 }
@@ -351,6 +377,22 @@ void CudaDevice::conv_gemm(const ConvGemm& c, const std::string& opname) {
   g.A = c.col, g.B = c.w, g.D = c.y, g.C = c.y;
   g.batches = c.images, g.stride_a = c.col_step, g.stride_b = 0, g.stride_d = c.y_step;
   (void)lt_run(g, opname);
+}
+
+// A plain column-major product on lt_run (linear_cross_entropy, lce.cpp): D (m x n, ld ldd) = op(A) op(B),
+// plus D itself when accumulate (beta = 1). A is stored k x m (ta) or m x k, B n x k (tb) or k x n; A and
+// B in `in`, D in `out`. Returns false, running nothing, when cuBLASLt has no algorithm for it.
+bool CudaDevice::lt_product(const std::string& op, DType in, DType out, bool ta, bool tb, int64_t m, int64_t n,
+                            int64_t k, const void* A, int64_t lda, const void* B, int64_t ldb, void* D, int64_t ldd,
+                            bool accumulate) {
+  LtProduct g;
+  g.dtype = in;
+  g.out_dtype = out;
+  g.trans_a = ta, g.trans_b = tb, g.soft_fail = true;
+  g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldd = ldd;
+  g.A = A, g.B = B, g.C = D, g.D = D;
+  g.beta_one = accumulate;
+  return lt_run(g, op) >= 0;
 }
 
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {

@@ -15,6 +15,8 @@ KF_DEV float m_log(float x) { return logf(x); }
 KF_DEV double m_log(double x) { return ::log(x); }
 KF_DEV float m_exp(float x) { return expf(x); }
 KF_DEV double m_exp(double x) { return ::exp(x); }
+KF_DEV float m_cosh(float x) { return coshf(x); }
+KF_DEV double m_cosh(double x) { return ::cosh(x); }
 
 // ---- cross_entropy. ws (compute type C): [0] the count of targets not ignored, [1 + r] row r's loss.
 // A target outside [0, C) that is not ignore_index is data on the device: its row's loss is NaN (so is
@@ -29,6 +31,11 @@ __global__ void __launch_bounds__(1024) xent_count(const XentParams p) {
   if (threadIdx.x == 0) static_cast<C*>(p.ws)[0] = total;
 }
 
+// One block per row. linear_cross_entropy (lce.cpp) runs it on chunks of rows: row_base offsets the
+// targets and the losses (the logits are the chunk's), the logits may be soft-capped (taken when each
+// value is used, so the memory holds the raw ones) and z_loss lse^2 joins each kept row's loss; its
+// gradient may be written in place over the logits (grad == logits): every thread reads x_t before the
+// first barrier, and each gradient element is written by the thread that read it, after the barriers.
 template <class T>
 __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
   using C = typename T::C;
@@ -36,35 +43,47 @@ __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
   const int64_t N = p.classes;
   C* ws = static_cast<C*>(p.ws);
   const C eps = static_cast<C>(p.smoothing), eps_c = static_cast<C>(p.smoothing / double(p.classes));
+  const C cap = static_cast<C>(p.softcap), zl = static_cast<C>(p.z_loss);
+  const auto capped = [&](C z) { return p.softcap > 0 ? cap * Math<C, false>::tanh(z / cap) : z; };
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const int64_t base = row * N;
-    const int32_t t = p.target[row];
+    const int32_t t = p.target[p.row_base + row];
     const bool ignored = t == p.ignore_index, bad = !ignored && (t < 0 || int64_t(t) >= N);
+    const C xt = ignored || bad ? C(0) : capped(T::load(p.logits, base + t));
     C m = -C(INFINITY), sx = C(0);
     for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
-      const C v = T::load(p.logits, base + j);
+      const C v = capped(T::load(p.logits, base + j));
       m = v > m ? v : m;
       sx += v;
     }
     m = block_max(m, sm);
     sx = block_sum(sx, sm);
     C se = C(0);
-    for (int64_t j = threadIdx.x; j < N; j += blockDim.x) se += m_exp(T::load(p.logits, base + j) - m);
+    for (int64_t j = threadIdx.x; j < N; j += blockDim.x) se += m_exp(capped(T::load(p.logits, base + j)) - m);
     se = block_sum(se, sm);
     const C lse = m + m_log(se);
     if (threadIdx.x == 0) {
       C loss = C(0);
       if (bad) loss = nan_of<C>();
-      else if (!ignored) loss = lse - (C(1) - eps) * T::load(p.logits, base + t) - eps_c * sx;
-      ws[1 + row] = loss;
+      else if (!ignored) loss = lse - (C(1) - eps) * xt - eps_c * sx + zl * lse * lse;
+      ws[1 + p.row_base + row] = loss;
     }
     if (p.grad) {
       const C count = ws[0];
+      const C pscale = C(1) + C(2) * zl * lse;
       for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
         C g = C(0);
-        if (bad) g = nan_of<C>();
-        else if (!ignored)
-          g = (m_exp(T::load(p.logits, base + j) - lse) - eps_c - (j == t ? C(1) - eps : C(0))) / count;
+        if (bad) {
+          g = nan_of<C>();
+        } else if (!ignored) {
+          const C z = T::load(p.logits, base + j);
+          g = m_exp(capped(z) - lse) * pscale - eps_c - (j == t ? C(1) - eps : C(0));
+          if (p.softcap > 0) {  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit (cosh: +inf far out, 0)
+            const C ch = m_cosh(z / cap);
+            g = g / (ch * ch);
+          }
+          g = g / count;
+        }
         T::store(p.grad, base + j, g);
       }
     }
@@ -183,7 +202,55 @@ template <OptimOp OP> int optim_launch(Dt dt, const OptimParams& p, uint32_t blo
   return static_cast<int>(gpuGetLastError());
 }
 
+// linear_cross_entropy's d_W for 16-bit outputs: a float accumulator (acc += src in the dtype, the
+// fallback where cuBLASLt cannot write a float product of 16-bit inputs), then out = acc in the dtype.
+template <class T>
+__global__ void __launch_bounds__(256) lce_dw_kernel(const LceDwParams p) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (p.mode == 0) p.acc[i] = (p.first ? 0.0f : p.acc[i]) + T::load(p.src, i);
+    else T::store(p.out, i, p.acc[i]);
+  }
+}
+
 }  // namespace
+
+int launch_lce_pass(Dt dt, const XentParams& p, int pass, int block, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const uint32_t g = static_cast<uint32_t>(p.rows < (int64_t(1) << 30) ? p.rows : int64_t(1) << 30);
+  switch (dt) {
+    case Dt::f32:
+      if (pass == 0) xent_count<float><<<1, 1024, 0, s>>>(p);
+      else if (pass == 1) xent_rows<F32><<<g, block, 0, s>>>(p);
+      else xent_final<F32><<<1, 1024, 0, s>>>(p);
+      break;
+    case Dt::f16:
+      if (pass == 0) xent_count<float><<<1, 1024, 0, s>>>(p);
+      else if (pass == 1) xent_rows<F16><<<g, block, 0, s>>>(p);
+      else xent_final<F16><<<1, 1024, 0, s>>>(p);
+      break;
+    case Dt::bf16:
+      if (pass == 0) xent_count<float><<<1, 1024, 0, s>>>(p);
+      else if (pass == 1) xent_rows<BF16><<<g, block, 0, s>>>(p);
+      else xent_final<BF16><<<1, 1024, 0, s>>>(p);
+      break;
+    case Dt::f64:
+      if (pass == 0) xent_count<double><<<1, 1024, 0, s>>>(p);
+      else if (pass == 1) xent_rows<F64><<<g, block, 0, s>>>(p);
+      else xent_final<F64><<<1, 1024, 0, s>>>(p);
+      break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dt) {
+    case Dt::f16: lce_dw_kernel<F16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::bf16: lce_dw_kernel<BF16><<<blocks, 256, 0, s>>>(p); break;
+    default: return -1;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
 
 int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);

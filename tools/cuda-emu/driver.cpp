@@ -18,7 +18,7 @@
 using namespace kf;
 namespace hc = kf::hal::emucuda;
 
-static std::vector<unsigned char> to_dev(const std::vector<double>& v, DType t) {
+std::vector<unsigned char> to_dev(const std::vector<double>& v, DType t) {
   std::vector<unsigned char> b;
   for (double x : v) {
     unsigned char tmp[8];
@@ -33,14 +33,14 @@ static std::vector<unsigned char> to_dev(const std::vector<double>& v, DType t) 
   while (b.size() % 16) b.push_back(0);
   return b;
 }
-static double from_dev(const std::vector<unsigned char>& b, size_t i, DType t) {
+double from_dev(const std::vector<unsigned char>& b, size_t i, DType t) {
   if (t == DType::f32) { float f; std::memcpy(&f, &b[i * 4], 4); return f; }
   if (t == DType::f64) { double d; std::memcpy(&d, &b[i * 8], 8); return d; }
   unsigned short h; std::memcpy(&h, &b[i * 2], 2);
   if (t == DType::f16) return kf_half_to_float(h);
   unsigned u = unsigned(h) << 16; float f; std::memcpy(&f, &u, 4); return f;
 }
-static hc::Dt dt_of(DType t) { return t == DType::f32 ? hc::Dt::f32 : t == DType::f16 ? hc::Dt::f16 : t == DType::bf16 ? hc::Dt::bf16 : hc::Dt::f64; }
+hc::Dt dt_of(DType t) { return t == DType::f32 ? hc::Dt::f32 : t == DType::f16 ? hc::Dt::f16 : t == DType::bf16 ? hc::Dt::bf16 : hc::Dt::f64; }
 
 int fails = 0;
 
@@ -194,9 +194,14 @@ void scores_and_embedding() {
   }
 }
 
+int bwd_main(const std::string& only);  // driver_bwd.cpp
+int lce_main(const std::string& only);  // driver_lce.cpp
+
 int main(int argc, char** argv) {
   const OpDef& op = get_op("attention");
   const std::string only = argc > 1 ? argv[1] : "";
+  if (only.rfind("bwd", 0) == 0) return bwd_main(only.size() > 4 ? only.substr(4) : "");
+  if (only.rfind("lce", 0) == 0) return lce_main(only.size() > 4 ? only.substr(4) : "");
   if (only == "extra") {
     scores_and_embedding();
     const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A host emulation of hal/cuda/attention.cu, for machines without a GPU: it checks the kernels' logic
+# A host emulation of hal/cuda/attention.cu, attention_bwd.cu and train.cu, for machines without a GPU: it checks the kernels' logic
 # (indexing, masks, splits, dropout index, RoPE positions, the combine pass, the wmma tiling) against the
 # CPU backend; it cannot say anything about what only a GPU shows (fragment layouts, shared-memory limits,
 # timing, races the emulation's barriers hide). Each block runs as blockDim std::threads (std::barrier for
@@ -8,14 +8,18 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | conv]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL] | lce[:LABEL] | conv]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
-#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); conv:
-#     hal/cuda/conv.cu (each direct-kernel tile, im2col) and train.cu's epilogue kernel on the
-#     convolutions' cases (conv_driver.cpp; EMU_VERBOSE=1 prints every comparison).
+#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); bwd:
+#     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
+#     contains LABEL) and a few awkward shapes, each tile, every dtype; lce: linear_cross_entropy and its
+#     backward as hal/cuda/lce.cpp runs them (driver_lce.cpp), train.cu's row pass emulated and cuBLASLt
+#     replaced by a plain product of the same arguments; conv: hal/cuda/conv.cu (each direct-kernel tile,
+#     im2col) and train.cu's epilogue kernel on the convolutions' cases (conv_driver.cpp; EMU_VERBOSE=1
+#     prints every comparison).
 # Exit status 0 when every comparison passes.
 set -euo pipefail
-build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra]}" && pwd)
+build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra|bwd[:LABEL]|lce[:LABEL]|conv]}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
@@ -23,7 +27,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/hal/cuda"
 cp "$here/hal/cuda/gpu_compat.hpp" "$work/hal/cuda/"
 cp "$here/mma.h" "$work/"
-# The kernel files to emulate: copied with their dynamic shared arrays and <<<...>>> launches rewritten.
+# The kernel files to emulate (each its own translation unit; attention_common.cuh and common.cuh are
+# read from the source tree, gpu_compat.hpp from here): copied with their dynamic shared arrays and
+# <<<...>>> launches rewritten.
 emulate() {
 python3 - "$root/hal/cuda/$1.cu" "$work/hal/cuda/$1_emu.cpp" <<'PY'
 import re, sys
@@ -39,8 +45,12 @@ if [ "${2:-}" = conv ]; then
   srcs=("$work/hal/cuda/conv_emu.cpp" "$work/hal/cuda/train_emu.cpp" "$here/conv_driver.cpp")
   args=()
 else
-  emulate attention
-  srcs=("$work/hal/cuda/attention_emu.cpp" "$here/driver.cpp")
+  srcs=()
+  for f in attention attention_bwd train; do
+    emulate $f
+    srcs+=("$work/hal/cuda/${f}_emu.cpp")
+  done
+  srcs+=("$here/driver.cpp" "$here/driver_bwd.cpp" "$here/driver_lce.cpp")
   args=("${2:-}")
 fi
 # -Dcuda=emucuda: the emulated kernels live in kf::hal::emucuda, apart from libkf's own.
