@@ -271,7 +271,7 @@ VulkanDevice::~VulkanDevice() {
     // A lost device still gets its objects destroyed below.
   }
   vkDeviceWaitIdle(device_);
-  workspace_.reset();  // a buffer of this device: freed before the allocator and the device go
+  for (auto& w : workspace_) w.reset();  // buffers of this device: freed before the allocator and the device go
   rope_table_.reset();
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
   // processes sharing the folder never see a half-written cache.

@@ -1,6 +1,7 @@
 // The Vulkan device: queue, buffers, pipelines (created once, cached on disk), the command stream
 // that records many dispatches between barriers and submits them together, and timestamps.
 #pragma once
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -130,8 +131,11 @@ class VulkanDevice final : public Device {
   // Records filling `bytes` (a multiple of 4) of dst from byte `offset` with `word`, ordered after
   // everything recorded before it.
   void record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset = 0);
-  // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp).
-  std::shared_ptr<Buffer> workspace(size_t bytes);
+  // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp); an op that needs
+  // several scratch buffers at once takes them from different slots: 0 the general workspace, 1 and 2
+  // converted operands (bf16 attention's K and V, bf16 linear's A and W, the convolutions' im2col), 3
+  // small per-call tables (bf16 linear's row factors).
+  std::shared_ptr<Buffer> workspace(size_t bytes, int slot = 0);
 
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
@@ -178,7 +182,7 @@ class VulkanDevice final : public Device {
   bool queries_reset_ = false;
   uint64_t timestamp_mask_ = ~0ull;
 
-  std::shared_ptr<Buffer> workspace_;  // workspace(): scratch of the multi-pass kernels
+  std::array<std::shared_ptr<Buffer>, 4> workspace_;  // workspace(): scratch of the multi-pass kernels
   std::shared_ptr<Buffer> rope_table_;  // attention's rotary cos/sin table (kernels_attn.cpp), and its key
   std::string rope_key_;
   VkBuffer staging_ = VK_NULL_HANDLE;

@@ -237,9 +237,9 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   std::shared_ptr<Buffer> a_in = call.inputs[0].buffer, b_in = call.inputs[1].buffer, inv_scales;
   if (coopmat && bf16) {
-    a_in = allocate(static_cast<size_t>(M * K * 2));
-    b_in = allocate(static_cast<size_t>(N * K * 2));
-    inv_scales = allocate(static_cast<size_t>((M + N) * 4));
+    a_in = workspace(static_cast<size_t>(M * K * 2), 1);
+    b_in = workspace(static_cast<size_t>(N * K * 2), 2);
+    inv_scales = workspace(static_cast<size_t>((M + N) * 4), 3);
     for (int which = 0; which < 2; ++which) {
       const uint64_t rows = which == 0 ? M : N;
       if ((rows + 3) / 4 > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, call.op->name + ": too many rows");

@@ -605,8 +605,8 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     al.groups = static_cast<uint32_t>(std::clamp<uint64_t>((most + 1023) / 1024, 1, 1024));
     al.groups_y = 3;
     record(al);
-    k_in = allocate(static_cast<size_t>(call.inputs[1].numel) * 2);
-    v_in = allocate(static_cast<size_t>(call.inputs[2].numel) * 2);
+    k_in = workspace(static_cast<size_t>(call.inputs[1].numel) * 2, 1);
+    v_in = workspace(static_cast<size_t>(call.inputs[2].numel) * 2, 2);
     Launch cv = al;
     cv.variant = "attn_to_f16_bf16";
     cv.bindings[3] = k_in;

@@ -167,7 +167,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
                         a.padding[1] == 0 && P % 8 == 0;
     std::shared_ptr<Buffer> col = call.inputs[0].buffer;
     if (!direct) {
-      col = allocate(static_cast<size_t>(col_bytes));
+      col = workspace(static_cast<size_t>(col_bytes), 1);
       Launch ic;
       ic.variant = "conv_im2col_f16";
       ic.spec = {kWorkgroup};
