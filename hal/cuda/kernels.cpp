@@ -19,6 +19,23 @@
 namespace kf::hal::cuda {
 namespace {
 
+// The mask, bias, RoPE and dropout options of attention's parameters (the forward's and, in
+// AttnBwdParams::a, the backward's); slopes_given: ALiBi slopes were passed as an input.
+void set_attn_options(AttnParams& p, const Attrs& a, bool slopes_given) {
+  p.causal = a.causal ? 1 : 0;
+  p.window = static_cast<int>(std::min<int64_t>(a.window, INT32_MAX));
+  p.alibi = slopes_given ? 2 : a.alibi ? 1 : 0;
+  p.softcap = a.softcap;
+  p.rope_mode = static_cast<int>(a.rope);
+  p.dropout = a.p > 0 ? 1 : 0;
+  p.seed_lo = static_cast<uint32_t>(a.seed);
+  p.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  p.off_lo = static_cast<uint32_t>(a.offset);
+  p.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  p.thr = ref::dropout_threshold(a.p);
+  p.keep_scale = 1.0 / (1.0 - a.p);
+}
+
 // Which kernel family of hal/cuda/ serves an op.
 enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm, Xent, Mse, Optim, Matmul, Embedding,
                   Attention, Conv, Lce };
@@ -380,18 +397,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.block_size = static_cast<int>(a.block_size);
     p.nkb = static_cast<int>(call.inputs[8].shape[1]);
   }
-  p.causal = a.causal ? 1 : 0;
-  p.window = static_cast<int>(std::min<int64_t>(a.window, INT32_MAX));
-  p.alibi = has(3) ? 2 : a.alibi ? 1 : 0;
-  p.softcap = a.softcap;
-  p.rope_mode = static_cast<int>(a.rope);
-  p.dropout = a.p > 0 ? 1 : 0;
-  p.seed_lo = static_cast<uint32_t>(a.seed);
-  p.seed_hi = static_cast<uint32_t>(a.seed >> 32);
-  p.off_lo = static_cast<uint32_t>(a.offset);
-  p.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  p.thr = ref::dropout_threshold(a.p);
-  p.keep_scale = 1.0 / (1.0 - a.p);
+  set_attn_options(p, a, has(3));
 
   // The kernel and its tile.
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
@@ -636,18 +642,7 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
     p.block_size = static_cast<int>(a.block_size);
     p.nkb = static_cast<int>(call.inputs[11].shape[1]);
   }
-  p.causal = a.causal ? 1 : 0;
-  p.window = static_cast<int>(std::min<int64_t>(a.window, INT32_MAX));
-  p.alibi = has(6) ? 2 : a.alibi ? 1 : 0;
-  p.softcap = a.softcap;
-  p.rope_mode = static_cast<int>(a.rope);
-  p.dropout = a.p > 0 ? 1 : 0;
-  p.seed_lo = static_cast<uint32_t>(a.seed);
-  p.seed_hi = static_cast<uint32_t>(a.seed >> 32);
-  p.off_lo = static_cast<uint32_t>(a.offset);
-  p.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  p.thr = ref::dropout_threshold(a.p);
-  p.keep_scale = 1.0 / (1.0 - a.p);
+  set_attn_options(p, a, has(6));
   if (a.rope) {  // the forward's table: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq when packed)
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
     const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
