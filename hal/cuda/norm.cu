@@ -27,6 +27,16 @@ template <class T> KF_DEV typename T::C centered(typename T::C v, typename T::C 
   return (v - hi) - lo;
 }
 
+// The second pass of the corrected two-pass algorithm, over the block: c and d2 are this thread's sums
+// of (x - hi) and (x - hi)^2; lo = sum(x - hi) / L and m2 = sum((x - hi)^2) - c lo (never below 0).
+template <class C> KF_DEV void corrected_moments(C c, C d2, int64_t L, C* sm, C& lo, C& m2) {
+  c = block_sum(c, sm);
+  m2 = block_sum(d2, sm);
+  lo = c / C(L);
+  m2 = m2 - c * lo;
+  if (m2 < C(0)) m2 = C(0);
+}
+
 // The row's value j: x, or x + r for the add forms (recomputed in each pass: the same value every time).
 template <NormOp OP, class T> KF_DEV typename T::C row_value(const NormParams& p, int64_t i) {
   typename T::C v = T::load(p.x, i);
@@ -65,11 +75,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const NormParams p) {
         const C d = row_value<OP, T>(p, base + j) - hi;
         c += d, d2 += d * d;
       }
-      c = block_sum(c, sm);
-      m2 = block_sum(d2, sm);
-      lo = c / C(L);
-      m2 = m2 - c * lo;
-      if (m2 < C(0)) m2 = C(0);
+      corrected_moments(c, d2, L, sm, lo, m2);
     }
     const C rstd = C(1) / m_sqrt(m2 / C(L) + eps);
     const int64_t g0 = p.groups == 1 ? 0 : (row % p.groups) * p.cpg;
@@ -151,11 +157,7 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
             const C d = x[u][k] - hi;
             c += d, d2 += d * d;
           }
-      c = block_sum(c, sm);
-      m2 = block_sum(d2, sm);
-      lo = c / C(L);
-      m2 = m2 - c * lo;
-      if (m2 < C(0)) m2 = C(0);
+      corrected_moments(c, d2, L, sm, lo, m2);
     }
     const C rstd = C(1) / m_sqrt(m2 / C(L) + eps);
 #pragma unroll
@@ -203,11 +205,7 @@ __global__ void __launch_bounds__(1024) norm_bwd_rows(const NormBwdParams p) {
         const C d = T::load(p.x, base + j) - hi;
         c += d, d2 += d * d;
       }
-      c = block_sum(c, sm);
-      m2 = block_sum(d2, sm);
-      lo = c / C(L);
-      m2 = m2 - c * lo;
-      if (m2 < C(0)) m2 = C(0);
+      corrected_moments(c, d2, L, sm, lo, m2);
     } else {
       C ss = C(0);
       for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
