@@ -122,20 +122,29 @@ __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
     if (p.grad) {
       const C count = ws[0];
       const C pscale = C(1) + C(2) * zl * lse;
-      for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
-        C g = C(0);
-        if (bad) {
-          g = nan_of<C>();
-        } else if (!ignored) {
-          const C z = T::load(p.logits, base + j);
-          g = m_exp(capped(z) - lse) * pscale - eps_c - (j == t ? C(1) - eps : C(0));
-          if (p.softcap > 0) {  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit (cosh: +inf far out, 0)
-            const C ch = m_cosh(z / cap);
-            g = g / (ch * ch);
-          }
-          g = g / count;
+      const auto grad_of = [&](C z, int64_t j) {
+        if (bad) return nan_of<C>();
+        if (ignored) return C(0);
+        C g = m_exp(capped(z) - lse) * pscale - eps_c - (j == t ? C(1) - eps : C(0));
+        if (p.softcap > 0) {  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit (cosh: +inf far out, 0)
+          const C ch = m_cosh(z / cap);
+          g = g / (ch * ch);
         }
-        T::store(p.grad, base + j, g);
+        return g / count;
+      };
+      // 16-byte packs as the statistics' read (each pack written by the thread that read it: in place,
+      // grad == logits, is safe); element by element otherwise.
+      if (packs && (reinterpret_cast<uintptr_t>(p.grad) & 15) == 0) {
+        const int64_t npk = N / T::VW;
+        for (int64_t j = threadIdx.x; j < npk; j += blockDim.x) {
+          C x[T::VW];
+          T::unpack(load_pack(p.logits, base / T::VW + j), x);
+#pragma unroll
+          for (int k = 0; k < T::VW; ++k) x[k] = grad_of(x[k], j * T::VW + k);
+          store_pack(p.grad, base / T::VW + j, T::pack(x));
+        }
+      } else {
+        for (int64_t j = threadIdx.x; j < N; j += blockDim.x) T::store(p.grad, base + j, grad_of(T::load(p.logits, base + j), j));
       }
     }
   }
