@@ -56,6 +56,22 @@ inline const std::vector<DeviceRef>& devices() {
   return list;
 }
 
+// The usable CUDA (or HIP) devices, and why there are none, for the tests of the native backends: they
+// skip with that reason where the build or the machine has no usable device.
+inline std::vector<DeviceRef> cuda_devices() {
+  std::vector<DeviceRef> v;
+  for (const auto& d : devices())
+    if (d.backend == "cuda" || d.backend == "hip") v.push_back(d);
+  return v;
+}
+
+inline std::string no_cuda_reason() {
+  std::string why = "no usable CUDA device (or no CUDA backend in this build)";
+  for (const auto& e : device_entries())
+    if ((e.info.backend == "cuda" || e.info.backend == "hip") && !e.usable) why += "; " + e.info.name + ": " + e.why_not;
+  return why;
+}
+
 inline std::map<std::string, Context>& context_cache() {
   static std::map<std::string, Context> cache;
   return cache;

@@ -459,19 +459,6 @@ TEST(AttentionErrors, ArgumentsAreChecked) {
 // ---- The CUDA backend (hal/cuda/attention.cu): each kernel forced on every registry case, the
 // automatic choice, and the dropout mask against the generator and the CPU backend. Skipped, saying why,
 // where the build or the machine has no usable CUDA device.
-std::vector<DeviceRef> cuda_devices() {
-  std::vector<DeviceRef> v;
-  for (const auto& d : devices())
-    if (d.backend == "cuda" || d.backend == "hip") v.push_back(d);
-  return v;
-}
-
-std::string no_cuda_reason() {
-  std::string why = "no usable CUDA device (or no CUDA backend in this build)";
-  for (const auto& e : device_entries())
-    if ((e.info.backend == "cuda" || e.info.backend == "hip") && !e.usable) why += "; " + e.info.name + ": " + e.why_not;
-  return why;
-}
 
 // The portable flash kernel (KF_TUNE attn_path=1) in one pass and with key splits (3 and 7 parts, so
 // that some splits of short rows are empty), each tile height; f16, bf16 and f64 through the splits.

@@ -310,19 +310,6 @@ TEST(LinalgPaths, ForcedTensorCorePathsRejectCleanly) {
 // tolerances and twice for the same bits; the automatic choice (with several column-matrix chunks); and
 // conv2d_gelu_dropout's mask element by element against the generator and the CPU backend. Skipped,
 // saying why, where the build or the machine has no usable CUDA device.
-std::vector<DeviceRef> cuda_devices() {
-  std::vector<DeviceRef> v;
-  for (const auto& d : devices())
-    if (d.backend == "cuda" || d.backend == "hip") v.push_back(d);
-  return v;
-}
-
-std::string no_cuda_reason() {
-  std::string why = "no usable CUDA device (or no CUDA backend in this build)";
-  for (const auto& e : device_entries())
-    if ((e.info.backend == "cuda" || e.info.backend == "hip") && !e.usable) why += "; " + e.info.name + ": " + e.why_not;
-  return why;
-}
 
 Context tuned_context(const DeviceRef& d, const std::string& tuning) {
   ContextOptions o = options_for(d);
