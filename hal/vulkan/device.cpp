@@ -321,6 +321,7 @@ std::shared_ptr<Buffer> VulkanDevice::allocate(size_t bytes) { return std::make_
 
 void VulkanDevice::begin() {
   if (recording_) return;
+  finish_pending();
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   KF_VK(vkBeginCommandBuffer(cmd_, &bi));
@@ -343,20 +344,34 @@ void VulkanDevice::barrier() {
 }
 
 void VulkanDevice::submit_and_wait() {
-  if (!recording_) return;
+  if (!recording_) {
+    finish_pending();  // (a batch whose wait timed out)
+    return;
+  }
   recording_ = false;
   KF_VK(vkEndCommandBuffer(cmd_));
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
   KF_VK(vkQueueSubmit(queue_, 1, &si, fence_));
+  pending_ = true;
+  finish_pending();
+}
+
+// Waits (bounded by KF_TIMEOUT_S) for the submitted batch, then recycles its command buffer, descriptor
+// sets and retained buffers. After a wait that timed out the batch may still run: nothing is reused or
+// freed until its fence signals, so the next call waits for it here first (on lavapipe, recording into
+// the still-running command buffer after a timeout crashed the process).
+void VulkanDevice::finish_pending() {
+  if (!pending_) return;
   const uint64_t ns = static_cast<uint64_t>(std::max(0.001, options_.timeout_s) * 1e9);
   const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, ns);
   if (r == VK_TIMEOUT)
     throw Error(ErrorCode::Timeout, "vulkan: the device did not finish " + std::to_string(commands_) +
                                         " recorded commands within " + std::to_string(options_.timeout_s) +
-                                        " s (KF_TIMEOUT_S)");
+                                        " s (KF_TIMEOUT_S); the context waits for them before its next call");
   check(r, "vkWaitForFences");
+  pending_ = false;
   KF_VK(vkResetFences(device_, 1, &fence_));
   KF_VK(vkResetCommandBuffer(cmd_, 0));
   KF_VK(vkResetDescriptorPool(device_, desc_pool_, 0));

@@ -145,6 +145,7 @@ class VulkanDevice final : public Device {
   void begin();            // starts recording if not already
   void barrier();          // orders the next command after everything recorded before it
   void submit_and_wait();  // ends, submits, waits (bounded) and resets the stream
+  void finish_pending();   // waits (bounded) for a submitted batch, then resets the stream
   VkPipeline pipeline(const std::string& variant, const std::vector<uint32_t>& spec);
   void copy_through_staging(VkBuffer buf, void* host, size_t bytes, bool to_device);
   std::string cache_path() const;
@@ -167,6 +168,7 @@ class VulkanDevice final : public Device {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   bool recording_ = false;
+  bool pending_ = false;   // a batch was submitted and has not been seen to finish (a wait timed out)
   uint32_t commands_ = 0;  // commands recorded in the open batch
   std::vector<std::shared_ptr<Buffer>> retained_;  // buffers the open batch uses
 
