@@ -271,7 +271,10 @@ VulkanDevice::~VulkanDevice() {
     // A lost device still gets its objects destroyed below.
   }
   vkDeviceWaitIdle(device_);
-  for (auto& w : workspace_) w.reset();  // buffers of this device: freed before the allocator and the device go
+  // Buffers of this device, freed before the allocator and the device go (the retained ones are still
+  // held when the last wait timed out: freeing them after the allocator crashed the process).
+  retained_.clear();
+  for (auto& w : workspace_) w.reset();
   rope_table_.reset();
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
   // processes sharing the folder never see a half-written cache.
