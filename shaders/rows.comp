@@ -108,7 +108,10 @@ void process(uint row, bool valid, uint lane, uint slot) {
   // In base 2: m tracks max(k x) with k = scale * log2(e), so exp(s x - max) = exp2(fma(x, k, -M)).
   const float s = pc.scale, kk = pc.scale * 1.4426950408889634;
   FT xc[CACHE][VW];
-  float m = NEG_INF;
+  // One read of the row for both statistics: m is this invocation's running max of k x and acc the
+  // sum of exp2(k x - m) over the packs it streams (rescaled when m grows); the cached packs are added
+  // once the row's max M is known. (Rows longer than the cache used to be read twice for them.)
+  float m = NEG_INF, acc = 0.0;
   if (valid) {
     if (WIDE) {
       [[unroll]] for (uint t = 0; t < CACHE; ++t) {
@@ -121,15 +124,24 @@ void process(uint row, bool valid, uint lane, uint slot) {
       for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
         PACK_T(x);
         unpack(in0_v.v[base + j], x);
-        [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * x[k]);
+        float pm = NEG_INF;
+        [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, kk * x[k]);
+        if (pm > m) acc *= exp2(m - pm), m = pm;  // from m = -inf: acc is 0 (or NaN) and stays so
+        // While m is -inf every value so far is -inf (a term of 0) or NaN (which must reach the sum).
+        const float ms = m == NEG_INF ? 0.0 : m;
+        [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[k], kk, -ms));
       }
     } else {
-      for (uint j = lane; j < npk; j += TPR) m = max(m, kk * LOAD_ELEM(in0, base + j));
+      for (uint j = lane; j < npk; j += TPR) {
+        const float x = LOAD_ELEM(in0, base + j), v = kk * x;
+        if (v > m) acc *= exp2(m - v), m = v;
+        acc += exp2(fma(x, kk, -(m == NEG_INF ? 0.0 : m)));
+      }
     }
   }
   const float M = row_max(m, lane, slot);
-  float acc = 0.0;
   if (valid && M != NEG_INF) {
+    if (m != NEG_INF) acc *= exp2(m - M);  // else acc is 0 or NaN, relative to 0
     if (WIDE) {
       [[unroll]] for (uint t = 0; t < CACHE; ++t) {
         if (lane + t * TPR < npk) {
@@ -143,14 +155,9 @@ void process(uint row, bool valid, uint lane, uint slot) {
           }
         }
       }
-      for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
-        PACK_T(x);
-        unpack(in0_v.v[base + j], x);
-        [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[k], kk, -M));
-      }
-    } else {
-      for (uint j = lane; j < npk; j += TPR) acc += exp2(fma(LOAD_ELEM(in0, base + j), kk, -M));
     }
+  } else {
+    acc = 0.0;
   }
   const float S = row_sum(acc, lane, slot);
   if (!valid) return;

@@ -52,6 +52,22 @@ TEST(Special, SoftmaxRows) {
   check_special("softmax", {{5, 4}}, {kSoftmaxRows}, a);
 }
 
+// Rows longer than a workgroup's registers (the streamed part keeps a running max and sum): each of the
+// kSoftmaxRows patterns placed at the end of a long row whose other entries are -inf, so the running
+// max starts at -inf and grows late; one row all -inf. 40000 (16-byte packs) and 40001 (element by
+// element).
+TEST(Special, SoftmaxLongRows) {
+  for (int64_t F : {40000, 40001}) {
+    std::vector<double> v;
+    for (int r = 0; r < 5; ++r) {
+      for (int64_t i = 0; i < F - 4; ++i) v.push_back(r == 4 && i % 3 == 0 ? -1.0 - double(i % 7) : -kInf);
+      for (int k = 0; k < 4; ++k) v.push_back(kSoftmaxRows[r * 4 + k]);
+    }
+    check_special("softmax", {{5, F}}, {v});
+    check_special("log_softmax", {{5, F}}, {v});
+  }
+}
+
 TEST(Special, LogSoftmaxRows) {
   // The all -inf row gives NaN in the reference (-inf - (-inf)); some -inf entries give -inf.
   check_special("log_softmax", {{5, 4}}, {kSoftmaxRows});

@@ -178,18 +178,28 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
   if (sg) tpr = std::max(tpr, caps.subgroup_size);
   tpr = std::max<uint32_t>(tpr, 1);
+  // Rows longer than a workgroup's cache (softmax, log_softmax re-read the rest for their output): a
+  // larger workgroup per row, and only as many workgroups as keep their rows within the L2 budget, so
+  // that the re-read is an L2 hit (kernels_common.hpp). The plain reductions read the row once anyway.
+  const bool reduction = op.name == "sum_squared" || op.name == "mean_abs";
+  uint32_t wg = kWorkgroup;
+  uint64_t max_groups = UINT64_MAX;
+  if (!reduction && uint64_t(tpr) * per_invocation < items) {
+    wg = tpr = long_row_workgroup(caps);
+    max_groups = std::max<uint64_t>(64, rows_in_flight(tuning(), static_cast<uint64_t>(feat) * dtype_size(call.dtype)));
+  }
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
   l.variant = variant_name(op, call.dtype, sg);
-  l.spec = {kWorkgroup, tpr, wide ? 1u : 0u, cache_values};
+  l.spec = {wg, tpr, wide ? 1u : 0u, cache_values};
   l.bindings[0] = in.buffer;
   l.bindings[1] = out.buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = grid(static_cast<uint64_t>(rows), kWorkgroup / tpr, caps, tuning());
+  l.groups = grid(std::min<uint64_t>(static_cast<uint64_t>(rows), max_groups), wg / tpr, caps, tuning());
   record(l);
   return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
-         (wide ? ",16B-packs" : ",scalar");
+         (max_groups != UINT64_MAX ? ",groups=" + std::to_string(l.groups) : "") + (wide ? ",16B-packs" : ",scalar");
 }
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]) on the portable tiled kernel (shaders/mm.comp).
