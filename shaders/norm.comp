@@ -12,10 +12,6 @@
 //           that mean and the squared deviations about it, or the sum of squares) to a workspace;
 //           PASS 2 combines the chunks of its row in chunk order (Chan's parallel variance) and
 //           normalizes its chunk.
-//   PASS 3: the same chunks, but one workgroup per row looping over them: each chunk's statistics
-//           (to shared memory), then each chunk normalized. The host launches only as many
-//           workgroups as keep their rows within the device's L2 cache (KF_TUNE rows_l2_mib), so the
-//           second read of the row comes from L2 rather than memory: one memory read instead of two.
 // The mean is carried as two floats (hi + lo, the corrected two-pass algorithm), so that rows whose
 // spread is small next to their mean keep their precision.
 // Every sum is in a fixed order, so the same input gives the same bits every run. Accumulation is in
@@ -37,7 +33,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 256;           // invocations per row (PASS 0); the workgroup in 1, 2
 layout(constant_id = 2) const bool WIDE = true;
 layout(constant_id = 3) const uint CACHE_VALUES = 32;   // row values an invocation keeps in registers
-layout(constant_id = 4) const uint PASS = 0;       // 0, 1, 2 or 3 (above)
+layout(constant_id = 4) const uint PASS = 0;
 layout(constant_id = 5) const bool HAS_W = false;
 layout(constant_id = 6) const bool HAS_B = false;
 // Where the affine parameters of element e live: channel c = (e / inner) % period. 0: per feature
@@ -49,11 +45,6 @@ layout(constant_id = 7) const uint AFFINE = 0;
 #include "row_reduce.glsl"
 
 FT xc[NT][VW];  // this invocation's items of the segment (private: registers once unrolled)
-
-// PASS 3: the statistics of the current row's chunks (three per chunk, as PASS 1 writes to the
-// workspace); the host uses PASS 3 only for rows of at most MAX_CHUNKS chunks.
-#define MAX_CHUNKS 64u
-shared ACC cst[3u * MAX_CHUNKS];
 
 #if defined(OP_add_layer_norm) || defined(OP_add_rms_norm)
 #define ADD 1
@@ -242,11 +233,10 @@ void whole_row(uint row, bool valid, uint lane, uint slot) {
   if (valid) normalize_store(e0, L, lane, hi, lo, rstd);
 }
 
-// PASS 1 (and 3): chunk `c` of `row`: its statistics to the workspace (PASS 3: to shared memory) and s
-// for the add forms (to binding 4 in PASS 1, 5 in PASS 3, as in PASS 0).
+// PASS 1: chunk `c` of `row`: its statistics to the workspace (and s for the add forms).
 void chunk_stats(uint row, uint c, uint lane) {
   const uint e0 = row * pc.feat + c * pc.chunk, len = min(pc.chunk, pc.feat - c * pc.chunk);
-  const ACC s = load_segment(true, e0, len, lane, 0u, true, PASS == 3u);
+  const ACC s = load_segment(true, e0, len, lane, 0u, true, false);
 #if defined(RMS)
   const ACC m = s, cr = ACC(0), m2 = ACC(0);
 #else
@@ -255,48 +245,35 @@ void chunk_stats(uint row, uint c, uint lane) {
   deviations(true, len, lane, 0u, m, cr, m2);
 #endif
   if (lane == 0u) {
-    if (PASS == 3u) {
-      cst[3u * c] = m;
-      cst[3u * c + 1u] = cr;
-      cst[3u * c + 2u] = m2;
-    } else {
-      const uint at = 3u * (row * pc.nchunks + c);
-      ws[at] = m;  // rms: the sum of squares
-      ws[at + 1u] = cr;
-      ws[at + 2u] = m2;
-    }
+    const uint at = 3u * (row * pc.nchunks + c);
+    ws[at] = m;  // rms: the sum of squares
+    ws[at + 1u] = cr;
+    ws[at + 2u] = m2;
   }
 }
 
-// Statistic i of chunk k of `row`, as chunk_stats left it.
-// (An if, not ?:, so that PASS 3 never loads from binding 5, which is s there.)
-ACC stat(uint row, uint k, uint i) {
-  if (PASS == 3u) return cst[3u * k + i];
-  return ws[3u * (row * pc.nchunks + k) + i];
-}
-
-// PASS 2 (and 3): combines the chunks of `row` in chunk order, then normalizes chunk `c`.
+// PASS 2: combines the chunks of `row` in chunk order, then normalizes chunk `c`.
 void chunk_normalize(uint row, uint c, uint lane) {
-  const uint L = pc.feat;
+  const uint L = pc.feat, base = 3u * row * pc.nchunks;
 #if defined(RMS)
   ACC ss = ACC(0);
-  for (uint k = 0; k < pc.nchunks; ++k) ss += stat(row, k, 0u);
+  for (uint k = 0; k < pc.nchunks; ++k) ss += ws[base + 3u * k];
   const ACC hi = ACC(0), lo = ACC(0), m2 = ss;
 #else
   // Chunk k holds n_k values, their rounded mean m_k, the residual c_k = sum(x - m_k) and
   // M2_k = sum((x - m_k)^2). The row's mean is hi + lo; with d_k = m_k - mean, the row's squared
   // deviations are the sum of M2_k + 2 d_k c_k + n_k d_k^2 (Chan's combination, corrected).
   ACC sum = ACC(0);
-  for (uint k = 0; k < pc.nchunks; ++k) sum += ACC(min(pc.chunk, L - k * pc.chunk)) * stat(row, k, 0u);
+  for (uint k = 0; k < pc.nchunks; ++k) sum += ACC(min(pc.chunk, L - k * pc.chunk)) * ws[base + 3u * k];
   const ACC hi = sum / ACC(L);
   ACC r = ACC(0);
   for (uint k = 0; k < pc.nchunks; ++k)
-    r += ACC(min(pc.chunk, L - k * pc.chunk)) * (stat(row, k, 0u) - hi) + stat(row, k, 1u);
+    r += ACC(min(pc.chunk, L - k * pc.chunk)) * (ws[base + 3u * k] - hi) + ws[base + 3u * k + 1u];
   const ACC lo = r / ACC(L);
   ACC m2 = ACC(0);
   for (uint k = 0; k < pc.nchunks; ++k) {
-    const ACC n = ACC(min(pc.chunk, L - k * pc.chunk)), d = centered(stat(row, k, 0u), hi, lo);
-    m2 += stat(row, k, 2u) + ACC(2) * d * stat(row, k, 1u) + n * d * d;
+    const ACC n = ACC(min(pc.chunk, L - k * pc.chunk)), d = centered(ws[base + 3u * k], hi, lo);
+    m2 += ws[base + 3u * k + 2u] + ACC(2) * d * ws[base + 3u * k + 1u] + n * d * d;
   }
   m2 = max(m2, ACC(0));
 #endif
@@ -319,14 +296,6 @@ void main() {
     for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += gl_NumWorkGroups.x) {
       const uint row = blk * rpw + slot;
       whole_row(row, row < pc.rows, lane, slot);
-    }
-  } else if (PASS == 3u) {
-    // Uniform loop bounds: every invocation reaches every barrier.
-    for (uint row = gl_WorkGroupID.x; row < pc.rows; row += gl_NumWorkGroups.x) {
-      for (uint c = 0u; c < pc.nchunks; ++c) chunk_stats(row, c, lane);
-      barrier();  // cst complete
-      for (uint c = 0u; c < pc.nchunks; ++c) chunk_normalize(row, c, lane);
-      barrier();  // cst read by all before the next row overwrites it
     }
   } else {
     const uint units = pc.rows * pc.nchunks;

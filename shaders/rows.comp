@@ -121,15 +121,29 @@ void process(uint row, bool valid, uint lane, uint slot) {
           [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * xc[t][k]);
         }
       }
-      for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
-        PACK_T(x);
-        unpack(in0_v.v[base + j], x);
+      // UNROLL packs loaded before any arithmetic (loads in flight), one rescale per batch.
+      for (uint j0 = lane + CACHE * TPR; j0 < npk; j0 += UNROLL * TPR) {
+        uvec4 r[UNROLL];
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+          const uint j = j0 + u * TPR;
+          if (j < npk) r[u] = in0_v.v[base + j];
+        }
+        FT x[UNROLL][VW];
         float pm = NEG_INF;
-        [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, kk * x[k]);
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+          if (j0 + u * TPR < npk) {
+            unpack(r[u], x[u]);
+            [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, kk * x[u][k]);
+          }
+        }
         if (pm > m) acc *= exp2(m - pm), m = pm;  // from m = -inf: acc is 0 (or NaN) and stays so
         // While m is -inf every value so far is -inf (a term of 0) or NaN (which must reach the sum).
         const float ms = m == NEG_INF ? 0.0 : m;
-        [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[k], kk, -ms));
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+          if (j0 + u * TPR < npk) {
+            [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[u][k], kk, -ms));
+          }
+        }
       }
     } else {
       for (uint j = lane; j < npk; j += TPR) {
@@ -181,11 +195,23 @@ void process(uint row, bool valid, uint lane, uint slot) {
         out0_v.v[base + j] = pack(y);
       }
     }
-    for (uint j = lane + CACHE * TPR; j < npk; j += TPR) {
-      PACK_T(x);
-      unpack(in0_v.v[base + j], x);
-      [[unroll]] for (uint k = 0; k < VW; ++k) x[k] = OUT(x[k]);
-      out0_v.v[base + j] = pack(x);
+    // Loads first: the stores could alias the input as far as the compiler knows, so a load after a
+    // store would wait for it.
+    for (uint j0 = lane + CACHE * TPR; j0 < npk; j0 += UNROLL * TPR) {
+      uvec4 r[UNROLL];
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+        const uint j = j0 + u * TPR;
+        if (j < npk) r[u] = in0_v.v[base + j];
+      }
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+        const uint j = j0 + u * TPR;
+        if (j < npk) {
+          PACK_T(x);
+          unpack(r[u], x);
+          [[unroll]] for (uint k = 0; k < VW; ++k) x[k] = OUT(x[k]);
+          out0_v.v[base + j] = pack(x);
+        }
+      }
     }
   } else {
     for (uint j = lane; j < npk; j += TPR) STORE_ELEM(out0, base + j, OUT(LOAD_ELEM(in0, base + j)));

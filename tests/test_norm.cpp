@@ -70,52 +70,39 @@ TEST_P(Norm, GroupsMustDivideChannels) {
                {"batch_norm_relu", "'x'"});
 }
 
-// Each row regime of the Vulkan kernels, forced by the row length (and, for rows longer than a
-// workgroup's registers, by KF_TUNE long_rows: split over workgroups, or one workgroup per row looping
-// over its chunks): the variant that ran says which, the result matches the reference, and two runs give
-// the same bits.
+// Each row regime of the Vulkan kernels, forced by the row length: the variant that ran says which,
+// the result matches the reference, and two runs give the same bits.
 TEST_P(Norm, RowRegimes) {
+  ValidationCheck vc(*ctx_);
   struct Case {
     std::string op;
     Shape x;
-    std::string variant;  // a substring of the variant on Vulkan devices ("long": split= or rowloop=)
+    std::string variant;  // a substring of the variant on Vulkan devices
   };
   const std::vector<Case> cases = {
       {"layer_norm", {300, 17}, "tpr="},          {"layer_norm", {8, 8192}, "tpr=256"},
-      {"layer_norm", {2, 200000}, "long"},        {"rms_norm", {3, 100003}, "long"},
-      {"add_layer_norm", {2, 70000}, "long"},     {"add_rms_norm", {300, 17}, "tpr="},
-      {"rms_norm_silu", {8, 8192}, "tpr=256"},    {"layer_norm_gelu", {5, 30000}, "long"},
-      {"add_rms_norm", {3, 40001}, "long"}};
-  const bool vulkan = GetParam().backend == "vulkan";
-  for (const char* tune : {"", "long_rows=1", "long_rows=2"}) {
-    if (!vulkan && *tune) continue;
-    ContextOptions o = options_for(GetParam());
-    o.tuning = tune;
-    Context ctx = Context::create(o);
-    ValidationCheck vc(ctx);
-    for (const auto& c : cases) {
-      if (*tune && c.variant != "long") continue;
-      for (DType t : {DType::f32, DType::f16}) {
-        const OpDef& op = get_op(c.op);
-        if (!ctx.supports(op.name, t)) continue;
-        TestCase tc{"regime", {c.x}};
-        if (c.op.rfind("add_", 0) == 0) tc.inputs.push_back(c.x);
-        tc.inputs.push_back({c.x.back()});
-        check::CaseOptions co;
-        co.repeat = true;
-        co.check_validation = false;
-        const uint64_t seed = fresh_seed();
-        const auto r = check::run_case(ctx, op, t, tc, seed, co);
-        EXPECT_TRUE(r.pass && r.deterministic) << c.op << " " << to_string(t) << " " << to_string(c.x) << " " << tune
-                                               << " seed " << seed << " (variant " << r.variant << "):\n" << r.message;
-        if (!vulkan) continue;
-        std::string want = c.variant;
-        if (want == "long") want = std::string(tune) == "long_rows=2" ? "rowloop=" : std::string(tune) == "long_rows=1" ? "split=" : ",";
-        EXPECT_NE(r.variant.find(want), std::string::npos)
-            << c.op << " " << to_string(c.x) << " " << tune << " ran as " << r.variant << ", expected " << want;
-      }
+      {"layer_norm", {2, 200000}, "split="},      {"rms_norm", {3, 100003}, "split="},
+      {"add_layer_norm", {2, 70000}, "split="},   {"add_rms_norm", {300, 17}, "tpr="},
+      {"rms_norm_silu", {8, 8192}, "tpr=256"},    {"layer_norm_gelu", {2, 30000}, "split="},
+      {"layer_norm", {3, 12001}, "tpr=512"},      {"add_rms_norm", {5, 16384}, "tpr=512"}};
+  for (const auto& c : cases)
+    for (DType t : {DType::f32, DType::f16}) {
+      const OpDef& op = get_op(c.op);
+      if (!ctx_->supports(op.name, t)) continue;
+      TestCase tc{"regime", {c.x}};
+      if (c.op.rfind("add_", 0) == 0) tc.inputs.push_back(c.x);
+      tc.inputs.push_back({c.x.back()});
+      check::CaseOptions o;
+      o.repeat = true;
+      o.check_validation = false;
+      const uint64_t seed = fresh_seed();
+      const auto r = check::run_case(*ctx_, op, t, tc, seed, o);
+      EXPECT_TRUE(r.pass) << c.op << " " << to_string(t) << " " << to_string(c.x) << " seed " << seed << " (variant "
+                          << r.variant << "):\n" << r.message;
+      if (GetParam().backend == "vulkan")
+        EXPECT_NE(r.variant.find(c.variant), std::string::npos)
+            << c.op << " " << to_string(c.x) << " ran as " << r.variant << ", expected " << c.variant;
     }
-  }
 }
 
 // The multi-pass kernels of sections 3 and 6 (split rows, column sums, loss reductions) give the same

@@ -178,16 +178,13 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
   if (sg) tpr = std::max(tpr, caps.subgroup_size);
   tpr = std::max<uint32_t>(tpr, 1);
-  // Rows longer than a workgroup's cache (softmax, log_softmax re-read the rest for their output): a
-  // larger workgroup per row, and only as many workgroups as keep their rows within the L2 budget, so
-  // that the re-read is an L2 hit (kernels_common.hpp). The plain reductions read the row once anyway.
+  // Rows longer than a workgroup's cache (softmax and log_softmax re-read the rest for their output):
+  // a larger workgroup per row caches twice as much. (Limiting the workgroups in flight so that their
+  // rows stay in L2 for the re-read was measured slower at every budget on an H100: NOTES.md.) The
+  // plain reductions read the row once anyway.
   const bool reduction = op.name == "sum_squared" || op.name == "mean_abs";
   uint32_t wg = kWorkgroup;
-  uint64_t max_groups = UINT64_MAX;
-  if (!reduction && uint64_t(tpr) * per_invocation < items) {
-    wg = tpr = long_row_workgroup(caps);
-    max_groups = std::max<uint64_t>(64, rows_in_flight(tuning(), static_cast<uint64_t>(feat) * dtype_size(call.dtype)));
-  }
+  if (!reduction && uint64_t(tpr) * per_invocation < items) wg = tpr = long_row_workgroup(caps);
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
   l.variant = variant_name(op, call.dtype, sg);
@@ -196,10 +193,10 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   l.bindings[1] = out.buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = grid(std::min<uint64_t>(static_cast<uint64_t>(rows), max_groups), wg / tpr, caps, tuning());
+  l.groups = grid(static_cast<uint64_t>(rows), wg / tpr, caps, tuning());
   record(l);
   return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
-         (max_groups != UINT64_MAX ? ",groups=" + std::to_string(l.groups) : "") + (wide ? ",16B-packs" : ",scalar");
+         (wide ? ",16B-packs" : ",scalar");
 }
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]) on the portable tiled kernel (shaders/mm.comp).

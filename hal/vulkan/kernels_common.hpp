@@ -26,21 +26,12 @@ inline uint32_t grid(uint64_t items, uint64_t per_group, const Caps& c, const Tu
   return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
 }
 
-// Rows too long for one workgroup's registers: one workgroup per row (of kLongRowWorkgroup invocations
-// where the device allows) reads what it could not cache a second time. Launching only as many
-// workgroups as keep their rows within the L2 cache (KF_TUNE rows_l2_mib, default kRowsL2Mib) makes that
-// second read an L2 hit instead of a memory read (NOTES.md: rows of 65536 read at 0.5-0.67 of copy from
-// memory twice). The default budget is below the L2 of large GPUs (50 MB on an H100) because the rows'
-// outputs pass through the same cache.
+// Rows longer than one 256-invocation workgroup's registers get a workgroup of kLongRowWorkgroup
+// invocations where the device allows: twice the row cached, so less of it is read again (softmax) or
+// the whole row in one read (norms of up to 512 x 32 values, group_norm's rows of 16384).
 constexpr uint32_t kLongRowWorkgroup = 512;
-constexpr uint32_t kRowsL2Mib = 16;
 inline uint32_t long_row_workgroup(const Caps& c) {
   return c.max_workgroup_size >= kLongRowWorkgroup ? kLongRowWorkgroup : kWorkgroup;
-}
-// Rows of `row_bytes` (the bytes of the row's inputs) that fit the budget; at least 1.
-inline uint64_t rows_in_flight(const Tuning& t, uint64_t row_bytes) {
-  const uint64_t budget = uint64_t(t.rows_l2_mib ? t.rows_l2_mib : kRowsL2Mib) << 20;
-  return std::max<uint64_t>(1, budget / std::max<uint64_t>(row_bytes, 1));
 }
 
 // How a row kernel covers rows of `len` elements: TPR invocations per row, each caching

@@ -112,7 +112,19 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
     rows = static_cast<uint64_t>(x.numel) / len;
     period = len;
   }
-  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, rows, len);
+  RowPlan plan = plan_rows(caps, tuning(), call.dtype, rows, len);
+  // Rows that a 512-invocation workgroup holds in its registers take it rather than the split passes:
+  // one read of the row instead of two (group_norm's rows of C/G x HW = 16384, for one).
+  uint32_t wg = kWorkgroup;
+  if (plan.split) {
+    const uint32_t big = long_row_workgroup(caps);
+    const uint64_t per_invocation = std::max<uint32_t>(1, plan.cache_values / plan.vw);
+    if (uint64_t(big) * per_invocation >= (len + plan.vw - 1) / plan.vw) {
+      wg = plan.tpr = big;
+      plan.split = false;
+      plan.nchunks = 1;
+    }
+  }
   uint32_t affine = 2;
   if (plan.wide && inner == 1) affine = 0;
   else if (plan.wide && inner % plan.vw == 0) affine = 1;
@@ -132,51 +144,30 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
   if (has_b) l.bindings[3] = call.inputs[k_aff + 1].buffer;
   const std::shared_ptr<Buffer>& y = call.outputs.back().buffer;
   const std::shared_ptr<Buffer> s = add ? call.outputs[0].buffer : nullptr;
-  const auto spec = [&](uint32_t wg, uint32_t tpr, uint32_t pass) {
-    return std::vector<uint32_t>{wg, tpr, plan.wide ? 1u : 0u, plan.cache_values, pass,
+  const auto spec = [&](uint32_t tpr, uint32_t pass) {
+    return std::vector<uint32_t>{kWorkgroup, tpr, plan.wide ? 1u : 0u, plan.cache_values, pass,
                                  has_w ? 1u : 0u, has_b ? 1u : 0u, affine};
   };
   const std::string form = std::string(plan.subgroup ? "subgroup" : "shared-memory") +
                            (plan.wide ? ",16B-packs" : ",scalar");
   if (!plan.split) {
-    l.spec = spec(kWorkgroup, plan.tpr, 0);
+    l.spec = spec(plan.tpr, 0);
+    l.spec[0] = wg;
     l.bindings[4] = y;
     l.bindings[5] = s;
-    l.groups = grid(rows, kWorkgroup / plan.tpr, caps, tuning());
+    l.groups = grid(rows, wg / plan.tpr, caps, tuning());
     record(l);
     return "vulkan:norm/" + form + ",tpr=" + std::to_string(plan.tpr);
-  }
-  // Rows too long for the registers. PASS 3 (one workgroup per row, the chunks re-read through L2) when
-  // enough rows fit the L2 budget to keep the device busy (kMinLoopGroups) and the row has at most
-  // norm.comp's MAX_CHUNKS chunks; otherwise the split passes below.
-  {
-    constexpr uint64_t kMinLoopGroups = 32, kMaxChunks = 64;
-    const uint32_t wg = long_row_workgroup(caps);
-    const uint64_t chunk = uint64_t(wg) * std::max<uint32_t>(1, plan.cache_values / plan.vw) * plan.vw;
-    const uint64_t nchunks = (len + chunk - 1) / chunk;
-    const uint64_t fit = rows_in_flight(tuning(), len * dtype_size(call.dtype) * (add ? 2 : 1));
-    const uint32_t knob = tuning().long_rows;
-    if (nchunks <= kMaxChunks && knob != 1 && (knob == 2 || fit >= kMinLoopGroups)) {
-      pc.chunk = static_cast<uint32_t>(chunk);
-      pc.nchunks = static_cast<uint32_t>(nchunks);
-      l.spec = spec(wg, wg, 3);
-      l.bindings[4] = y;
-      l.bindings[5] = s;
-      l.groups = grid(std::min<uint64_t>(rows, fit), 1, caps, tuning());
-      record(l);
-      return "vulkan:norm/" + form + ",rowloop=" + std::to_string(nchunks) + "x" + std::to_string(chunk) +
-             ",groups=" + std::to_string(l.groups);
-    }
   }
   // Split rows: PASS 1 writes three statistics per chunk to the workspace (and s), PASS 2 normalizes.
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
   const std::shared_ptr<Buffer> ws = workspace(3 * rows * plan.nchunks * acc);
   l.groups = grid(rows * plan.nchunks, 1, caps, tuning());
-  l.spec = spec(kWorkgroup, kWorkgroup, 1);
+  l.spec = spec(kWorkgroup, 1);
   l.bindings[4] = s;  // null for the plain forms: binding 4 then repeats binding 0, never written
   l.bindings[5] = ws;
   record(l);
-  l.spec = spec(kWorkgroup, kWorkgroup, 2);
+  l.spec = spec(kWorkgroup, 2);
   l.bindings[4] = y;
   record(l);
   return "vulkan:norm/" + form + ",split=" + std::to_string(plan.nchunks) + "x" + std::to_string(plan.chunk);
