@@ -188,7 +188,8 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
   l.variant = variant_name(op, call.dtype, sg);
-  l.spec = {wg, tpr, wide ? 1u : 0u, cache_values};
+  const bool stream = uint64_t(tpr) * per_invocation < items;  // rows.comp STREAM
+  l.spec = {wg, tpr, wide ? 1u : 0u, cache_values, stream ? 1u : 0u};
   l.bindings[0] = in.buffer;
   l.bindings[1] = out.buffer;
   l.push = &pc;
