@@ -82,6 +82,17 @@ struct NormParams {
   // groups 1, inner 1, cpg = feat; group_norm: C / G channels per group of `inner` elements each).
   int64_t groups = 1, cpg = 1, inner = 1;
   double eps = 1e-5;
+  // The device's limits for the cached kernel's layout (norm.cu): shared memory a block may opt in to,
+  // the L2 cache (0: unknown); smem_packs is set by the launch (packs per thread in shared memory).
+  int64_t smem_limit = 48 * 1024, l2_bytes = 0;
+  int smem_packs = 0;
+};
+
+// How launch_norm ran the cached kernel (block 0: norm_kernel, element by element): threads per row,
+// packs per thread in registers, in shared memory, packs of a row streamed (read twice), blocks.
+struct NormLaunch {
+  int block = 0, cache = 0, smem_packs = 0, streamed = 0;
+  uint32_t grid = 0;
 };
 
 // layer_norm_backward / rms_norm_backward: the row pass writes dx and, per row, (mean hi, mean lo, rstd)
@@ -272,8 +283,8 @@ bool attn_wmma_built();
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
 int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream);
 
-// cached_block (optional): the block of the register-cached kernel when it ran, else 0.
-int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, int* cached_block = nullptr);
+// cached (optional): the cached kernel's layout when it ran, else block 0.
+int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, NormLaunch* cached = nullptr);
 int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream);
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);
