@@ -792,10 +792,10 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": rows of " + std::to_string(p.feat) +
                                             " features exceed the row kernels' 2^31 - 1");
   const int64_t per_value = call.dtype == DType::f64 ? 2 : 1;  // f64 caches half as many values
-  auto per_thread = [&](int cache_values) -> int64_t {
+  auto per_thread = [&](int cache_values) -> int64_t {  // units cached per thread (rows.cu rows_kernel)
     if (sums) return 8;
-    const int64_t v = cache_values / per_value;
-    return std::max<int64_t>(1, p.wide ? v / vw : v);
+    if (p.wide) return cache_values / 4;  // packs: 16 bytes of registers each (16-bit ones raw)
+    return std::max<int64_t>(1, cache_values / per_value);
   };
   const int warp = std::max<int>(1, static_cast<int>(info_.caps.subgroup_size));
   const int cache = rows_values_;

@@ -61,10 +61,11 @@ struct RowsParams {
   double scale_d = 1;
 };
 
-// Threads per block of the row kernels: 256 for rows that a block caches (16 or 32 values of its row
-// per thread: KF_TUNE rows_values, default kRowCache256), 1024 (kRowCache1024 values per thread) for
-// longer ones. Values of float-computed dtypes; f64 keeps half as many.
-constexpr int kRowCache256 = 16, kRowCache1024 = 8;
+// Threads per block of the row kernels: 256 for rows that a block caches (16 or 32 32-bit values' worth
+// of registers per thread: KF_TUNE rows_values, default kRowCache256), 1024 (kRowCache1024) for longer
+// ones. Rows of whole 16-byte packs cache rows_values / 4 packs per thread in every dtype (16-bit packs
+// raw); others rows_values values (f64 half as many).
+constexpr int kRowCache256 = 16, kRowCache1024 = 32;
 
 // ---- Sections 3 and 6 (norm.cu, train.cu). One block per row for the row kernels (fixed-order block
 // sums: the same bits every run); the host picks the block size (a power of two, 32 to 1024).

@@ -307,6 +307,58 @@ void optimizers(const std::string& only) {
   }
 }
 
+// ---- Section 2 (rows.cu), as CudaDevice::dispatch's row kernels, with rows_values 16 and 32.
+void rows(const std::string& only) {
+  const char* names[] = {"sum_squared", "mean_abs", "softmax", "log_softmax"};
+  for (int id = 0; id < 4; ++id) {
+    const std::string name = names[id];
+    if (name.find(only) == std::string::npos) continue;
+    const OpDef& op = get_op(name);
+    std::vector<TestCase> cases;
+    for (const TestCase& tc : op.tests)
+      if (numel(tc.inputs[0]) <= (int64_t(1) << 20)) cases.push_back(tc);
+    for (const Shape& x : {Shape{3, 4096}, Shape{2, 4104}, Shape{5, 1003}, Shape{1, 1}, Shape{4, 17}, Shape{9, 64},
+                           Shape{2, 65536}, Shape{1, 65536 + 8}, Shape{2, 20000}}) {
+      TestCase tc{"x" + to_string(x), {x}, {}, id == 0 ? 1.0 : 3.0};  // (sum_squared of 65544 values of up to 3: past f16's range)
+      if (id >= 2) tc.attrs.scale = 0.7;
+      cases.push_back(tc);
+    }
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
+      for (const TestCase& tc : cases)
+        for (int cache : {16, 32}) {
+          if (cache == 32 && numel(tc.inputs[0]) > 300000) continue;
+          const Launch l = [&](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
+                               const std::vector<Shape>&) -> std::string {
+            hc::RowsParams p;
+            const int64_t vw = 16 / int64_t(dtype_size(dt));
+            p.feat = std::max<int64_t>(1, shapes[0].empty() ? 1 : shapes[0].back());
+            p.rows = numel(shapes[0]) / p.feat;
+            p.in = ptr(in, 0), p.out = out[0].data();
+            p.wide = p.feat % vw == 0;
+            p.scale = float(tc.attrs.scale), p.scale_d = tc.attrs.scale;
+            const bool sums = id < 2;
+            const int64_t units = p.wide ? p.feat / vw : p.feat;
+            const int64_t per_value = dt == DType::f64 ? 2 : 1;
+            auto per_thread = [&](int cv) -> int64_t {
+              if (sums) return 8;
+              if (p.wide) return cv / 4;
+              return std::max<int64_t>(1, cv / per_value);
+            };
+            int block = 256, tpr = 32;
+            while (int64_t(tpr) * per_thread(cache) < units && tpr < 256) tpr *= 2;
+            if (int64_t(tpr) * per_thread(cache) < units) block = tpr = 1024;
+            p.tpr = tpr;
+            const int64_t rpb = block / tpr;
+            const uint32_t blocks = uint32_t(std::clamp<int64_t>((p.rows + rpb - 1) / rpb, 1, 2));  // blocks stride
+            hc::launch_rows(static_cast<hc::RowOp>(id), dt_of(dt), p, block, cache, blocks, nullptr);
+            return "tpr=" + std::to_string(tpr) + ",block=" + std::to_string(block) + ",cache=" + std::to_string(cache) +
+                   (p.wide ? ",wide" : "");
+          };
+          run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, l);
+        }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,6 +366,7 @@ int main(int argc, char** argv) {
   norms(only);
   batch_norms(only);
   optimizers(only);
+  rows(only);
   std::printf("mem: %d comparisons, fails: %d\n", runs, fails);
   return fails != 0;
 }
