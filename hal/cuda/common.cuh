@@ -94,6 +94,23 @@ using BF16 = Half16<Bf16Conv>;
 KF_DEV uint4 load_pack(const void* p, int64_t k) { return static_cast<const uint4*>(p)[k]; }
 KF_DEV void store_pack(void* p, int64_t k, const uint4& v) { static_cast<uint4*>(p)[k] = v; }
 
+// ---- 16-byte copies from global to shared memory that hold no registers while in flight (cp.async on
+// sm_80 and newer); elsewhere (HIP, the host emulation) a plain copy. kf_copy_wait() waits for this
+// thread's copies: each thread reads back only the slots it copied, so no barrier is needed.
+KF_DEV void kf_copy16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+KF_DEV void kf_copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // ---- Math in the compute type. M = Math<C, FAST>: the vendor's accurate libm, or for FAST (16-bit
 // dtypes) the hardware's approximate exp and division.
 template <class C, bool FAST> struct Math;

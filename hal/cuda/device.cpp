@@ -278,6 +278,7 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
   std::memset(&p, 0, sizeof(p));
   check(gpuGetDeviceProperties(&p, ordinal_), "cudaGetDeviceProperties");
   sm_count_ = std::max(1, p.multiProcessorCount);
+  l2_bytes_ = std::max(0, p.l2CacheSize);
 #if defined(KF_HIP)
   max_shared_optin_ = static_cast<int64_t>(p.sharedMemPerBlock);
 #else

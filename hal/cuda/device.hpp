@@ -171,6 +171,7 @@ class CudaDevice final : public Device {
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
+  int64_t l2_bytes_ = 0;                   // the L2 cache (bytes; 0: unknown)
   std::string rope_key_;
   std::shared_ptr<Buffer> rope_table_;
 };

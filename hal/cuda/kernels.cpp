@@ -226,10 +226,15 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
         p.feat = feat_of(x), p.rows = x.numel / p.feat, p.groups = 1, p.cpg = p.feat, p.inner = 1;
       }
       if (p.rows == 0) return prefix + "norm/empty";
+      p.smem_limit = max_shared_optin_, p.l2_bytes = l2_bytes_;
       const int block = row_block(p.feat);
-      int cached = 0;
-      check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_, &cached), "norm " + op.name);
-      if (cached) return prefix + "norm/register-cache,16B-packs,block=" + std::to_string(cached);
+      NormLaunch l;
+      check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_, &l), "norm " + op.name);
+      if (l.block)
+        return prefix + "norm/register-cache,16B-packs,block=" + std::to_string(l.block) +
+               (l.cache == 4 ? "" : ",regs=" + std::to_string(l.cache)) +
+               (l.smem_packs ? ",smem=" + std::to_string(l.smem_packs) : "") +
+               (l.streamed ? ",streamed=" + std::to_string(l.streamed) + ",grid=" + std::to_string(l.grid) : "");
       return prefix + "norm/block-per-row,block=" + std::to_string(block);
     }
     case Kern::NormBwd: {
@@ -268,7 +273,11 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       p.n = x.numel, p.channels = x.shape[1], p.inner = x.numel / (x.shape[0] * x.shape[1]), p.eps = eps;
       if (p.n == 0) return prefix + "batchnorm/empty";
       check_launch(launch_batch_norm_relu(dt, p, elt_blocks, stream_), "batch_norm_relu");
-      return prefix + "batchnorm/elementwise";
+      // (norm.cu's choice: 16-byte packs where H W is a multiple of the pack and x, y are aligned)
+      const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
+      const bool packs = p.inner % vw == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 &&
+                         (reinterpret_cast<uintptr_t>(p.y) & 15) == 0;
+      return prefix + (packs ? "batchnorm/16B-packs" : "batchnorm/elementwise");
     }
     case Kern::Xent: {
       XentParams p;
@@ -783,10 +792,10 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": rows of " + std::to_string(p.feat) +
                                             " features exceed the row kernels' 2^31 - 1");
   const int64_t per_value = call.dtype == DType::f64 ? 2 : 1;  // f64 caches half as many values
-  auto per_thread = [&](int cache_values) -> int64_t {
+  auto per_thread = [&](int cache_values) -> int64_t {  // units cached per thread (rows.cu rows_kernel)
     if (sums) return 8;
-    const int64_t v = cache_values / per_value;
-    return std::max<int64_t>(1, p.wide ? v / vw : v);
+    if (p.wide) return cache_values / 4;  // packs: 16 bytes of registers each (16-bit ones raw)
+    return std::max<int64_t>(1, cache_values / per_value);
   };
   const int warp = std::max<int>(1, static_cast<int>(info_.caps.subgroup_size));
   const int cache = rows_values_;

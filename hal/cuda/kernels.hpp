@@ -61,10 +61,11 @@ struct RowsParams {
   double scale_d = 1;
 };
 
-// Threads per block of the row kernels: 256 for rows that a block caches (16 or 32 values of its row
-// per thread: KF_TUNE rows_values, default kRowCache256), 1024 (kRowCache1024 values per thread) for
-// longer ones. Values of float-computed dtypes; f64 keeps half as many.
-constexpr int kRowCache256 = 16, kRowCache1024 = 8;
+// Threads per block of the row kernels: 256 for rows that a block caches (16 or 32 32-bit values' worth
+// of registers per thread: KF_TUNE rows_values, default kRowCache256), 1024 (kRowCache1024) for longer
+// ones. Rows of whole 16-byte packs cache rows_values / 4 packs per thread in every dtype (16-bit packs
+// raw); others rows_values values (f64 half as many).
+constexpr int kRowCache256 = 16, kRowCache1024 = 32;
 
 // ---- Sections 3 and 6 (norm.cu, train.cu). One block per row for the row kernels (fixed-order block
 // sums: the same bits every run); the host picks the block size (a power of two, 32 to 1024).
@@ -82,6 +83,17 @@ struct NormParams {
   // groups 1, inner 1, cpg = feat; group_norm: C / G channels per group of `inner` elements each).
   int64_t groups = 1, cpg = 1, inner = 1;
   double eps = 1e-5;
+  // The device's limits for the cached kernel's layout (norm.cu): shared memory a block may opt in to,
+  // the L2 cache (0: unknown); smem_packs is set by the launch (packs per thread in shared memory).
+  int64_t smem_limit = 48 * 1024, l2_bytes = 0;
+  int smem_packs = 0;
+};
+
+// How launch_norm ran the cached kernel (block 0: norm_kernel, element by element): threads per row,
+// packs per thread in registers, in shared memory, packs of a row streamed (read twice), blocks.
+struct NormLaunch {
+  int block = 0, cache = 0, smem_packs = 0, streamed = 0;
+  uint32_t grid = 0;
 };
 
 // layer_norm_backward / rms_norm_backward: the row pass writes dx and, per row, (mean hi, mean lo, rstd)
@@ -272,8 +284,8 @@ bool attn_wmma_built();
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
 int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream);
 
-// cached_block (optional): the block of the register-cached kernel when it ran, else 0.
-int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, int* cached_block = nullptr);
+// cached (optional): the cached kernel's layout when it ran, else block 0.
+int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, NormLaunch* cached = nullptr);
 int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream);
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);

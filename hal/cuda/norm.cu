@@ -7,6 +7,8 @@
 // The mean is carried as hi + lo (the corrected two-pass algorithm of Chan, Golub and LeVeque, as
 // norm.comp): hi = sum / L, lo = sum(x - hi) / L, and x - mean computed as (x - hi) - lo, so that rows
 // whose spread is small next to their mean keep their precision.
+#include <algorithm>
+
 #include "hal/cuda/common.cuh"
 
 namespace kf::hal::cuda {
@@ -89,92 +91,222 @@ __global__ void __launch_bounds__(1024) norm_kernel(const NormParams p) {
   }
 }
 
-// The register-cached form of norm_kernel for rows that fit (layer and rms norm and their fusions, not
-// group_norm; the row a multiple of the 16-byte pack, every pointer 16-byte aligned): each thread loads
-// up to CACHE packs of the row once, with all its loads issued before any arithmetic, and the
-// statistics and the output come from the registers: the row is read from memory once (norm_kernel
-// reads it in every pass, element by element: 0.2-0.5 of copy on an H100 where Vulkan's cached kernel
-// reached 0.9-1.0). Same formulas (hi + lo, fixed-order block sums).
-template <NormOp OP, class T, int CACHE>
-__global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
+// The cached form of norm_kernel for rows of whole 16-byte packs (every pointer 16-byte aligned; the
+// affine either as packs, layer and rms norm, or one channel per pack, group_norm with H W a multiple of
+// the pack). Thread t owns packs t + u B of the row (B = blockDim.x): for u < CACHE in registers; with
+// LONG (rows longer than 1024 x 4 packs) the next p.smem_packs in shared memory (the thread's own slots,
+// filled by cp.async, which holds no registers: no barrier guards them), and the rest streamed from
+// memory and read again for the output (the host keeps few enough rows in flight that the second read
+// hits the L2 cache). All loads of the cached packs are issued before any arithmetic, so a row moves in
+// one burst; the statistics and the output come from the cache. (norm_kernel reads the row in every
+// pass, element by element: 0.2-0.5 of copy on an H100.)
+// The registers hold the raw packs: 16-bit values cost half of their float conversions (the earlier
+// float cache of 4 packs spilled 60-260 bytes to local memory for the 16-bit dtypes, and their add forms
+// ran at 0.62 of copy). The add forms keep x and r (s = x + r in float is what they normalize, and a
+// 16-bit dtype cannot hold it); streamed packs of f32 / f64 re-read s (exact there).
+// Statistics: norm_kernel's (hi + lo, fixed-order block sums) with hi the mean of the cached packs: for
+// a row the cache holds entirely, the row's mean, so exactly norm_kernel's formulas. For a longer row,
+// |mean - hi|^2 <= var * streamed / cached (the between-part variance), so lo = sum(x - hi) / L and
+// m2 = sum((x - hi)^2) - lo sum(x - hi) lose at most log2(1 + streamed / cached) bits, and the row is
+// still read once for the statistics.
+template <NormOp OP, class T> constexpr bool kExactS = kAdd<OP> && T::ES == int(sizeof(typename T::C));
+
+// The VW values of a pack: x, or x + r for the add forms.
+template <NormOp OP, class T> KF_DEV void pack_values(const uint4& a, const uint4& b, typename T::C (&v)[T::VW]) {
+  T::unpack(a, v);
+  if constexpr (kAdd<OP>) {
+    typename T::C r[T::VW];
+    T::unpack(b, r);
+#pragma unroll
+    for (int k = 0; k < T::VW; ++k) v[k] += r[k];
+  }
+  (void)b;
+}
+
+// Output pack j of the row (pk: its index in the tensor; g0: group_norm's first channel).
+template <NormOp OP, class T>
+KF_DEV void norm_store(const NormParams& p, int j, int64_t pk, int64_t g0, const typename T::C (&v)[T::VW],
+                       typename T::C hi, typename T::C lo, typename T::C rstd) {
   using C = typename T::C;
   using M = Math<C, false>;
   constexpr int VW = T::VW;
-  __shared__ C sm[32];
-  const int64_t L = p.feat;
-  const int npk = static_cast<int>(L / VW);
-  const C eps = static_cast<C>(p.eps);
-  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const int64_t base = row * L;  // elements; base / VW packs
-    C x[CACHE][VW];
-    uint4 raw[CACHE], rawr[CACHE];
+  C w[VW], b[VW], o[VW];
+  if (p.inner == 1) {  // layer / rms norm: the affine as packs
+    if (p.w) T::unpack(load_pack(p.w, j), w);
+    if (p.b) T::unpack(load_pack(p.b, j), b);
+  } else {  // group_norm: the pack lies in one channel
+    const int64_t ch = g0 + int64_t(j) * VW / p.inner;
+    const C wc = p.w ? T::load(p.w, ch) : C(1), bc = p.b ? T::load(p.b, ch) : C(0);
 #pragma unroll
-    for (int u = 0; u < CACHE; ++u) {
-      const int j = threadIdx.x + u * blockDim.x;
+    for (int k = 0; k < VW; ++k) w[k] = wc, b[k] = bc;
+  }
+#pragma unroll
+  for (int k = 0; k < VW; ++k) {
+    C y = centered<T>(v[k], hi, lo) * rstd;
+    if (p.w) y *= w[k];
+    if (p.b) y += b[k];
+    o[k] = norm_act<OP, M>(y);
+  }
+  store_pack(p.y, pk, T::pack(o));
+}
+
+// One pass over the packs of the row beyond the registers (LONG): shared memory, then streamed (two
+// packs in flight per thread; s stored on the first pass of the add forms). f(j, v) gets every pack.
+template <NormOp OP, class T, class F>
+KF_DEV void norm_rest(const NormParams& p, int64_t base, int nreg, int ncache, int npk, const uint4* sx,
+                      const uint4* sr, bool first, F&& f) {
+  using C = typename T::C;
+  constexpr int VW = T::VW, U = 2;
+  const int B = blockDim.x;
+  for (int j = nreg + threadIdx.x; j < ncache; j += B) {
+    C v[VW];
+    pack_values<OP, T>(sx[j - nreg], sr[j - nreg], v);
+    f(j, v);
+  }
+  for (int j0 = ncache + threadIdx.x; j0 < npk; j0 += U * B) {
+    uint4 a[U], b[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * B;
       if (j < npk) {
-        raw[u] = load_pack(p.x, base / VW + j);
-        if constexpr (kAdd<OP>) rawr[u] = load_pack(p.r, base / VW + j);
+        if (kExactS<OP, T> && !first) {
+          a[u] = load_pack(p.s, base + j), b[u] = make_uint4(0, 0, 0, 0);  // s + 0: the same value
+        } else {
+          a[u] = load_pack(p.x, base + j);
+          b[u] = kAdd<OP> ? load_pack(p.r, base + j) : make_uint4(0, 0, 0, 0);
+        }
       }
     }
 #pragma unroll
-    for (int u = 0; u < CACHE; ++u) {
-      const int j = threadIdx.x + u * blockDim.x;
-      if (j < npk) {
-        T::unpack(raw[u], x[u]);
-        if constexpr (kAdd<OP>) {
-          C r[VW];
-          T::unpack(rawr[u], r);
-#pragma unroll
-          for (int k = 0; k < VW; ++k) x[u][k] += r[k];
-          store_pack(p.s, base / VW + j, T::pack(x[u]));  // (the statistics use the unrounded sum, as norm_kernel)
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < VW; ++k) x[u][k] = C(0);
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * B;
+      if (j >= npk) continue;
+      C v[VW];
+      pack_values<OP, T>(a[u], b[u], v);
+      if (kAdd<OP> && first) store_pack(p.s, base + j, T::pack(v));
+      f(j, v);
+    }
+  }
+}
+
+template <NormOp OP, class T, int CACHE, bool LONG>
+__global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  constexpr bool ADD = kAdd<OP>;
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  __shared__ C sm[32];
+  const int B = blockDim.x, t = threadIdx.x;
+  const int64_t L = p.feat;
+  const int npk = static_cast<int>(L / VW);
+  const int nreg = B * CACHE;                                          // packs in registers
+  const int ncache = LONG ? min(npk, B * (CACHE + p.smem_packs)) : npk;  // packs cached
+  uint4* const sx = reinterpret_cast<uint4*>(norm_smem);                // slot j - nreg: x
+  uint4* const sr = sx + int64_t(B) * p.smem_packs;                     // the add forms: r
+  const C eps = static_cast<C>(p.eps);
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const int64_t base = row * npk;  // the row's first pack
+    if constexpr (LONG) {
+      for (int j = nreg + t; j < ncache; j += B) {
+        kf_copy16(sx + (j - nreg), static_cast<const uint4*>(p.x) + base + j);
+        if constexpr (ADD) kf_copy16(sr + (j - nreg), static_cast<const uint4*>(p.r) + base + j);
       }
+    }
+    uint4 cx[CACHE], cr[ADD ? CACHE : 1];
+#pragma unroll
+    for (int u = 0; u < CACHE; ++u) {
+      const int j = t + u * B;
+      cx[u] = cr[ADD ? u : 0] = make_uint4(0, 0, 0, 0);  // zeros: sum nothing
+      if (j < npk) {
+        cx[u] = load_pack(p.x, base + j);
+        if constexpr (ADD) cr[u] = load_pack(p.r, base + j);
+      }
+    }
+    if constexpr (LONG) kf_copy_wait();
+    // s = x + r to memory (the statistics use the unrounded sum, as norm_kernel).
+    if constexpr (ADD) {
+#pragma unroll
+      for (int u = 0; u < CACHE; ++u) {
+        const int j = t + u * B;
+        if (j < npk) {
+          C v[VW];
+          pack_values<OP, T>(cx[u], cr[u], v);
+          store_pack(p.s, base + j, T::pack(v));
+        }
+      }
+      if constexpr (LONG)
+        for (int j = nreg + t; j < ncache; j += B) {
+          C v[VW];
+          pack_values<OP, T>(sx[j - nreg], sr[j - nreg], v);
+          store_pack(p.s, base + j, T::pack(v));
+        }
     }
     C hi = C(0), lo = C(0), m2 = C(0);
     if constexpr (kRms<OP>) {
       C ss = C(0);
+      const auto add_sq = [&](int, const C(&v)[VW]) {
 #pragma unroll
-      for (int u = 0; u < CACHE; ++u)
+        for (int k = 0; k < VW; ++k) ss += v[k] * v[k];
+      };
 #pragma unroll
-        for (int k = 0; k < VW; ++k) ss += x[u][k] * x[u][k];
+      for (int u = 0; u < CACHE; ++u) {
+        C v[VW];
+        pack_values<OP, T>(cx[u], cr[ADD ? u : 0], v);
+        add_sq(0, v);
+      }
+      if constexpr (LONG) norm_rest<OP, T>(p, base, nreg, ncache, npk, sx, sr, true, add_sq);
       m2 = block_sum(ss, sm);
     } else {
       C sum = C(0);
 #pragma unroll
-      for (int u = 0; u < CACHE; ++u)
+      for (int u = 0; u < CACHE; ++u) {
+        C v[VW];
+        pack_values<OP, T>(cx[u], cr[ADD ? u : 0], v);
 #pragma unroll
-        for (int k = 0; k < VW; ++k) sum += x[u][k];
-      hi = block_sum(sum, sm) / C(L);
+        for (int k = 0; k < VW; ++k) sum += v[k];
+      }
+      if constexpr (LONG)
+        for (int j = nreg + t; j < ncache; j += B) {
+          C v[VW];
+          pack_values<OP, T>(sx[j - nreg], sr[j - nreg], v);
+#pragma unroll
+          for (int k = 0; k < VW; ++k) sum += v[k];
+        }
+      hi = block_sum(sum, sm) / C(int64_t(ncache) * VW);
       C c = C(0), d2 = C(0);
+      const auto add_dev = [&](int, const C(&v)[VW]) {
 #pragma unroll
-      for (int u = 0; u < CACHE; ++u)
-        if (threadIdx.x + u * blockDim.x < npk)
+        for (int k = 0; k < VW; ++k) {
+          const C d = v[k] - hi;
+          c += d, d2 += d * d;
+        }
+      };
 #pragma unroll
-          for (int k = 0; k < VW; ++k) {
-            const C d = x[u][k] - hi;
-            c += d, d2 += d * d;
-          }
+      for (int u = 0; u < CACHE; ++u) {
+        if (t + u * B < npk) {
+          C v[VW];
+          pack_values<OP, T>(cx[u], cr[ADD ? u : 0], v);
+          add_dev(0, v);
+        }
+      }
+      if constexpr (LONG) norm_rest<OP, T>(p, base, nreg, ncache, npk, sx, sr, true, add_dev);
       corrected_moments(c, d2, L, sm, lo, m2);
     }
     const C rstd = C(1) / m_sqrt(m2 / C(L) + eps);
+    const int64_t g0 = p.groups == 1 ? 0 : (row % p.groups) * p.cpg;
+    const auto out = [&](int j, const C(&v)[VW]) { norm_store<OP, T>(p, j, base + j, g0, v, hi, lo, rstd); };
 #pragma unroll
     for (int u = 0; u < CACHE; ++u) {
-      const int j = threadIdx.x + u * blockDim.x;
-      if (j >= npk) continue;
-      C w[VW], b[VW], o[VW];
-      if (p.w) T::unpack(load_pack(p.w, j), w);
-      if (p.b) T::unpack(load_pack(p.b, j), b);
-#pragma unroll
-      for (int k = 0; k < VW; ++k) {
-        C v = centered<T>(x[u][k], hi, lo) * rstd;
-        if (p.w) v *= w[k];
-        if (p.b) v += b[k];
-        o[k] = norm_act<OP, M>(v);
+      const int j = t + u * B;
+      if (j < npk) {
+        C v[VW];
+        pack_values<OP, T>(cx[u], cr[ADD ? u : 0], v);
+        out(j, v);
       }
-      store_pack(p.y, base / VW + j, T::pack(o));
+    }
+    if constexpr (LONG) {
+      norm_rest<OP, T>(p, base, nreg, ncache, npk, sx, sr, false, out);
+      __syncthreads();  // (shared memory: every thread done with its slots before the next row's copies)
     }
   }
 }
@@ -310,36 +442,116 @@ __global__ void __launch_bounds__(256) batch_norm_relu_kernel(const BatchNormPar
   }
 }
 
+// The same in 16-byte packs, for H W a multiple of the pack (a pack lies in one channel, whose scale is
+// derived once per pack; x and y 16-byte aligned): kBnItems packs a thread, all loaded before any is
+// computed (element by element, 16-bit values ran at 0.30 of copy on an H100, f32 at 0.59).
+constexpr int kBnItems = 4;
+template <class T>
+__global__ void __launch_bounds__(256) batch_norm_relu_packs(const BatchNormParams p) {
+  using C = typename T::C;
+  using M = Math<C, false>;
+  constexpr int VW = T::VW;
+  const C eps = static_cast<C>(p.eps);
+  const int64_t npk = p.n / VW, plane = p.inner / VW;  // packs, packs per (sample, channel)
+  const int64_t tile = int64_t(blockDim.x) * kBnItems;
+  for (int64_t t0 = int64_t(blockIdx.x) * tile + threadIdx.x; t0 < npk; t0 += int64_t(gridDim.x) * tile) {
+    uint4 raw[kBnItems];
+#pragma unroll
+    for (int it = 0; it < kBnItems; ++it) {
+      const int64_t pk = t0 + int64_t(it) * blockDim.x;
+      if (pk < npk) raw[it] = load_pack(p.x, pk);
+    }
+#pragma unroll
+    for (int it = 0; it < kBnItems; ++it) {
+      const int64_t pk = t0 + int64_t(it) * blockDim.x;
+      if (pk >= npk) continue;
+      // pk / plane in 32 bits where both fit (64-bit division is slow on GPUs).
+      const int64_t q = ((pk | plane) >> 32) == 0 ? int64_t(uint32_t(pk) / uint32_t(plane)) : pk / plane;
+      const int64_t c = q % p.channels;
+      const C scale = T::load(p.w, c) * (C(1) / m_sqrt(T::load(p.var, c) + eps));
+      const C mean = T::load(p.mean, c), b = T::load(p.b, c);
+      C x[VW];
+      T::unpack(raw[it], x);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) x[k] = relu_f<M>((x[k] - mean) * scale + b);
+      store_pack(p.y, pk, T::pack(x));
+    }
+  }
+}
 
 uint32_t row_blocks(int64_t rows) { return static_cast<uint32_t>(rows < 1 ? 1 : rows > (int64_t(1) << 30) ? int64_t(1) << 30 : rows); }
 
-constexpr int kNormCache = 4;  // packs per thread of the cached kernel
+// The cached kernel's layout for these parameters (NormLaunch: block, packs in registers, in shared
+// memory and streamed per thread, grid), or false when the row does not qualify (not whole packs, a
+// pointer not 16-byte aligned, group_norm's channels not whole packs): norm_kernel then.
+// Rows of up to 4 packs a thread (1024 threads) take 4 packs in registers on the smallest block that
+// holds them (rows of 4096 16-bit values: 128 threads). Longer rows (LONG) take 1024 threads with 8 packs
+// (4 for the add forms, which hold x and r) in registers, then as much of the rest as the device's
+// shared memory holds (one block per multiprocessor), then the rest streamed: few enough rows in flight
+// that their streamed part (read twice) fits 3/4 of the L2 cache.
+template <class T> bool npk_fits_short(const NormParams& p) { return p.feat / T::VW <= int64_t(1024) * 4; }
 
-// The block of the cached kernel for these parameters (a power of two from 32 to 1024 threads holding
-// the row in kNormCache packs each), or 0 when the row does not qualify.
-template <class T> int cached_block(const NormParams& p) {
+template <NormOp OP, class T> bool norm_layout(const NormParams& p, NormLaunch& l) {
   const auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
-  if (p.groups != 1 || p.inner != 1 || p.feat % T::VW != 0 || misaligned(p.x) || misaligned(p.r) ||
-      misaligned(p.w) || misaligned(p.b) || misaligned(p.y) || misaligned(p.s))
-    return 0;
+  const bool vec_affine = p.groups == 1 && p.inner == 1;
+  if (p.feat % T::VW != 0 || (!vec_affine && p.inner % T::VW != 0) || misaligned(p.x) || misaligned(p.r) ||
+      misaligned(p.y) || misaligned(p.s) || (vec_affine && (misaligned(p.w) || misaligned(p.b))) ||
+      p.feat / T::VW > INT32_MAX / 2)
+    return false;
   const int64_t npk = p.feat / T::VW;
-  int block = 32;
-  while (int64_t(block) * kNormCache < npk && block < 1024) block *= 2;
-  return int64_t(block) * kNormCache >= npk ? block : 0;
+  l.grid = row_blocks(p.rows);
+  l.smem_packs = 0;
+  if (npk_fits_short<T>(p)) {
+    l.cache = 4;
+    l.block = 32;
+    while (int64_t(l.block) * 4 < npk) l.block *= 2;
+    return true;
+  }
+  l.block = 1024;
+  l.cache = kAdd<OP> ? 4 : 8;
+  const int64_t rest = npk - int64_t(l.block) * l.cache;  // packs beyond the registers
+  const int64_t slot = kAdd<OP> ? 32 : 16;                 // shared bytes per pack (x, and r)
+  // The opt-in limit less the static arrays and a margin (227 KiB on an H100).
+  const int64_t budget = std::max<int64_t>(0, p.smem_limit - 2048);
+  l.smem_packs = static_cast<int>(std::min<int64_t>((rest + l.block - 1) / l.block, budget / (slot * l.block)));
+  const int64_t streamed = rest - int64_t(l.block) * l.smem_packs;
+  if (streamed > 0 && p.l2_bytes > 0) {
+    // Bytes of the streamed part a row moves between its two reads (x, r, s; the output comes after).
+    const int64_t touched = streamed * 16 * (kAdd<OP> ? 3 : 1);
+    const int64_t rows_in_flight = std::max<int64_t>(1, p.l2_bytes / 4 * 3 / touched);
+    l.grid = static_cast<uint32_t>(std::min<int64_t>(l.grid, rows_in_flight));
+  }
+  l.streamed = static_cast<int>(std::max<int64_t>(0, streamed));
+  return true;
 }
 
-template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gpuStream_t s, int* used) {
-  if (const int cb = cached_block<T>(p)) {
-    norm_cached_kernel<OP, T, kNormCache><<<row_blocks(p.rows), cb, 0, s>>>(p);
-    if (used) *used = cb;
-    return static_cast<int>(gpuGetLastError());
+template <NormOp OP, class T, int CACHE, bool LONG>
+int norm_cached_launch(const NormParams& p0, const NormLaunch& l, gpuStream_t s) {
+  NormParams p = p0;
+  p.smem_packs = l.smem_packs;
+  const int64_t smem = int64_t(l.smem_packs) * l.block * (kAdd<OP> ? 32 : 16);
+  if (smem > 48 * 1024) {
+    const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&norm_cached_kernel<OP, T, CACHE, LONG>),
+                                             gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != gpuSuccess) return static_cast<int>(e);
   }
-  norm_kernel<OP, T><<<row_blocks(p.rows), block, 0, s>>>(p);
-  if (used) *used = 0;
+  norm_cached_kernel<OP, T, CACHE, LONG><<<l.grid, l.block, static_cast<size_t>(smem), s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }
 
-template <NormOp OP> int norm_op(Dt dt, const NormParams& p, int block, gpuStream_t s, int* used) {
+template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gpuStream_t s, NormLaunch* used) {
+  NormLaunch l;
+  if (norm_layout<OP, T>(p, l)) {
+    if (used) *used = l;
+    if (l.block < 1024 || npk_fits_short<T>(p)) return norm_cached_launch<OP, T, 4, false>(p, l, s);
+    return norm_cached_launch<OP, T, kAdd<OP> ? 4 : 8, true>(p, l, s);
+  }
+  norm_kernel<OP, T><<<row_blocks(p.rows), block, 0, s>>>(p);
+  if (used) *used = NormLaunch{};
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <NormOp OP> int norm_op(Dt dt, const NormParams& p, int block, gpuStream_t s, NormLaunch* used) {
   switch (dt) {
     case Dt::f32: return norm_launch<OP, F32>(p, block, s, used);
     case Dt::f16: return norm_launch<OP, F16>(p, block, s, used);
@@ -363,7 +575,7 @@ template <class T> int norm_bwd_launch(const NormBwdParams& p, int block, gpuStr
 
 }  // namespace
 
-int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, int* cached_block) {
+int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, NormLaunch* cached_block) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (op) {
     case NormOp::layer: return norm_op<NormOp::layer>(dt, p, block, s, cached_block);
@@ -404,6 +616,19 @@ int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* s
 
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const int vw = dt == Dt::f64 ? 2 : dt == Dt::f32 ? 4 : 8;
+  const auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  if (p.inner % vw == 0 && aligned(p.x) && aligned(p.y)) {
+    const int64_t tiles = (p.n / vw + 256 * kBnItems - 1) / (256 * kBnItems);
+    const uint32_t g = static_cast<uint32_t>(std::max<int64_t>(1, std::min<int64_t>(blocks, tiles)));
+    switch (dt) {
+      case Dt::f32: batch_norm_relu_packs<F32><<<g, 256, 0, s>>>(p); break;
+      case Dt::f16: batch_norm_relu_packs<F16><<<g, 256, 0, s>>>(p); break;
+      case Dt::bf16: batch_norm_relu_packs<BF16><<<g, 256, 0, s>>>(p); break;
+      case Dt::f64: batch_norm_relu_packs<F64><<<g, 256, 0, s>>>(p); break;
+    }
+    return static_cast<int>(gpuGetLastError());
+  }
   switch (dt) {
     case Dt::f32: batch_norm_relu_kernel<F32><<<blocks, 256, 0, s>>>(p); break;
     case Dt::f16: batch_norm_relu_kernel<F16><<<blocks, 256, 0, s>>>(p); break;

@@ -129,25 +129,48 @@ KF_DEV void reduce_row(const RowsParams& p, int64_t row, bool valid, int lane, i
 }
 
 // softmax, log_softmax. CU units of W values are cached per thread; the rest streams UNROLL units at a time.
+// RAW (16-bit packs): the cache holds the raw packs, half the registers of their float values, and the
+// output recomputes exp(s x - M) from them (one more exp per value) where float dtypes keep the
+// exponentials. (The float cache of 16-bit rows held half the bytes in flight of f32's for the same
+// registers: 0.62 of copy on an H100 where f32 reached 1.0.)
 template <RowOp OP, class T, int W, int CU, int UNROLL>
 KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, int slot, typename T::C* red_m,
                         typename T::C* red_s) {
   using C = typename T::C;
+  constexpr bool RAW = W == T::VW && T::ES < int(sizeof(C));
   const Stats<C> st(p);
   const C NEG_INF = -C(INFINITY);
   const int npk = static_cast<int>(p.feat / W), tpr = p.tpr;
   const void* in = static_cast<const char*>(p.in) + row * p.feat * T::ES;
   void* out = static_cast<char*>(p.out) + row * p.feat * T::ES;
-  C xc[CU][W];
+  C xc[RAW ? 1 : CU][W];
+  uint4 xr[RAW ? CU : 1];
   C m = NEG_INF, s = C(0);
   if (valid) {
+    if constexpr (RAW) {
 #pragma unroll
-    for (int t = 0; t < CU; ++t) {
-      const int j = lane + t * tpr;
-      if (j < npk) {
-        load_unit<T, W>(in, j, xc[t]);
+      for (int t = 0; t < CU; ++t) {
+        const int j = lane + t * tpr;
+        if (j < npk) xr[t] = load_pack(in, j);
+      }
 #pragma unroll
-        for (int k = 0; k < W; ++k) m = fmax(m, st.logit(xc[t][k]));
+      for (int t = 0; t < CU; ++t) {
+        if (lane + t * tpr < npk) {
+          C x[W];
+          T::unpack(xr[t], x);
+#pragma unroll
+          for (int k = 0; k < W; ++k) m = fmax(m, st.logit(x[k]));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < CU; ++t) {
+        const int j = lane + t * tpr;
+        if (j < npk) {
+          load_unit<T, W>(in, j, xc[t]);
+#pragma unroll
+          for (int k = 0; k < W; ++k) m = fmax(m, st.logit(xc[t][k]));
+        }
       }
     }
     // The part beyond the cache: online (max, sum).
@@ -180,11 +203,18 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
 #pragma unroll
     for (int t = 0; t < CU; ++t) {
       if (lane + t * tpr < npk) {
+        if constexpr (RAW) {
+          C x[W];
+          T::unpack(xr[t], x);
 #pragma unroll
-        for (int k = 0; k < W; ++k) {
-          const C e = st.exp_rel(xc[t][k], mr);
-          s += e;
-          if (OP == RowOp::softmax) xc[t][k] = e;  // kept: the output only scales it
+          for (int k = 0; k < W; ++k) s += st.exp_rel(x[k], mr);
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) {
+            const C e = st.exp_rel(xc[t][k], mr);
+            s += e;
+            if (OP == RowOp::softmax) xc[t][k] = e;  // kept: the output only scales it
+          }
         }
       }
     }
@@ -206,8 +236,14 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
       const int j = lane + t * tpr;
       if (j < npk) {
         C y[W];
+        if constexpr (RAW) {
+          T::unpack(xr[t], y);
 #pragma unroll
-        for (int k = 0; k < W; ++k) y[k] = zeros ? C(0) : xc[t][k] * f;
+          for (int k = 0; k < W; ++k) y[k] = zeros ? C(0) : st.exp_rel(y[k], M) * inv;
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) y[k] = zeros ? C(0) : xc[t][k] * f;
+        }
         store_unit<T, W>(out, j, y);
       }
     }
@@ -233,8 +269,14 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
       const int j = lane + t * tpr;
       if (j < npk) {
         C y[W];
+        if constexpr (RAW) {
+          T::unpack(xr[t], y);
 #pragma unroll
-        for (int k = 0; k < W; ++k) y[k] = sc * xc[t][k] - lse;
+          for (int k = 0; k < W; ++k) y[k] = sc * y[k] - lse;
+        } else {
+#pragma unroll
+          for (int k = 0; k < W; ++k) y[k] = sc * xc[t][k] - lse;
+        }
         store_unit<T, W>(out, j, y);
       }
     }
@@ -256,17 +298,19 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
 }
 
 // One kernel per op, dtype, block size, row layout (WIDE: 16-byte packs) and, for 256-thread blocks,
-// the values of its row each thread caches (CACHE_VALUES, 16 or 32 for float dtypes: KF_TUNE rows_values;
-// doubles keep half as many). The launch bounds hold the registers to what the cache needs: 64 a thread
-// for 16 values (four blocks a multiprocessor), 128 for 32 (two). 1024-thread blocks, for rows longer
-// than a 256-thread block caches, keep 8 values and stream the rest of the row.
+// the registers of its row each thread caches (CACHE_VALUES 32-bit values' worth, 16 or 32: KF_TUNE
+// rows_values; as packs, CACHE_VALUES / 4 of them in every dtype, the 16-bit ones raw; element by
+// element, CACHE_VALUES values, doubles half as many). The launch bounds hold the registers to what the
+// cache needs: 64 a thread for 16 (four blocks a multiprocessor), 128 for 32 (two). 1024-thread blocks,
+// for rows longer than a 256-thread block caches, keep kRowCache1024 (8 packs: all of a 65536-value
+// 16-bit row, half of an f32 one; element by element 8 values) and stream the rest of the row.
 template <RowOp OP, class T, int BLOCK, bool WIDE, int CACHE_VALUES>
 __global__ void __launch_bounds__(BLOCK, BLOCK == 1024 ? 1 : (CACHE_VALUES > 16 ? 2 : 4))
     rows_kernel(const RowsParams p) {
   using C = typename T::C;
   constexpr int W = WIDE ? T::VW : 1;
   constexpr int CACHE = CACHE_VALUES / (sizeof(C) == 8 ? 2 : 1);
-  constexpr int CU = CACHE / W > 0 ? CACHE / W : 1;
+  constexpr int CU = WIDE ? CACHE_VALUES / 4 : BLOCK == 1024 ? 8 / (sizeof(C) == 8 ? 2 : 1) : CACHE;
   constexpr int UNROLL = BLOCK == 1024 || CACHE_VALUES <= 16 ? 2 : 4;
   __shared__ C red_m[BLOCK / KF_WARP], red_s[BLOCK / KF_WARP];
   const int tpr = p.tpr, rpb = BLOCK / tpr;

@@ -191,26 +191,80 @@ __global__ void __launch_bounds__(256) mse_final(const MseParams p) {
 // ---- Optimizers: element i read from the inputs, written to the outputs (in place when they are the
 // same tensors: each element is read before it is written, by the same thread). Scalars from the host,
 // derived in double (as optim.comp).
+template <OptimOp OP, class C> KF_DEV void optim_update(const OptimParams& p, C& pv, C& m, C& v, C g) {
+  if constexpr (OP == OptimOp::adamw) {
+    m = C(p.beta1) * m + C(p.one_minus_beta1) * g;
+    v = C(p.beta2) * v + C(p.one_minus_beta2) * g * g;
+    pv = pv * C(p.decay) - C(p.step_size) * m / (m_sqrt(v) + C(p.eps_hat));
+  } else {
+    C gr = g + C(p.weight_decay) * pv;
+    if (p.momentum_on) {
+      m = p.first_step ? gr : C(p.momentum) * m + C(p.one_minus_dampening) * gr;
+      gr = p.nesterov ? gr + C(p.momentum) * m : m;
+    }
+    pv = pv - C(p.lr) * gr;
+    (void)v;
+  }
+}
+
 template <OptimOp OP, class T>
 __global__ void __launch_bounds__(256) optim_kernel(const OptimParams p) {
   using C = typename T::C;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
-    C pv = T::load(p.p, i), m = T::load(p.m, i);
+    C pv = T::load(p.p, i), m = T::load(p.m, i), v = C(0);
     const C g = T::load(p.g, i);
-    if constexpr (OP == OptimOp::adamw) {
-      C v = T::load(p.v, i);
-      m = C(p.beta1) * m + C(p.one_minus_beta1) * g;
-      v = C(p.beta2) * v + C(p.one_minus_beta2) * g * g;
-      pv = pv * C(p.decay) - C(p.step_size) * m / (m_sqrt(v) + C(p.eps_hat));
-      T::store(p.v_out, i, v);
-    } else {
-      C gr = g + C(p.weight_decay) * pv;
-      if (p.momentum_on) {
-        m = p.first_step ? gr : C(p.momentum) * m + C(p.one_minus_dampening) * gr;
-        gr = p.nesterov ? gr + C(p.momentum) * m : m;
+    if constexpr (OP == OptimOp::adamw) v = T::load(p.v, i);
+    optim_update<OP>(p, pv, m, v, g);
+    if constexpr (OP == OptimOp::adamw) T::store(p.v_out, i, v);
+    T::store(p.p_out, i, pv);
+    T::store(p.m_out, i, m);
+  }
+}
+
+// The same in 16-byte packs (every pointer 16-byte aligned): kOptimItems packs of each tensor a thread,
+// all loaded before any is computed; the last partial pack element by element. (Element by element,
+// adamw's 7 streams of 16-bit values ran at 0.49-0.55 of copy on an H100, sgd's at 0.57.)
+constexpr int kOptimItems = 2;
+template <OptimOp OP, class T>
+__global__ void __launch_bounds__(256) optim_packs(const OptimParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW, IT = kOptimItems;
+  constexpr bool ADAM = OP == OptimOp::adamw;
+  const int64_t npk = p.n / VW;
+  const int64_t tile = int64_t(blockDim.x) * IT;
+  const int64_t ntiles = (npk + tile - 1) / tile;
+  for (int64_t tl = blockIdx.x; tl < ntiles; tl += gridDim.x) {
+    const int64_t t0 = tl * tile + threadIdx.x;
+    uint4 rp[IT], rg[IT], rm[IT], rv[IT];
+#pragma unroll
+    for (int it = 0; it < IT; ++it) {
+      const int64_t pk = t0 + int64_t(it) * blockDim.x;
+      if (pk < npk) {
+        rp[it] = load_pack(p.p, pk), rg[it] = load_pack(p.g, pk), rm[it] = load_pack(p.m, pk);
+        rv[it] = ADAM ? load_pack(p.v, pk) : make_uint4(0, 0, 0, 0);
       }
-      pv = pv - C(p.lr) * gr;
     }
+#pragma unroll
+    for (int it = 0; it < IT; ++it) {
+      const int64_t pk = t0 + int64_t(it) * blockDim.x;
+      if (pk >= npk) continue;
+      C pv[VW], g[VW], m[VW], v[VW];
+      T::unpack(rp[it], pv), T::unpack(rg[it], g), T::unpack(rm[it], m), T::unpack(rv[it], v);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) optim_update<OP>(p, pv[k], m[k], v[k], g[k]);
+      if constexpr (ADAM) store_pack(p.v_out, pk, T::pack(v));
+      store_pack(p.p_out, pk, T::pack(pv));
+      store_pack(p.m_out, pk, T::pack(m));
+    }
+  }
+  // The last partial pack: its elements by the first threads of block 0.
+  if (blockIdx.x == 0 && threadIdx.x < p.n - npk * VW) {
+    const int64_t i = npk * VW + threadIdx.x;
+    C pv = T::load(p.p, i), m = T::load(p.m, i), v = C(0);
+    const C g = T::load(p.g, i);
+    if constexpr (ADAM) v = T::load(p.v, i);
+    optim_update<OP>(p, pv, m, v, g);
+    if constexpr (ADAM) T::store(p.v_out, i, v);
     T::store(p.p_out, i, pv);
     T::store(p.m_out, i, m);
   }
@@ -252,12 +306,25 @@ template <class T> int mse_launch(const MseParams& p, gpuStream_t s) {
   return static_cast<int>(gpuGetLastError());
 }
 
+template <OptimOp OP, class T> void optim_launch_t(const OptimParams& p, uint32_t blocks, gpuStream_t s) {
+  const auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  const bool adam = OP == OptimOp::adamw;
+  if (aligned(p.p) && aligned(p.g) && aligned(p.m) && aligned(p.p_out) && aligned(p.m_out) &&
+      (!adam || (aligned(p.v) && aligned(p.v_out)))) {
+    const int64_t tiles = (p.n / T::VW + 256 * kOptimItems - 1) / (256 * kOptimItems);
+    const uint32_t g = static_cast<uint32_t>(tiles < 1 ? 1 : tiles < int64_t(blocks) ? tiles : int64_t(blocks));
+    optim_packs<OP, T><<<g, 256, 0, s>>>(p);
+  } else {
+    optim_kernel<OP, T><<<blocks, 256, 0, s>>>(p);
+  }
+}
+
 template <OptimOp OP> int optim_launch(Dt dt, const OptimParams& p, uint32_t blocks, gpuStream_t s) {
   switch (dt) {
-    case Dt::f32: optim_kernel<OP, F32><<<blocks, 256, 0, s>>>(p); break;
-    case Dt::f16: optim_kernel<OP, F16><<<blocks, 256, 0, s>>>(p); break;
-    case Dt::bf16: optim_kernel<OP, BF16><<<blocks, 256, 0, s>>>(p); break;
-    case Dt::f64: optim_kernel<OP, F64><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f32: optim_launch_t<OP, F32>(p, blocks, s); break;
+    case Dt::f16: optim_launch_t<OP, F16>(p, blocks, s); break;
+    case Dt::bf16: optim_launch_t<OP, BF16>(p, blocks, s); break;
+    case Dt::f64: optim_launch_t<OP, F64>(p, blocks, s); break;
   }
   return static_cast<int>(gpuGetLastError());
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A host emulation of hal/cuda/attention.cu, attention_bwd.cu and train.cu, for machines without a GPU: it checks the kernels' logic
+# A host emulation of hal/cuda/attention.cu, attention_bwd.cu, train.cu, conv.cu, norm.cu, rows.cu and eltwise.cu, for machines without a GPU: it checks the kernels' logic
 # (indexing, masks, splits, dropout index, RoPE positions, the combine pass, the wmma tiling) against the
 # CPU backend; it cannot say anything about what only a GPU shows (fragment layouts, shared-memory limits,
 # timing, races the emulation's barriers hide). Each block runs as blockDim std::threads (std::barrier for
@@ -8,7 +8,7 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL] | lce[:LABEL] | conv]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL] | lce[:LABEL] | conv | mem[:NAME]]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
 #     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); bwd:
 #     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
@@ -16,10 +16,12 @@
 #     backward as hal/cuda/lce.cpp runs them (driver_lce.cpp), train.cu's row pass emulated and cuBLASLt
 #     replaced by a plain product of the same arguments; conv: hal/cuda/conv.cu (each direct-kernel tile,
 #     im2col) and train.cu's epilogue kernel on the convolutions' cases (conv_driver.cpp; EMU_VERBOSE=1
-#     prints every comparison).
+#     prints every comparison); mem[:NAME]: the memory-bound kernels of norm.cu, rows.cu, eltwise.cu and
+#     train.cu's optimizers on registry and awkward shapes, every dtype, each layout (driver_mem.cpp; NAME:
+#     the ops whose name contains it; EMU_VERBOSE=1 prints every comparison).
 # Exit status 0 when every comparison passes.
 set -euo pipefail
-build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra|bwd[:LABEL]|lce[:LABEL]|conv]}" && pwd)
+build=$(cd "${1:?usage: run.sh BUILD_DIR [LABEL|extra|bwd[:LABEL]|lce[:LABEL]|conv|mem[:NAME]]}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
@@ -39,7 +41,16 @@ s = re.sub(r'(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\((\w+)\);', r'emu_launch(\1, \2, \3)
 open(sys.argv[2], 'w').write(s)
 PY
 }
-if [ "${2:-}" = conv ]; then
+if [ "${2:-}" = mem ] || [ "${2#mem:}" != "${2:-}" ]; then
+  srcs=()
+  for f in norm rows eltwise train; do
+    emulate $f
+    srcs+=("$work/hal/cuda/${f}_emu.cpp")
+  done
+  srcs+=("$here/driver_mem.cpp")
+  args=("${2#mem}")
+  args=("${args[0]#:}")
+elif [ "${2:-}" = conv ]; then
   emulate conv
   emulate train
   srcs=("$work/hal/cuda/conv_emu.cpp" "$work/hal/cuda/train_emu.cpp" "$here/conv_driver.cpp")

@@ -58,6 +58,10 @@ inline double __hiloint2double(int hi, int lo) { long long u = (long long)(((uns
 inline int __double2loint(double d) { long long u; std::memcpy(&u, &d, 8); return (int)(unsigned)u; }
 inline int __double2hiint(double d) { long long u; std::memcpy(&u, &d, 8); return (int)(u >> 32); }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __expf(float x) { return expf(x); }
 using std::min; using std::max;
 
 inline float kf_half_to_float(unsigned short h) { _Float16 x; std::memcpy(&x, &h, 2); return float(x); }
