@@ -509,7 +509,9 @@ template <NormOp OP, class T> bool norm_layout(const NormParams& p, NormLaunch& 
   }
   l.block = 1024;
   l.cache = kAdd<OP> ? 4 : 8;
-  const int64_t rest = npk - int64_t(l.block) * l.cache;  // packs beyond the registers
+  // Packs beyond the registers (none for rows of up to 1024 x cache packs: a negative count here made a
+  // negative shared-memory size, and the launch failed, for f64 rows of 9000 on the H100).
+  const int64_t rest = std::max<int64_t>(0, npk - int64_t(l.block) * l.cache);
   const int64_t slot = kAdd<OP> ? 32 : 16;                 // shared bytes per pack (x, and r)
   // The opt-in limit less the static arrays and a margin (227 KiB on an H100).
   const int64_t budget = std::max<int64_t>(0, p.smem_limit - 2048);
