@@ -220,7 +220,7 @@ bool lt_epilogues_of(const std::string& tuning) {
   return true;
 }
 
-// KF_TUNE attn_path, attn_split, attn_rows, conv_path, lce_rows (the Vulkan backend's knobs of the same names): a
+// KF_TUNE attn_path, attn_split, attn_rows, attn_decode, conv_path, lce_rows (the Vulkan backend's knobs of the same names): a
 // non-negative integer, 0 (absent) meaning automatic.
 int attn_knob(const std::string& tuning, const std::string& key, int max) {
   int value = 0;
@@ -263,7 +263,7 @@ bool attn_wmma_regs_of(const std::string& tuning) {
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
     : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)),
       lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
-      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)),
+      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
       conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_regs_of(o.tuning)),
       lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
   make_current();

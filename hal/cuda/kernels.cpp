@@ -403,6 +403,57 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   }
   set_attn_options(p, a, has(3));
 
+  // The decode kernel (attention.cu attn_decode): one query row per sequence, automatically when the call
+  // qualifies and no knob of the flash kernels (attn_path, attn_split, attn_rows) is set; KF_TUNE
+  // attn_decode=1 never, attn_decode=2 always (Unsupported, saying why, where it does not apply).
+  if (attn_decode_ != 1) {
+    const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
+    std::string why;
+    if (g.varlen) why = "it does not take packed sequences (cu_seqlens)";
+    else if (g.SqT != 1) why = "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
+    else if (a.rope) why = "it does not apply RoPE";
+    else if (a.p > 0) why = "it does not apply dropout";
+    else if (has(8)) why = "it does not take a block mask";
+    else if (call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
+    else if (g.D % vw != 0 || g.D > 256)
+      why = "it takes head dimensions that are multiples of " + std::to_string(vw) + " up to 256 (D = " + std::to_string(g.D) + ")";
+    else if (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535)
+      why = "its grid exceeds 65535 blocks in y or z";
+    if (attn_decode_ == 2 && !why.empty())
+      throw Error(ErrorCode::Unsupported, prefix + " attention: the decode kernel was forced (KF_TUNE attn_decode=2) but " + why);
+    const bool flash_knobs = attn_path_ != 0 || attn_split_ != 0 || attn_rows_ != 0;
+    if (why.empty() && (attn_decode_ == 2 || !flash_knobs)) {
+      const int64_t npk = g.D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;
+      int lk = 1;
+      while (lk < npk && lk < 32) lk *= 2;
+      p.dec_lk = lk;
+      p.dec_ppl = static_cast<int>((npk + lk - 1) / lk);
+      p.dec_nchunk = static_cast<int>((G + 7) / 8);
+      p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
+      p.dec_gc = 1;
+      while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
+      // Key splits: every block resident at once (one wave: blocks of equal work end together), as many
+      // as the multiprocessors hold (at most 8 each), each split at least 256 keys and a whole number of
+      // the block's steps (128 / lk key groups x 4 keys); at most 256 splits.
+      const int64_t base = g.B * g.Hkv * p.dec_nchunk;
+      const int64_t per_sm = std::clamp(attn_decode_blocks_per_sm(dt, p), 1, 8);
+      int64_t nsplit = attn_split_;
+      if (nsplit == 0) nsplit = std::clamp<int64_t>(int64_t(sm_count_) * per_sm / base, 1, std::max<int64_t>(Sk / 256, 1));
+      nsplit = std::clamp<int64_t>(nsplit, 1, std::min<int64_t>(256, std::max<int64_t>(Sk, 1)));
+      const int64_t step = (128 / lk) * 4;
+      int64_t split_len = std::max<int64_t>((Sk + nsplit - 1) / nsplit, 1);
+      if (attn_split_ == 0) split_len = (split_len + step - 1) / step * step;
+      p.nsplit = static_cast<int>(nsplit);
+      p.split_len = static_cast<int>(split_len);
+      std::shared_ptr<Buffer> part = scratch(static_cast<size_t>(nsplit * g.B * g.Hq * (g.D + 2) * 4));
+      p.part = ptr_of(part);
+      check_launch(launch_attention(AttnKernel::Decode, dt, p, 0, 0, 0, stream_), "attention");
+      return prefix + "attention/decode,lk=" + std::to_string(lk) + ",heads=" + std::to_string(p.dec_ng) +
+             (p.dec_nchunk > 1 ? "x" + std::to_string(p.dec_nchunk) : std::string()) + ",split=" + std::to_string(nsplit) +
+             "x" + std::to_string(split_len);
+    }
+  }
+
   // The kernel and its tile.
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
   const int wmma_bk = D > 128 ? 32 : 64;
