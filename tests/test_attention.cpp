@@ -486,8 +486,8 @@ TEST(AttentionCuda, PortableKernelOnEveryCase) {
   }
 }
 
-// The tensor-core kernel (KF_TUNE attn_path=2, f16 and bf16; its accumulator in registers, the default,
-// and in shared memory with attn_wmma=smem) on every registry case whose head dimension is a multiple of 16, in one
+// The tensor-core kernels (KF_TUNE attn_path=2, f16 and bf16: flash-mma, the default where it applies
+// (D 64 / 128, no RoPE); flash-wmma-regs with attn_wmma=regs and elsewhere; flash-wmma with attn_wmma=smem) on every registry case whose head dimension is a multiple of 16, in one
 // pass and with key splits, and on cases spanning several 64-row query tiles
 // and key tiles; D = 8 must be refused (Unsupported, saying why).
 TEST(AttentionCuda, TensorCoreKernelF16BF16) {
@@ -496,12 +496,21 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   std::vector<TestCase> big = multi_tile_cases();
   big.push_back({"sq200_sk200_d128_causal_lse", qkv(1, 1, 1, 200, 200, 128), {}, 2});
   big.back().attrs.causal = true, big.back().attrs.return_lse = true;
+  // flash-mma's awkward shapes: GQA over several 64-row tiles with Sq != Sk, causal both ways, dropout.
+  big.push_back({"gqa_h6_kv2_sq150_sk200_d128_causal", qkv(2, 6, 2, 150, 200, 128), {}, 2});
+  big.back().attrs.causal = true;
+  big.push_back({"sq200_sk70_d64_causal_lse", qkv(1, 2, 1, 200, 70, 64), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.return_lse = true;
+  big.push_back({"sq70_sk190_d128_dropout_lse", qkv(1, 2, 2, 70, 190, 128), {}, 2});
+  big.back().attrs.p = 0.25, big.back().attrs.return_lse = true;
   int checked = 0, refused = 0;
   for (const auto& d : devs) {
     for (const char* tuning : {"attn_path=2,attn_wmma=smem,attn_split=1", "attn_path=2,attn_wmma=smem,attn_split=3",
-                               "attn_path=2,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2"}) {
+                               "attn_path=2,attn_wmma=regs,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2",
+                               "attn_path=2,attn_split=1", "attn_path=2,attn_split=3"}) {
       Context ctx = tuned(d, tuning);
-      const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;  // regs: the default
+      const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;
+      const bool dflt = std::string(tuning).find("attn_wmma=") == std::string::npos;  // flash-mma where it applies
       std::vector<TestCase> cases = attention_op().tests;
       cases.insert(cases.end(), big.begin(), big.end());
       for (DType t : {DType::f16, DType::bf16})
@@ -521,7 +530,9 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           ++checked;
           EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant
                               << "), seed " << seed << ":\n" << r.message;
-          EXPECT_NE(r.variant.find(regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"), std::string::npos)
+          const bool mma = dflt && (tc.inputs[0][3] == 64 || tc.inputs[0][3] == 128) && tc.attrs.rope == 0;
+          EXPECT_NE(r.variant.find(mma ? "attention/flash-mma," : regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"),
+                    std::string::npos)
               << tuning << " " << tc.label << ": " << r.variant;
         }
       // f32 is refused by the forced tensor-core kernel.
@@ -609,7 +620,7 @@ TEST(AttentionCuda, DecodeKernel) {
 }
 
 // The automatic choice: decoding (one query row, a long cache) takes the decode kernel with key splits; an
-// f16 / bf16 prefill with D % 16 == 0 takes the tensor-core kernel in one pass; f32 stays portable.
+// f16 / bf16 prefill with D = 64 takes the FlashAttention-2 kernel (flash-mma) in one pass; f32 stays portable.
 TEST(AttentionCuda, AutomaticChoice) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
@@ -630,7 +641,7 @@ TEST(AttentionCuda, AutomaticChoice) {
       const check::CaseResult r = check::run_case(ctx, attention_op(), t, prefill, fresh_seed());
       EXPECT_TRUE(r.pass) << to_string(t) << ": " << r.message;
       EXPECT_EQ(r.variant.find(",split="), std::string::npos) << r.variant;
-      if (t != DType::f32 && r.variant.find("flash-wmma") == std::string::npos && d.backend == "cuda")
+      if (t != DType::f32 && r.variant.find("flash-mma") == std::string::npos && d.backend == "cuda")
         ADD_FAILURE() << to_string(t) << " prefill did not take the tensor-core kernel: " << r.variant;
     }
   }
@@ -656,6 +667,8 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
       {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=smem,attn_split=2", DType::bf16},
       {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=regs,attn_split=1", DType::bf16},
       {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16},
+      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_split=1", DType::f16},
+      {1, 4, 2, 100, 128, "attn_path=2,attn_wmma=mma,attn_split=2", DType::bf16},
   };
   Attrs a;
   a.p = 0.3;
@@ -678,7 +691,8 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
         Tensor k = c.from_host(ks, g.dtype, kv), v = c.from_host(ks, g.dtype, vv);
         outs.push_back(c.call("attention", {q, k, v}, a).at(0).to_double());
         if (which == 0) {
-          const std::string want = std::string(g.tuning).find("attn_path=2") != std::string::npos ? "flash-wmma" : "flash-simt";
+          const std::string want = std::string(g.tuning).find("attn_wmma=mma") != std::string::npos ? "flash-mma"
+                                   : std::string(g.tuning).find("attn_path=2") != std::string::npos ? "flash-wmma" : "flash-simt";
           EXPECT_NE(c.last_variant().find(want), std::string::npos) << c.last_variant();
         }
       }

@@ -170,6 +170,7 @@ class CudaDevice final : public Device {
   int attn_decode_ = 0; // KF_TUNE attn_decode: 0 automatic, 1 never the decode kernel, 2 always (Unsupported where it does not apply)
   int conv_path_ = 0;   // KF_TUNE conv_path: 0 automatic, 1 the direct kernel, 2 im2col + cuBLASLt
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
+  int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-mma where it applies), 1 regs, 2 smem, 3 mma
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   std::string rope_key_;

@@ -332,8 +332,9 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
 // would be small (decoding: few query rows, long caches) the keys are split over blocks and a combine
 // pass merges the partials. KF_TUNE attn_path=1 / 2 forces the portable / tensor-core kernel (2 raises
 // Unsupported where it does not apply), attn_split=1 one pass, attn_split=N exactly N splits,
-// attn_rows=8/16/32 caps the portable kernel's query rows per block, attn_wmma=smem keeps the tensor-core
-// kernel's accumulator in shared memory (flash-wmma) instead of registers (flash-wmma-regs, the default).
+// attn_rows=8/16/32 caps the portable kernel's query rows per block; attn_wmma picks the tensor-core kernel:
+// flash-mma (the FlashAttention-2 kernel, the default where it applies: D 64 / 128, no RoPE), else
+// flash-wmma-regs; attn_wmma=mma forces flash-mma, regs / smem the wmma kernels (flash-wmma-regs, flash-wmma).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
@@ -467,8 +468,21 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   if (attn_path_ == 2 && !no_wmma.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention: the tensor-core path was forced (KF_TUNE attn_path=2) but " + no_wmma);
   const bool wmma = no_wmma.empty() && (attn_path_ == 2 || (attn_path_ == 0 && rows_needed >= 32));
+  // Which tensor-core kernel: flash-mma (the FlashAttention-2 kernel) where it applies unless
+  // KF_TUNE attn_wmma=regs or smem names a wmma kernel; attn_wmma=mma forces it.
+  std::string no_mma;
+  if (D != 64 && D != 128) no_mma = "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")";
+  else if (a.rope) no_mma = "it does not apply RoPE";
+  else if (attn_mma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
+    no_mma = "its " + std::to_string(attn_mma_shared_bytes(static_cast<int>(D))) + " bytes of shared memory exceed the device's " +
+             std::to_string(max_shared_optin_);
+  if (wmma && attn_wmma_mode_ == 3 && !no_mma.empty())
+    throw Error(ErrorCode::Unsupported, prefix + " attention: the FlashAttention-2 kernel was forced (KF_TUNE attn_wmma=mma) but " + no_mma);
+  const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3);
   int bq = 0, bk = 0;
-  if (wmma) {
+  if (mma) {
+    bq = 64, bk = 64;
+  } else if (wmma) {
     bq = 64, bk = wmma_bk;
   } else {
     const int cap = attn_rows_ ? std::max(8, attn_rows_) : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
@@ -515,9 +529,10 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
     p.rope_pos0 = static_cast<int>(-pmin);
   }
-  const AttnKernel kern = !wmma ? AttnKernel::Simt : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
+  const AttnKernel kern = !wmma ? AttnKernel::Simt : mma ? AttnKernel::Mma : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
   check_launch(launch_attention(kern, dt, p, bq, bk, static_cast<uint32_t>(qtiles), stream_), "attention");
-  std::string variant = prefix + "attention/" + (!wmma ? "flash-simt" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
+  std::string variant = prefix + "attention/" +
+                        (!wmma ? "flash-simt" : mma ? "flash-mma" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
                         ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
   return variant;

@@ -69,7 +69,7 @@ void compare(const std::vector<double>& ro, const std::vector<double>& rl, const
   if (!rl.empty()) cmp(rl, lse, "lse");
 }
 
-// path: 1 simt, 2 wmma, 3 wmma-regs, 4 decode; split: 0 automatic, N forced; rows_cap: attn_rows
+// path: 1 simt, 2 wmma, 3 wmma-regs, 4 decode, 5 mma (flash-mma); split: 0 automatic, N forced; rows_cap: attn_rows
 void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, const std::string& tag) {
   const OpDef& op = get_op("attention");
   Context cpu = Context::create(ContextOptions{.backend = "cpu"});
@@ -172,7 +172,7 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
     p.rope = dt == DType::f64 ? (const void*)td.data() : (const void*)tf.data();
     p.rope_pos0 = -pmin;
   }
-  const int err = hc::launch_attention(path == 3 ? hc::AttnKernel::WmmaRegs : path == 2 ? hc::AttnKernel::Wmma : hc::AttnKernel::Simt, dt_of(dt), p, bq, bk, qtiles, nullptr);
+  const int err = hc::launch_attention(path == 5 ? hc::AttnKernel::Mma : path == 3 ? hc::AttnKernel::WmmaRegs : path == 2 ? hc::AttnKernel::Wmma : hc::AttnKernel::Simt, dt_of(dt), p, bq, bk, qtiles, nullptr);
   compare(ro, rl, o, lse, dt, err, tc.label, bq, bk, nsplit, tag);
 }
 
@@ -304,6 +304,38 @@ int main(int argc, char** argv) {
         run(tc, DType::f16, 1, 0, 0, "simt-auto");
         run(tc, DType::f64, 1, 0, 0, "simt-auto");
       }
+    }
+    std::printf("fails: %d\n", fails);
+    return fails != 0;
+  }
+  if (only.rfind("mma", 0) == 0) {  // the FlashAttention-2 kernel: registry cases with D 64 / 128 and no RoPE, then awkward shapes
+    const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+      return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+    };
+    const std::string sub = only.size() > 4 ? only.substr(4) : "";
+    std::vector<TestCase> cases;
+    for (const TestCase& tc : op.tests)
+      if ((tc.inputs[0][3] == 64 || tc.inputs[0][3] == 128) && tc.attrs.rope == 0) cases.push_back(tc);
+    std::vector<TestCase> big = {
+        {"gqa_h4_kv2_sq150_sk200_d128_causal", qkv(1, 4, 2, 150, 200, 128), {}, 2},
+        {"gqa_h6_kv2_sq70_sk45_d64_causal_lse", qkv(1, 6, 2, 70, 45, 64), {}, 2},
+        {"sq130_sk130_d128", qkv(1, 1, 1, 130, 130, 128), {}, 2},
+        {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
+        {"sq70_sk190_d128_dropout_lse", qkv(1, 2, 2, 70, 190, 128), {}, 2},
+        {"sq200_sk100_d64_causal_sinks", qkv(1, 1, 1, 200, 100, 64), {}, 2},
+    };
+    big[0].attrs.causal = true;
+    big[1].attrs.causal = true, big[1].attrs.return_lse = true;
+    big[3].attrs.window = 40, big[3].attrs.alibi = true, big[3].attrs.softcap = 3;
+    big[4].attrs.p = 0.25, big[4].attrs.return_lse = true, big[4].attrs.seed = 77, big[4].attrs.offset = 3;
+    big[5].attrs.causal = true;
+    big[5].inputs.resize(8);
+    big[5].inputs[7] = {1};
+    cases.insert(cases.end(), big.begin(), big.end());
+    for (const TestCase& tc : cases) {
+      if (!sub.empty() && tc.label.find(sub) == std::string::npos) continue;
+      run(tc, DType::f16, 5, 1, 0, "mma");
+      run(tc, DType::bf16, 5, 3, 0, "mma");
     }
     std::printf("fails: %d\n", fails);
     return fails != 0;

@@ -29,6 +29,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/hal/cuda"
 cp "$here/hal/cuda/gpu_compat.hpp" "$work/hal/cuda/"
 cp "$here/mma.h" "$work/"
+cp "$here/hal/cuda/mma_ptx.cuh" "$work/hal/cuda/"
 # The kernel files to emulate (each its own translation unit; attention_common.cuh and common.cuh are
 # read from the source tree, gpu_compat.hpp from here): copied with their dynamic shared arrays and
 # <<<...>>> launches rewritten.
