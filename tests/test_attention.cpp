@@ -486,8 +486,8 @@ TEST(AttentionCuda, PortableKernelOnEveryCase) {
   }
 }
 
-// The tensor-core kernel (KF_TUNE attn_path=2, f16 and bf16; its accumulator in registers, the default,
-// and in shared memory with attn_wmma=smem) on every registry case whose head dimension is a multiple of 16, in one
+// The tensor-core kernels (KF_TUNE attn_path=2, f16 and bf16: flash-mma, the default where it applies
+// (D 64 / 128, no RoPE); flash-wmma-regs with attn_wmma=regs and elsewhere; flash-wmma with attn_wmma=smem) on every registry case whose head dimension is a multiple of 16, in one
 // pass and with key splits, and on cases spanning several 64-row query tiles
 // and key tiles; D = 8 must be refused (Unsupported, saying why).
 TEST(AttentionCuda, TensorCoreKernelF16BF16) {
@@ -496,12 +496,21 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   std::vector<TestCase> big = multi_tile_cases();
   big.push_back({"sq200_sk200_d128_causal_lse", qkv(1, 1, 1, 200, 200, 128), {}, 2});
   big.back().attrs.causal = true, big.back().attrs.return_lse = true;
+  // flash-mma's awkward shapes: GQA over several 64-row tiles with Sq != Sk, causal both ways, dropout.
+  big.push_back({"gqa_h6_kv2_sq150_sk200_d128_causal", qkv(2, 6, 2, 150, 200, 128), {}, 2});
+  big.back().attrs.causal = true;
+  big.push_back({"sq200_sk70_d64_causal_lse", qkv(1, 2, 1, 200, 70, 64), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.return_lse = true;
+  big.push_back({"sq70_sk190_d128_dropout_lse", qkv(1, 2, 2, 70, 190, 128), {}, 2});
+  big.back().attrs.p = 0.25, big.back().attrs.return_lse = true;
   int checked = 0, refused = 0;
   for (const auto& d : devs) {
     for (const char* tuning : {"attn_path=2,attn_wmma=smem,attn_split=1", "attn_path=2,attn_wmma=smem,attn_split=3",
-                               "attn_path=2,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2"}) {
+                               "attn_path=2,attn_wmma=regs,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2",
+                               "attn_path=2,attn_split=1", "attn_path=2,attn_split=3"}) {
       Context ctx = tuned(d, tuning);
-      const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;  // regs: the default
+      const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;
+      const bool dflt = std::string(tuning).find("attn_wmma=") == std::string::npos;  // flash-mma where it applies
       std::vector<TestCase> cases = attention_op().tests;
       cases.insert(cases.end(), big.begin(), big.end());
       for (DType t : {DType::f16, DType::bf16})
@@ -521,7 +530,9 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           ++checked;
           EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant
                               << "), seed " << seed << ":\n" << r.message;
-          EXPECT_NE(r.variant.find(regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"), std::string::npos)
+          const bool mma = dflt && (tc.inputs[0][3] == 64 || tc.inputs[0][3] == 128) && tc.attrs.rope == 0;
+          EXPECT_NE(r.variant.find(mma ? "attention/flash-mma," : regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"),
+                    std::string::npos)
               << tuning << " " << tc.label << ": " << r.variant;
         }
       // f32 is refused by the forced tensor-core kernel.
@@ -534,8 +545,82 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   EXPECT_GT(refused, 0);
 }
 
-// The automatic choice: decoding (one query row, a long cache) splits the keys on the portable kernel; an
-// f16 / bf16 prefill with D % 16 == 0 takes the tensor-core kernel in one pass; f32 stays portable.
+// The decode kernel (attention.cu attn_decode) forced (KF_TUNE attn_decode=2) on one-query-row cases in
+// f32, f16 and bf16, as AttentionPaths.DecodeKernel does for the Vulkan one (head dimensions 8 to 256, G
+// of 1, 4, 8 and above 8, key lengths, windows, ALiBi, soft-capping, causal, sinks, lse), then with forced
+// key splits (some empty); and the calls it does not take refused, saying why.
+TEST(AttentionCuda, DecodeKernel) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  const auto qkv1 = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
+    return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+  };
+  const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
+    s.resize(std::max(s.size(), k + 1));
+    s[k] = x;
+    return s;
+  };
+  std::vector<TestCase> cases = {
+      {"g1_d64_sk1", qkv1(2, 2, 2, 1, 64), {}, 2},
+      {"g4_d80_sk7_lens", with(qkv1(3, 4, 1, 7, 80), 4, {3}), {}, 2},
+      {"g8_d128_sk1000_window_alibi", qkv1(1, 8, 1, 1000, 128), {}, 1},
+      {"g4_d256_sk4099_slopes_lse", with(qkv1(2, 8, 2, 4099, 256), 3, {8}), {}, 1},
+      {"g1_d128_sk4099_softcap_sinks_lens_lse", with(with(qkv1(2, 2, 2, 4099, 128), 7, {2}), 4, {2}), {}, 1},
+      {"g8_d64_sk1000_causal_sinks_lens", with(with(qkv1(2, 8, 1, 1000, 64), 7, {8}), 4, {2}), {}, 1},
+      {"g12_d80_sk1000_alibi_window_softcap", qkv1(1, 12, 1, 1000, 80), {}, 1},
+      {"g16_d64_sk7_lse", qkv1(1, 16, 1, 7, 64), {}, 2},
+      {"g4_d8_sk7_causal", qkv1(2, 4, 1, 7, 8), {}, 2},
+      {"g3_d96_sk30000", qkv1(2, 6, 2, 30000, 96), {}, 1},
+  };
+  cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
+  cases[3].attrs.return_lse = true;
+  cases[4].attrs.softcap = 3, cases[4].attrs.return_lse = true;
+  cases[5].attrs.causal = true;
+  cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
+  cases[7].attrs.return_lse = true;
+  cases[8].attrs.causal = true;
+  for (const auto& d : devs) {
+    for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_split=5"}) {
+      Context ctx = tuned(d, tuning);
+      const bool forced_split = std::string(tuning).find("attn_split") != std::string::npos;
+      for (DType t : {DType::f32, DType::f16, DType::bf16})
+        for (const TestCase& tc : cases) {
+          if (t == DType::f32 && tc.inputs[0][3] % 4 != 0) continue;
+          if (t != DType::f32 && tc.inputs[0][3] % 8 != 0) continue;
+          const uint64_t seed = fresh_seed();
+          check::CaseOptions o;
+          o.repeat = true;
+          const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
+          EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
+                              << seed << ":\n" << r.message;
+          EXPECT_EQ(r.variant.rfind("cuda:attention/decode,", 0), 0u) << tc.label << ": " << r.variant;
+          if (forced_split) EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"),
+                                      std::string::npos) << r.variant;
+        }
+    }
+    Context ctx = tuned(d, "attn_decode=2");
+    const auto t = [&](const Shape& s) {
+      std::vector<double> v(static_cast<size_t>(numel(s)), 0.25);
+      return ctx.from_host(s, DType::f32, v);
+    };
+    Tensor q1 = t({1, 2, 1, 64}), q2 = t({1, 2, 2, 64}), k = t({1, 1, 9, 64}), v = t({1, 1, 9, 64});
+    Tensor o1 = t({1, 2, 1, 64}), o2 = t({1, 2, 2, 64});
+    o1.fill_bytes(kPoison);
+    o2.fill_bytes(kPoison);
+    Attrs rope, drop;
+    rope.rope = 1;
+    drop.p = 0.1;
+    expect_rejected(ctx, [&] { ctx.run("attention", {q2, k, v}, {o2}); }, ErrorCode::Unsupported,
+                    {"attention", "attn_decode=2", "one query row", "Sq = 2"}, {o2});
+    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, rope); }, ErrorCode::Unsupported,
+                    {"attention", "attn_decode=2", "RoPE"}, {o1});
+    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, drop); }, ErrorCode::Unsupported,
+                    {"attention", "attn_decode=2", "dropout"}, {o1});
+  }
+}
+
+// The automatic choice: decoding (one query row, a long cache) takes the decode kernel with key splits; an
+// f16 / bf16 prefill with D = 64 takes the FlashAttention-2 kernel (flash-mma) in one pass; f32 stays portable.
 TEST(AttentionCuda, AutomaticChoice) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
@@ -547,7 +632,7 @@ TEST(AttentionCuda, AutomaticChoice) {
     for (DType t : {DType::f32, DType::f16}) {
       const check::CaseResult r = check::run_case(ctx, attention_op(), t, decode, fresh_seed());
       EXPECT_TRUE(r.pass) << r.message;
-      EXPECT_NE(r.variant.find("flash-simt"), std::string::npos) << r.variant;
+      EXPECT_NE(r.variant.find("attention/decode,"), std::string::npos) << r.variant;
       EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
     }
     TestCase prefill{"prefill", {{2, 8, 128, 64}, {2, 8, 128, 64}, {2, 8, 128, 64}}, {}, 2};
@@ -556,7 +641,7 @@ TEST(AttentionCuda, AutomaticChoice) {
       const check::CaseResult r = check::run_case(ctx, attention_op(), t, prefill, fresh_seed());
       EXPECT_TRUE(r.pass) << to_string(t) << ": " << r.message;
       EXPECT_EQ(r.variant.find(",split="), std::string::npos) << r.variant;
-      if (t != DType::f32 && r.variant.find("flash-wmma") == std::string::npos && d.backend == "cuda")
+      if (t != DType::f32 && r.variant.find("flash-mma") == std::string::npos && d.backend == "cuda")
         ADD_FAILURE() << to_string(t) << " prefill did not take the tensor-core kernel: " << r.variant;
     }
   }
@@ -582,6 +667,8 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
       {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=smem,attn_split=2", DType::bf16},
       {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=regs,attn_split=1", DType::bf16},
       {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16},
+      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_split=1", DType::f16},
+      {1, 4, 2, 100, 128, "attn_path=2,attn_wmma=mma,attn_split=2", DType::bf16},
   };
   Attrs a;
   a.p = 0.3;
@@ -604,7 +691,8 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
         Tensor k = c.from_host(ks, g.dtype, kv), v = c.from_host(ks, g.dtype, vv);
         outs.push_back(c.call("attention", {q, k, v}, a).at(0).to_double());
         if (which == 0) {
-          const std::string want = std::string(g.tuning).find("attn_path=2") != std::string::npos ? "flash-wmma" : "flash-simt";
+          const std::string want = std::string(g.tuning).find("attn_wmma=mma") != std::string::npos ? "flash-mma"
+                                   : std::string(g.tuning).find("attn_path=2") != std::string::npos ? "flash-wmma" : "flash-simt";
           EXPECT_NE(c.last_variant().find(want), std::string::npos) << c.last_variant();
         }
       }

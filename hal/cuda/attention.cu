@@ -27,11 +27,14 @@
 // than fast: the accumulator makes a round trip through shared memory per tile. The REGS variant
 // (flash-wmma-regs) keeps O in accumulator fragments instead, rescaled through each element's row index.
 #include <algorithm>
+#include <type_traits>
 
 #include "hal/cuda/attention_common.cuh"
 
 #if !defined(KF_HIP)
 #include <mma.h>
+
+#include "hal/cuda/mma_ptx.cuh"
 #endif
 
 namespace kf::hal::cuda {
@@ -262,6 +265,267 @@ __global__ void __launch_bounds__(256) attn_combine(const AttnParams p) {
   }
 }
 
+// ---- The decode kernel (AttnKernel::Decode; the counterpart of shaders/attention_decode.comp): one query
+// row per sequence (Sq = 1, not packed; no RoPE, dropout or block mask) against a long K/V cache,
+// streamed once. One block of kDecThreads threads per (key split, kv head x chunk of ng <= 8 of its G
+// query heads, sequence): every query head of the chunk is served by the same K/V loads (GQA / MQA read
+// each K/V row once per chunk). The block is made of key groups of LK lanes (LK a power of two, about
+// D / VW: one key row is one 16-byte load per lane, PPL packs per lane where D / VW > 32). Key group kg
+// takes keys j0 + kg U + u (u < U) of each step of NKG U keys: it issues its 2 U PPL 16-byte loads (U
+// key rows, U value rows) straight from global memory into registers (no shared memory, no barrier in
+// the loop), then the U dot products with the chunk's query rows (registers, pre-scaled), summed over
+// the key group's lanes by an xor butterfly (each step adds the same two operands in either order, so
+// every lane holds the same bits), the scores (soft-capping, ALiBi, masks: score_of), the online
+// softmax per head in the compute type and p v into the lane's packs of the accumulator. At the end the
+// key groups are merged in shared memory in key-group order, and the block writes its partial (the
+// accumulator, then (m, l)) in attn_combine's format; attn_decode_combine merges the splits, adds the
+// sinks, normalizes and writes o and lse. The same bits every run (fixed orders throughout).
+constexpr int kDecThreads = 128;
+constexpr int kDecU = 4;  // keys in flight per key group and step
+constexpr int kDecMaxSplits = 256;
+
+// A streamed 16-byte load: read-only path, not kept in L1 (each byte is read once), 256-byte L2 prefetch.
+KF_DEV uint4 load_stream(const void* p, int64_t k) {
+#if defined(__CUDA_ARCH__) && !defined(KF_HIP) && __CUDA_ARCH__ >= 800
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(static_cast<const uint4*>(p) + k));
+  return r;
+#else
+  return load_pack(p, k);
+#endif
+}
+
+template <class T, int PPL, int GC>
+__global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  constexpr int VW = T::VW, U = kDecU;
+  extern __shared__ __align__(16) unsigned char attn_dec_smem[];
+  const int D = p.D, NPK = D / VW, LK = p.dec_lk, NKG = kDecThreads / LK;
+  C* Ms = reinterpret_cast<C*>(attn_dec_smem);
+  C* Ls = Ms + NKG * GC;
+  C* Accs = Ls + NKG * GC;  // [GC][D]
+  const int tid = threadIdx.x, lk = tid % LK, kg = tid / LK;
+  const int split = blockIdx.x;
+  const int chunk = blockIdx.y % p.dec_nchunk, hk = blockIdx.y / p.dec_nchunk;
+  const int seq = blockIdx.z;
+  const int h0 = hk * p.G + chunk * p.dec_ng;
+  const int ng = m_min(p.dec_ng, p.G - chunk * p.dec_ng);
+  Geo g;
+  seq_geometry(p, seq, g);  // one query row: its position is off = klen - 1
+  int jbeg = 0, jend = g.kl;
+  if (p.window > 0) jbeg = static_cast<int>(m_max(int64_t(0), int64_t(g.off) - p.window + 1));
+  jbeg = static_cast<int>(m_max(int64_t(jbeg), int64_t(split) * p.split_len));
+  jend = static_cast<int>(m_min(int64_t(jend), int64_t(split + 1) * p.split_len));
+
+  // The chunk's query rows, scaled: this lane's packs lk, lk + LK, ...
+  C q[GC * PPL * VW];
+  C slope[GC];
+#pragma unroll
+  for (int hh = 0; hh < GC; ++hh) {
+#pragma unroll
+    for (int pp = 0; pp < PPL; ++pp) {
+      const int pk = lk + LK * pp;
+      C x[VW];
+      if (hh < ng && pk < NPK) {
+        T::unpack(load_pack(p.q, (int64_t(g.b) * p.Hq + h0 + hh) * NPK + pk), x);  // SqT = 1
+      } else {
+#pragma unroll
+        for (int e = 0; e < VW; ++e) x[e] = C(0);
+      }
+#pragma unroll
+      for (int e = 0; e < VW; ++e) q[(hh * PPL + pp) * VW + e] = x[e] * C(p.scale);
+    }
+    slope[hh] = p.alibi && hh < ng ? alibi_slope<T>(h0 + hh, p) : C(0);
+  }
+
+  C m[GC], l[GC];
+  C acc[GC * PPL * VW];
+#pragma unroll
+  for (int hh = 0; hh < GC; ++hh) m[hh] = neg_inf<C>(), l[hh] = C(0);
+#pragma unroll
+  for (int k = 0; k < GC * PPL * VW; ++k) acc[k] = C(0);
+  const int64_t kvrow0 = (int64_t(g.b) * p.Hkv + hk) * p.SkT;
+
+  for (int j0 = jbeg; j0 < jend; j0 += NKG * U) {
+    const int jk = j0 + kg * U;
+    // All loads of the step first: U key rows and U value rows.
+    uint4 kr[U * PPL], vr[U * PPL];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int pp = 0; pp < PPL; ++pp) {
+        const int pk = lk + LK * pp;
+        if (jk + u < jend && pk < NPK) {
+          const int64_t at = (kvrow0 + jk + u) * NPK + pk;
+          kr[u * PPL + pp] = load_stream(p.k, at);
+          vr[u * PPL + pp] = load_stream(p.v, at);
+        } else {
+          kr[u * PPL + pp] = make_uint4(0, 0, 0, 0);
+          vr[u * PPL + pp] = make_uint4(0, 0, 0, 0);
+        }
+      }
+    // This lane's partial dot products, then the butterfly over the key group's lanes.
+    C s[GC * U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      C kx[PPL * VW];
+#pragma unroll
+      for (int pp = 0; pp < PPL; ++pp) {
+        C x[VW];
+        T::unpack(kr[u * PPL + pp], x);
+#pragma unroll
+        for (int e = 0; e < VW; ++e) kx[pp * VW + e] = x[e];
+      }
+#pragma unroll
+      for (int hh = 0; hh < GC; ++hh) {
+        C d = C(0);
+#pragma unroll
+        for (int k = 0; k < PPL * VW; ++k) d += q[hh * PPL * VW + k] * kx[k];
+        s[hh * U + u] = d;
+      }
+    }
+    for (int o = 1; o < LK; o <<= 1)
+#pragma unroll
+      for (int t = 0; t < GC * U; ++t) s[t] += KF_SHFL_XOR(s[t], o);
+    // Scores and the online softmax per query head.
+    C pr[GC * U];
+#pragma unroll
+    for (int hh = 0; hh < GC; ++hh) {
+      C mt = neg_inf<C>();
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = jk + u;
+        const C sv = score_of<T>(s[hh * U + u], j < jend, 0, j, 0, slope[hh], p, g);
+        s[hh * U + u] = sv;
+        mt = m_max(mt, sv);
+      }
+      const C mnew = m_max(m[hh], mt);
+      const C alpha = mnew == neg_inf<C>() ? C(1) : M::exp(m[hh] - mnew);
+      C lt = C(0);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const C sv = s[hh * U + u];
+        const C pv = sv == neg_inf<C>() ? C(0) : M::exp(sv - mnew);
+        pr[hh * U + u] = pv;
+        lt += pv;
+      }
+      l[hh] = l[hh] * alpha + lt;
+      m[hh] = mnew;
+#pragma unroll
+      for (int k = 0; k < PPL * VW; ++k) acc[hh * PPL * VW + k] *= alpha;
+    }
+    // p v into this lane's packs.
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int pp = 0; pp < PPL; ++pp) {
+        C x[VW];
+        T::unpack(vr[u * PPL + pp], x);
+#pragma unroll
+        for (int hh = 0; hh < GC; ++hh)
+#pragma unroll
+          for (int e = 0; e < VW; ++e) acc[(hh * PPL + pp) * VW + e] += pr[hh * U + u] * x[e];
+      }
+  }
+
+  // The key groups merged in shared memory, in key-group order.
+  if (lk == 0)
+#pragma unroll
+    for (int hh = 0; hh < GC; ++hh) Ms[kg * GC + hh] = m[hh], Ls[kg * GC + hh] = l[hh];
+  __syncthreads();
+  C f[GC];
+#pragma unroll
+  for (int hh = 0; hh < GC; ++hh) {
+    C mm = neg_inf<C>();
+    for (int k = 0; k < NKG; ++k) mm = m_max(mm, Ms[k * GC + hh]);
+    f[hh] = m[hh] == neg_inf<C>() ? C(0) : M::exp(m[hh] - mm);
+  }
+  for (int k = 0; k < NKG; ++k) {
+    if (kg == k) {
+#pragma unroll
+      for (int hh = 0; hh < GC; ++hh)
+#pragma unroll
+        for (int pp = 0; pp < PPL; ++pp) {
+          const int pk = lk + LK * pp;
+          if (pk < NPK)
+#pragma unroll
+            for (int e = 0; e < VW; ++e) {
+              const int at = hh * D + pk * VW + e;
+              const C v = f[hh] * acc[(hh * PPL + pp) * VW + e];
+              Accs[at] = k == 0 ? v : Accs[at] + v;
+            }
+        }
+    }
+    __syncthreads();
+  }
+
+  // The partial of (split, row) for each head of the chunk, in attn_combine's format.
+  const int64_t rows = int64_t(p.B) * p.Hq;  // SqT = 1
+  C* accs = static_cast<C*>(p.part);
+  C* ml = accs + int64_t(p.nsplit) * rows * D;
+  for (int t = tid; t < ng * D; t += kDecThreads) {
+    const int hh = t / D, d = t % D;
+    const int64_t part = int64_t(split) * rows + int64_t(g.b) * p.Hq + h0 + hh;
+    accs[part * D + d] = Accs[hh * D + d];
+  }
+  if (tid < ng) {
+    const int hh = tid;
+    C mm = neg_inf<C>();
+    for (int k = 0; k < NKG; ++k) mm = m_max(mm, Ms[k * GC + hh]);
+    C ll = C(0);
+    for (int k = 0; k < NKG; ++k) {
+      const C mk = Ms[k * GC + hh];
+      if (mk != neg_inf<C>()) ll += Ls[k * GC + hh] * M::exp(mk - mm);
+    }
+    const int64_t part = int64_t(split) * rows + int64_t(g.b) * p.Hq + h0 + hh;
+    ml[2 * part] = mm, ml[2 * part + 1] = ll;
+  }
+}
+
+// The decode kernel's combine pass: one block of kDecThreads threads per query row. The splits' weights
+// exp(m_s - m) by split (m the max over the splits and the sink), l = the block's fixed-order sum of
+// w_s l_s (plus the sink), then each thread the output elements d = tid, tid + kDecThreads, ... as the sum
+// over the splits in split order (coalesced reads of the partials). The same bits every run.
+template <class T>
+__global__ void __launch_bounds__(kDecThreads) attn_decode_combine(const AttnParams p) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  __shared__ C red[kDecThreads / 32];
+  __shared__ C Ws[kDecMaxSplits];
+  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
+  const int64_t row = blockIdx.x;
+  const int tid = threadIdx.x, D = p.D, ns = p.nsplit;
+  const int h = static_cast<int>((row / p.SqT) % p.Hq);
+  const C* accs = static_cast<const C*>(p.part);
+  const C* ml = accs + int64_t(ns) * rows * D;
+  C mx = neg_inf<C>();
+  for (int s = tid; s < ns; s += kDecThreads) mx = m_max(mx, ml[2 * (int64_t(s) * rows + row)]);
+  C m = block_max(mx, red);
+  if (p.sinks) m = m_max(m, T::load(p.sinks, h));
+  C lp = C(0);
+  for (int s = tid; s < ns; s += kDecThreads) {
+    const C ms = ml[2 * (int64_t(s) * rows + row)];
+    const C w = ms == neg_inf<C>() ? C(0) : M::exp(ms - m);
+    Ws[s] = w;
+    if (ms != neg_inf<C>()) lp += w * ml[2 * (int64_t(s) * rows + row) + 1];
+  }
+  C l = block_sum(lp, red);  // its barriers also publish Ws
+  if (p.sinks && m != neg_inf<C>()) l += M::exp(T::load(p.sinks, h) - m);
+  const C inv = l > C(0) ? C(1) / l : C(0);
+  for (int d = tid; d < D; d += kDecThreads) {
+    C a = C(0);
+    for (int s = 0; s < ns; ++s) {
+      const C w = Ws[s];
+      if (w != C(0)) a += w * accs[(int64_t(s) * rows + row) * D + d];
+    }
+    T::store(p.o, row * D + d, a * inv);
+  }
+  if (p.lse && tid == 0) T::store(p.lse, row, l > C(0) ? m + m_log(l) : neg_inf<C>());
+}
+
 // ---- attention_scores: s[b, h, i, j] = scale q[b, h, i] . k[b, h / G, j]; a block of 256 threads
 // computes a 16 x 16 tile of (i, j), staging 16-wide slices of q and k in shared memory.
 template <class T>
@@ -343,11 +607,68 @@ int launch_combine(const AttnParams& p, gpuStream_t s) {
   return static_cast<int>(gpuGetLastError());
 }
 
+
+template <class T, int PPL, int GC>
+const void* decode_kernel_of() { return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC>); }
+
+// The decode kernel's instance for p's dec_ppl and dec_gc (null where none is built).
+template <class T>
+const void* decode_kernel(const AttnParams& p) {
+  constexpr int PMAX = T::VW == 8 ? 1 : 2;  // 16-bit: D <= 256 is at most 32 packs; f32: 64 packs
+  if (p.dec_ppl < 1 || p.dec_ppl > PMAX) return nullptr;
+  const bool two = p.dec_ppl == 2;
+  switch (p.dec_gc) {
+    case 1: return two ? decode_kernel_of<T, PMAX, 1>() : decode_kernel_of<T, 1, 1>();
+    case 2: return two ? decode_kernel_of<T, PMAX, 2>() : decode_kernel_of<T, 1, 2>();
+    case 4: return two ? decode_kernel_of<T, PMAX, 4>() : decode_kernel_of<T, 1, 4>();
+    case 8: return two ? decode_kernel_of<T, PMAX, 8>() : decode_kernel_of<T, 1, 8>();
+    default: return nullptr;
+  }
+}
+
+template <class T, int PPL, int GC>
+void launch_decode_inst(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
+  attn_decode<T, PPL, GC><<<grid, kDecThreads, shared, s>>>(p);
+}
+
+template <class T>
+int launch_decode(const AttnParams& p, gpuStream_t s) {
+  constexpr int PMAX = T::VW == 8 ? 1 : 2;
+  if (p.nsplit > kDecMaxSplits || !decode_kernel<T>(p)) return -1;
+  const dim3 grid(static_cast<unsigned>(p.nsplit), static_cast<unsigned>(p.Hkv * p.dec_nchunk), static_cast<unsigned>(p.B));
+  const size_t shared = static_cast<size_t>(attn_decode_shared_bytes(p));
+  const bool two = p.dec_ppl == 2;
+  switch (p.dec_gc) {
+    case 1: two ? launch_decode_inst<T, PMAX, 1>(p, grid, shared, s) : launch_decode_inst<T, 1, 1>(p, grid, shared, s); break;
+    case 2: two ? launch_decode_inst<T, PMAX, 2>(p, grid, shared, s) : launch_decode_inst<T, 1, 2>(p, grid, shared, s); break;
+    case 4: two ? launch_decode_inst<T, PMAX, 4>(p, grid, shared, s) : launch_decode_inst<T, 1, 4>(p, grid, shared, s); break;
+    default: two ? launch_decode_inst<T, PMAX, 8>(p, grid, shared, s) : launch_decode_inst<T, 1, 8>(p, grid, shared, s); break;
+  }
+  int err = static_cast<int>(gpuGetLastError());
+  if (err != 0) return err;
+  attn_decode_combine<T><<<static_cast<unsigned>(int64_t(p.B) * p.Hq * p.SqT), kDecThreads, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
 }  // namespace
 
 int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D) {
   const int64_t cs = dt == Dt::f64 ? 8 : 4;
   return cs * ((int64_t(bq) + bk) * (D + 1) + 2 * int64_t(bq) * bk);
+}
+
+int64_t attn_decode_shared_bytes(const AttnParams& p) {
+  const int nkg = kDecThreads / std::max(p.dec_lk, 1);
+  return 4 * (2 * int64_t(nkg) * p.dec_gc + int64_t(p.dec_gc) * p.D);
+}
+
+int attn_decode_blocks_per_sm(Dt dt, const AttnParams& p) {
+  const void* k = dt == Dt::f32 ? decode_kernel<F32>(p) : dt == Dt::f16 ? decode_kernel<F16>(p)
+                : dt == Dt::bf16 ? decode_kernel<BF16>(p) : nullptr;
+  if (!k) return 0;
+  int n = 0;
+  if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kDecThreads, static_cast<size_t>(attn_decode_shared_bytes(p))) != gpuSuccess)
+    return 0;
+  return n;
 }
 
 int launch_attention_scores(Dt dt, const AttnParams& p, void* stream) {
@@ -621,6 +942,289 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 #endif
 }
 
+// ---- The FlashAttention-2 kernel (AttnKernel::Mma, flash-mma; f16 / bf16, D = 64 or 128, no RoPE):
+// 64 query rows per block of 4 warps, 16 rows per warp (the GQA row grouping of the other kernels); key
+// tiles of 64 keys. Q comes to shared memory once (cp.async) and into registers as mma A fragments
+// (ldmatrix); K and V tiles are double-buffered in shared memory, tile t + 1 loading (cp.async, zero-filled
+// past the visible keys) while tile t is computed. S = Q K^T with mma.sync.m16n8k16 (float accumulators,
+// B fragments from ldmatrix on the K rows); the scores in the accumulator registers (scale, and where
+// the tile needs it, soft-capping, ALiBi and the masks through score_of); the online softmax on the
+// fragments (row max and sum over the 4 lanes of a quad, shuffles; the running sum per lane, summed over
+// the quad at the end); P rounded to the dtype in registers, straight into the A fragments of P V (the
+// accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 tile), V's B fragments from
+// ldmatrix.trans; O (16 x D per warp) in registers, rescaled per tile; dropout on P with the Philox
+// generator at the (b, h, i, j) index, as the other kernels. Rows are padded to D + 8 elements (odd
+// 16-byte units: ldmatrix's 8 rows fall in distinct banks). The same bits every run.
+constexpr int kMq = 64, kMk = 64;
+template <int D>
+__host__ __device__ constexpr int64_t mma_bytes() { return 2 * int64_t(kMq + 4 * kMk) * (D + 8) + 4 * int64_t(kMq) * (kMk + 4); }
+
+template <class T, int D>
+__global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  constexpr bool BF = std::is_same_v<T, BF16>;
+  using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
+  using M = Math<float, true>;
+  constexpr int LD = D + 8, NPK = D / 8, NT = kMk / 8, KD = D / 16, ND = D / 8;
+  extern __shared__ __align__(128) unsigned char attn_mma_smem[];
+  // Shared memory (32-bit shared addresses, bytes): Q [kMq][LD], K [2][kMk][LD], V [2][kMk][LD].
+  const unsigned qs_a = smem_u32(attn_mma_smem), ks_a = qs_a + 2 * kMq * LD, vs_a = ks_a + 2 * 2 * kMk * LD;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int seq = blockIdx.z / p.nsplit, split = blockIdx.z % p.nsplit;
+  const int hk = blockIdx.y;
+  const int64_t r0 = int64_t(blockIdx.x) * kMq;
+  Geo g;
+  if (!block_geometry(p, seq, split, r0, kMq, g)) return;  // uniform over the block
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  const int wr = warp * 16;
+
+  // This lane's two rows (wr + gq, wr + gq + 8): whether they exist, their queries.
+  bool row_ok[2];
+  int qi[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t my_r = r0 + wr + gq + 8 * x;
+    row_ok[x] = my_r < g.nrows;
+    qi[x] = static_cast<int>(my_r / p.G);
+  }
+  // The row of the block's tile row tr: its index in [B, Hq, SqT], head, query.
+  const auto row_of = [&](int tr, int& h, int& q) {
+    const int64_t my_r = r0 + tr;
+    q = static_cast<int>(my_r / p.G);
+    h = hk * p.G + static_cast<int>(my_r % p.G);
+    return (int64_t(g.b) * p.Hq + h) * p.SqT + g.qbeg + q;
+  };
+  // The warp's scratch for the uncommon features (a 16 x kMk float matrix): the scores go through it
+  // where soft-capping, ALiBi, a window or a block mask apply, and the probabilities where dropout does,
+  // element by element in a loop that keeps them out of the registers of the main path.
+  float* Sw = reinterpret_cast<float*>(attn_mma_smem + 2 * (kMq + 4 * kMk) * LD) + warp * 16 * (kMk + 4);
+  const auto to_scratch = [&](const float (&sc)[NT][4]) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Sw[(gq + 8 * (e / 2)) * (kMk + 4) + n * 8 + 2 * tq + (e & 1)] = sc[n][e];
+    __syncwarp();
+  };
+  const auto from_scratch = [&](float (&sc)[NT][4]) {
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[n][e] = Sw[(gq + 8 * (e / 2)) * (kMk + 4) + n * 8 + 2 * tq + (e & 1)];
+    __syncwarp();
+  };
+
+  // Q (rows past the sequence zero-filled), then K and V of the first tile: two groups.
+  for (int e = tid; e < kMq * NPK; e += 128) {
+    const int t = e / NPK, pk = e % NPK;
+    const int64_t rq = r0 + t;
+    const bool ok = rq < g.nrows;
+    const int64_t qrow = ok ? (int64_t(g.b) * p.Hq + hk * p.G + rq % p.G) * p.SqT + g.qbeg + rq / p.G : 0;
+    cp_async16(qs_a + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.q) + qrow * NPK + pk, ok ? 16 : 0);
+  }
+  cp_async_commit();
+  const auto load_kv = [&](int j0, int buf) {
+    const unsigned kd = ks_a + buf * (2 * kMk * LD), vd = vs_a + buf * (2 * kMk * LD);
+#pragma unroll
+    for (int e0 = 0; e0 < kMk * NPK; e0 += 128) {
+      const int e = e0 + tid, t = e / NPK, pk = e % NPK, j = j0 + t;
+      const bool ok = j < g.jend;
+      const int64_t at = (kvbase + (ok ? j : g.jbeg)) * NPK + pk;
+      cp_async16(kd + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.k) + at, ok ? 16 : 0);
+      cp_async16(vd + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.v) + at, ok ? 16 : 0);
+    }
+  };
+  // The tiles the block computes: from jbeg in steps of kMk, those the block mask leaves (the same
+  // decision in every thread).
+  const auto next_tile = [&](int j0) {
+    while (j0 < g.jend && !tile_in_mask(p, g, j0, m_min(j0 + kMk, g.jend) - 1)) j0 += kMk;
+    return j0;
+  };
+  int j0 = next_tile(g.jbeg);
+  if (j0 < g.jend) load_kv(j0, 0);
+  cp_async_commit();
+  cp_async_wait<1>();  // Q
+  __syncthreads();
+  unsigned qf[KD][4];
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk)
+    ldsm_x4(qf[kk], qs_a + 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8 + kk * 16));
+
+  float o[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
+  const bool plain = p.softcap <= 0 && !p.alibi && p.window <= 0 && !p.bmask;
+
+  for (int buf = 0; j0 < g.jend; buf ^= 1) {
+    const int jn = next_tile(j0 + kMk);
+    if (jn < g.jend) load_kv(jn, buf ^ 1);  // buffer buf ^ 1 was released by the barrier ending the last tile
+    cp_async_commit();
+    cp_async_wait<1>();  // this tile
+    __syncthreads();
+    // This lane's ldmatrix row addresses in the tile's K and V (the unrolled loops add constants).
+    const unsigned kt_a = ks_a + buf * (2 * kMk * LD) + 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
+    const unsigned vt_a = vs_a + buf * (2 * kMk * LD) + 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+
+    // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
+    float sc[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk)
+#pragma unroll
+      for (int n = 0; n < NT; n += 2) {
+        unsigned b[4];
+        ldsm_x4(b, kt_a + 2 * (n * 8 * LD + kk * 16));
+        mma16816<BF>(sc[n], qf[kk], b[0], b[1]);
+        mma16816<BF>(sc[n + 1], qf[kk], b[2], b[3]);
+      }
+    // The scores: scaled; the causal diagonal and the end of the keys masked where the tile reaches them;
+    // soft-capping, ALiBi, the window and the block mask through score_of in the scratch.
+    if (plain) {
+      const bool full = j0 + kMk <= g.jend && (!p.causal || int64_t(j0) + kMk - 1 <= int64_t(g.i_lo) + g.off) &&
+                        r0 + kMq <= g.nrows;
+      if (full) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[n][e] *= scale;
+      } else {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int x = e / 2, j = j0 + n * 8 + 2 * tq + (e & 1);
+            const bool vis = row_ok[x] && j < g.jend && (!p.causal || j <= qi[x] + g.off);
+            sc[n][e] = vis ? sc[n][e] * scale : -INFINITY;
+          }
+      }
+    } else {
+      to_scratch(sc);
+#pragma unroll 1
+      for (int e = lane; e < 16 * kMk; e += 32) {
+        const int tr = wr + e / kMk, t = e % kMk, j = j0 + t;
+        int h, q;
+        row_of(tr, h, q);
+        const float slope = p.alibi ? static_cast<float>(alibi_slope<T>(h, p)) : 0.0f;
+        float& sv = Sw[(e / kMk) * (kMk + 4) + t];
+        sv = score_of<T>(sv * scale, r0 + tr < g.nrows && j < g.jend, q, j, g.qbeg + q, slope, p, g);
+      }
+      from_scratch(sc);
+    }
+    // Online softmax per row (the quad's 4 lanes hold a row's 64 scores).
+    float alpha[2];
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      float mt = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) mt = m_max(mt, m_max(sc[n][2 * x], sc[n][2 * x + 1]));
+      mt = m_max(mt, KF_SHFL_XOR(mt, 1));
+      mt = m_max(mt, KF_SHFL_XOR(mt, 2));
+      const float mnew = m_max(m[x], mt);
+      alpha[x] = mnew == -INFINITY ? 1.0f : M::exp(m[x] - mnew);
+      float lt = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& sv = sc[n][2 * x + c];
+          const float pr = sv == -INFINITY ? 0.0f : M::exp(sv - mnew);
+          lt += pr;
+          sv = pr;
+        }
+      l[x] = l[x] * alpha[x] + lt;
+      m[x] = mnew;
+    }
+    if (p.dropout) {  // kept probabilities scaled, dropped ones zero (l counts them all)
+      to_scratch(sc);
+#pragma unroll 1
+      for (int e = lane; e < 16 * kMk; e += 32) {
+        const int tr = wr + e / kMk, t = e % kMk;
+        float& pr = Sw[(e / kMk) * (kMk + 4) + t];
+        int h, q;
+        const int64_t ri = row_of(tr, h, q);
+        pr = pr > 0.0f && attn_keep(ri, int64_t(g.kbeg) + j0 + t, p) ? pr * keep : 0.0f;
+      }
+      from_scratch(sc);
+    }
+#pragma unroll
+    for (int n = 0; n < ND; ++n) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    // O += P V: P's A fragments from the score registers, V's B fragments by ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < kMk / 16; ++kk) {
+      unsigned a[4];
+      a[0] = Cv::pack2(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = Cv::pack2(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = Cv::pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = Cv::pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+      for (int n = 0; n < ND; n += 2) {
+        unsigned b[4];
+        ldsm_x4_trans(b, vt_a + 2 * (kk * 16 * LD + n * 8));
+        mma16816<BF>(o[n], a, b[0], b[1]);
+        mma16816<BF>(o[n + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // K and V of this buffer are free for the tile after next
+    j0 = jn;
+  }
+
+  // The rows' sums over their quads, then partials (splits), or sink, normalization, o and lse.
+  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    l[x] += KF_SHFL_XOR(l[x], 1);
+    l[x] += KF_SHFL_XOR(l[x], 2);
+    if (!row_ok[x]) continue;
+    int hx, qx;
+    const int64_t rowidx = row_of(wr + gq + 8 * x, hx, qx);
+    if (p.nsplit > 1) {
+      const int64_t part = int64_t(split) * rows + rowidx;
+      float* accs = static_cast<float*>(p.part);
+      float* ml = accs + int64_t(p.nsplit) * rows * D;
+#pragma unroll
+      for (int n = 0; n < ND; ++n)
+        accs[part * D + n * 8 + 2 * tq] = o[n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[n][2 * x + 1];
+      if (tq == 0) ml[2 * part] = m[x], ml[2 * part + 1] = l[x];
+      continue;
+    }
+    float mm = m[x], ll = l[x], a = 1.0f;
+    if (p.sinks) {
+      const float sk = T::load(p.sinks, hx);
+      const float mf = m_max(mm, sk);
+      a = mm == -INFINITY ? 0.0f : M::exp(mm - mf);
+      ll = ll * a + M::exp(sk - mf);
+      mm = mf;
+    }
+    const float inv = ll > 0.0f ? a / ll : 0.0f;
+    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
+#pragma unroll
+    for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[n][2 * x] * inv, o[n][2 * x + 1] * inv);
+    if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+  }
+#endif
+}
+
+template <class T, int D>
+int launch_mma_d(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+  const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
+  constexpr int64_t bytes = mma_bytes<D>();
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_mma<T, D>),
+                                           gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != gpuSuccess) return static_cast<int>(e);
+  attn_mma<T, D><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T>
+int launch_mma(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+  if (p.D == 64) return launch_mma_d<T, 64>(p, qtiles, s);
+  if (p.D == 128) return launch_mma_d<T, 128>(p, qtiles, s);
+  return -1;
+}
+
 template <class T, int BKV, bool REGS>
 int launch_wmma_bk(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
   const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
@@ -649,6 +1253,15 @@ bool attn_wmma_built() {
 #endif
 }
 
+int64_t attn_mma_shared_bytes(int D) {
+#if defined(KF_HIP)
+  (void)D;
+  return 0;
+#else
+  return D == 64 ? mma_bytes<64>() : D == 128 ? mma_bytes<128>() : 0;
+#endif
+}
+
 int64_t attn_wmma_shared_bytes(int bk, int D) {
 #if defined(KF_HIP)
   (void)bk, (void)D;
@@ -661,7 +1274,23 @@ int64_t attn_wmma_shared_bytes(int bk, int D) {
 int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   int err = 0;
-  if (kern == AttnKernel::Wmma || kern == AttnKernel::WmmaRegs) {
+  if (kern == AttnKernel::Decode) {  // its own combine pass
+    switch (dt) {
+      case Dt::f32: return launch_decode<F32>(p, s);
+      case Dt::f16: return launch_decode<F16>(p, s);
+      case Dt::bf16: return launch_decode<BF16>(p, s);
+      default: return -1;
+    }
+  }
+  if (kern == AttnKernel::Mma) {
+#if defined(KF_HIP)
+    return -1;
+#else
+    if (dt == Dt::f16) err = launch_mma<F16>(p, qtiles, s);
+    else if (dt == Dt::bf16) err = launch_mma<BF16>(p, qtiles, s);
+    else return -1;
+#endif
+  } else if (kern == AttnKernel::Wmma || kern == AttnKernel::WmmaRegs) {
 #if defined(KF_HIP)
     return -1;
 #else

@@ -220,7 +220,7 @@ bool lt_epilogues_of(const std::string& tuning) {
   return true;
 }
 
-// KF_TUNE attn_path, attn_split, attn_rows, conv_path, lce_rows (the Vulkan backend's knobs of the same names): a
+// KF_TUNE attn_path, attn_split, attn_rows, attn_decode, conv_path, lce_rows (the Vulkan backend's knobs of the same names): a
 // non-negative integer, 0 (absent) meaning automatic.
 int attn_knob(const std::string& tuning, const std::string& key, int max) {
   int value = 0;
@@ -240,22 +240,28 @@ int attn_knob(const std::string& tuning, const std::string& key, int max) {
   return value;
 }
 
-// KF_TUNE attn_wmma=regs | smem: where the tensor-core attention kernel keeps its accumulator (regs,
-// the default: 1.2x faster on an H100, bench/results/h100/kf-cuda-attn-regs.txt).
-bool attn_wmma_regs_of(const std::string& tuning) {
-  bool regs = true;
+// KF_TUNE attn_wmma=mma | regs | smem: which tensor-core attention kernel runs. Absent: flash-mma (the
+// FlashAttention-2 kernel: mma.sync, the softmax and O in registers) where it applies (f16 / bf16, D 64 or
+// 128, no RoPE), else flash-wmma-regs. mma forces flash-mma (Unsupported, saying why, where it does not
+// apply); regs flash-wmma-regs (the accumulator in wmma fragments; 1.2x flash-wmma on an H100,
+// bench/results/h100/kf-cuda-attn-regs.txt); smem flash-wmma (the accumulator in shared memory).
+// Returns 0 (absent), 1 regs, 2 smem, 3 mma.
+int attn_wmma_mode_of(const std::string& tuning) {
+  int mode = 0;
   size_t at = 0;
   while (at <= tuning.size()) {
     const size_t end = std::min(tuning.find(',', at), tuning.size());
     const std::string item = tuning.substr(at, end - at);
     at = end + 1;
     if (item.rfind("attn_wmma=", 0) != 0) continue;
-    if (item != "attn_wmma=regs" && item != "attn_wmma=smem")
+    if (item == "attn_wmma=regs") mode = 1;
+    else if (item == "attn_wmma=smem") mode = 2;
+    else if (item == "attn_wmma=mma") mode = 3;
+    else
       throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
-                                                  "': attn_wmma is 'regs' (default) or 'smem'");
-    regs = item == "attn_wmma=regs";
+                                                  "': attn_wmma is 'mma', 'regs' or 'smem'");
   }
-  return regs;
+  return mode;
 }
 
 }  // namespace
@@ -263,8 +269,8 @@ bool attn_wmma_regs_of(const std::string& tuning) {
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
     : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)),
       lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
-      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)),
-      conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_regs_of(o.tuning)),
+      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
+      conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
       lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());

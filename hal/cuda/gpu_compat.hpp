@@ -72,6 +72,7 @@
 #define gpuEventElapsedTime KF_GPU(EventElapsedTime)
 #define gpuFuncAttributes KF_GPU(FuncAttributes)
 #define gpuFuncGetAttributes KF_GPU(FuncGetAttributes)
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor KF_GPU(OccupancyMaxActiveBlocksPerMultiprocessor)
 #define gpuFuncSetAttribute KF_GPU(FuncSetAttribute)
 #define gpuFuncAttributeMaxDynamicSharedMemorySize KF_GPU(FuncAttributeMaxDynamicSharedMemorySize)
 

@@ -341,8 +341,9 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
 // would be small (decoding: few query rows, long caches) the keys are split over blocks and a combine
 // pass merges the partials. KF_TUNE attn_path=1 / 2 forces the portable / tensor-core kernel (2 raises
 // Unsupported where it does not apply), attn_split=1 one pass, attn_split=N exactly N splits,
-// attn_rows=8/16/32 caps the portable kernel's query rows per block, attn_wmma=smem keeps the tensor-core
-// kernel's accumulator in shared memory (flash-wmma) instead of registers (flash-wmma-regs, the default).
+// attn_rows=8/16/32 caps the portable kernel's query rows per block; attn_wmma picks the tensor-core kernel:
+// flash-mma (the FlashAttention-2 kernel, the default where it applies: D 64 / 128, no RoPE), else
+// flash-wmma-regs; attn_wmma=mma forces flash-mma, regs / smem the wmma kernels (flash-wmma-regs, flash-wmma).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
@@ -412,6 +413,57 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   }
   set_attn_options(p, a, has(3));
 
+  // The decode kernel (attention.cu attn_decode): one query row per sequence, automatically when the call
+  // qualifies and no knob of the flash kernels (attn_path, attn_split, attn_rows) is set; KF_TUNE
+  // attn_decode=1 never, attn_decode=2 always (Unsupported, saying why, where it does not apply).
+  if (attn_decode_ != 1) {
+    const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
+    std::string why;
+    if (g.varlen) why = "it does not take packed sequences (cu_seqlens)";
+    else if (g.SqT != 1) why = "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
+    else if (a.rope) why = "it does not apply RoPE";
+    else if (a.p > 0) why = "it does not apply dropout";
+    else if (has(8)) why = "it does not take a block mask";
+    else if (call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
+    else if (g.D % vw != 0 || g.D > 256)
+      why = "it takes head dimensions that are multiples of " + std::to_string(vw) + " up to 256 (D = " + std::to_string(g.D) + ")";
+    else if (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535)
+      why = "its grid exceeds 65535 blocks in y or z";
+    if (attn_decode_ == 2 && !why.empty())
+      throw Error(ErrorCode::Unsupported, prefix + " attention: the decode kernel was forced (KF_TUNE attn_decode=2) but " + why);
+    const bool flash_knobs = attn_path_ != 0 || attn_split_ != 0 || attn_rows_ != 0;
+    if (why.empty() && (attn_decode_ == 2 || !flash_knobs)) {
+      const int64_t npk = g.D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;
+      int lk = 1;
+      while (lk < npk && lk < 32) lk *= 2;
+      p.dec_lk = lk;
+      p.dec_ppl = static_cast<int>((npk + lk - 1) / lk);
+      p.dec_nchunk = static_cast<int>((G + 7) / 8);
+      p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
+      p.dec_gc = 1;
+      while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
+      // Key splits: every block resident at once (one wave: blocks of equal work end together), as many
+      // as the multiprocessors hold (at most 8 each), each split at least 256 keys and a whole number of
+      // the block's steps (128 / lk key groups x 4 keys); at most 256 splits.
+      const int64_t base = g.B * g.Hkv * p.dec_nchunk;
+      const int64_t per_sm = std::clamp(attn_decode_blocks_per_sm(dt, p), 1, 8);
+      int64_t nsplit = attn_split_;
+      if (nsplit == 0) nsplit = std::clamp<int64_t>(int64_t(sm_count_) * per_sm / base, 1, std::max<int64_t>(Sk / 256, 1));
+      nsplit = std::clamp<int64_t>(nsplit, 1, std::min<int64_t>(256, std::max<int64_t>(Sk, 1)));
+      const int64_t step = (128 / lk) * 4;
+      int64_t split_len = std::max<int64_t>((Sk + nsplit - 1) / nsplit, 1);
+      if (attn_split_ == 0) split_len = (split_len + step - 1) / step * step;
+      p.nsplit = static_cast<int>(nsplit);
+      p.split_len = static_cast<int>(split_len);
+      std::shared_ptr<Buffer> part = scratch(static_cast<size_t>(nsplit * g.B * g.Hq * (g.D + 2) * 4));
+      p.part = ptr_of(part);
+      check_launch(launch_attention(AttnKernel::Decode, dt, p, 0, 0, 0, stream_), "attention");
+      return prefix + "attention/decode,lk=" + std::to_string(lk) + ",heads=" + std::to_string(p.dec_ng) +
+             (p.dec_nchunk > 1 ? "x" + std::to_string(p.dec_nchunk) : std::string()) + ",split=" + std::to_string(nsplit) +
+             "x" + std::to_string(split_len);
+    }
+  }
+
   // The kernel and its tile.
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
   const int wmma_bk = D > 128 ? 32 : 64;
@@ -425,8 +477,21 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   if (attn_path_ == 2 && !no_wmma.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention: the tensor-core path was forced (KF_TUNE attn_path=2) but " + no_wmma);
   const bool wmma = no_wmma.empty() && (attn_path_ == 2 || (attn_path_ == 0 && rows_needed >= 32));
+  // Which tensor-core kernel: flash-mma (the FlashAttention-2 kernel) where it applies unless
+  // KF_TUNE attn_wmma=regs or smem names a wmma kernel; attn_wmma=mma forces it.
+  std::string no_mma;
+  if (D != 64 && D != 128) no_mma = "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")";
+  else if (a.rope) no_mma = "it does not apply RoPE";
+  else if (attn_mma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
+    no_mma = "its " + std::to_string(attn_mma_shared_bytes(static_cast<int>(D))) + " bytes of shared memory exceed the device's " +
+             std::to_string(max_shared_optin_);
+  if (wmma && attn_wmma_mode_ == 3 && !no_mma.empty())
+    throw Error(ErrorCode::Unsupported, prefix + " attention: the FlashAttention-2 kernel was forced (KF_TUNE attn_wmma=mma) but " + no_mma);
+  const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3);
   int bq = 0, bk = 0;
-  if (wmma) {
+  if (mma) {
+    bq = 64, bk = 64;
+  } else if (wmma) {
     bq = 64, bk = wmma_bk;
   } else {
     const int cap = attn_rows_ ? std::max(8, attn_rows_) : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
@@ -473,9 +538,10 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
     p.rope_pos0 = static_cast<int>(-pmin);
   }
-  const AttnKernel kern = !wmma ? AttnKernel::Simt : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
+  const AttnKernel kern = !wmma ? AttnKernel::Simt : mma ? AttnKernel::Mma : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
   check_launch(launch_attention(kern, dt, p, bq, bk, static_cast<uint32_t>(qtiles), stream_), "attention");
-  std::string variant = prefix + "attention/" + (!wmma ? "flash-simt" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
+  std::string variant = prefix + "attention/" +
+                        (!wmma ? "flash-simt" : mma ? "flash-mma" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
                         ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
   return variant;

@@ -263,6 +263,10 @@ struct AttnParams {
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
   int block_size = 1, nkb = 0;
   int rope_pos0 = 0;
+  // The decode kernel (AttnKernel::Decode): dec_lk lanes per key row, dec_ppl 16-byte packs of a row per
+  // lane, dec_ng query heads per block (dec_nchunk chunks of the G heads of a kv head), dec_gc the
+  // kernel's register room for heads (a power of two >= dec_ng).
+  int dec_lk = 0, dec_ppl = 0, dec_ng = 0, dec_gc = 0, dec_nchunk = 0;
 };
 
 // The attention kernels of attention.cu:
@@ -272,12 +276,24 @@ struct AttnParams {
 //    of 4 warps, key tiles of 64 keys (32 for D > 128), Q K^T and P V through nvcuda::wmma 16x16x16 with
 //    float accumulation, the softmax in float; O in shared memory (Wmma) or in accumulator fragments
 //    (WmmaRegs: rescaled element by element through each element's row index).
-enum class AttnKernel : int { Simt, Wmma, WmmaRegs };
+//  - Decode: one query row per sequence (Sq = 1) against a long cache: a block of 128 threads per
+//    (key split, kv head x chunk of its query heads, sequence); dec_lk lanes per key row, K and V
+//    streamed from global memory into registers (no shared-memory staging), every query head of the chunk
+//    served by each K/V load; always followed by its combine pass (one block per query row).
+//  - Mma: the FlashAttention-2 kernel (f16 and bf16, D = 64 or 128, no RoPE; CUDA only): 64 query rows a
+//    block of 4 warps, key tiles of 64 keys double-buffered by cp.async, mma.sync.m16n8k16 with ldmatrix,
+//    the softmax and O in registers, P passed to P V in registers.
+enum class AttnKernel : int { Simt, Wmma, WmmaRegs, Decode, Mma };
 // Shared memory of the kernels (bytes) for a tile.
 int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D);
 int64_t attn_wmma_shared_bytes(int bk, int D);
+int64_t attn_mma_shared_bytes(int D);  // 0 where the kernel does not take D
 // Whether this build has the tensor-core kernel (false for HIP).
 bool attn_wmma_built();
+// The decode kernel's shared memory (bytes) and how many of its blocks a multiprocessor holds at once
+// (the runtime's occupancy answer; 0 when it gave none), for p's dec_* fields and dtype (f32, f16, bf16).
+int64_t attn_decode_shared_bytes(const AttnParams& p);
+int attn_decode_blocks_per_sm(Dt dt, const AttnParams& p);
 
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch
 // (0 when it was accepted): kernels.cpp turns it into a kf::Error.

@@ -44,7 +44,32 @@ hc::Dt dt_of(DType t) { return t == DType::f32 ? hc::Dt::f32 : t == DType::f16 ?
 
 int fails = 0;
 
-// path: 1 simt, 2 wmma, 3 wmma-regs; split: 0 automatic, N forced; rows_cap: attn_rows
+
+// Compares o (and lse) with the reference; a, b: the tile (bq, bk) or the decode plan (lk, heads).
+void compare(const std::vector<double>& ro, const std::vector<double>& rl, const std::vector<unsigned char>& o,
+             const std::vector<unsigned char>& lse, DType dt, int err, const std::string& label, int a, int b,
+             int64_t nsplit, const std::string& tag) {
+  auto cmp = [&](const std::vector<double>& r, const std::vector<unsigned char>& bytes, const char* what) {
+    double num = 0, den = 0, worst = 0; size_t wi = 0; bool nan = false;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double x = from_dev(bytes, i, dt);
+      if (std::isinf(r[i])) { if (x != r[i]) { nan = true; wi = i; } continue; }
+      if (std::isnan(x)) { nan = true; wi = i; continue; }
+      num += (x - r[i]) * (x - r[i]); den += r[i] * r[i];
+      if (std::fabs(x - r[i]) > worst) worst = std::fabs(x - r[i]), wi = i;
+    }
+    const double e = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    const double lim = dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 1e-3 : dt == DType::bf16 ? 8e-3 : 1e-12;
+    const bool ok = !nan && e <= lim * 1.5 && err == 0;
+    if (!ok) ++fails;
+    std::printf("%s %-40s %-5s %-4s %d,%d split=%lld: %s err %.3g (limit %.1g) worst %.3g at %zu (got %g want %g)%s\n", ok ? "ok  " : "FAIL", label.c_str(),
+                to_string(dt), what, a, b, (long long)nsplit, tag.c_str(), e, lim, worst, wi, from_dev(bytes, wi, dt), r[wi], nan ? " NaN/inf mismatch" : "");
+  };
+  cmp(ro, o, "o");
+  if (!rl.empty()) cmp(rl, lse, "lse");
+}
+
+// path: 1 simt, 2 wmma, 3 wmma-regs, 4 decode, 5 mma (flash-mma); split: 0 automatic, N forced; rows_cap: attn_rows
 void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, const std::string& tag) {
   const OpDef& op = get_op("attention");
   Context cpu = Context::create(ContextOptions{.backend = "cpu"});
@@ -88,6 +113,29 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   p.seed_lo = uint32_t(a.seed), p.seed_hi = uint32_t(a.seed >> 32), p.off_lo = uint32_t(a.offset), p.off_hi = uint32_t(a.offset >> 32);
   p.thr = ref::dropout_threshold(a.p), p.keep_scale = 1.0 / (1.0 - a.p);
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
+  if (path == 4) {  // the decode kernel, as CudaDevice::dispatch_attention plans it
+    const int64_t vw = 16 / int64_t(dtype_size(dt)), npk = D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;
+    int lk = 1;
+    while (lk < npk && lk < 32) lk *= 2;
+    p.dec_lk = lk, p.dec_ppl = int((npk + lk - 1) / lk), p.dec_nchunk = int((G + 7) / 8);
+    p.dec_ng = int((G + p.dec_nchunk - 1) / p.dec_nchunk);
+    p.dec_gc = 1;
+    while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
+    const int64_t base = g.B * g.Hkv * p.dec_nchunk;
+    const int64_t per_sm = std::clamp(hc::attn_decode_blocks_per_sm(dt_of(dt), p), 1, 8);
+    int64_t nsplit = split_force;
+    if (nsplit == 0) nsplit = std::clamp<int64_t>(132 * per_sm / base, 1, std::max<int64_t>(Sk / 256, 1));
+    nsplit = std::clamp<int64_t>(nsplit, 1, std::min<int64_t>(256, std::max<int64_t>(Sk, 1)));
+    const int64_t step = (128 / lk) * 4;
+    int64_t split_len = std::max<int64_t>((Sk + nsplit - 1) / nsplit, 1);
+    if (split_force == 0) split_len = (split_len + step - 1) / step * step;
+    p.nsplit = int(nsplit), p.split_len = int(split_len);
+    std::vector<unsigned char> part(nsplit * g.B * g.Hq * (D + 2) * 4, 0xcd);
+    p.part = part.data();
+    const int err = hc::launch_attention(hc::AttnKernel::Decode, dt_of(dt), p, 0, 0, 0, nullptr);
+    compare(ro, rl, o, lse, dt, err, tc.label, lk, p.dec_ng, nsplit, tag);
+    return;
+  }
   int bq = 0, bk = 0;
   if (path >= 2) { bq = 64, bk = D > 128 ? 32 : 64; }
   else {
@@ -124,26 +172,8 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
     p.rope = dt == DType::f64 ? (const void*)td.data() : (const void*)tf.data();
     p.rope_pos0 = -pmin;
   }
-  const int err = hc::launch_attention(path == 3 ? hc::AttnKernel::WmmaRegs : path == 2 ? hc::AttnKernel::Wmma : hc::AttnKernel::Simt, dt_of(dt), p, bq, bk, qtiles, nullptr);
-  // compare
-  auto cmp = [&](const std::vector<double>& r, const std::vector<unsigned char>& b, const char* what) {
-    double num = 0, den = 0, worst = 0; size_t wi = 0; bool nan = false;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const double x = from_dev(b, i, dt);
-      if (std::isinf(r[i])) { if (x != r[i]) { nan = true; wi = i; } continue; }
-      if (std::isnan(x)) { nan = true; wi = i; continue; }
-      num += (x - r[i]) * (x - r[i]); den += r[i] * r[i];
-      if (std::fabs(x - r[i]) > worst) worst = std::fabs(x - r[i]), wi = i;
-    }
-    const double e = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-    const double lim = dt == DType::f32 ? 1e-6 : dt == DType::f16 ? 1e-3 : dt == DType::bf16 ? 8e-3 : 1e-12;
-    const bool ok = !nan && e <= lim * 1.5 && err == 0;
-    if (!ok) ++fails;
-    std::printf("%s %-40s %-5s %-4s bq=%d bk=%d split=%lld: %s err %.3g (limit %.1g) worst %.3g at %zu (got %g want %g)%s\n", ok ? "ok  " : "FAIL", tc.label.c_str(),
-                to_string(dt), what, bq, bk, (long long)nsplit, tag.c_str(), e, lim, worst, wi, from_dev(b, wi, dt), r[wi], nan ? " NaN/inf mismatch" : "");
-  };
-  cmp(ro, o, "o");
-  if (!rl.empty()) cmp(rl, lse, "lse");
+  const int err = hc::launch_attention(path == 5 ? hc::AttnKernel::Mma : path == 3 ? hc::AttnKernel::WmmaRegs : path == 2 ? hc::AttnKernel::Wmma : hc::AttnKernel::Simt, dt_of(dt), p, bq, bk, qtiles, nullptr);
+  compare(ro, rl, o, lse, dt, err, tc.label, bq, bk, nsplit, tag);
 }
 
 
@@ -202,6 +232,50 @@ int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   if (only.rfind("bwd", 0) == 0) return bwd_main(only.size() > 4 ? only.substr(4) : "");
   if (only.rfind("lce", 0) == 0) return lce_main(only.size() > 4 ? only.substr(4) : "");
+  if (only == "decode") {  // the decode kernel on the Vulkan DecodeKernel test's cases and the registry's Sq = 1 ones
+    const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
+      return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+    };
+    const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
+      s.resize(std::max(s.size(), k + 1));
+      s[k] = x;
+      return s;
+    };
+    std::vector<TestCase> cases = {
+        {"g1_d64_sk1", qkv(2, 2, 2, 1, 64), {}, 2},
+        {"g4_d80_sk7_lens", with(qkv(3, 4, 1, 7, 80), 4, {3}), {}, 2},
+        {"g8_d128_sk1000_window_alibi", qkv(1, 8, 1, 1000, 128), {}, 1},
+        {"g4_d256_sk4099_slopes_lse", with(qkv(2, 8, 2, 4099, 256), 3, {8}), {}, 1},
+        {"g1_d128_sk4099_softcap_sinks_lens_lse", with(with(qkv(2, 2, 2, 4099, 128), 7, {2}), 4, {2}), {}, 1},
+        {"g8_d64_sk1000_causal_sinks_lens", with(with(qkv(2, 8, 1, 1000, 64), 7, {8}), 4, {2}), {}, 1},
+        {"g12_d80_sk1000_alibi_window_softcap", qkv(1, 12, 1, 1000, 80), {}, 1},
+        {"g16_d64_sk7_lse", qkv(1, 16, 1, 7, 64), {}, 2},
+        {"g4_d8_sk7_causal", qkv(2, 4, 1, 7, 8), {}, 2},
+        {"g3_d96_sk777", qkv(1, 6, 2, 777, 96), {}, 2},
+        {"g4_d128_sk2500_bench_like", qkv(1, 8, 2, 2500, 128), {}, 2},
+    };
+    cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
+    cases[3].attrs.return_lse = true;
+    cases[4].attrs.softcap = 3, cases[4].attrs.return_lse = true;
+    cases[5].attrs.causal = true;
+    cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
+    cases[7].attrs.return_lse = true;
+    cases[8].attrs.causal = true;
+    for (const TestCase& tc : op.tests)
+      if (tc.inputs[0][2] == 1 && tc.attrs.rope == 0 && tc.attrs.p == 0 && (tc.inputs.size() <= 5 || tc.inputs[5].empty()) &&
+          (tc.inputs.size() <= 8 || tc.inputs[8].empty()))
+        cases.push_back(tc);
+    for (const TestCase& tc : cases) {
+      for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+        if (tc.inputs[0][3] % (16 / int64_t(dtype_size(t))) != 0) continue;
+        run(tc, t, 4, 0, 0, "decode");
+        run(tc, t, 4, 5, 0, "decode");
+      }
+      run(tc, DType::f32, 4, 1, 0, "decode");
+    }
+    std::printf("fails: %d\n", fails);
+    return fails != 0;
+  }
   if (only == "extra") {
     scores_and_embedding();
     const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
@@ -230,6 +304,38 @@ int main(int argc, char** argv) {
         run(tc, DType::f16, 1, 0, 0, "simt-auto");
         run(tc, DType::f64, 1, 0, 0, "simt-auto");
       }
+    }
+    std::printf("fails: %d\n", fails);
+    return fails != 0;
+  }
+  if (only.rfind("mma", 0) == 0) {  // the FlashAttention-2 kernel: registry cases with D 64 / 128 and no RoPE, then awkward shapes
+    const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+      return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+    };
+    const std::string sub = only.size() > 4 ? only.substr(4) : "";
+    std::vector<TestCase> cases;
+    for (const TestCase& tc : op.tests)
+      if ((tc.inputs[0][3] == 64 || tc.inputs[0][3] == 128) && tc.attrs.rope == 0) cases.push_back(tc);
+    std::vector<TestCase> big = {
+        {"gqa_h4_kv2_sq150_sk200_d128_causal", qkv(1, 4, 2, 150, 200, 128), {}, 2},
+        {"gqa_h6_kv2_sq70_sk45_d64_causal_lse", qkv(1, 6, 2, 70, 45, 64), {}, 2},
+        {"sq130_sk130_d128", qkv(1, 1, 1, 130, 130, 128), {}, 2},
+        {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
+        {"sq70_sk190_d128_dropout_lse", qkv(1, 2, 2, 70, 190, 128), {}, 2},
+        {"sq200_sk100_d64_causal_sinks", qkv(1, 1, 1, 200, 100, 64), {}, 2},
+    };
+    big[0].attrs.causal = true;
+    big[1].attrs.causal = true, big[1].attrs.return_lse = true;
+    big[3].attrs.window = 40, big[3].attrs.alibi = true, big[3].attrs.softcap = 3;
+    big[4].attrs.p = 0.25, big[4].attrs.return_lse = true, big[4].attrs.seed = 77, big[4].attrs.offset = 3;
+    big[5].attrs.causal = true;
+    big[5].inputs.resize(8);
+    big[5].inputs[7] = {1};
+    cases.insert(cases.end(), big.begin(), big.end());
+    for (const TestCase& tc : cases) {
+      if (!sub.empty() && tc.label.find(sub) == std::string::npos) continue;
+      run(tc, DType::f16, 5, 1, 0, "mma");
+      run(tc, DType::bf16, 5, 3, 0, "mma");
     }
     std::printf("fails: %d\n", fails);
     return fails != 0;

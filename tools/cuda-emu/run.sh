@@ -8,9 +8,11 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | bwd[:LABEL] | lce[:LABEL] | conv | mem[:NAME]]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | decode | bwd[:LABEL] | lce[:LABEL] | conv | mem[:NAME]]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
-#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); bwd:
+#     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits); decode: the
+#     decode kernel (attn_decode + its combine pass) on one-query-row cases (D 8 to 256, G 1 to 16, key
+#     lengths, window, ALiBi, soft-capping, sinks, lse), f32 / f16 / bf16, automatic and forced splits; bwd:
 #     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
 #     contains LABEL) and a few awkward shapes, each tile, every dtype; lce: linear_cross_entropy and its
 #     backward as hal/cuda/lce.cpp runs them (driver_lce.cpp), train.cu's row pass emulated and cuBLASLt
@@ -29,6 +31,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/hal/cuda"
 cp "$here/hal/cuda/gpu_compat.hpp" "$work/hal/cuda/"
 cp "$here/mma.h" "$work/"
+cp "$here/hal/cuda/mma_ptx.cuh" "$work/hal/cuda/"
 # The kernel files to emulate (each its own translation unit; attention_common.cuh and common.cuh are
 # read from the source tree, gpu_compat.hpp from here): copied with their dynamic shared arrays and
 # <<<...>>> launches rewritten.
