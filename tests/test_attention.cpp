@@ -594,8 +594,10 @@ TEST(AttentionCuda, DecodeKernel) {
           EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
                               << seed << ":\n" << r.message;
           EXPECT_EQ(r.variant.rfind("cuda:attention/decode,", 0), 0u) << tc.label << ": " << r.variant;
-          if (forced_split) EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"),
-                                      std::string::npos) << r.variant;
+          if (forced_split) {
+            EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"), std::string::npos)
+                << r.variant;
+          }
         }
     }
     Context ctx = tuned(d, "attn_decode=2");

@@ -348,6 +348,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
 #pragma unroll
   for (int k = 0; k < GC * PPL * VW; ++k) acc[k] = C(0);
   const int64_t kvrow0 = (int64_t(g.b) * p.Hkv + hk) * p.SkT;
+  const bool plain = p.softcap <= 0 && !p.alibi;
 
   for (int j0 = jbeg; j0 < jend; j0 += NKG * U) {
     const int jk = j0 + kg * U;
@@ -398,7 +399,9 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int j = jk + u;
-        const C sv = score_of<T>(s[hh * U + u], j < jend, 0, j, 0, slope[hh], p, g);
+        // Without soft-capping or ALiBi the score is the dot product, or -inf past the keys (the window
+        // and the key lengths are in [jbeg, jend); causal hides nothing from the last position).
+        const C sv = plain ? (j < jend ? s[hh * U + u] : neg_inf<C>()) : score_of<T>(s[hh * U + u], j < jend, 0, j, 0, slope[hh], p, g);
         s[hh * U + u] = sv;
         mt = m_max(mt, sv);
       }
