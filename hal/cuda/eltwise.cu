@@ -47,10 +47,20 @@ KF_DEV C apply(C x, C b, C c) {
   else if constexpr (OP == EltOp::relu_backward) return b > C(0) ? x : C(0);  // torch: passes where x > 0
   else if constexpr (OP == EltOp::sigmoid_backward) return x * d_sigmoid_g(b);
   else if constexpr (OP == EltOp::tanh_backward) return x * d_tanh_g(b);
-  else if constexpr (OP == EltOp::gelu_backward) return x * d_gelu_g(b);
-  else if constexpr (OP == EltOp::gelu_tanh_backward) return x * d_gelu_tanh_g(b);
-  else if constexpr (OP == EltOp::silu_backward) return x * d_silu_g(b);
-  else if constexpr (OP == EltOp::mish_backward) return x * d_mish_g(b);
+  else if constexpr (OP == EltOp::gelu_backward || OP == EltOp::gelu_tanh_backward || OP == EltOp::silu_backward ||
+                     OP == EltOp::mish_backward) {
+    if constexpr (M::kFast) {  // 16-bit dtypes: common.cuh's approximate forms, without the root series
+      if constexpr (OP == EltOp::gelu_backward) return x * d_gelu_fast(b);
+      else if constexpr (OP == EltOp::gelu_tanh_backward) return x * d_gelu_tanh_fast(b);
+      else if constexpr (OP == EltOp::silu_backward) return x * d_silu_fast(b);
+      else return x * d_mish_fast(b);
+    } else {
+      if constexpr (OP == EltOp::gelu_backward) return x * d_gelu_g(b);
+      else if constexpr (OP == EltOp::gelu_tanh_backward) return x * d_gelu_tanh_g(b);
+      else if constexpr (OP == EltOp::silu_backward) return x * d_silu_g(b);
+      else return x * d_mish_g(b);
+    }
+  }
   else static_assert(OP == EltOp::count, "eltwise.cu: an EltOp without a formula");
 }
 

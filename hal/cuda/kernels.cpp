@@ -263,7 +263,10 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       p.feat = feat_of(x), p.rows = x.numel / p.feat, p.scale = call.attrs.scale;
       if (p.rows == 0) return prefix + "softmax_bwd/empty";
       const int block = row_block(p.feat);
-      check_launch(launch_softmax_backward(dt, p, block, stream_), "softmax_backward");
+      int packs_block = 0;
+      check_launch(launch_softmax_backward(dt, p, block, stream_, &packs_block), "softmax_backward");
+      if (packs_block)
+        return prefix + "softmax_bwd/block-per-row,block=" + std::to_string(packs_block) + ",16B-packs";
       return prefix + "softmax_bwd/block-per-row,block=" + std::to_string(block);
     }
     case Kern::BatchNorm: {

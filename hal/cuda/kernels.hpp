@@ -303,7 +303,8 @@ int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint
 // cached (optional): the cached kernel's layout when it ran, else block 0.
 int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, NormLaunch* cached = nullptr);
 int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream);
-int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream);
+// packs_block (optional): the block of the 16-byte-pack kernel when it ran (whole packs, aligned), else 0.
+int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream, int* packs_block = nullptr);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);
 int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream);
 // linear_cross_entropy's passes over XentParams: 0 the count over p.rows targets (one block), 1 the row

@@ -429,6 +429,69 @@ __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const SoftmaxBwdParam
   }
 }
 
+// The same on rows of whole 16-byte packs (16-byte aligned tensors): each thread loads its first
+// kSoftmaxBwdCache packs of y and of dy into registers before anything else, one block sum, dx written
+// once from the registers (rows of 4096 values: 128 threads of 16-bit, 256 of f32; the element-wise
+// kernel above read every row twice, one element at a time: 0.40 of copy in 16-bit, 0.68 in f32 on an
+// H100). Rows longer than the block caches read the packs past kSoftmaxBwdCache * blockDim again for
+// the output. Each thread sums its values in a fixed order, then block_sum: the same bits every run.
+constexpr int kSoftmaxBwdCache = 4;
+template <class T>
+__global__ void __launch_bounds__(1024) softmax_bwd_packs(const SoftmaxBwdParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW, CACHE = kSoftmaxBwdCache;
+  __shared__ C sm[32];
+  const int64_t npk = p.feat / VW;
+  const int nt = blockDim.x;
+  const C scale = static_cast<C>(p.scale);
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const int64_t base = row * npk;
+    uint4 ry[CACHE], rd[CACHE];
+#pragma unroll
+    for (int it = 0; it < CACHE; ++it) {
+      const int64_t j = threadIdx.x + int64_t(it) * nt;
+      ry[it] = rd[it] = make_uint4(0, 0, 0, 0);  // zeros: add nothing to the sum
+      if (j < npk) ry[it] = load_pack(p.y, base + j), rd[it] = load_pack(p.dy, base + j);
+    }
+    C s = C(0);
+#pragma unroll
+    for (int it = 0; it < CACHE; ++it) {
+      C y[VW], d[VW];
+      T::unpack(ry[it], y);
+      T::unpack(rd[it], d);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) s += y[k] * d[k];
+    }
+    for (int64_t j = threadIdx.x + int64_t(CACHE) * nt; j < npk; j += nt) {
+      C y[VW], d[VW];
+      T::unpack(load_pack(p.y, base + j), y);
+      T::unpack(load_pack(p.dy, base + j), d);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) s += y[k] * d[k];
+    }
+    s = block_sum(s, sm);
+#pragma unroll
+    for (int it = 0; it < CACHE; ++it) {
+      const int64_t j = threadIdx.x + int64_t(it) * nt;
+      if (j >= npk) break;
+      C y[VW], d[VW];
+      T::unpack(ry[it], y);
+      T::unpack(rd[it], d);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) y[k] = scale * y[k] * (d[k] - s);
+      store_pack(p.dx, base + j, T::pack(y));
+    }
+    for (int64_t j = threadIdx.x + int64_t(CACHE) * nt; j < npk; j += nt) {
+      C y[VW], d[VW];
+      T::unpack(load_pack(p.y, base + j), y);
+      T::unpack(load_pack(p.dy, base + j), d);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) y[k] = scale * y[k] * (d[k] - s);
+      store_pack(p.dx, base + j, T::pack(y));
+    }
+  }
+}
+
 // batch_norm_relu (inference, NCHW): y = relu((x - mean[c]) * (w[c] / m_sqrt(var[c] + eps)) + b[c]).
 template <class T>
 __global__ void __launch_bounds__(256) batch_norm_relu_kernel(const BatchNormParams p) {
@@ -604,9 +667,26 @@ int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream)
   return -1;
 }
 
-int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream) {
+int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream, int* packs_block) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   const uint32_t g = row_blocks(p.rows);
+  const int64_t vw = dt == Dt::f64 ? 2 : dt == Dt::f32 ? 4 : 8;
+  const auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  if (packs_block) *packs_block = 0;
+  if (p.feat % vw == 0 && aligned(p.dy) && aligned(p.y) && aligned(p.dx)) {
+    // The smallest block (a multiple of the warp, at most 1024) whose threads cache the whole row.
+    const int64_t npk = p.feat / vw;
+    int b = KF_WARP;
+    while (b < 1024 && int64_t(b) * kSoftmaxBwdCache < npk) b *= 2;
+    if (packs_block) *packs_block = b;
+    switch (dt) {
+      case Dt::f32: softmax_bwd_packs<F32><<<g, b, 0, s>>>(p); break;
+      case Dt::f16: softmax_bwd_packs<F16><<<g, b, 0, s>>>(p); break;
+      case Dt::bf16: softmax_bwd_packs<BF16><<<g, b, 0, s>>>(p); break;
+      case Dt::f64: softmax_bwd_packs<F64><<<g, b, 0, s>>>(p); break;
+    }
+    return static_cast<int>(gpuGetLastError());
+  }
   switch (dt) {
     case Dt::f32: softmax_bwd_kernel<F32><<<g, block, 0, s>>>(p); break;
     case Dt::f16: softmax_bwd_kernel<F16><<<g, block, 0, s>>>(p); break;

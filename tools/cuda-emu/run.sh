@@ -44,6 +44,7 @@ s = re.sub(r'(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\((\w+)\);', r'emu_launch(\1, \2, \3)
 open(sys.argv[2], 'w').write(s)
 PY
 }
+extra=()
 if [ "${2:-}" = mem ] || [ "${2#mem:}" != "${2:-}" ]; then
   srcs=()
   for f in norm rows eltwise train; do
@@ -51,6 +52,7 @@ if [ "${2:-}" = mem ] || [ "${2#mem:}" != "${2:-}" ]; then
     srcs+=("$work/hal/cuda/${f}_emu.cpp")
   done
   srcs+=("$here/driver_mem.cpp")
+  extra=(-DKF_EMU_APPROX=1)  # the 16-bit kernels' approximate exp and division, modelled (gpu_compat.hpp)
   args=("${2#mem}")
   args=("${args[0]#:}")
 elif [ "${2:-}" = conv ]; then
@@ -68,6 +70,6 @@ else
   args=("${2:-}")
 fi
 # -Dcuda=emucuda: the emulated kernels live in kf::hal::emucuda, apart from libkf's own.
-g++ -std=c++20 -O2 -Dcuda=emucuda -I"$work" -I"$root" -I"$root/src" -I"$root/include" -x c++ \
+g++ -std=c++20 -O2 -Dcuda=emucuda ${extra[@]+"${extra[@]}"} -I"$work" -I"$root" -I"$root/src" -I"$root/include" -x c++ \
   "${srcs[@]}" -o "$work/drv" -L"$build" -lkf -Wl,-rpath,"$build" -pthread
 "$work/drv" "${args[@]}"

@@ -67,8 +67,27 @@ using std::min; using std::max;
 inline float kf_half_to_float(unsigned short h) { _Float16 x; std::memcpy(&x, &h, 2); return float(x); }
 inline unsigned short kf_float_to_half(float f) { _Float16 x = (_Float16)f; unsigned short h; std::memcpy(&h, &x, 2); return h; }
 inline unsigned kf_pack_half2(float lo, float hi) { return unsigned(kf_float_to_half(lo)) | (unsigned(kf_float_to_half(hi)) << 16); }
+#if KF_EMU_APPROX
+// A model of the hardware's approximations (run.sh mem): ex2.approx.ftz of x log2(e) rounded to float
+// (relative error growing with |x| as on the GPU), off by 2^-22 relative either way and subnormal
+// results flushed to zero; div.approx as a / b off by 2^-22, and 0 for |b| > 2^126 (as __fdividef).
+inline float kf_emu_wobble(float v) {
+  unsigned u;
+  std::memcpy(&u, &v, 4);
+  return v * (1.0f + ((u >> 3) & 1 ? 2.384185791e-7f : -2.384185791e-7f));
+}
+inline float kf_fast_exp(float x) {
+  const float r = exp2f(x * 1.44269504088896341f);
+  return std::fabs(r) < 1.17549435e-38f ? 0.0f : kf_emu_wobble(r);
+}
+inline float kf_fast_div(float a, float b) {
+  if (std::fabs(b) > 8.507059173e37f && std::fabs(b) <= 3.402823466e38f) return 0.0f * a;
+  return kf_emu_wobble(a / b);
+}
+#else
 inline float kf_fast_exp(float x) { return expf(x); }
 inline float kf_fast_div(float a, float b) { return a / b; }
+#endif
 struct __half { unsigned short u; };
 struct __nv_bfloat16 { unsigned short u; };
 
