@@ -183,12 +183,11 @@ TEST(AttentionPaths, CooperativeMatrixBf16Magnitudes) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
-// The decode kernel (attention_decode.comp) forced (KF_TUNE attn_decode=2) on one-query-row cases in
-// f32, f16 and bf16: head dimensions 64, 80, 128, 256 (and 8), G = Hq / Hkv of 1, 4, 8 and above 8
-// (several head chunks per kv head), key counts 1, 7, 1000, 4099, with key lengths (one sequence
-// empty), windows, ALiBi (default slopes, H a power of two or not, and given slopes), soft-capping,
-// causal, sinks and lse; then with forced key splits (some empty, some one key long).
-TEST(AttentionPaths, DecodeKernel) {
+// The one-query-row cases of the decode kernels (Vulkan's attention_decode.comp, CUDA's attn_decode):
+// head dimensions 8 to 256, G = Hq / Hkv of 1, 4, 8 and above 8, key counts 1, 7, 1000, 4099, key
+// lengths (one sequence empty), windows, ALiBi (default slopes, H a power of two or not, and given
+// slopes), soft-capping, causal, sinks and lse.
+std::vector<TestCase> decode_cases() {
   const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
     return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
   };
@@ -217,6 +216,13 @@ TEST(AttentionPaths, DecodeKernel) {
   cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
   cases[7].attrs.return_lse = true;
   cases[8].attrs.causal = true;
+  return cases;
+}
+
+// The Vulkan decode kernel (attention_decode.comp) forced (KF_TUNE attn_decode=2) on decode_cases() in
+// f32, f16 and bf16; then with forced key splits (some empty, some one key long).
+TEST(AttentionPaths, DecodeKernel) {
+  const std::vector<TestCase> cases = decode_cases();
   int checked = 0;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
@@ -552,33 +558,8 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
 TEST(AttentionCuda, DecodeKernel) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
-  const auto qkv1 = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
-    return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
-  };
-  const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
-    s.resize(std::max(s.size(), k + 1));
-    s[k] = x;
-    return s;
-  };
-  std::vector<TestCase> cases = {
-      {"g1_d64_sk1", qkv1(2, 2, 2, 1, 64), {}, 2},
-      {"g4_d80_sk7_lens", with(qkv1(3, 4, 1, 7, 80), 4, {3}), {}, 2},
-      {"g8_d128_sk1000_window_alibi", qkv1(1, 8, 1, 1000, 128), {}, 1},
-      {"g4_d256_sk4099_slopes_lse", with(qkv1(2, 8, 2, 4099, 256), 3, {8}), {}, 1},
-      {"g1_d128_sk4099_softcap_sinks_lens_lse", with(with(qkv1(2, 2, 2, 4099, 128), 7, {2}), 4, {2}), {}, 1},
-      {"g8_d64_sk1000_causal_sinks_lens", with(with(qkv1(2, 8, 1, 1000, 64), 7, {8}), 4, {2}), {}, 1},
-      {"g12_d80_sk1000_alibi_window_softcap", qkv1(1, 12, 1, 1000, 80), {}, 1},
-      {"g16_d64_sk7_lse", qkv1(1, 16, 1, 7, 64), {}, 2},
-      {"g4_d8_sk7_causal", qkv1(2, 4, 1, 7, 8), {}, 2},
-      {"g3_d96_sk30000", qkv1(2, 6, 2, 30000, 96), {}, 1},
-  };
-  cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
-  cases[3].attrs.return_lse = true;
-  cases[4].attrs.softcap = 3, cases[4].attrs.return_lse = true;
-  cases[5].attrs.causal = true;
-  cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
-  cases[7].attrs.return_lse = true;
-  cases[8].attrs.causal = true;
+  std::vector<TestCase> cases = decode_cases();
+  cases.push_back({"g3_d96_sk30000", {{2, 6, 1, 96}, {2, 2, 30000, 96}, {2, 2, 30000, 96}}, {}, 1});
   for (const auto& d : devs) {
     for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_split=5"}) {
       Context ctx = tuned(d, tuning);
