@@ -219,6 +219,29 @@ std::vector<TestCase> decode_cases() {
   return cases;
 }
 
+// Calls a forced decode kernel (KF_TUNE attn_decode=2) does not take: each an Unsupported error naming
+// the reason, nothing written.
+void expect_decode_refusals(const DeviceRef& d) {
+  Context ctx = tuned(d, "attn_decode=2");
+  const auto t = [&](const Shape& s) {
+    std::vector<double> v(static_cast<size_t>(numel(s)), 0.25);
+    return ctx.from_host(s, DType::f32, v);
+  };
+  Tensor q1 = t({1, 2, 1, 64}), q2 = t({1, 2, 2, 64}), k = t({1, 1, 9, 64}), v = t({1, 1, 9, 64});
+  Tensor o1 = t({1, 2, 1, 64}), o2 = t({1, 2, 2, 64});
+  o1.fill_bytes(kPoison);
+  o2.fill_bytes(kPoison);
+  Attrs rope, drop;
+  rope.rope = 1;
+  drop.p = 0.1;
+  expect_rejected(ctx, [&] { ctx.run("attention", {q2, k, v}, {o2}); }, ErrorCode::Unsupported,
+                  {"attention", "attn_decode=2", "one query row", "Sq = 2"}, {o2});
+  expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, rope); }, ErrorCode::Unsupported,
+                  {"attention", "attn_decode=2", "RoPE"}, {o1});
+  expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, drop); }, ErrorCode::Unsupported,
+                  {"attention", "attn_decode=2", "dropout"}, {o1});
+}
+
 // The Vulkan decode kernel (attention_decode.comp) forced (KF_TUNE attn_decode=2) on decode_cases() in
 // f32, f16 and bf16; then with forced key splits (some empty, some one key long).
 TEST(AttentionPaths, DecodeKernel) {
@@ -245,25 +268,7 @@ TEST(AttentionPaths, DecodeKernel) {
                                       std::string::npos) << r.variant;
         }
     }
-    // Calls it does not take: a forced decode kernel is an Unsupported error naming the reason.
-    Context ctx = tuned(d, "attn_decode=2");
-    const auto t = [&](const Shape& s) {
-      std::vector<double> v(static_cast<size_t>(numel(s)), 0.25);
-      return ctx.from_host(s, DType::f32, v);
-    };
-    Tensor q1 = t({1, 2, 1, 64}), q2 = t({1, 2, 2, 64}), k = t({1, 1, 9, 64}), v = t({1, 1, 9, 64});
-    Tensor o1 = t({1, 2, 1, 64}), o2 = t({1, 2, 2, 64});
-    o1.fill_bytes(kPoison);
-    o2.fill_bytes(kPoison);
-    Attrs rope, drop;
-    rope.rope = 1;
-    drop.p = 0.1;
-    expect_rejected(ctx, [&] { ctx.run("attention", {q2, k, v}, {o2}); }, ErrorCode::Unsupported,
-                    {"attention", "attn_decode=2", "one query row", "Sq = 2"}, {o2});
-    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, rope); }, ErrorCode::Unsupported,
-                    {"attention", "attn_decode=2", "RoPE"}, {o1});
-    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, drop); }, ErrorCode::Unsupported,
-                    {"attention", "attn_decode=2", "dropout"}, {o1});
+    expect_decode_refusals(d);
   }
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
 }
@@ -581,24 +586,7 @@ TEST(AttentionCuda, DecodeKernel) {
           }
         }
     }
-    Context ctx = tuned(d, "attn_decode=2");
-    const auto t = [&](const Shape& s) {
-      std::vector<double> v(static_cast<size_t>(numel(s)), 0.25);
-      return ctx.from_host(s, DType::f32, v);
-    };
-    Tensor q1 = t({1, 2, 1, 64}), q2 = t({1, 2, 2, 64}), k = t({1, 1, 9, 64}), v = t({1, 1, 9, 64});
-    Tensor o1 = t({1, 2, 1, 64}), o2 = t({1, 2, 2, 64});
-    o1.fill_bytes(kPoison);
-    o2.fill_bytes(kPoison);
-    Attrs rope, drop;
-    rope.rope = 1;
-    drop.p = 0.1;
-    expect_rejected(ctx, [&] { ctx.run("attention", {q2, k, v}, {o2}); }, ErrorCode::Unsupported,
-                    {"attention", "attn_decode=2", "one query row", "Sq = 2"}, {o2});
-    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, rope); }, ErrorCode::Unsupported,
-                    {"attention", "attn_decode=2", "RoPE"}, {o1});
-    expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, drop); }, ErrorCode::Unsupported,
-                    {"attention", "attn_decode=2", "dropout"}, {o1});
+    expect_decode_refusals(d);
   }
 }
 
