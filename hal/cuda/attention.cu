@@ -65,13 +65,9 @@ KF_DEV void finish_row(const AttnParams& p, int64_t rowidx, int h, int lane, int
     return;
   }
   if (p.sinks) {
-    const C sk = T::load(p.sinks, h);
-    const C mf = m_max(m, sk);
-    const C a = m == neg_inf<C>() ? C(0) : M::exp(m - mf);
-    l = l * a + M::exp(sk - mf);
+    const C a = fold_sink<M>(m, l, C(T::load(p.sinks, h)));
 #pragma unroll
     for (int k = 0; k < NQ * VW; ++k) acc[k] *= a;
-    m = mf;
   }
   const C inv = l > C(0) ? C(1) / l : C(0);
 #pragma unroll
@@ -932,11 +928,7 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
     }
     float a = 1.0f;
     if (p.sinks) {
-      const float sk = T::load(p.sinks, h);
-      const float mf = m_max(m, sk);
-      a = m == -INFINITY ? 0.0f : M::exp(m - mf);
-      l = l * a + M::exp(sk - mf);
-      m = mf;
+      a = fold_sink<M>(m, l, float(T::load(p.sinks, h)));
     }
     const float inv = l > 0.0f ? a / l : 0.0f;
     for (int d = lane; d < D; d += 32) T::store(p.o, rowidx * D + d, Of[tr * LDO + d] * inv);
@@ -1195,11 +1187,7 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
     }
     float mm = m[x], ll = l[x], a = 1.0f;
     if (p.sinks) {
-      const float sk = T::load(p.sinks, hx);
-      const float mf = m_max(mm, sk);
-      a = mm == -INFINITY ? 0.0f : M::exp(mm - mf);
-      ll = ll * a + M::exp(sk - mf);
-      mm = mf;
+      a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
     }
     const float inv = ll > 0.0f ? a / ll : 0.0f;
     unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);

@@ -22,6 +22,17 @@ KF_DEV double m_log(double x) { return ::log(x); }
 KF_DEV float m_exp2(float x) { return exp2f(x); }
 KF_DEV double m_exp2(double x) { return ::exp2(x); }
 template <class C> KF_DEV C m_max(C a, C b) { return a > b ? a : b; }
+
+// Folds an attention sink's logit sk into a row's running max m and sum of exponentials l (the sink
+// joins the softmax's denominator, never the output); returns the factor that rescales the row's
+// accumulated output. M is the kernel's math policy (its exp).
+template <class M, class C> KF_DEV C fold_sink(C& m, C& l, C sk) {
+  const C mf = m_max(m, sk);
+  const C a = m == neg_inf<C>() ? C(0) : M::exp(m - mf);
+  l = l * a + M::exp(sk - mf);
+  m = mf;
+  return a;
+}
 template <class C> KF_DEV C m_min(C a, C b) { return a < b ? a : b; }  // one type: no overload questions (CUDA / HIP)
 
 // The ALiBi slope of head h: given (op dtype), or the default of src/ops/attention.cpp.
