@@ -25,7 +25,7 @@ using json = nlohmann::json;
 namespace {
 
 struct Options {
-  std::string backend, device, ops = ".*", json_path, html_path, input_path;
+  std::string backend, device, ops = ".*", cases, json_path, html_path, input_path;
   std::vector<std::string> dtypes = {"f32", "f16"}, compare;
   double size_mib = 256, warmup_ms = 50, max_gflop = 0;
   int reps = 30, warmup = 5;
@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-ms", o.warmup_ms, "device milliseconds of untimed runs before timing (at least)");
   app.add_flag("--primitives", o.primitives, "also time the unfused building blocks (add, relu, ...)");
   app.add_flag("--all-cases", o.all_cases, "time every bench case of an op, not only the first");
+  app.add_option("--cases", o.cases, "regular expression selecting bench cases by label (implies --all-cases)");
   app.add_option("--max-gflop", o.max_gflop, "skip cases costing more GFLOP than this (0: none skipped)");
   app.add_flag("--no-unfused", o.no_unfused, "do not time the unfused chains (no fusion speed-up)");
   app.add_option("--json", o.json_path, "write the results as JSON to this file (bench/SCHEMA.md)");
@@ -204,8 +205,9 @@ int main(int argc, char** argv) {
     const auto& dev = ctx.device();
     std::printf("kf-bench on %s (%s, %s), %g MiB per input, median of %d runs\n", dev.name.c_str(),
                 ctx.backend().c_str(), dev.driver.c_str(), o.size_mib, o.reps);
-    const std::regex filter(o.ops);
-    json results = json::array(), copy_bw = json::object(), matrix_peak = json::object();
+    const std::regex filter(o.ops), case_filter(o.cases.empty() ? ".*" : o.cases);
+    if (!o.cases.empty()) o.all_cases = true;
+    json results = json::array(), copy_bw = json::object(), copy_after = json::object(), matrix_peak = json::object();
     int failures = 0;
     // Fields every row of this run carries (bench/SCHEMA.md).
     const json common = {{"device", dev.name}, {"backend", ctx.backend()}, {"framework", "kf"}};
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
         }
         for (size_t c = 0; c < op.bench.size() && (c == 0 || o.all_cases); ++c) {
           const TestCase& bc = op.bench[c];
+          if (!std::regex_search(bc.label, case_filter)) continue;
           try {
             const auto shapes = scale_shapes(bc.inputs, dtype, o.size_mib, &op);
             std::vector<Shape> all = shapes;
@@ -312,13 +315,22 @@ int main(int argc, char** argv) {
           }
         }
       }
+      // The roofline again at the end of the block: long tensor-core runs can leave the GPU slower for a
+      // while (seen on an H100: the next block's copy read 1134 GB/s instead of 2950), which would inflate
+      // every fraction of copy measured against it. Both are recorded; a gap over 10 % is flagged.
+      const double after_ms = time_runs(ctx, o, [&] { ctx.run("copy", cin, {cout}); });
+      const double after_gbs = copy_bytes / (after_ms * 1e6);
+      copy_after[dname] = after_gbs;
+      const bool drift = std::abs(after_gbs - copy_gbs) > 0.1 * copy_gbs;
+      std::printf("[%s] copy bandwidth after the block: %.1f GB/s%s\n", dname.c_str(), after_gbs,
+                  drift ? "  (differs from the block's start by over 10%: its fractions of copy are uncertain)" : "");
     }
     const json doc = {{"tool", "kf-bench"},
                       {"framework", "kf"},
                       {"created", utc_now()},
                       {"device", {{"name", dev.name}, {"vendor", dev.vendor}, {"type", dev.type},
                                   {"driver", dev.driver}, {"api", dev.api_version}, {"backend", ctx.backend()},
-                                  {"copy_gbs", copy_bw}, {"matrix_peak", matrix_peak}}},
+                                  {"copy_gbs", copy_bw}, {"copy_gbs_after", copy_after}, {"matrix_peak", matrix_peak}}},
                       {"size_mib", o.size_mib},
                       {"reps", o.reps},
                       {"warmup", o.warmup},
