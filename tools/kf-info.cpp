@@ -48,6 +48,7 @@ ordered_json caps_json(const kf::Caps& c) {
   j["max_workgroup_count"] = c.max_workgroup_count;
   j["max_storage_range"] = c.max_storage_range;
   j["max_allocation"] = c.max_allocation;
+  j["cuda_context"] = c.cuda_context;
   return j;
 }
 

@@ -195,6 +195,15 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   volkLoadDevice(device_);  // one device per process at a time is the common case; see ARCHITECTURE.md
   vkGetDeviceQueue(device_, family_, 0, &queue_);
   allocator_ = std::make_unique<Allocator>(pd, device_);
+  if (info_.vendor == "NVIDIA") {
+    VkPhysicalDeviceIDProperties idp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &idp};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    uint8_t uuid[16];
+    std::memcpy(uuid, idp.deviceUUID, 16);
+    cuda_hold_ = std::make_unique<CudaContextHold>(uuid);
+    info_.caps.cuda_context = cuda_hold_->held();
+  }
 
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;

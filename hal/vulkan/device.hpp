@@ -162,6 +162,7 @@ class VulkanDevice final : public Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
+  std::unique_ptr<CudaContextHold> cuda_hold_;  // NVIDIA: see cuda_context.cpp
   std::unique_ptr<Allocator> allocator_;
 
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;

@@ -43,6 +43,23 @@ class Instance {
 // Reads a physical device's description and the capabilities kernels ask about.
 DeviceInfo describe(VkPhysicalDevice pd, int index);
 
+// NVIDIA only: holds the CUDA driver's primary context of the GPU whose UUID is given, for as long as it
+// lives (why: cuda_context.cpp). held() is false where libcuda is absent, fails or KF_VK_CUDA_CONTEXT=0.
+class CudaContextHold {
+ public:
+  explicit CudaContextHold(const uint8_t (&uuid)[16]);
+  ~CudaContextHold();
+  CudaContextHold(const CudaContextHold&) = delete;
+  CudaContextHold& operator=(const CudaContextHold&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  void* lib_ = nullptr;
+  void* release_ = nullptr;
+  int device_ = 0;
+  bool held_ = false;
+};
+
 // Sub-allocates device memory from large blocks (STYLE.md: never one allocation per tensor).
 struct Allocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
@@ -79,6 +96,8 @@ class Allocator {
   std::vector<Block> blocks_;
   mutable std::mutex mu_;
   uint64_t live_ = 0, peak_ = 0;
+  uint64_t dedicated_ = 0;       // dedicated allocations made so far (their stagger)
+  VkDeviceSize stagger_ = 0;     // KF_VK_STAGGER_KIB (probe): dedicated allocations start at k * stagger
   static constexpr VkDeviceSize kBlockSize = 256ull << 20;
 };
 
