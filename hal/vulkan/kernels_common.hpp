@@ -48,6 +48,9 @@ struct RowPlan {
   uint64_t nchunks = 1;
 };
 RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len);
+// The row plan of loss.comp (cross_entropy, linear_cross_entropy): bf16 logits are cached raw, so 64
+// of them per invocation (unless KF_TUNE rows_values says otherwise) cost the registers of 32 floats.
+RowPlan plan_loss_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len);
 
 // Push constants of loss.comp (cross_entropy, mse, linear_cross_entropy).
 struct LossPush {

@@ -48,6 +48,12 @@ RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t 
   return p;
 }
 
+RowPlan plan_loss_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len) {
+  Tuning t = tuning;
+  if (t.rows_values == 0 && dtype == DType::bf16) t.rows_values = 64;
+  return plan_rows(caps, t, dtype, rows, len);
+}
+
 void set_eps(double eps, float& f, uint32_t& lo, uint32_t& hi) {
   f = static_cast<float>(eps);
   uint64_t bits;

@@ -108,7 +108,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   LossPush pc{};
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  const uint32_t cache_values = tuning().rows_values ? tuning().rows_values : 32;
+  const uint32_t cache_values = op.name == "mse" ? 32 : plan_loss_rows(caps, tuning(), call.dtype, 1, 1).cache_values;
   const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass) {
     return std::vector<uint32_t>{kWorkgroup, tpr, wide ? 1u : 0u, cache_values, pass};
   };
@@ -131,7 +131,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   }
 
   const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
-  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, N, C);
+  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
   pc.rows = static_cast<uint32_t>(N);
   pc.classes = static_cast<uint32_t>(C);
   pc.chunk = static_cast<uint32_t>(plan.chunk);
