@@ -149,17 +149,18 @@ template <> struct NinfPack<BF16> {
   static KF_DEV uint4 get() { return make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u); }
 };
 
-// Packs a batch: 2 of 16-bit values and of f64, 4 of f32 (16, 4 and 16 values); the forward streams 4
-// packs a step (all loaded before any is used), the backward (short of registers) a batch.
+// Packs a batch: 2 of 16-bit values and of f64, 4 of f32 (16, 4 and 16 values); the forward streams 8
+// packs a step of 16-bit values, 4 of the others (all loaded before any is used: 128 and 64 bytes a
+// thread in flight), the backward (short of registers) a batch.
 template <class T> constexpr int kXentG = T::VW == 4 ? 4 : 2;
-constexpr int kXentU = 4;
+template <class T> constexpr int kXentU = T::VW == 8 ? 8 : 4;
 
 template <class T, int P, bool CAP>
 __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
   using C = typename T::C;
   using XM = XentMath<T>;
   constexpr bool GRAD = P > 0;
-  constexpr int VW = T::VW, G = kXentG<T>, U = GRAD ? G : kXentU;
+  constexpr int VW = T::VW, G = kXentG<T>, U = GRAD ? G : kXentU<T>;
   extern __shared__ __align__(16) unsigned char xent_smem[];
   __shared__ C red[96];
   uint4* const sp = reinterpret_cast<uint4*>(xent_smem);  // slot v * B + tid
