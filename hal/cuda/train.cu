@@ -338,6 +338,11 @@ __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
           for (int k = 0; k < VW; ++k) T::store(gbody, int64_t(j) * VW + k, v[k]);
         }
       };
+      // The streamed packs first: the nearer their first read, the likelier the L2 cache still holds them.
+      // (Not for f64: there ptxas then spills.)
+      constexpr bool kStreamFirst = VW != 2;
+      if constexpr (kStreamFirst)
+        for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
 #pragma unroll
       for (int u = 0; u < P; ++u) {
         const int j = u * B + tid;
@@ -347,7 +352,8 @@ __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
         const int j = (P + v) * B + tid;
         if (j < j1) put(j, sp[v * B + tid]);
       }
-      for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
+      if constexpr (!kStreamFirst)
+        for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
       if (has_h) T::store(grow, tid, plain ? grad_of(T::load(xrow, tid), tid == t) : fill);
       if (has_t) T::store(grow, tail0 + tid, plain ? grad_of(T::load(xrow, tail0 + tid), tail0 + tid == t) : fill);
     }
