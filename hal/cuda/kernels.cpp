@@ -291,15 +291,15 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       p.rows = x.shape[0], p.classes = x.shape[1];
       p.ignore_index = static_cast<int32_t>(std::clamp<int64_t>(call.attrs.ignore_index, INT32_MIN, INT32_MAX));
       p.smoothing = call.attrs.label_smoothing;
-      const auto ws = scratch(acc * size_t(1 + p.rows));
+      const auto ws = scratch(acc * size_t(xent_ws_values(dt, p.rows, p.classes, id == 1)));
       p.ws = ptr_of(ws);
-      // About 128 logits a thread (16 packs of 16-bit values): the row pass reads each row once and then
-      // reduces it across the block, which at 4 values a thread (1024 threads for 32k classes) cost more
-      // than the read (H100, f16, 32k classes: 0.25 of copy).
-      int block = warp;
-      while (block < 1024 && int64_t(block) * 128 < p.classes) block *= 2;
-      check_launch(launch_cross_entropy(dt, p, block, stream_), op.name);
-      return prefix + "xent/block-per-row,block=" + std::to_string(block);
+      // train.cu's layout: the forward streams each row (long rows split over several blocks), the
+      // backward holds it in registers and shared memory (read once where it fits).
+      XentLaunch l;
+      check_launch(launch_cross_entropy(dt, p, max_shared_optin_, stream_, &l), op.name);
+      return prefix + "xent/block-per-row,block=" + std::to_string(l.block) +
+             (id == 1 ? ",regs=" + std::to_string(l.regs) + ",smem=" + std::to_string(l.smem_packs)
+                      : ",splits=" + std::to_string(l.splits));
     }
     case Kern::Mse: {
       MseParams p;

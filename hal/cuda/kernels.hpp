@@ -128,14 +128,16 @@ struct BatchNormParams {
   double eps = 1e-5;
 };
 
-// cross_entropy(+backward): a count pass (one block), one block per row (its loss to ws, its gradient row
-// when grad), then one block adds the row losses in row order and divides by the count.
+// cross_entropy(+backward): the row pass (one block per row, or per range of a row: see XentLaunch) writes
+// each row's loss to ws (and its gradient row when grad); then one block adds the row losses in row order
+// and divides by the count (the backward counts first, in a pass of its own: its gradient divides by it).
 struct XentParams {
   const void* logits = nullptr;
   const int32_t* target = nullptr;
   void* loss = nullptr;
   void* grad = nullptr;     // null: the forward op
-  void* ws = nullptr;       // [0] the count, [1 + r] the loss of row r (double for f64, else float)
+  void* ws = nullptr;       // [0] the count, [1 + r] the loss of row r (double for f64, else float), then
+                            // the forward's split partials: 3 values (max, sum of exp, sum) per (row, split)
   int64_t rows = 0, classes = 1;
   int32_t ignore_index = -100;
   double smoothing = 0;
@@ -144,6 +146,17 @@ struct XentParams {
   // soft-capping c tanh(z / c) of the logits (0: off) and the z-loss z_loss lse^2 per kept row.
   int64_t row_base = 0;
   double softcap = 0, z_loss = 0;
+  // Set by train.cu from its plan (xent_plan), not by the callers.
+  int32_t smem_packs = 0, splits = 1, count_in_final = 0;
+  int64_t split_packs = 0;
+};
+
+// The row pass's layout (train.cu xent_plan): `block` threads per row; the backward holds `regs` 16-byte
+// packs a thread in registers and `smem_packs` in shared memory (the row read once), the rest (if any)
+// read again for the gradient; the forward streams the row, split over `splits` blocks (partial
+// statistics combined by the final pass) where the row is long.
+struct XentLaunch {
+  int block = 0, regs = 0, smem_packs = 0, splits = 1;
 };
 
 // linear_cross_entropy's d_W for 16-bit outputs: mode 0: acc (+)= src (dtype; first: acc = src);
@@ -306,10 +319,13 @@ int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream)
 // packs_block (optional): the block of the 16-byte-pack kernel when it ran (whole packs, aligned), else 0.
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream, int* packs_block = nullptr);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);
-int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream);
+// smem_limit: the device's opt-in shared memory per block; plan (optional): the layout that ran.
+int launch_cross_entropy(Dt dt, const XentParams& p, int64_t smem_limit, void* stream, XentLaunch* plan = nullptr);
+// The values (compute type) of cross_entropy's ws for rows x classes (the forward's split partials too).
+int64_t xent_ws_values(Dt dt, int64_t rows, int64_t classes, bool grad);
 // linear_cross_entropy's passes over XentParams: 0 the count over p.rows targets (one block), 1 the row
-// pass (one block of `block` threads per row of the chunk), 2 the mean over p.rows losses (one block).
-int launch_lce_pass(Dt dt, const XentParams& p, int pass, int block, void* stream);
+// pass (train.cu's layout for the chunk's rows; never split), 2 the mean over p.rows losses (one block).
+int launch_lce_pass(Dt dt, const XentParams& p, int pass, int64_t smem_limit, void* stream, XentLaunch* plan = nullptr);
 int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream);  // f16 / bf16
 int launch_mse(Dt dt, const MseParams& p, void* stream);
 int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);

@@ -76,13 +76,11 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   xp.smoothing = call.attrs.label_smoothing;
   xp.softcap = call.attrs.softcap;
   xp.z_loss = call.attrs.z_loss;
-  const int warp = std::max<int>(32, static_cast<int>(info_.caps.subgroup_size));
-  int block = warp;  // about 4 logits a thread, one warp to 1024 threads
-  while (block < 1024 && uint64_t(block) * 4 < C) block *= 2;
+  XentLaunch layout;  // train.cu's row pass (its choice for rows of C classes)
 
   make_current();
   xp.rows = static_cast<int64_t>(N);  // the count over every row
-  check_launch(launch_lce_pass(dt, xp, 0, block, stream_), op.name + " count");
+  check_launch(launch_lce_pass(dt, xp, 0, max_shared_optin_, stream_), op.name + " count");
 
   const auto product = [&](DType out, bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, const void* A, uint64_t lda,
                            const void* B, uint64_t ldb, void* Dp, uint64_t ldd, bool accumulate) {
@@ -104,7 +102,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     // 2. the chunk's losses (and G over Z)
     xp.rows = static_cast<int64_t>(n);
     xp.row_base = static_cast<int64_t>(r0);
-    check_launch(launch_lce_pass(dt, xp, 1, block, stream_), op.name + " rows");
+    check_launch(launch_lce_pass(dt, xp, 1, max_shared_optin_, stream_, &layout), op.name + " rows");
     if (!grad) continue;
     // 3. d_h[chunk] [n, d] = G W: column-major d_h^T (d x n) = W (d x C) G^T (C x n).
     void* dhc = static_cast<unsigned char*>(ptr_of(call.outputs[1].buffer)) + r0 * D * es;
@@ -132,7 +130,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   }
   xp.rows = static_cast<int64_t>(N);  // the mean over every row, in row order
   xp.row_base = 0;
-  check_launch(launch_lce_pass(dt, xp, 2, block, stream_), op.name + " mean");
+  check_launch(launch_lce_pass(dt, xp, 2, max_shared_optin_, stream_), op.name + " mean");
   if (grad) {
     if (N == 0) {
       fill_bytes(*call.outputs[2].buffer, 0, static_cast<size_t>(C * D * es));
@@ -147,7 +145,8 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     }
   }
   return prefix + "lce/chunks=" + std::to_string(nchunks) + "x" + std::to_string(rows) + "rows,block=" +
-         std::to_string(block) + ",cublaslt" + (grad && half ? (dw_fallback ? ",dW-f32-acc-kernel" : ",dW-f32-acc") : "");
+         std::to_string(layout.block) + (grad ? ",regs=" + std::to_string(layout.regs) + ",smem=" + std::to_string(layout.smem_packs) : "") +
+         ",cublaslt" + (grad && half ? (dw_fallback ? ",dW-f32-acc-kernel" : ",dW-f32-acc") : "");
 }
 
 }  // namespace kf::hal::cuda

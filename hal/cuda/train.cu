@@ -2,6 +2,8 @@
 // mse, adamw_step and sgd_step; and the matrix products' own epilogue (matmul.cpp). Counterparts of
 // shaders/loss.comp and optim.comp. Sums in a fixed order (block sums of common.cuh, then partial sums
 // added in index order by one block): the same bits every run. Accumulation in float (double for f64).
+#include <algorithm>
+
 #include "hal/cuda/common.cuh"
 
 namespace kf::hal::cuda {
@@ -18,9 +20,10 @@ KF_DEV double m_exp(double x) { return ::exp(x); }
 KF_DEV float m_cosh(float x) { return coshf(x); }
 KF_DEV double m_cosh(double x) { return ::cosh(x); }
 
-// ---- cross_entropy. ws (compute type C): [0] the count of targets not ignored, [1 + r] row r's loss.
-// A target outside [0, C) that is not ignore_index is data on the device: its row's loss is NaN (so is
-// the mean) and its gradient row is NaN (as loss.comp); the CPU backend raises kf::Error for it.
+// ---- cross_entropy. ws (compute type C): [0] the count of targets not ignored, [1 + r] row r's loss, then
+// the forward's split partials. A target outside [0, C) that is not ignore_index is data on the device:
+// its row's loss is NaN (so is the mean) and its gradient row is NaN (as loss.comp); the CPU backend
+// raises kf::Error for it.
 template <class C>
 __global__ void __launch_bounds__(1024) xent_count(const XentParams p) {
   __shared__ C sm[32];
@@ -31,136 +34,430 @@ __global__ void __launch_bounds__(1024) xent_count(const XentParams p) {
   if (threadIdx.x == 0) static_cast<C*>(p.ws)[0] = total;
 }
 
-// One block per row. linear_cross_entropy (lce.cpp) runs it on chunks of rows: row_base offsets the
-// targets and the losses (the logits are the chunk's), the logits may be soft-capped (taken when each
-// value is used, so the memory holds the raw ones) and z_loss lse^2 joins each kept row's loss; its
-// gradient may be written in place over the logits (grad == logits): every thread reads x_t before the
-// first barrier, and each gradient element is written by the thread that read it, after the barriers.
-// The row's statistics in one read: a running (max, sum of exp(x - max)) per thread, combined across the
-// block in a fixed order (a warp butterfly, whose combine is commutative bit for bit, then the warps in
-// index order). -inf logits add nothing. (Two reads, max then sum of exp, element by element, ran the
-// 16-bit rows at a third of Vulkan's rate on an H100.)
-template <class C> KF_DEV void lse_add(C& m, C& s, C v) {
-  if (v == -C(INFINITY)) return;
-  if (v > m) {
-    s = s * m_exp(m - v) + C(1);
-    m = v;
-  } else {
-    s += m_exp(v - m);
+// The row pass. One block per row (the forward: per range of split_packs packs of a long row). A row is
+// its head (the elements before the first 16-byte boundary), whole 16-byte packs, and its tail (fewer
+// than a pack): every row of every size takes the packs. The statistics in one read: per thread a running
+// (max, sum of exp(x - max), sum of x) updated once per batch of 16 values (the batch's max first, then
+// independent exps), combined across the block in a fixed order: a warp butterfly (whose combine is
+// commutative bit for bit, so every lane ends with the same bits), the warps' results through shared
+// memory, and the same butterfly over them in every warp. The 16-bit dtypes take exp as ex2.approx of one
+// fma (x log2 e - max log2 e); f32 and f64 the accurate exp. -inf logits add nothing.
+// The backward (GRAD) holds its packs in registers (P a thread) and shared memory (p.smem_packs a thread,
+// cp.async): the row read once where it fits; the rest is streamed and read again for the gradient.
+// linear_cross_entropy (lce.cpp) runs it on chunks of rows: row_base offsets the targets and the losses
+// (the logits are the chunk's), the logits may be soft-capped (CAP: taken when each value is used, so
+// the memory holds the raw ones) and z_loss lse^2 joins each kept row's loss; its gradient may be written
+// in place over the logits (grad == logits): thread 0 reads x_t before the first barrier, and each
+// gradient element is written by the thread that read it, after the barriers.
+constexpr float kLog2e = 1.44269504088896341f;
+template <class C> struct XSt {
+  C m, s, x;  // max, sum of exp(v - m), sum of v
+};
+template <class T> struct XentMath {
+  using C = typename T::C;
+  static KF_DEV C scaled(C M) {  // what exp_shift takes for M
+    if constexpr (T::FAST) return M * kLog2e;
+    else return M;
   }
-}
-template <class C> KF_DEV void lse_combine(C& m, C& s, C m2, C s2) {
-  const C M = m > m2 ? m : m2;
-  if (M == -C(INFINITY)) return;  // both empty: s and s2 are 0
-  s = s * m_exp(m - M) + s2 * m_exp(m2 - M);
-  m = M;
-}
-template <class C> KF_DEV void block_lse(C& m, C& s, C* sm_m, C* sm_s) {
+  static KF_DEV C exp_shift(C x, C M, C ML) {  // exp(x - M)
+    if constexpr (T::FAST) return ex2_ftz(fmaf(x, kLog2e, -ML));
+    else return m_exp(x - M);
+  }
+  static KF_DEV C exp_diff(C d) {  // exp(d)
+    if constexpr (T::FAST) return ex2_ftz(d * kLog2e);
+    else return m_exp(d);
+  }
+  static KF_DEV void combine(XSt<C>& a, C m2, C s2, C x2) {
+    a.x += x2;
+    const C M = a.m > m2 ? a.m : m2;
+    if (M == -C(INFINITY)) return;  // both empty: s and s2 are 0
+    a.s = a.s * exp_diff(a.m - M) + s2 * exp_diff(m2 - M);
+    a.m = M;
+  }
+  // G packs of values (the first nv of them real, the rest -inf) into the running statistics.
+  template <int G> static KF_DEV void add(XSt<C>& a, const C (&v)[G][T::VW], int nv, bool smooth) {
+    C cm = v[0][0];
 #pragma unroll
-  for (int o = KF_WARP / 2; o > 0; o >>= 1) lse_combine(m, s, KF_SHFL_XOR(m, o), KF_SHFL_XOR(s, o));
-  const int nw = blockDim.x / KF_WARP;
-  __syncthreads();
-  if (threadIdx.x % KF_WARP == 0) sm_m[threadIdx.x / KF_WARP] = m, sm_s[threadIdx.x / KF_WARP] = s;
-  __syncthreads();
-  m = sm_m[0], s = sm_s[0];
-  for (int k = 1; k < nw; ++k) lse_combine(m, s, sm_m[k], sm_s[k]);
-}
+    for (int u = 0; u < G; ++u)
+#pragma unroll
+      for (int k = 0; k < T::VW; ++k) cm = v[u][k] > cm ? v[u][k] : cm;
+    if (smooth) {
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        C ps = C(0);
+#pragma unroll
+        for (int k = 0; k < T::VW; ++k) ps += v[u][k];
+        if (u < nv) a.x += ps;
+      }
+    }
+    const C M = a.m > cm ? a.m : cm;
+    if (M == -C(INFINITY)) return;
+    const C ML = scaled(M);
+    C acc = C(0);
+#pragma unroll
+    for (int u = 0; u < G; ++u)
+#pragma unroll
+      for (int k = 0; k < T::VW; ++k) acc += exp_shift(v[u][k], M, ML);
+    a.s = a.s * exp_diff(a.m - M) + acc;
+    a.m = M;
+  }
+  static KF_DEV void add1(XSt<C>& a, C v) {  // one value (a row's head or tail)
+    a.x += v;
+    if (v == -C(INFINITY)) return;
+    if (v > a.m) {
+      a.s = a.s * exp_diff(a.m - v) + C(1);
+      a.m = v;
+    } else {
+      a.s += exp_diff(v - a.m);
+    }
+  }
+  static KF_DEV void warp_reduce(XSt<C>& a) {
+#pragma unroll
+    for (int o = KF_WARP / 2; o > 0; o >>= 1) {
+      const C m2 = KF_SHFL_XOR(a.m, o), s2 = KF_SHFL_XOR(a.s, o), x2 = KF_SHFL_XOR(a.x, o);
+      combine(a, m2, s2, x2);
+    }
+  }
+  static KF_DEV void block_reduce(XSt<C>& a, C* red) {  // red: 96 values
+    warp_reduce(a);
+    const int nw = blockDim.x / KF_WARP, lane = threadIdx.x % KF_WARP;
+    __syncthreads();  // red is free (the previous row's values have been read)
+    if (lane == 0) {
+      const int w = threadIdx.x / KF_WARP;
+      red[w] = a.m, red[32 + w] = a.s, red[64 + w] = a.x;
+    }
+    __syncthreads();
+    a.m = lane < nw ? red[lane] : -C(INFINITY);
+    a.s = lane < nw ? red[32 + lane] : C(0);
+    a.x = lane < nw ? red[64 + lane] : C(0);
+    warp_reduce(a);
+  }
+};
 
-template <class T>
+// A pack of -inf (a compile-time constant: no registers held for it).
+template <class T> struct NinfPack;
+template <> struct NinfPack<F32> {
+  static KF_DEV uint4 get() { return make_uint4(0xff800000u, 0xff800000u, 0xff800000u, 0xff800000u); }
+};
+template <> struct NinfPack<F64> {
+  static KF_DEV uint4 get() { return make_uint4(0u, 0xfff00000u, 0u, 0xfff00000u); }
+};
+template <> struct NinfPack<F16> {
+  static KF_DEV uint4 get() { return make_uint4(0xfc00fc00u, 0xfc00fc00u, 0xfc00fc00u, 0xfc00fc00u); }
+};
+template <> struct NinfPack<BF16> {
+  static KF_DEV uint4 get() { return make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u); }
+};
+
+// Packs a batch: 2 of 16-bit values and of f64, 4 of f32 (16, 4 and 16 values); the forward streams 8
+// packs a step of 16-bit values, 4 of the others (all loaded before any is used: 128 and 64 bytes a
+// thread in flight), the backward (short of registers) a batch.
+template <class T> constexpr int kXentG = T::VW == 4 ? 4 : 2;
+template <class T> constexpr int kXentU = T::VW == 8 ? 8 : 4;
+
+template <class T, int P, bool CAP>
 __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
   using C = typename T::C;
-  __shared__ C sm[32], sm2[32];
+  using XM = XentMath<T>;
+  constexpr bool GRAD = P > 0;
+  constexpr int VW = T::VW, G = kXentG<T>, U = GRAD ? G : kXentU<T>;
+  extern __shared__ __align__(16) unsigned char xent_smem[];
+  __shared__ C red[96];
+  uint4* const sp = reinterpret_cast<uint4*>(xent_smem);  // slot v * B + tid
+  const int B = blockDim.x, tid = threadIdx.x, S = p.smem_packs;
   const int64_t N = p.classes;
-  // 16-byte packs when every row starts on one (the logits' rows a multiple of the pack).
-  const bool packs = N % T::VW == 0 && (reinterpret_cast<uintptr_t>(p.logits) & 15) == 0;
   C* ws = static_cast<C*>(p.ws);
   const C eps = static_cast<C>(p.smoothing), eps_c = static_cast<C>(p.smoothing / double(p.classes));
   const C cap = static_cast<C>(p.softcap), zl = static_cast<C>(p.z_loss);
-  const auto capped = [&](C z) { return p.softcap > 0 ? cap * Math<C, false>::tanh(z / cap) : z; };
-  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const int64_t base = row * N;
+  const bool smooth = p.smoothing != 0;
+  const auto capped = [&](C z) {
+    if constexpr (CAP) return cap * Math<C, false>::tanh(z / cap);
+    else return z;
+  };
+  // The values of a pack (-inf where not valid: soft-capping would make -inf finite).
+  const auto values = [&](const uint4& r, C(&v)[VW], bool valid) {
+    T::unpack(r, v);
+    if constexpr (CAP) {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) v[k] = valid ? capped(v[k]) : -C(INFINITY);
+    }
+  };
+  const int64_t items = p.rows * p.splits;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t row = item / p.splits;
+    const int split = static_cast<int>(item - row * p.splits);
+    const bool first = split == 0, last = split == p.splits - 1;
+    const unsigned char* xrow = static_cast<const unsigned char*>(p.logits) + row * N * T::ES;
+    // Pack indices within a row in 32 bits (targets are int32: fewer than 2^31 classes).
+    const int head = static_cast<int>(min(N, static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(xrow) & 15)) & 15) / T::ES)));
+    const int npk = static_cast<int>((N - head) / VW), tail0 = head + npk * VW;
+    const int ntail = static_cast<int>(N - tail0);
+    const uint4* xp = reinterpret_cast<const uint4*>(xrow + head * T::ES);
+    const int j0 = p.splits == 1 ? 0 : split * static_cast<int>(p.split_packs);
+    const int j1 = last ? npk : min(npk, j0 + static_cast<int>(p.split_packs));
     const int32_t t = p.target[p.row_base + row];
     const bool ignored = t == p.ignore_index, bad = !ignored && (t < 0 || int64_t(t) >= N);
-    const C xt = ignored || bad ? C(0) : capped(T::load(p.logits, base + t));
-    C m = -C(INFINITY), se = C(0), sx = C(0);
-    if (packs) {
-      const int64_t npk = N / T::VW;
-      for (int64_t j = threadIdx.x; j < npk; j += blockDim.x) {
-        C x[T::VW];
-        T::unpack(load_pack(p.logits, base / T::VW + j), x);
-        // The pack's max first, then one rescale and independent exps (a chain of lse_add per value
-        // left the 16-bit rows latency-bound: 0.25 of copy).
-        C pm = -C(INFINITY), ps = C(0);
+    C xt = C(0);
+    if (p.splits == 1 && tid == 0 && !ignored && !bad) xt = capped(T::load(p.logits, row * N + t));
+
+    // The shared memory's packs first (cp.async: no registers while in flight), then the streamed rest.
+    const int js = j0 + (P + S) * B;  // the first streamed pack
+    for (int v = 0; v < S; ++v) {
+      const int j = j0 + (P + v) * B + tid;
+      if (j < j1) kf_copy16(sp + v * B + tid, xp + j);
+    }
+    XSt<C> st{-C(INFINITY), C(0), C(0)};
+    int jb = js;
+    for (; jb + U * B <= j1; jb += U * B) {  // whole steps: every pack real
+      uint4 q[U];
 #pragma unroll
-        for (int k = 0; k < T::VW; ++k) {
-          x[k] = capped(x[k]);
-          pm = x[k] > pm ? x[k] : pm;
-          sx += x[k];
-        }
-        if (pm != -C(INFINITY)) {
+      for (int u = 0; u < U; ++u) q[u] = load_pack(xp, jb + u * B + tid);
 #pragma unroll
-          for (int k = 0; k < T::VW; ++k) ps += m_exp(x[k] - pm);
-        }
-        lse_combine(m, se, pm, ps);
-      }
-    } else {
-      for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
-        const C v = capped(T::load(p.logits, base + j));
-        lse_add(m, se, v);
-        sx += v;
+      for (int g = 0; g < U; g += G) {
+        C v[G][VW];
+#pragma unroll
+        for (int u = 0; u < G; ++u) values(q[g + u], v[u], true);
+        XM::template add<G>(st, v, G, smooth);
       }
     }
-    block_lse(m, se, sm, sm2);
-    sx = block_sum(sx, sm);
-    const C lse = m + m_log(se);
-    if (threadIdx.x == 0) {
+    for (; jb < j1; jb += G * B) {  // the last partial step
+      C v[G][VW];
+      int nv = 0;
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const int j = jb + u * B + tid;
+        nv += j < j1;
+        values(j < j1 ? load_pack(xp, j)   : NinfPack<T>::get(), v[u], j < j1);
+      }
+      XM::template add<G>(st, v, nv, smooth);
+    }
+    // The registers' packs after the streamed part (the shared memory's copies land meanwhile), so that
+    // the streaming needs no registers beside them.
+    uint4 r[P > 0 ? P : 1];
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+      const int j = j0 + u * B + tid;
+      r[u] = j < j1 ? load_pack(xp, j)   : NinfPack<T>::get();
+    }
+#pragma unroll
+    for (int g = 0; g < P; g += G) {
+      C v[G][VW];
+      int nv = 0;
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const bool ok = g + u < P && j0 + (g + u) * B + tid < j1;
+        nv += ok;
+        values(g + u < P ? r[g + u] : NinfPack<T>::get(), v[u], ok);
+      }
+      XM::template add<G>(st, v, nv, smooth);
+    }
+    if (S > 0) {
+      kf_copy_wait();
+      for (int v0 = 0; v0 < S; v0 += G) {
+        C v[G][VW];
+        int nv = 0;
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+          const bool ok = v0 + u < S && j0 + (P + v0 + u) * B + tid < j1;
+          nv += ok;
+          values(ok ? sp[(v0 + u) * B + tid]   : NinfPack<T>::get(), v[u], ok);
+        }
+        XM::template add<G>(st, v, nv, smooth);
+      }
+    }
+    // The head and the tail (fewer than a pack each): thread tid takes element tid of each.
+    // (Read again for the gradient by the same thread.)
+    const bool has_h = first && tid < head, has_t = last && tid < ntail;
+    if (has_h) XM::add1(st, capped(T::load(xrow, tid)));
+    if (has_t) XM::add1(st, capped(T::load(xrow, tail0 + tid)));
+
+    XM::block_reduce(st, red);
+    if (p.splits > 1) {
+      if (tid == 0) {
+        C* part = ws + 1 + p.rows + 3 * item;
+        part[0] = st.m, part[1] = st.s, part[2] = st.x;
+      }
+      continue;
+    }
+    const C lse = st.m + m_log(st.s);
+    if (tid == 0) {
       C loss = C(0);
       if (bad) loss = nan_of<C>();
-      else if (!ignored) loss = lse - (C(1) - eps) * xt - eps_c * sx + zl * lse * lse;
+      else if (!ignored) loss = lse - (C(1) - eps) * xt - eps_c * st.x + zl * lse * lse;
       ws[1 + p.row_base + row] = loss;
     }
-    if (p.grad) {
+    if constexpr (GRAD) {
       const C count = ws[0];
       const C pscale = C(1) + C(2) * zl * lse;
-      const auto grad_of = [&](C z, int64_t j) {
-        if (bad) return nan_of<C>();
-        if (ignored) return C(0);
-        C g = m_exp(capped(z) - lse) * pscale - eps_c - (j == t ? C(1) - eps : C(0));
-        if (p.softcap > 0) {  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit (cosh: +inf far out, 0)
-          const C ch = m_cosh(z / cap);
-          g = g / (ch * ch);
+      const C ga = pscale / count, gb = eps_c / count, gt = (C(1) - eps) / count, lseL = XM::scaled(lse);
+      const C fill = bad ? nan_of<C>() : C(0);  // the whole row's gradient when bad or ignored
+      const bool plain = !bad && !ignored;
+      // d loss / d x of the raw logit z, without the target's term (-(1 - eps) / count, applied once per
+      // pack: only where the pack holds the target).
+      const auto grad_of = [&](C z, bool is_t) -> C {
+        if constexpr (CAP) {
+          C g = m_exp(capped(z) - lse) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
+          const C ch = m_cosh(z / cap);  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit
+          return g / (ch * ch) / count;
+        } else {
+          const C g = XM::exp_shift(z, lse, lseL) * ga - gb;
+          return is_t ? g - gt : g;
         }
-        return g / count;
       };
-      // 16-byte packs as the statistics' read (each pack written by the thread that read it: in place,
-      // grad == logits, is safe); element by element otherwise.
-      if (packs && (reinterpret_cast<uintptr_t>(p.grad) & 15) == 0) {
-        const int64_t npk = N / T::VW;
-        for (int64_t j = threadIdx.x; j < npk; j += blockDim.x) {
-          C x[T::VW];
-          T::unpack(load_pack(p.logits, base / T::VW + j), x);
+      unsigned char* grow = static_cast<unsigned char*>(p.grad) + row * N * T::ES;
+      unsigned char* gbody = grow + head * T::ES;
+      const bool galigned = (reinterpret_cast<uintptr_t>(gbody) & 15) == 0;
+      const auto put = [&](int j, const uint4& raw) {
+        C v[VW];
+        if (plain) {
+          const int rel = t - (head + j * VW);  // the target's place in the pack
+          const bool has_t = static_cast<unsigned>(rel) < static_cast<unsigned>(VW);
+          if constexpr (CAP) {
+            C x[VW];
+            T::unpack(raw, x);
 #pragma unroll
-          for (int k = 0; k < T::VW; ++k) x[k] = grad_of(x[k], j * T::VW + k);
-          store_pack(p.grad, base / T::VW + j, T::pack(x));
+            for (int k = 0; k < VW; ++k) v[k] = grad_of(x[k], has_t && k == rel);
+          } else {
+            T::unpack(raw, v);
+#pragma unroll
+            for (int k = 0; k < VW; ++k) v[k] = grad_of(v[k], false);
+            if (has_t) {
+#pragma unroll
+              for (int k = 0; k < VW; ++k)
+                if (k == rel) v[k] -= gt;
+            }
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) v[k] = fill;
         }
-      } else {
-        for (int64_t j = threadIdx.x; j < N; j += blockDim.x) T::store(p.grad, base + j, grad_of(T::load(p.logits, base + j), j));
+        if (galigned) {
+          store_pack(gbody, j, T::pack(v));
+        } else {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) T::store(gbody, int64_t(j) * VW + k, v[k]);
+        }
+      };
+      // The streamed packs first: the nearer their first read, the likelier the L2 cache still holds them.
+      // (Not for f64: there ptxas then spills.)
+      constexpr bool kStreamFirst = VW != 2;
+      if constexpr (kStreamFirst)
+        for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        const int j = u * B + tid;
+        if (j < j1) put(j, r[u]);
       }
+      for (int v = 0; v < S; ++v) {
+        const int j = (P + v) * B + tid;
+        if (j < j1) put(j, sp[v * B + tid]);
+      }
+      if constexpr (!kStreamFirst)
+        for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
+      if (has_h) T::store(grow, tid, plain ? grad_of(T::load(xrow, tid), tid == t) : fill);
+      if (has_t) T::store(grow, tail0 + tid, plain ? grad_of(T::load(xrow, tail0 + tid), tail0 + tid == t) : fill);
     }
   }
 }
 
 // The mean: row losses added in row order (each thread a strided run, then the block sum), NaN when
-// every target is ignored (as torch).
+// every target is ignored (as torch). A split forward's rows are finished here: their partials combined
+// in split order, then the loss. The forward counts the targets here (count_in_final); the backward has
+// counted them before its row pass.
 template <class T>
 __global__ void __launch_bounds__(1024) xent_final(const XentParams p) {
   using C = typename T::C;
+  using XM = XentMath<T>;
   __shared__ C sm[32];
   const C* ws = static_cast<const C*>(p.ws);
+  const C eps = static_cast<C>(p.smoothing), eps_c = static_cast<C>(p.smoothing / double(p.classes));
+  const C zl = static_cast<C>(p.z_loss);
   C s = C(0);
-  for (int64_t r = threadIdx.x; r < p.rows; r += blockDim.x) s += ws[1 + r];
+  int64_t n = 0;
+  for (int64_t r = threadIdx.x; r < p.rows; r += blockDim.x) {
+    const int32_t t = p.target[p.row_base + r];
+    const bool ignored = t == p.ignore_index, bad = !ignored && (t < 0 || int64_t(t) >= p.classes);
+    n += !ignored;
+    if (p.splits > 1) {  // (never soft-capped: linear_cross_entropy does not split)
+      XSt<C> a{-C(INFINITY), C(0), C(0)};
+      for (int k = 0; k < p.splits; ++k) {
+        const C* part = ws + 1 + p.rows + 3 * (r * p.splits + k);
+        XM::combine(a, part[0], part[1], part[2]);
+      }
+      const C lse = a.m + m_log(a.s);
+      if (bad) s += nan_of<C>();
+      else if (!ignored) s += lse - (C(1) - eps) * T::load(p.logits, r * p.classes + t) - eps_c * a.x + zl * lse * lse;
+    } else {
+      s += ws[1 + r];
+    }
+  }
   s = block_sum(s, sm);
-  if (threadIdx.x == 0) T::store(p.loss, 0, ws[0] == C(0) ? nan_of<C>() : s / ws[0]);
+  const C count = p.count_in_final ? block_sum(C(n), sm) : ws[0];
+  if (threadIdx.x == 0) T::store(p.loss, 0, count == C(0) ? nan_of<C>() : s / count);
+}
+
+// Packs a thread of the backward's row in registers: as many as keep the kernel within 64 registers
+// without spills (blocks of up to 1024 threads): 6 (soft-capped: 4; f64, whose values take twice the
+// registers: 2).
+template <class T, bool CAP> constexpr int kXentP = T::VW == 2 ? 2 : CAP ? 4 : 6;
+constexpr int64_t kXentRange = 4096;  // the forward's packs a block (64 KiB), longer rows split
+
+// The layout (XentLaunch) for rows of p.classes values in packs of vw, filling p's layout fields.
+// Forward: about 16 packs a thread, 32 to 256 threads over ranges of at most 1.5 kXentRange packs (a
+// 32k-class row of 16-bit values: one block of 256 threads; 128k: 4 blocks), or, unsplit (lce), up to
+// 1024 threads. Backward: the row in registers (regs packs a thread) on up to 512 threads; longer rows
+// 512 threads with up to 13 packs a thread in shared memory (104 KiB: two blocks a multiprocessor), then
+// 1024 threads with as many as the device's opt-in limit holds; the rest streamed (read twice).
+XentLaunch xent_plan(int vw, int regs, XentParams& p, int64_t smem_limit, bool may_split) {
+  XentLaunch l;
+  const int64_t npk = p.classes / vw;
+  const auto pow2 = [](int64_t n, int hi) {
+    int b = 32;
+    while (b < hi && b < n) b *= 2;
+    return b;
+  };
+  if (!p.grad) {
+    l.splits = may_split && npk > kXentRange * 3 / 2 ? static_cast<int>((npk + kXentRange - 1) / kXentRange) : 1;
+    const int64_t range = (npk + l.splits - 1) / l.splits;
+    l.block = pow2((range + 15) / 16, may_split ? 256 : 1024);
+    p.split_packs = range;
+  } else {
+    l.regs = regs;
+    const int64_t s512 = std::min<int64_t>(13, smem_limit / (512 * 16));
+    if (npk <= int64_t(512) * regs) {
+      l.block = pow2((npk + regs - 1) / regs, 512);
+    } else if (npk <= 512 * (regs + s512)) {
+      l.block = 512;
+      l.smem_packs = static_cast<int>((npk + 511) / 512 - regs);
+    } else {
+      l.block = 1024;
+      l.smem_packs = static_cast<int>(std::clamp<int64_t>((npk + 1023) / 1024 - regs, 0, smem_limit / (1024 * 16)));
+    }
+  }
+  p.smem_packs = l.smem_packs;
+  p.splits = l.splits;
+  return l;
+}
+
+template <class T, int P, bool CAP> int xent_rows_launch(const XentParams& p, const XentLaunch& l, gpuStream_t s) {
+  const int64_t smem = int64_t(l.smem_packs) * l.block * 16;
+  if (smem > 48 * 1024) {
+    const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&xent_rows<T, P, CAP>),
+                                             gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != gpuSuccess) return static_cast<int>(e);
+  }
+  const int64_t items = p.rows * p.splits;
+  const uint32_t g = static_cast<uint32_t>(items < (int64_t(1) << 30) ? items : int64_t(1) << 30);
+  xent_rows<T, P, CAP><<<g, l.block, smem, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+// The row pass of p.rows rows as planned (none: nothing to launch).
+template <class T> int xent_rows_pass(const XentParams& p, const XentLaunch& l, gpuStream_t s) {
+  if (p.rows == 0) return 0;
+  const bool cap = p.softcap > 0;
+  if (l.regs == 0) return cap ? xent_rows_launch<T, 0, true>(p, l, s) : xent_rows_launch<T, 0, false>(p, l, s);
+  return cap ? xent_rows_launch<T, kXentP<T, true>, true>(p, l, s) : xent_rows_launch<T, kXentP<T, false>, false>(p, l, s);
 }
 
 // ---- mse: p.blocks partial sums of (a - b)^2 (grid-stride, fixed grid), then one block adds them.
@@ -285,16 +582,37 @@ __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
   }
 }
 
-template <class T> int xent_launch(const XentParams& p, int block, gpuStream_t s) {
+// cross_entropy: the backward counts the targets first (its gradient divides by the count); the forward
+// counts them in its final pass.
+template <class T> int xent_launch(const XentParams& p0, int64_t smem_limit, gpuStream_t s, XentLaunch* plan) {
   using C = typename T::C;
-  xent_count<C><<<1, 1024, 0, s>>>(p);
-  int e = static_cast<int>(gpuGetLastError());
-  if (e) return e;
-  const uint32_t g = static_cast<uint32_t>(p.rows < (int64_t(1) << 30) ? p.rows : int64_t(1) << 30);
-  xent_rows<T><<<g, block, 0, s>>>(p);
-  e = static_cast<int>(gpuGetLastError());
+  XentParams p = p0;
+  const XentLaunch l = xent_plan(T::VW, kXentP<T, false>, p, smem_limit, true);
+  if (plan) *plan = l;
+  if (p.grad) {
+    xent_count<C><<<1, 1024, 0, s>>>(p);
+    const int e = static_cast<int>(gpuGetLastError());
+    if (e) return e;
+  } else {
+    p.count_in_final = 1;
+  }
+  const int e = xent_rows_pass<T>(p, l, s);
   if (e) return e;
   xent_final<T><<<1, 1024, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T> int lce_pass(XentParams p, int pass, int64_t smem_limit, gpuStream_t s, XentLaunch* plan) {
+  using C = typename T::C;
+  if (pass == 0) {
+    xent_count<C><<<1, 1024, 0, s>>>(p);
+  } else if (pass == 1) {
+    const XentLaunch l = xent_plan(T::VW, p.softcap > 0 ? kXentP<T, true> : kXentP<T, false>, p, smem_limit, false);
+    if (plan) *plan = l;
+    return xent_rows_pass<T>(p, l, s);
+  } else {
+    xent_final<T><<<1, 1024, 0, s>>>(p);
+  }
   return static_cast<int>(gpuGetLastError());
 }
 
@@ -341,32 +659,15 @@ __global__ void __launch_bounds__(256) lce_dw_kernel(const LceDwParams p) {
 
 }  // namespace
 
-int launch_lce_pass(Dt dt, const XentParams& p, int pass, int block, void* stream) {
+int launch_lce_pass(Dt dt, const XentParams& p, int pass, int64_t smem_limit, void* stream, XentLaunch* plan) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
-  const uint32_t g = static_cast<uint32_t>(p.rows < (int64_t(1) << 30) ? p.rows : int64_t(1) << 30);
   switch (dt) {
-    case Dt::f32:
-      if (pass == 0) xent_count<float><<<1, 1024, 0, s>>>(p);
-      else if (pass == 1) xent_rows<F32><<<g, block, 0, s>>>(p);
-      else xent_final<F32><<<1, 1024, 0, s>>>(p);
-      break;
-    case Dt::f16:
-      if (pass == 0) xent_count<float><<<1, 1024, 0, s>>>(p);
-      else if (pass == 1) xent_rows<F16><<<g, block, 0, s>>>(p);
-      else xent_final<F16><<<1, 1024, 0, s>>>(p);
-      break;
-    case Dt::bf16:
-      if (pass == 0) xent_count<float><<<1, 1024, 0, s>>>(p);
-      else if (pass == 1) xent_rows<BF16><<<g, block, 0, s>>>(p);
-      else xent_final<BF16><<<1, 1024, 0, s>>>(p);
-      break;
-    case Dt::f64:
-      if (pass == 0) xent_count<double><<<1, 1024, 0, s>>>(p);
-      else if (pass == 1) xent_rows<F64><<<g, block, 0, s>>>(p);
-      else xent_final<F64><<<1, 1024, 0, s>>>(p);
-      break;
+    case Dt::f32: return lce_pass<F32>(p, pass, smem_limit, s, plan);
+    case Dt::f16: return lce_pass<F16>(p, pass, smem_limit, s, plan);
+    case Dt::bf16: return lce_pass<BF16>(p, pass, smem_limit, s, plan);
+    case Dt::f64: return lce_pass<F64>(p, pass, smem_limit, s, plan);
   }
-  return static_cast<int>(gpuGetLastError());
+  return -1;
 }
 
 int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream) {
@@ -379,15 +680,24 @@ int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream) {
   return static_cast<int>(gpuGetLastError());
 }
 
-int launch_cross_entropy(Dt dt, const XentParams& p, int block, void* stream) {
+int launch_cross_entropy(Dt dt, const XentParams& p, int64_t smem_limit, void* stream, XentLaunch* plan) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (dt) {
-    case Dt::f32: return xent_launch<F32>(p, block, s);
-    case Dt::f16: return xent_launch<F16>(p, block, s);
-    case Dt::bf16: return xent_launch<BF16>(p, block, s);
-    case Dt::f64: return xent_launch<F64>(p, block, s);
+    case Dt::f32: return xent_launch<F32>(p, smem_limit, s, plan);
+    case Dt::f16: return xent_launch<F16>(p, smem_limit, s, plan);
+    case Dt::bf16: return xent_launch<BF16>(p, smem_limit, s, plan);
+    case Dt::f64: return xent_launch<F64>(p, smem_limit, s, plan);
   }
   return -1;
+}
+
+int64_t xent_ws_values(Dt dt, int64_t rows, int64_t classes, bool grad) {
+  if (grad) return 1 + rows;
+  const int64_t vw = dt == Dt::f64 ? 2 : dt == Dt::f32 ? 4 : 8;
+  XentParams p;
+  p.classes = classes;
+  const XentLaunch l = xent_plan(static_cast<int>(vw), 8, p, 0, true);
+  return 1 + rows + (l.splits > 1 ? 3 * rows * l.splits : 0);
 }
 
 int launch_mse(Dt dt, const MseParams& p, void* stream) {

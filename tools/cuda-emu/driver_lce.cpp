@@ -115,17 +115,16 @@ void run_lce(const TestCase& tc, bool grad, DType dt, uint64_t lce_rows, bool dw
   xp.smoothing = tc.attrs.label_smoothing;
   xp.softcap = tc.attrs.softcap;
   xp.z_loss = tc.attrs.z_loss;
-  int block = 32;
-  while (block < 1024 && uint64_t(block) * 4 < C) block *= 2;
+  const int64_t smem_limit = 227 * 1024;
   xp.rows = N;
-  hc::launch_lce_pass(dt_of(dt), xp, 0, block, nullptr);
+  hc::launch_lce_pass(dt_of(dt), xp, 0, smem_limit, nullptr);
   for (uint64_t r0 = 0; r0 < N; r0 += rows) {
     const uint64_t n = std::min(rows, N - r0);
     const unsigned char* hcp = dev[0].data() + r0 * D * es;
     product(dt, dt, true, false, C, n, D, dev[1].data(), D, hcp, D, z.data(), C, false);
     xp.rows = n;
     xp.row_base = r0;
-    hc::launch_lce_pass(dt_of(dt), xp, 1, block, nullptr);
+    hc::launch_lce_pass(dt_of(dt), xp, 1, smem_limit, nullptr);
     if (!grad) continue;
     product(dt, dt, false, false, D, n, C, dev[1].data(), D, z.data(), C, outs[1].data() + r0 * D * es, D, false);
     if (!half) product(dt, dt, false, true, D, C, n, hcp, D, z.data(), C, outs[2].data(), D, r0 > 0);
@@ -144,7 +143,7 @@ void run_lce(const TestCase& tc, bool grad, DType dt, uint64_t lce_rows, bool dw
   }
   xp.rows = N;
   xp.row_base = 0;
-  hc::launch_lce_pass(dt_of(dt), xp, 2, block, nullptr);
+  hc::launch_lce_pass(dt_of(dt), xp, 2, smem_limit, nullptr);
   if (grad && half) {
     hc::LceDwParams dp;
     dp.acc = (float*)acc.data();

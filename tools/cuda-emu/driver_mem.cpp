@@ -94,8 +94,15 @@ void run(const std::string& name, const std::string& label, std::vector<Shape> s
     if (shapes[k].empty()) continue;
     host[k].shape = shapes[k];
     const size_t n = v[k].size();
-    in[k] = alloc(n * dtype_size(dt), 0);
+    const bool i32 = op.input_dtype(k, dt) == DType::i32;  // (cross_entropy's targets: stored as int32)
+    in[k] = alloc(n * (i32 ? 4 : dtype_size(dt)), 0);
     for (size_t i = 0; i < n; ++i) {
+      if (i32) {
+        host[k].data.push_back(v[k][i]);
+        const int32_t iv = static_cast<int32_t>(v[k][i]);
+        std::memcpy(in[k].data() + i * 4, &iv, 4);
+        continue;
+      }
       host[k].data.push_back(check::round_to(dt, v[k][i]));
       store(in[k].data(), i, dt, host[k].data.back());
     }
@@ -512,6 +519,75 @@ void softmax_backward(const std::string& only) {
       }
 }
 
+
+// ---- cross_entropy(_backward) (train.cu), as Kern::Xent: the registry's cases and awkward ones (classes
+// 1, 3, 17, 1000, 4104, 32768, 131072 + 5; ignore_index rows, label smoothing, targets equal to
+// ignore_index 0), every dtype, with the device's shared memory at 227 KiB, 40 KiB and none (the backward's
+// rows streamed past their registers), the logits 1 element past 16-byte alignment (every row's head and
+// tail) and the gradient misaligned against them.
+void cross_entropy(const std::string& only) {
+  for (const char* name : {"cross_entropy", "cross_entropy_backward"}) {
+    if (std::string(name).find(only) == std::string::npos) continue;
+    const bool grad = std::string(name) == "cross_entropy_backward";
+    const OpDef& op = get_op(name);
+    std::vector<TestCase> cases;
+    for (const TestCase& tc : op.tests)
+      if (numel(tc.inputs[0]) <= (int64_t(1) << 19)) cases.push_back(tc);
+    struct X { int64_t n, c; double smoothing; int64_t ignore; };
+    for (const X& x : {X{3, 1, 0, -100}, X{5, 3, 0.1, -100}, X{9, 17, 0, -100}, X{7, 1000, 0.2, 0}, X{4, 4104, 0, -100},
+                       X{3, 32768, 0.1, -100}, X{2, 32768, 0, 5}, X{2, 131072 + 5, 0.1, -100}, X{2, 65536, 0, -100}}) {
+      TestCase tc{"n" + std::to_string(x.n) + "_c" + std::to_string(x.c), {{x.n, x.c}, {x.n}}, {}, 4};
+      tc.attrs.label_smoothing = x.smoothing;
+      tc.attrs.ignore_index = x.ignore;
+      if (x.smoothing > 0) tc.label += "_ls";
+      if (x.ignore != -100) tc.label += "_ign" + std::to_string(x.ignore);
+      cases.push_back(tc);
+    }
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
+      for (const TestCase& tc : cases)
+        for (int variant : {0, 1, 2, 3}) {  // 0: 227 KiB; 1: 40 KiB; 2: no shared memory; 3: misaligned
+          const int64_t C = tc.inputs[0][1];
+          if (variant && C < 1000) continue;
+          if (variant && numel(tc.inputs[0]) > 300000 && dt != DType::f32 && variant != 3) continue;
+          const Launch l = [&](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
+                               const std::vector<Shape>&) -> std::string {
+            hc::XentParams p;
+            const size_t es = dtype_size(dt);
+            p.rows = shapes[0][0], p.classes = shapes[0][1];
+            Buf shifted, gshift;
+            p.logits = ptr(in, 0);
+            if (variant == 3) {  // logits one element past 16-byte alignment; the gradient 2 elements
+              shifted = alloc(size_t(p.rows * p.classes) * es + 32, 0);
+              std::memcpy(shifted.data() + es, in[0].data(), size_t(p.rows * p.classes) * es);
+              p.logits = shifted.data() + es;
+            }
+            p.target = static_cast<const int32_t*>(ptr(in, 1));
+            p.loss = out[0].data();
+            if (grad) {
+              p.grad = out[1].data();
+              if (variant == 3) {
+                gshift = alloc(size_t(p.rows * p.classes) * es + 32, 0xff);
+                p.grad = gshift.data() + 2 * es;
+              }
+            }
+            p.ignore_index = int32_t(tc.attrs.ignore_index);
+            p.smoothing = tc.attrs.label_smoothing;
+            const hc::Dt d = dt_of(dt);
+            std::vector<double> ws(size_t(hc::xent_ws_values(d, p.rows, p.classes, grad)) + 2, std::nan(""));
+            p.ws = ws.data();
+            const int64_t smem = variant == 1 ? 40 * 1024 : variant == 2 ? 0 : 227 * 1024;
+            hc::XentLaunch x;
+            hc::launch_cross_entropy(d, p, smem, nullptr, &x);
+            if (variant == 3 && grad) std::memcpy(out[1].data(), gshift.data() + 2 * es, size_t(p.rows * p.classes) * es);
+            return "block=" + std::to_string(x.block) + ",regs=" + std::to_string(x.regs) + ",smem=" +
+                   std::to_string(x.smem_packs) + ",splits=" + std::to_string(x.splits) +
+                   (variant == 3 ? ",misaligned" : "");
+          };
+          run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, l);
+        }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -522,6 +598,7 @@ int main(int argc, char** argv) {
   rows(only);
   eltwise(only);
   softmax_backward(only);
+  cross_entropy(only);
   std::printf("mem: %d comparisons, fails: %d\n", runs, fails);
   return fails != 0;
 }
