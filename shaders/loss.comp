@@ -106,19 +106,6 @@ FT xc[NT][VW];
 FT item(uint t, uint k) { return xc[t][k]; }
 #endif
 
-#if defined(XENT) && defined(DT_F16)
-// f16 -> f32 in integer and multiply instructions rather than the conversion unit, which exp also uses
-// (probe: f16 rows read at 0.65 of copy with one conversion and one exp per logit, 0.40 with two
-// conversions). Exact for normal numbers, infinities and NaN; f16 subnormals (below 6.1e-5) scale
-// through an f32 subnormal and may flush to 0 where the device flushes f32 subnormals.
-float h2f(uint h) {
-  const uint m = (h & 0x7fffu) << 13;
-  float v = uintBitsToFloat(m) * 5.192296858534828e33;  // 2^112: the exponent bias 127 - 15
-  if (m >= 0x0f800000u) v = uintBitsToFloat(m | 0x7f800000u);
-  return (h & 0x8000u) != 0u ? -v : v;
-}
-#endif
-
 #if defined(XENT)
 // Item j of the segment [e0, e0 + len) into the cache's slot t (item(t, k) reads it); padding (past
 // len) is -inf for the max and sum of exp, and masked for the sum of the logits.
@@ -135,19 +122,6 @@ void load_item(uint e0, uint len, uint j, uint t) {
       w[k] = lo | (hi << 16);
     }
     xr[t] = uvec4(w[0], w[1], w[2], w[3]);
-  }
-#elif defined(DT_F16)
-  if (WIDE) {
-    const uvec4 u = x_v.v[e0 / VW + j];
-    [[unroll]] for (uint k = 0; k < 4u; ++k) {
-      xc[t][2u * k] = h2f(u[k] & 0xffffu);
-      xc[t][2u * k + 1u] = h2f(u[k] >> 16);
-    }
-  } else {
-    [[unroll]] for (uint k = 0; k < VW; ++k) {
-      const uint o = j * VW + k;
-      xc[t][k] = o < len ? LOAD_ELEM(x, e0 + o) : NEG_INF;
-    }
   }
 #else
   if (WIDE) {
