@@ -441,7 +441,7 @@ XentLaunch xent_plan(int vw, int regs, XentParams& p, int64_t smem_limit, bool m
 
 template <class T, int P, bool CAP> int xent_rows_launch(const XentParams& p, const XentLaunch& l, gpuStream_t s) {
   const int64_t smem = int64_t(l.smem_packs) * l.block * 16;
-  if (smem > 48 * 1024) {
+  if (smem > 0) {  // dynamic + the kernel's static shared memory may pass 48 KiB (f64 rows of 8192: 48 KiB + static)
     const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&xent_rows<T, P, CAP>),
                                              gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return static_cast<int>(e);
