@@ -251,10 +251,16 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
         p.chunk_rows = (p.rows + 65534) / 65535;
         p.nchunks = (p.rows + p.chunk_rows - 1) / p.chunk_rows;
       }
-      const auto ws = scratch(acc * size_t(3 * p.rows + 2 * p.nchunks * p.feat));
-      p.ws = ptr_of(ws);
+      p.sms = sm_count_, p.smem_limit = max_shared_optin_;
       const int block = row_block(p.feat);
-      check_launch(launch_norm_backward(dt, p, block, stream_), "norm backward " + op.name);
+      NormBwdLaunch l;
+      plan_norm_backward(dt, p, block, l);
+      const auto ws = scratch(acc * size_t(l.ws_elems));
+      p.ws = ptr_of(ws);
+      check_launch(launch_norm_backward(dt, p, l, stream_), "norm backward " + op.name);
+      if (l.fused)
+        return prefix + "norm_bwd/fused-columns,16B-packs,block=" + std::to_string(l.block) +
+               ",partials=" + std::to_string(l.grid);
       return prefix + "norm_bwd/block-per-row,block=" + std::to_string(block) + ",column-chunks=" + std::to_string(p.nchunks);
     }
     case Kern::SoftmaxBwd: {

@@ -96,9 +96,13 @@ struct NormLaunch {
   uint32_t grid = 0;
 };
 
-// layer_norm_backward / rms_norm_backward: the row pass writes dx and, per row, (mean hi, mean lo, rstd)
-// to ws; the column pass sums dw, db over chunks of rows into partials, the combine pass adds the
-// chunks in order (Kahan).
+// layer_norm_backward / rms_norm_backward. Two plans (plan_norm_backward picks one; norm.cu says why):
+//  - fused (rows of whole 16-byte packs, aligned, that one block of up to 1024 threads holds at 4 packs a
+//    thread): one kernel reads each row's dy and x once, writes dx, and each block sums its rows' dy xhat
+//    and dy per column in shared memory; it writes one partial per block (`grid` of them, rows block,
+//    block + grid, ...) to ws, and the combine pass adds the partials in block order (Kahan).
+//  - separate: the row pass writes dx and, per row, (mean hi, mean lo, rstd) to ws; the column pass sums
+//    dw, db over chunks of chunk_rows rows into partials, the combine pass adds the chunks in order.
 struct NormBwdParams {
   const void* dy = nullptr;
   const void* x = nullptr;
@@ -106,11 +110,22 @@ struct NormBwdParams {
   void* dx = nullptr;
   void* dw = nullptr;
   void* db = nullptr;       // null for rms
-  void* ws = nullptr;       // row statistics (3 per row) then the column partials (2 per column and chunk)
+  void* ws = nullptr;       // plan_norm_backward's ws_elems values of the compute type
   int64_t rows = 0, feat = 1;
-  int64_t chunk_rows = 1, nchunks = 1;
+  int64_t chunk_rows = 1, nchunks = 1;  // the separate plan's column chunks
   double eps = 1e-5;
   int layer = 1;
+  int sms = 1;                          // the device's multiprocessors (the fused plan's grid)
+  int64_t smem_limit = 48 * 1024;       // shared memory a block may opt in to
+  int fused_grid = 0;                   // set by the plan: blocks of the fused kernel (0: separate plan)
+};
+
+// What plan_norm_backward chose: block (threads per row), grid (fused: blocks = partials), the dynamic
+// shared memory of the fused kernel, and the workspace it needs (values of the compute type).
+struct NormBwdLaunch {
+  int fused = 0, block = 0;
+  uint32_t grid = 0;
+  int64_t smem = 0, ws_elems = 0;
 };
 
 struct SoftmaxBwdParams {
@@ -315,7 +330,9 @@ int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint
 
 // cached (optional): the cached kernel's layout when it ran, else block 0.
 int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, NormLaunch* cached = nullptr);
-int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream);
+// The plan (fills l, sets p.fused_grid) then the launch with the same p; block: the separate plan's row block.
+void plan_norm_backward(Dt dt, NormBwdParams& p, int block, NormBwdLaunch& l);
+int launch_norm_backward(Dt dt, const NormBwdParams& p, const NormBwdLaunch& l, void* stream);
 // packs_block (optional): the block of the 16-byte-pack kernel when it ran (whole packs, aligned), else 0.
 int launch_softmax_backward(Dt dt, const SoftmaxBwdParams& p, int block, void* stream, int* packs_block = nullptr);
 int launch_batch_norm_relu(Dt dt, const BatchNormParams& p, uint32_t blocks, void* stream);

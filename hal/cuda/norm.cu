@@ -410,6 +410,222 @@ __global__ void __launch_bounds__(256) norm_bwd_combine(const NormBwdParams p) {
   if (p.db) T::store(p.db, f, db.s);
 }
 
+// ---- The fused plan (rows of whole 16-byte packs, every tensor 16-byte aligned, at most 4 packs a
+// thread on up to 1024 threads). Bytes: the separate plan reads dy and x twice (row pass, column pass)
+// and writes dx: 5 tensor-sized transfers where 3 are the minimum (H100, rows of 4096: 0.14-0.33 of
+// copy, the row pass element by element). Here one block per row at a time, blocks striding over the
+// rows (row blockIdx.x, + gridDim.x, ...): thread t loads its packs t + u B (u < 4) of dy and x into
+// registers before any use (raw 16-byte packs, as norm_cached_kernel), the row's sums in one block
+// reduction for rms (sum x^2, sum g x) and two for layer (sum x, sum g; then sum (x - hi), sum
+// (x - hi)^2, sum g (x - hi)), dx written once as packs, and dy xhat, dy added to this block's column
+// sums in shared memory (each thread owns the columns of its packs: no barrier, no atomics). At the end
+// each block writes its column sums as partial blockIdx.x, and the combine pass adds the partials in
+// block order (Kahan), so the result is the same bits every run for a given grid (the plan's grid
+// depends on the device's multiprocessors and occupancy only). A block adds at most kFusedRows rows per
+// column in plain float (error about 2^-24 sqrt(64 / 6) of the column's sum: 2e-7 relative in f32).
+// Extra traffic: the partials, grid x L x (2 or 1) values written and read once (H100, 16384 x 4096
+// f32: 528 blocks, 17 MiB each way beside 768 MiB of dy, x, dx).
+// The mean is hi + lo as norm_bwd_rows (hi = sum x / L, lo = sum(x - hi) / L), and sum(g xhat) =
+// rstd (sum g (x - hi) - lo sum g): the same quantity with one reduction fewer.
+constexpr int kFusedPacks = 4;    // packs of dy and of x a thread holds
+constexpr int kFusedRows = 64;    // rows a block sums per column at most (plain float)
+
+// Several block sums with one barrier: v[i] summed over the block (warp butterflies, then the warps in
+// index order: the same bits in every thread and every run). sm holds N x 32 values; the caller
+// alternates two such buffers so that no barrier is needed before writing one (every thread has read
+// the previous use of a buffer before it reaches the barrier of the sum in between).
+template <int N, class C> KF_DEV void block_sums(C (&v)[N], C* sm) {
+  const int nw = blockDim.x / KF_WARP, w = threadIdx.x / KF_WARP;
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = warp_sum(v[i]);
+  if (threadIdx.x % KF_WARP == 0)
+#pragma unroll
+    for (int i = 0; i < N; ++i) sm[i * 32 + w] = v[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    C t = sm[i * 32];
+    for (int k = 1; k < nw; ++k) t += sm[i * 32 + k];
+    v[i] = t;
+  }
+}
+
+// Hides a raw pack's value from the optimizer (an empty asm that "changes" it): after each block sum the
+// values are unpacked again from the raw registers instead of the compiler keeping every unpacked float
+// alive across the barriers (16-bit layer norm: 189-195 registers without it, 3 x 32 floats).
+KF_DEV void opaque(uint4& v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+#else
+  (void)v;
+#endif
+}
+KF_DEV int opaque(int v) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("" : "+r"(v));
+#endif
+  return v;
+}
+
+// The block's column sums live in shared memory as [Q][VW][npk] (quantity q: 0 dy xhat, 1 dy; value k
+// of pack j at (q VW + k) npk + j), so that a warp's threads (consecutive packs) touch consecutive
+// words; the partials in ws have the same layout, one [Q][VW][npk] block per partial.
+template <class T, bool LAYER>
+__global__ void __launch_bounds__(1024) norm_bwd_fused(const NormBwdParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW, P = kFusedPacks, Q = LAYER ? 2 : 1;
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  __shared__ C red[2][3 * 32];
+  C* const acc = reinterpret_cast<C*>(norm_smem);
+  const int B = blockDim.x, t = threadIdx.x;
+  const int64_t L = p.feat;
+  const int npk = static_cast<int>(L / VW);
+  uint4* const sw = reinterpret_cast<uint4*>(acc + Q * L);  // w's packs (w given), after the sums
+  const C inv_l = C(1) / C(L), eps = static_cast<C>(p.eps);
+  const bool has_w = p.w != nullptr;
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    const int j = t + u * B;
+    if (j < npk) {
+      if (has_w) sw[j] = load_pack(p.w, j);
+#pragma unroll
+      for (int q = 0; q < Q; ++q)
+#pragma unroll
+        for (int k = 0; k < VW; ++k) acc[(q * VW + k) * npk + j] = C(0);
+    }
+  }
+  int par = 0;
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const int64_t base = row * npk;
+    uint4 cx[P], cd[P];
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+      const int j = t + u * B;
+      cx[u] = cd[u] = make_uint4(0, 0, 0, 0);  // zeros: add nothing to the sums
+      if (j < npk) cx[u] = load_pack(p.x, base + j), cd[u] = load_pack(p.dy, base + j);
+    }
+    // g = dy w, rounded (mul_rounded: the same value in every use).
+    const auto grad = [&](int u, C (&d)[VW], C (&g)[VW]) {
+      T::unpack(cd[u], d);
+      if (has_w && t + u * B < npk) {
+        C w[VW];
+        T::unpack(sw[t + u * B], w);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) g[k] = mul_rounded(d[k], w[k]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) g[k] = d[k];
+      }
+    };
+    C hi = C(0), lo = C(0), rs, mg = C(0), mgx;
+    if constexpr (LAYER) {
+      C s1[2] = {C(0), C(0)};  // sum x, sum g
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        C x[VW], d[VW], g[VW];
+        T::unpack(cx[u], x);
+        grad(u, d, g);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) s1[0] += x[k], s1[1] += g[k];
+      }
+      block_sums(s1, red[0]);
+#pragma unroll
+      for (int u = 0; u < P; ++u) opaque(cx[u]), opaque(cd[u]);
+      hi = s1[0] * inv_l;
+      C s2[3] = {C(0), C(0), C(0)};  // sum (x - hi), sum (x - hi)^2, sum g (x - hi)
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        if (t + u * B >= npk) continue;
+        C x[VW], d[VW], g[VW];
+        T::unpack(cx[u], x);
+        grad(u, d, g);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const C e = x[k] - hi;
+          s2[0] += e, s2[1] += e * e, s2[2] += g[k] * e;
+        }
+      }
+      block_sums(s2, red[1]);
+#pragma unroll
+      for (int u = 0; u < P; ++u) opaque(cx[u]), opaque(cd[u]);
+      lo = s2[0] * inv_l;
+      C m2 = s2[1] - s2[0] * lo;
+      if (m2 < C(0)) m2 = C(0);
+      rs = C(1) / m_sqrt(m2 * inv_l + eps);
+      mg = s1[1] * inv_l;
+      mgx = rs * (s2[2] - lo * s1[1]) * inv_l;
+    } else {
+      C s1[2] = {C(0), C(0)};  // sum x^2, sum g x
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        C x[VW], d[VW], g[VW];
+        T::unpack(cx[u], x);
+        grad(u, d, g);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) s1[0] += x[k] * x[k], s1[1] += g[k] * x[k];
+      }
+      block_sums(s1, red[par]);
+#pragma unroll
+      for (int u = 0; u < P; ++u) opaque(cx[u]), opaque(cd[u]);
+      par ^= 1;
+      rs = C(1) / m_sqrt(s1[0] * inv_l + eps);
+      mgx = rs * s1[1] * inv_l;
+    }
+    // dx = rstd (g - mean(g) - xhat mean(g xhat)); the block's column sums of dy xhat and dy. (The
+    // stride is hidden from the optimizer row by row: otherwise it keeps the 4 x Q x VW addresses of the
+    // slots in registers across the rows, 64 of them for 16-bit layer norm.)
+    const int st = opaque(npk);
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+      const int j = t + u * B;
+      if (j >= npk) continue;
+      C x[VW], d[VW], g[VW], o[VW];
+      T::unpack(cx[u], x);
+      grad(u, d, g);
+#pragma unroll
+      for (int k = 0; k < VW; ++k) {
+        const C xhat = centered<T>(x[k], hi, lo) * rs;
+        o[k] = rs * (g[k] - mg - xhat * mgx);
+        acc[k * st + j] += d[k] * xhat;
+        if constexpr (LAYER) acc[(VW + k) * st + j] += d[k];
+      }
+      store_pack(p.dx, base + j, T::pack(o));
+    }
+  }
+  // This block's partial (thread-owned slots: no barrier).
+  C* const part = static_cast<C*>(p.ws) + int64_t(blockIdx.x) * Q * L;
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    const int j = t + u * B;
+    if (j < npk)
+#pragma unroll
+      for (int i = 0; i < Q * VW; ++i) part[i * npk + j] = acc[i * npk + j];
+  }
+}
+
+// The fused plan's combine: slot i of [Q][VW][npk] (column (i % npk) VW + i / npk), quantity blockIdx.y;
+// each warp adds partials w, w + 8, ... (Kahan), then warp 0 adds the warps' sums in order.
+template <class T>
+__global__ void __launch_bounds__(256) norm_bwd_combine_fused(const NormBwdParams p) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  __shared__ C ss[8][32], cs[8][32];
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+  const int64_t L = p.feat, npk = L / VW, Q = p.layer ? 2 : 1;
+  const int64_t i = int64_t(blockIdx.x) * 32 + lane, q = blockIdx.y;
+  const C* part = static_cast<const C*>(p.ws) + q * L + i;
+  Kahan<C> k;
+  if (i < L)
+    for (int64_t b = w; b < p.fused_grid; b += nw) k.add(part[b * Q * L]);
+  ss[w][lane] = k.s, cs[w][lane] = k.c;
+  __syncthreads();
+  if (w != 0 || i >= L) return;
+  Kahan<C> s;
+  for (int v = 0; v < nw; ++v) s.add(ss[v][lane]), s.add(-cs[v][lane]);
+  const int64_t f = (i % npk) * VW + i / npk;
+  T::store(q == 0 ? p.dw : p.db, f, s.s);
+}
+
 // softmax_backward: dx = s y (dy - sum(dy y)).
 template <class T>
 __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const SoftmaxBwdParams p) {
@@ -626,11 +842,61 @@ template <NormOp OP> int norm_op(Dt dt, const NormParams& p, int block, gpuStrea
   return -1;
 }
 
-template <class T> int norm_bwd_launch(const NormBwdParams& p, int block, gpuStream_t s) {
-  norm_bwd_rows<T><<<row_blocks(p.rows), block, 0, s>>>(p);
-  int e = static_cast<int>(gpuGetLastError());
-  if (e) return e;
+// The fused plan's kernel for this dtype and op.
+template <class T> const void* norm_bwd_fused_kernel(int layer) {
+  return layer ? reinterpret_cast<const void*>(&norm_bwd_fused<T, true>)
+               : reinterpret_cast<const void*>(&norm_bwd_fused<T, false>);
+}
+
+// The fused plan where it applies (see norm_bwd_fused), else the separate one.
+template <class T> void norm_bwd_plan(NormBwdParams& p, int block, NormBwdLaunch& l) {
+  using C = typename T::C;
+  const auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
+  const int64_t npk = p.feat / T::VW, Q = p.layer ? 2 : 1;
+  const int64_t smem = Q * p.feat * int64_t(sizeof(C)) + (p.w ? npk * 16 : 0);  // the sums, w
+  l = NormBwdLaunch{};
+  p.fused_grid = 0;
+  bool fused = p.feat % T::VW == 0 && !misaligned(p.dy) && !misaligned(p.x) && !misaligned(p.w) &&
+               !misaligned(p.dx) && npk <= int64_t(1024) * kFusedPacks && smem <= p.smem_limit - 2048;
+  const void* k = norm_bwd_fused_kernel<T>(p.layer);
+  if (fused && smem > 48 * 1024)
+    fused = gpuFuncSetAttribute(k, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) == gpuSuccess;
+  if (fused) {
+    int b = KF_WARP;
+    while (b < 1024 && int64_t(b) * kFusedPacks < npk) b *= 2;
+    int per_sm = 0;
+    if (gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, b, static_cast<size_t>(smem)) != gpuSuccess ||
+        per_sm < 1)
+      per_sm = 1;
+    // Every resident block busy, and at most kFusedRows rows per block.
+    const int64_t g = std::min<int64_t>(
+        {p.rows, std::max<int64_t>(int64_t(std::max(p.sms, 1)) * per_sm, (p.rows + kFusedRows - 1) / kFusedRows),
+         int64_t(1) << 30});
+    l.fused = 1, l.block = b, l.grid = static_cast<uint32_t>(g), l.smem = smem;
+    l.ws_elems = g * Q * p.feat;
+    p.fused_grid = static_cast<int>(g);
+    return;
+  }
+  l.block = block;
+  l.grid = row_blocks(p.rows);
+  l.ws_elems = 3 * p.rows + 2 * p.nchunks * p.feat;
+}
+
+template <class T> int norm_bwd_launch(const NormBwdParams& p, const NormBwdLaunch& l, gpuStream_t s) {
+  int e;
   const uint32_t cols = static_cast<uint32_t>((p.feat + 255) / 256);
+  if (l.fused) {
+    if (p.layer) norm_bwd_fused<T, true><<<l.grid, l.block, static_cast<size_t>(l.smem), s>>>(p);
+    else norm_bwd_fused<T, false><<<l.grid, l.block, static_cast<size_t>(l.smem), s>>>(p);
+    e = static_cast<int>(gpuGetLastError());
+    if (e) return e;
+    const dim3 g(static_cast<uint32_t>((p.feat + 31) / 32), p.layer ? 2u : 1u);
+    norm_bwd_combine_fused<T><<<g, 256, 0, s>>>(p);
+    return static_cast<int>(gpuGetLastError());
+  }
+  norm_bwd_rows<T><<<l.grid, l.block, 0, s>>>(p);
+  e = static_cast<int>(gpuGetLastError());
+  if (e) return e;
   norm_bwd_cols<T><<<dim3(cols, static_cast<uint32_t>(p.nchunks)), 256, 0, s>>>(p);
   e = static_cast<int>(gpuGetLastError());
   if (e) return e;
@@ -656,13 +922,22 @@ int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, 
   return -1;
 }
 
-int launch_norm_backward(Dt dt, const NormBwdParams& p, int block, void* stream) {
+void plan_norm_backward(Dt dt, NormBwdParams& p, int block, NormBwdLaunch& l) {
+  switch (dt) {
+    case Dt::f32: return norm_bwd_plan<F32>(p, block, l);
+    case Dt::f16: return norm_bwd_plan<F16>(p, block, l);
+    case Dt::bf16: return norm_bwd_plan<BF16>(p, block, l);
+    case Dt::f64: return norm_bwd_plan<F64>(p, block, l);
+  }
+}
+
+int launch_norm_backward(Dt dt, const NormBwdParams& p, const NormBwdLaunch& l, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (dt) {
-    case Dt::f32: return norm_bwd_launch<F32>(p, block, s);
-    case Dt::f16: return norm_bwd_launch<F16>(p, block, s);
-    case Dt::bf16: return norm_bwd_launch<BF16>(p, block, s);
-    case Dt::f64: return norm_bwd_launch<F64>(p, block, s);
+    case Dt::f32: return norm_bwd_launch<F32>(p, l, s);
+    case Dt::f16: return norm_bwd_launch<F16>(p, l, s);
+    case Dt::bf16: return norm_bwd_launch<BF16>(p, l, s);
+    case Dt::f64: return norm_bwd_launch<F64>(p, l, s);
   }
   return -1;
 }

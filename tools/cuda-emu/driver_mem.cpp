@@ -588,6 +588,101 @@ void cross_entropy(const std::string& only) {
   }
 }
 
+// ---- layer_norm_backward / rms_norm_backward (norm.cu), as Kern::NormBwd: the fused plan (rows of whole
+// packs, aligned; grids smaller than the rows: `sms` multiprocessors at the emulation's 4 blocks each,
+// and at most 64 rows a block) and the separate one (rows not whole packs, longer than 4 packs x 1024
+// threads or than the shared memory, a misaligned tensor); with and without w.
+struct NormBwdKnobs {
+  int sms = 1;
+  int64_t smem_limit = 227 * 1024;
+  bool misalign = false;  // x at an address 2 bytes past 16-byte alignment: the separate plan
+};
+Launch norm_bwd_launch(const std::string& name, DType dt, const Attrs& attrs, NormBwdKnobs knobs) {
+  return [=](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
+             const std::vector<Shape>&) -> std::string {
+    const bool layer = name == "layer_norm_backward";
+    hc::NormBwdParams p;
+    p.dy = ptr(in, 0), p.x = ptr(in, 1), p.w = ptr(in, 2);
+    p.dx = out[0].data(), p.dw = out[1].data(), p.db = layer ? out[2].data() : nullptr;
+    p.feat = std::max<int64_t>(1, shapes[0].back()), p.rows = numel(shapes[0]) / p.feat;
+    p.eps = get_op(name).eps_of(attrs), p.layer = layer;
+    Buf shifted;
+    if (knobs.misalign) {
+      const size_t bytes = size_t(numel(shapes[0])) * dtype_size(dt);
+      shifted = alloc(bytes + 16, 0);
+      std::memcpy(shifted.data() + 2, in[1].data(), bytes);
+      p.x = shifted.data() + 2;
+    }
+    p.chunk_rows = 64;
+    p.nchunks = (p.rows + p.chunk_rows - 1) / p.chunk_rows;
+    if (p.nchunks > 65535) {
+      p.chunk_rows = (p.rows + 65534) / 65535;
+      p.nchunks = (p.rows + p.chunk_rows - 1) / p.chunk_rows;
+    }
+    p.sms = knobs.sms, p.smem_limit = knobs.smem_limit;
+    int block = 32;
+    while (block < 1024 && int64_t(block) * 4 < p.feat) block *= 2;
+    hc::NormBwdLaunch l;
+    hc::plan_norm_backward(dt_of(dt), p, block, l);
+    Buf ws = alloc(size_t(l.ws_elems) * (dt == DType::f64 ? 8 : 4), 0xff);  // poisoned
+    p.ws = ws.data();
+    hc::launch_norm_backward(dt_of(dt), p, l, nullptr);
+    if (l.fused)
+      return "fused,block=" + std::to_string(l.block) + ",partials=" + std::to_string(l.grid) + ",smem=" +
+             std::to_string(l.smem);
+    return "separate,block=" + std::to_string(block) + ",chunks=" + std::to_string(p.nchunks) +
+           (knobs.misalign ? ",x-misaligned" : "");
+  };
+}
+
+void norm_backwards(const std::string& only) {
+  for (const std::string name : {"layer_norm_backward", "rms_norm_backward"}) {
+    if (name.find(only) == std::string::npos) continue;
+    const OpDef& op = get_op(name);
+    const bool layer = name == "layer_norm_backward";
+    std::vector<TestCase> cases;
+    for (const TestCase& tc : op.tests)
+      if (numel(tc.inputs[0]) <= (int64_t(1) << 20)) cases.push_back(tc);
+    // (rows, features): rows of 1, 3, 17 (not whole packs), 24, 1000 and 4096 (whole packs), 1003, 4104
+    // (a partial last round of packs), 16384 (1024 threads; f16 / bf16: 512), 65536 (the separate plan
+    // but for 16-bit rms), 300 rows of 17 and 24 (many rows per block).
+    struct S { int64_t rows, feat; };
+    const std::vector<S> shapes = {{3, 1}, {5, 3}, {4, 17}, {300, 17}, {300, 24}, {3, 1000}, {2, 1003}, {130, 64},
+                                   {3, 4096}, {2, 4104}, {2, 16384}, {2, 65536}};
+    for (const S& sh : shapes)
+      for (int with_w : {1, 0}) {
+        if (!layer && sh.feat == 1) continue;  // (degenerate for rms: see the registry's cases)
+        TestCase tc{"x[" + std::to_string(sh.rows) + "," + std::to_string(sh.feat) + "]" + (with_w ? "" : "_no_w"),
+                    {{sh.rows, sh.feat}, {sh.rows, sh.feat}}, {}, 2};
+        if (with_w) tc.inputs.push_back({sh.feat});
+        cases.push_back(tc);
+      }
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
+      for (const TestCase& tc : cases) {
+        const int64_t n = numel(tc.inputs[0]);
+        run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, norm_bwd_launch(name, dt, tc.attrs, {}));
+        if (n > 300000) continue;
+        // One block per row (132 multiprocessors: rows <= 528), and a misaligned x (the separate plan).
+        run(name, tc.label + "_sms132", tc.inputs, tc.attrs, dt, tc.range, norm_bwd_launch(name, dt, tc.attrs, {132}));
+        run(name, tc.label + "_misaligned", tc.inputs, tc.attrs, dt, tc.range,
+            norm_bwd_launch(name, dt, tc.attrs, {1, 227 * 1024, true}));
+        // Little shared memory: the fused plan only for short rows.
+        run(name, tc.label + "_smem40k", tc.inputs, tc.attrs, dt, tc.range,
+            norm_bwd_launch(name, dt, tc.attrs, {1, 40 * 1024}));
+      }
+    // A row whose spread is small next to its mean (the corrected two-pass), f32: x = 100 + 0.01 u.
+    if (layer)
+      for (int64_t feat : {int64_t(4096), int64_t(1003)}) {
+        const std::vector<Shape> in = {{70, feat}, {70, feat}, {feat}};
+        const Prep shift = [](std::vector<std::vector<double>>& v) {
+          for (double& e : v[1]) e = 100 + 0.01 * e;
+        };
+        run(name, "[70," + std::to_string(feat) + "]_mean100_sd0.006", in, {}, DType::f32, 1,
+            norm_bwd_launch(name, DType::f32, {}, {}), 99, shift);
+      }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -599,6 +694,7 @@ int main(int argc, char** argv) {
   eltwise(only);
   softmax_backward(only);
   cross_entropy(only);
+  norm_backwards(only);
   std::printf("mem: %d comparisons, fails: %d\n", runs, fails);
   return fails != 0;
 }
