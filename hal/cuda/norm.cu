@@ -811,7 +811,7 @@ int norm_cached_launch(const NormParams& p0, const NormLaunch& l, gpuStream_t s)
   NormParams p = p0;
   p.smem_packs = l.smem_packs;
   const int64_t smem = int64_t(l.smem_packs) * l.block * (kAdd<OP> ? 32 : 16);
-  if (smem > 48 * 1024) {
+  if (smem > 0) {  // the opt-in also where dynamic + static shared memory pass 48 KiB
     const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&norm_cached_kernel<OP, T, CACHE, LONG>),
                                              gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return static_cast<int>(e);
@@ -859,7 +859,7 @@ template <class T> void norm_bwd_plan(NormBwdParams& p, int block, NormBwdLaunch
   bool fused = p.feat % T::VW == 0 && !misaligned(p.dy) && !misaligned(p.x) && !misaligned(p.w) &&
                !misaligned(p.dx) && npk <= int64_t(1024) * kFusedPacks && smem <= p.smem_limit - 2048;
   const void* k = norm_bwd_fused_kernel<T>(p.layer);
-  if (fused && smem > 48 * 1024)
+  if (fused && smem > 0)  // dynamic + static may pass 48 KiB at exactly 48 KiB dynamic (f32 layer rows of 4096)
     fused = gpuFuncSetAttribute(k, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) == gpuSuccess;
   if (fused) {
     int b = KF_WARP;
