@@ -17,6 +17,17 @@
 //     PASS 1 is not run. dy and x are then read once, not twice (the separate column pass read them
 //     again: 4 of the 6 tensor-sized transfers of the kernel instead of 4 of 4).
 //   PASS 2 (combine): each invocation adds one column pack's partial sums in chunk order: dw, db.
+//   PASS 3 (fused rows, the norms; rows of whole 16-byte packs whose column sums fit shared memory, as
+//     hal/cuda/norm.cu's norm_bwd_fused): the workgroup (TPR = its size, NT = 4 packs an invocation)
+//     takes one row at a time, workgroups striding over the rows (at most 64 rows each). Invocation t
+//     loads its packs t + u TPR of dy and x (and once, of w) raw into registers before any use; the
+//     row's sums in one multi-value workgroup reduction for rms (sum x^2, sum g x), two for layer (sum x,
+//     sum g; then sum (x - hi), sum (x - hi)^2, sum g (x - hi)); dx written once; dy xhat and dy added
+//     to the workgroup's column sums in shared memory, [Q][VW][npk] (each invocation owns the columns of
+//     its packs: no barrier, no atomics). At the end one partial per workgroup to the workspace
+//     (same layout). dy and x are read once; the partials (G x Q x L values) are written and read once.
+//   PASS 4 (combine of PASS 3): slot i of [Q][VW][npk], 32 slots a workgroup, 8 ways each adding every
+//     8th partial (Kahan), then the ways in order: dw, db.
 // Every sum has a fixed order, so the results are the same bits every run.
 #include "common.glsl"
 
@@ -33,6 +44,7 @@ layout(constant_id = 3) const uint CACHE_VALUES = 32;
 layout(constant_id = 4) const uint PASS = 0;
 layout(constant_id = 5) const bool HAS_W = false;
 layout(constant_id = 6) const bool FUSED_COLS = false;  // PASS 0 also sums the columns (see above)
+layout(constant_id = 7) const uint SMEM_VALUES = 1;     // PASS 3: Q x feat column sums; PASS 4: 2 x workgroup
 #define NT (CACHE_VALUES / VW)
 
 #include "row_reduce.glsl"
@@ -321,10 +333,220 @@ void column_combine(uint p) {
     }
   }
 }
+
+// ---- PASS 3 / PASS 4 (see the header).
+shared ACC colsum[SMEM_VALUES];
+#if defined(LAYER)
+#define FQ 2u
+#else
+#define FQ 1u
+#endif
+
+// N values summed over the workgroup (TPR = workgroup size) with one pair of barriers; the same order
+// (subgroups, then the subgroups' sums in index order) in every invocation and every run.
+#if defined(SUBGROUP)
+#define WG_SUMS(N)                                                                  \
+  void wg_sums##N(inout ACC v[N]) {                                                 \
+    [[unroll]] for (uint i = 0; i < N; ++i) v[i] = subgroupAdd(v[i]);               \
+    if (TPR == gl_SubgroupSize) return;                                             \
+    const uint nsg = TPR / gl_SubgroupSize;                                         \
+    if (gl_SubgroupInvocationID == 0u)                                              \
+      [[unroll]] for (uint i = 0; i < N; ++i) red[i * nsg + gl_SubgroupID] = v[i];  \
+    barrier();                                                                      \
+    [[unroll]] for (uint i = 0; i < N; ++i) {                                       \
+      ACC r = red[i * nsg];                                                         \
+      for (uint k = 1u; k < nsg; ++k) r += red[i * nsg + k];                        \
+      v[i] = r;                                                                     \
+    }                                                                               \
+    barrier();                                                                      \
+  }
+#else
+#define WG_SUMS(N)                                                                  \
+  void wg_sums##N(inout ACC v[N]) {                                                 \
+    [[unroll]] for (uint i = 0; i < N; ++i) v[i] = row_sum(v[i], gl_LocalInvocationID.x, 0u); \
+  }
+#endif
+WG_SUMS(2)
+WG_SUMS(3)
+
+void fused_grad(uvec4 dp, uvec4 wp, out FT d[VW], out ACC g[VW]) {
+  unpack(dp, d);
+  PACK_T(wv);
+  [[unroll]] for (uint k = 0; k < VW; ++k) wv[k] = FT(1);
+  if (HAS_W) unpack(wp, wv);
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+    precise ACC gk = ACC(d[k]) * ACC(wv[k]);  // rounded: the same value in every use
+    g[k] = gk;
+  }
+}
+
+void fused_rows() {
+  const uint t = gl_LocalInvocationID.x, B = gl_WorkGroupSize.x, L = pc.feat, npk = L / VW;
+  const ACC inv_l = ACC(1) / ACC(L);
+  uvec4 cw[NT], cd[NT], cx[NT];
+  [[unroll]] for (uint u = 0; u < NT; ++u) {
+    const uint j = t + u * B;
+    cw[u] = uvec4(0u);
+    if (j < npk) {
+      if (HAS_W) cw[u] = w_v.v[j];
+      [[unroll]] for (uint i = 0; i < FQ * VW; ++i) colsum[i * npk + j] = ACC(0);
+    }
+  }
+  for (uint r = gl_WorkGroupID.x; r < pc.rows; r += gl_NumWorkGroups.x) {
+    const uint base = r * npk;
+    [[unroll]] for (uint u = 0; u < NT; ++u) {
+      const uint j = t + u * B;
+      cd[u] = uvec4(0u);  // zeros: add nothing to the sums
+      cx[u] = uvec4(0u);
+      if (j < npk) cd[u] = dy_v.v[base + j], cx[u] = xv_v.v[base + j];
+    }
+    ACC hi = ACC(0), lo = ACC(0), rs, mg = ACC(0), mgx;
+#if defined(LAYER)
+    ACC s1[2] = {ACC(0), ACC(0)};  // sum x, sum g
+    [[unroll]] for (uint u = 0; u < NT; ++u) {
+      PACK_T(x);
+      PACK_T(d);
+      ACC g[VW];
+      unpack(cx[u], x);
+      fused_grad(cd[u], cw[u], d, g);
+      [[unroll]] for (uint k = 0; k < VW; ++k) s1[0] += ACC(x[k]), s1[1] += g[k];
+    }
+    wg_sums2(s1);
+    hi = s1[0] * inv_l;
+    ACC s2[3] = {ACC(0), ACC(0), ACC(0)};  // sum (x - hi), sum (x - hi)^2, sum g (x - hi)
+    [[unroll]] for (uint u = 0; u < NT; ++u) {
+      if (t + u * B >= npk) continue;
+      PACK_T(x);
+      PACK_T(d);
+      ACC g[VW];
+      unpack(cx[u], x);
+      fused_grad(cd[u], cw[u], d, g);
+      [[unroll]] for (uint k = 0; k < VW; ++k) {
+        const ACC e = ACC(x[k]) - hi;
+        s2[0] += e, s2[1] += e * e, s2[2] += g[k] * e;
+      }
+    }
+    wg_sums3(s2);
+    lo = s2[0] * inv_l;
+    const ACC m2 = max(s2[1] - s2[0] * lo, ACC(0));
+    rs = rsqrt_(m2 * inv_l + ACC(EPS));
+    mg = s1[1] * inv_l;
+    mgx = rs * (s2[2] - lo * s1[1]) * inv_l;
+#else
+    ACC s1[2] = {ACC(0), ACC(0)};  // sum x^2, sum g x
+    [[unroll]] for (uint u = 0; u < NT; ++u) {
+      PACK_T(x);
+      PACK_T(d);
+      ACC g[VW];
+      unpack(cx[u], x);
+      fused_grad(cd[u], cw[u], d, g);
+      [[unroll]] for (uint k = 0; k < VW; ++k) s1[0] += ACC(x[k]) * ACC(x[k]), s1[1] += g[k] * ACC(x[k]);
+    }
+    wg_sums2(s1);
+    rs = rsqrt_(s1[0] * inv_l + ACC(EPS));
+    mgx = rs * s1[1] * inv_l;
+#endif
+    // dx = rstd (g - mean(g) - xhat mean(g xhat)); this workgroup's column sums of dy xhat and dy.
+    [[unroll]] for (uint u = 0; u < NT; ++u) {
+      const uint j = t + u * B;
+      if (j >= npk) continue;
+      PACK_T(x);
+      PACK_T(d);
+      PACK_T(o);
+      ACC g[VW];
+      unpack(cx[u], x);
+      fused_grad(cd[u], cw[u], d, g);
+      [[unroll]] for (uint k = 0; k < VW; ++k) {
+        const ACC xhat = centered(ACC(x[k]), hi, lo) * rs;
+        precise const ACC tt = g[k] - mg - xhat * mgx;
+        o[k] = FT(rs * tt);
+        colsum[k * npk + j] += ACC(d[k]) * xhat;
+#if defined(LAYER)
+        colsum[(VW + k) * npk + j] += ACC(d[k]);
+#endif
+      }
+      out3_v.v[base + j] = pack(o);
+    }
+  }
+  // This workgroup's partial (invocation-owned slots: no barrier).
+  const uint part = gl_WorkGroupID.x * FQ * L;
+  [[unroll]] for (uint u = 0; u < NT; ++u) {
+    const uint j = t + u * B;
+    if (j < npk)
+      [[unroll]] for (uint i = 0; i < FQ * VW; ++i) ws[part + i * npk + j] = colsum[i * npk + j];
+  }
+}
+
+// PASS 4: unit i = lane + 32 x workgroup covers PAIR slots of [Q][VW][npk] (16-bit dtypes: the two
+// values of one 32-bit word of dw / db, so that the store is a plain one); way w (of 8) adds partials
+// w, w + 8, ... (the number of partials is pc.nrchunks; Kahan), then way 0 adds the ways in order.
+#if defined(DT_F16) || defined(DT_BF16)
+#define PAIR 2u
+#else
+#define PAIR 1u
+#endif
+void fused_combine() {
+  const uint lane = gl_LocalInvocationID.x % 32u, way = gl_LocalInvocationID.x / 32u, W = gl_WorkGroupSize.x;
+  const uint nways = W / 32u, L = pc.feat, npk = L / VW, QL = FQ * L, units = QL / PAIR, LP = L / PAIR;
+  for (uint g = gl_WorkGroupID.x; g * 32u < units; g += gl_NumWorkGroups.x) {
+    const uint i = g * 32u + lane;
+    const uint q = i / LP, e = i % LP, kp = e / npk, j = e % npk;
+    const uint slot = q * L + kp * PAIR * npk + j;
+    ACC a[PAIR], ca[PAIR];
+    [[unroll]] for (uint h = 0; h < PAIR; ++h) {
+      a[h] = ACC(0), ca[h] = ACC(0);
+      if (i < units)
+        for (uint b = way; b < pc.nrchunks; b += nways) kahan_add(a[h], ca[h], ws[b * QL + slot + h * npk]);
+      colsum[(2u * h) * W + gl_LocalInvocationID.x] = a[h];
+      colsum[(2u * h + 1u) * W + gl_LocalInvocationID.x] = ca[h];
+    }
+    barrier();
+    if (way == 0u && i < units) {
+      ACC s[PAIR];
+      [[unroll]] for (uint h = 0; h < PAIR; ++h) {
+        ACC c = ACC(0);
+        s[h] = ACC(0);
+        for (uint v = 0; v < nways; ++v) {
+          kahan_add(s[h], c, colsum[(2u * h) * W + v * 32u + lane]);
+          kahan_add(s[h], c, -colsum[(2u * h + 1u) * W + v * 32u + lane]);
+        }
+      }
+      const uint f = j * VW + kp * PAIR;
+#if defined(DT_F16) || defined(DT_BF16)
+      uint word;
+#if defined(DT_F16)
+      word = packHalf2x16(vec2(s[0], s[1]));
+#else
+      word = to_bf16(s[0]) | (to_bf16(s[1]) << 16);
+#endif
+      if (q == 0u) out3_w.w[f >> 1] = word;
+#if defined(LAYER)
+      else out5_w.w[f >> 1] = word;
+#endif
+#else
+      if (q == 0u) STORE_ELEM(out3, f, FT(s[0]))
+#if defined(LAYER)
+      else STORE_ELEM(out5, f, FT(s[0]))
+#endif
+#endif
+    }
+    barrier();
+  }
+}
 #endif
 
 void main() {
   const uint lane = gl_LocalInvocationID.x % TPR, slot = gl_LocalInvocationID.x / TPR;
+#if defined(NORM)
+  if (PASS == 3u) {
+    fused_rows();
+    return;
+  }
+  if (PASS == 4u) {
+    fused_combine();
+    return;
+  }
+#endif
   if (PASS == 0u) {
     const uint rpw = gl_WorkGroupSize.x / TPR;
     const uint nblocks = (pc.rows + rpw - 1u) / rpw;

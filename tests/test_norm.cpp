@@ -137,12 +137,13 @@ TEST_P(Norm, MultiPassDeterministic) {
 // twice (the same bits).
 TEST_P(Norm, BackwardColumnPaths) {
   if (GetParam().backend != "vulkan") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan backend";
-  for (const char* tune : {"normbwd_cols=2", "normbwd_cols=1"}) {
+  for (const char* tune : {"normbwd_cols=3", "normbwd_cols=2", "normbwd_cols=1"}) {
     ContextOptions o = options_for(GetParam());
     o.tuning = tune;
     Context ctx = Context::create(o);
     ValidationCheck vc(ctx);
     const bool fused = std::string(tune) == "normbwd_cols=2";
+    const bool fused_rows = std::string(tune) == "normbwd_cols=3";  // rows of whole packs (not 130 x 7)
     for (const char* name : {"layer_norm_backward", "rms_norm_backward"})
       for (const Shape& x : {Shape{4100, 64}, Shape{37, 1000}, Shape{130, 7}})
         for (DType t : {DType::f32, DType::f16}) {
@@ -156,6 +157,7 @@ TEST_P(Norm, BackwardColumnPaths) {
           EXPECT_TRUE(r.pass && r.deterministic) << name << " " << to_string(t) << " " << to_string(x) << " " << tune
                                                  << " seed " << seed << " (variant " << r.variant << "):\n" << r.message;
           EXPECT_EQ(r.variant.find("columns=fused") != std::string::npos, fused) << r.variant;
+          EXPECT_EQ(r.variant.find("fused-rows") != std::string::npos, fused_rows && x.back() % 8 == 0) << r.variant;
         }
   }
 }

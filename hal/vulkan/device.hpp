@@ -11,6 +11,7 @@
 namespace kf::hal::vk {
 
 class VulkanDevice;
+struct RowPlan;
 
 class VkBuf final : public Buffer {
  public:
@@ -107,6 +108,8 @@ class VulkanDevice final : public Device {
   std::string dispatch_training(const OpCall& call);
   std::string dispatch_batch_norm(const OpCall& call);
   std::string dispatch_norm_backward(const OpCall& call);
+  std::string dispatch_norm_backward_fused(const OpCall& call, const RowPlan& plan, uint32_t B, uint32_t G,
+                                           uint32_t Q);
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
   std::string dispatch_linear_cross_entropy(const OpCall& call);  // kernels_lce.cpp

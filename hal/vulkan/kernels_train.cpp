@@ -13,6 +13,49 @@ namespace kf::hal::vk {
 // rows' statistics), then for the norms a column pass of per-chunk partial sums and their combine.
 constexpr uint64_t kMaxRowChunks = 64;
 
+// Workgroups of the fused-rows plan: at least this many where there are rows enough (then at most 64
+// rows each); the partials are G x Q x L values written and read once (H100, 16384 x 4096 f32 layer:
+// 512 partials, 16 MiB each way beside 768 MiB of dy, x and dx).
+constexpr uint64_t kFusedGroupsRows = 512;
+
+inline size_t acc_bytes(DType t) { return t == DType::f64 ? 8 : 4; }
+
+std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const RowPlan& plan, uint32_t B,
+                                                       uint32_t G, uint32_t Q) {
+  const Caps& caps = info_.caps;
+  const TensorArg& dy = call.inputs[0];
+  const uint64_t L = static_cast<uint64_t>(dy.shape.back()), R = static_cast<uint64_t>(dy.numel) / L;
+  const bool has_w = call.inputs.size() > 2 && call.inputs[2].buffer;
+  struct {
+    uint32_t rows, feat, rchunk, nrchunks;
+    float eps;
+    uint32_t eps_lo, eps_hi;
+  } pc{static_cast<uint32_t>(R), static_cast<uint32_t>(L), 0, G, 0, 0, 0};
+  set_eps(call.op->eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
+  Launch l;
+  l.variant = training_variant(*call.op, call.dtype, caps);
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  const std::shared_ptr<Buffer> ws = workspace(acc_bytes(call.dtype) * uint64_t(G) * Q * L);
+  l.bindings[0] = dy.buffer;
+  l.bindings[1] = call.inputs[1].buffer;
+  if (has_w) l.bindings[2] = call.inputs[2].buffer;
+  l.bindings[3] = call.outputs[0].buffer;
+  l.bindings[4] = ws;
+  // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
+  l.spec = {B, B, 1u, 4u * plan.vw, 3u, has_w ? 1u : 0u, 0u, static_cast<uint32_t>(Q * L)};
+  l.groups = G;
+  record(l);
+  l.bindings[3] = call.outputs[1].buffer;
+  if (call.outputs.size() > 2) l.bindings[5] = call.outputs[2].buffer;
+  const uint32_t pair = plan.vw == 8 ? 2 : 1;
+  l.spec = {kWorkgroup, kWorkgroup, 1u, 4u * plan.vw, 4u, has_w ? 1u : 0u, 0u, 2u * pair * kWorkgroup};
+  l.groups = grid(Q * L / pair, 32, caps, tuning());
+  record(l);
+  return "vulkan:normbwd/" + std::string(plan.subgroup ? "subgroup" : "shared-memory") + ",workgroup=" +
+         std::to_string(B) + ",16B-packs,fused-rows,partials=" + std::to_string(G);
+}
+
 std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   const OpDef& op = *call.op;
   const Caps& caps = info_.caps;
@@ -40,6 +83,27 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // in f32 (the fused row pass holds more registers and runs on at most 512 workgroups), so it is the
   // default; KF_TUNE normbwd_cols=2 picks the fused one.
   constexpr uint64_t kFusedGroups = 512;
+  // Fused rows (PASS 3 / 4, the CUDA backend's norm_bwd_fused): rows of whole 16-byte packs that one
+  // workgroup of at most 1024 invocations holds at 4 packs an invocation, whose column sums (Q x L
+  // accumulators) and the reduction buffer fit the device's shared memory. The default there; KF_TUNE
+  // normbwd_cols=1|2 picks the older paths.
+  {
+    constexpr uint32_t kFusedPacks = 4;  // NT of PASS 3
+    constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
+    const uint64_t Q = op.name == "layer_norm_backward" ? 2 : 1;
+    uint32_t B = 32;
+    if (plan.subgroup) B = std::max(B, caps.subgroup_size);
+    const uint32_t max_b = std::min<uint32_t>(1024, caps.max_workgroup_size ? caps.max_workgroup_size : 256);
+    while (B < max_b && uint64_t(B) * kFusedPacks < npk) B *= 2;
+    const uint64_t smem = (Q * L + B) * acc_bytes(call.dtype);
+    const uint64_t G = std::min<uint64_t>(R, std::max<uint64_t>((R + kFusedRows - 1) / kFusedRows, kFusedGroupsRows));
+    const uint32_t cap = caps.max_workgroup_count ? std::min<uint32_t>(caps.max_workgroup_count, 65535) : 65535;
+    const bool fits = norm && plan.wide && uint64_t(B) * kFusedPacks >= npk && smem <= caps.max_shared_bytes &&
+                      G <= cap && R > 0 && (!plan.subgroup || (caps.subgroup_size >= 4 && B % caps.subgroup_size == 0)) &&
+                      G * Q * L < (uint64_t(1) << 32) && R * npk < (uint64_t(1) << 32);
+    if (fits && (tuning().normbwd_cols == 0 || tuning().normbwd_cols == 3))
+      return dispatch_norm_backward_fused(call, plan, B, static_cast<uint32_t>(G), static_cast<uint32_t>(Q));
+  }
   const bool fused = norm && !plan.split && tuning().normbwd_cols == 2;
   const uint32_t row_groups = fused ? static_cast<uint32_t>(std::min<uint64_t>(grid(R, kWorkgroup / plan.tpr, caps, tuning()), kFusedGroups))
                                     : grid(R, kWorkgroup / (plan.split ? kWorkgroup : plan.tpr), caps, tuning());
