@@ -2,7 +2,8 @@
 # Session 6, second probe (H100): is the Vulkan decode over 128k keys slow because its key splits start
 # at power-of-two strides (CUDA's splits, 12 x 10944 and 33 x 4000 keys, read the same bytes at full
 # speed)? And is add_relu at 2 GiB per input slow because its three buffers sit at 2 GiB strides
-# (KF_VK_STAGGER_KIB shifts each dedicated allocation by k * that)?
+# (KF_VK_STAGGER_KIB shifted each dedicated allocation by k * that; the knob was removed after this
+# probe refuted the idea, so this script needs commit 5b3780a to run as it did)?
 set -u
 out=${OUT:-/tmp/probe}; mkdir -p "$out"
 b=build/tools

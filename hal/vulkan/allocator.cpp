@@ -1,16 +1,12 @@
 // Device memory sub-allocated from 256 MiB blocks (first fit, coalescing free list); allocations
 // larger than a block get memory of their own.
 #include <algorithm>
-#include <cstdlib>
 
 #include "hal/vulkan/vk_common.hpp"
 
 namespace kf::hal::vk {
 
-Allocator::Allocator(VkPhysicalDevice pd, VkDevice dev) : dev_(dev) {
-  vkGetPhysicalDeviceMemoryProperties(pd, &props_);
-  if (const char* e = std::getenv("KF_VK_STAGGER_KIB")) stagger_ = VkDeviceSize(std::strtoull(e, nullptr, 10)) << 10;
-}
+Allocator::Allocator(VkPhysicalDevice pd, VkDevice dev) : dev_(dev) { vkGetPhysicalDeviceMemoryProperties(pd, &props_); }
 
 Allocator::~Allocator() {
   for (auto& b : blocks_)
@@ -81,18 +77,13 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, VkMemoryProperty
     }
   }
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  const VkDeviceSize shift = stagger_ ? (dedicated_++ % 8) * ((stagger_ + align - 1) / align * align) : 0;
-  ai.allocationSize = req.size + shift;
+  ai.allocationSize = req.size;
   ai.memoryTypeIndex = a.type;
   if (const VkResult r = vkAllocateMemory(dev_, &ai, nullptr, &a.memory); r != VK_SUCCESS) {
     live_ -= req.size;
     KF_VK(r);
   }
-  a.offset = shift;
-  if (mappable) {
-    KF_VK(vkMapMemory(dev_, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped));
-    a.mapped = static_cast<char*>(a.mapped) + shift;
-  }
+  if (mappable) KF_VK(vkMapMemory(dev_, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped));
   return a;
 }
 

@@ -96,8 +96,6 @@ class Allocator {
   std::vector<Block> blocks_;
   mutable std::mutex mu_;
   uint64_t live_ = 0, peak_ = 0;
-  uint64_t dedicated_ = 0;       // dedicated allocations made so far (their stagger)
-  VkDeviceSize stagger_ = 0;     // KF_VK_STAGGER_KIB (probe): dedicated allocations start at k * stagger
   static constexpr VkDeviceSize kBlockSize = 256ull << 20;
 };
 
