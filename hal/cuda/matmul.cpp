@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -200,11 +201,21 @@ uint32_t alignment_of(std::initializer_list<uint64_t> values) {
 
 }  // namespace
 
-// Per device: the handle and the workspace.
+// The algorithm chosen for one product description (LtState::chosen).
+struct LtChoice {
+  cublasLtMatmulAlgo_t algo{};
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;  // the one it runs (DEFAULT: the caller's kernel's part)
+  bool found = false;
+};
+
+// Per device: the handle, the workspace, and the algorithm chosen for each product description met so
+// far (the heuristic query costs tens of microseconds of host time per call, as long as a 4096^3 f16
+// product runs on an H100, so it runs once per description).
 struct LtState {
   cublasLtHandle_t handle = nullptr;
   std::shared_ptr<Buffer> workspace;
   size_t workspace_bytes = 0;
+  std::map<std::string, LtChoice> chosen;
   ~LtState() {
     if (handle) lt_api().cublasLtDestroy(handle);
   }
@@ -334,33 +345,86 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "set ALIGNMENT_C");
   chk(api.cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)), "set ALIGNMENT_D");
 
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t hs = api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found);
-  // A type combination this cuBLASLt rejects (float D from 16-bit inputs, say): the caller's fallback.
-  if (g.soft_fail && (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE)) return -1;
-  chk(hs, "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0 && epi != CUBLASLT_EPILOGUE_DEFAULT) {
-    // No algorithm with the fused epilogue for this shape: the plain product (the caller's kernel does
-    // the epilogue).
-    epi = CUBLASLT_EPILOGUE_DEFAULT;
-    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
-    chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
-        "cublasLtMatmulAlgoGetHeuristic");
-  }
-  if (found == 0 && g.soft_fail) return -1;
-  if (found == 0)
-    throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": cuBLASLt has no algorithm for " + to_string(g.dtype) +
-                                            " (column-major m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
-                                            " k=" + std::to_string(g.k) + " batches=" + std::to_string(g.batches) + ")");
-
+  // The description's key: everything the descriptors and preferences above hold but the pointers' values.
+  const std::string key = std::to_string(int(g.dtype)) + "," + std::to_string(int(out)) + "," +
+                          std::to_string(g.trans_a) + std::to_string(g.trans_b) + std::to_string(g.beta_one) +
+                          std::to_string(g.bias != nullptr) + "," + std::to_string(int(g.epilogue)) + "," +
+                          std::to_string(g.m) + "," + std::to_string(g.n) + "," + std::to_string(g.k) + "," +
+                          std::to_string(g.lda) + "," + std::to_string(g.ldb) + "," + std::to_string(g.ldd) + "," +
+                          std::to_string(g.batches) + "," + std::to_string(g.stride_a) + "," +
+                          std::to_string(g.stride_b) + "," + std::to_string(g.stride_d) + "," + std::to_string(al_a) +
+                          "," + std::to_string(al_b) + "," + std::to_string(al_c) + "," + std::to_string(al_d);
   const float alpha_f = 1, beta_f = g.beta_one ? 1.f : 0.f;
   const double alpha_d = 1, beta_d = g.beta_one ? 1.0 : 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
   const void* beta = f64 ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
-  chk(api.cublasLtMatmul(lt.handle, d.op, alpha, g.A, d.A, g.B, d.B, beta, g.C, d.C, g.D, d.D, &result.algo,
-                         ptr_of(lt.workspace), lt.workspace_bytes, static_cast<cudaStream_t>(stream_)),
-      "cublasLtMatmul");
+  const auto matmul = [&](const cublasLtMatmulAlgo_t& algo) {
+    return api.cublasLtMatmul(lt.handle, d.op, alpha, g.A, d.A, g.B, d.B, beta, g.C, d.C, g.D, d.D, &algo,
+                              ptr_of(lt.workspace), lt.workspace_bytes, static_cast<cudaStream_t>(stream_));
+  };
+
+  auto it = lt.chosen.find(key);
+  if (it == lt.chosen.end()) {
+    // Candidates: the heuristic's first `want` algorithms. Large products time each of them once, here,
+    // and keep the fastest (the heuristic's first is not always it: on an H100 kf's f16 4096^3 ran at
+    // 0.85 of PyTorch's rate with it); small ones, and products that read D (beta = 1: running them
+    // more than once would add C again), take the first.
+    const double work = double(g.m) * double(g.n) * double(g.k) * double(g.batches);
+    const int want = lt_autotune_ == 0 ? 16 : lt_autotune_;
+    const bool tune = want > 1 && !g.beta_one && work >= 512.0 * 512.0 * 512.0;
+    std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? want : 1);
+    int found = 0;
+    const cublasStatus_t hs = api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref,
+                                                                 int(results.size()), results.data(), &found);
+    // A type combination this cuBLASLt rejects (float D from 16-bit inputs, say): the caller's fallback.
+    if (g.soft_fail && (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE)) return -1;
+    chk(hs, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0 && epi != CUBLASLT_EPILOGUE_DEFAULT) {
+      // No algorithm with the fused epilogue for this shape: the plain product (the caller's kernel does
+      // the epilogue).
+      epi = CUBLASLT_EPILOGUE_DEFAULT;
+      chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+      chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, int(results.size()),
+                                             results.data(), &found),
+          "cublasLtMatmulAlgoGetHeuristic");
+    }
+    LtChoice c;
+    c.epilogue = epi;
+    c.found = found > 0;
+    if (found > 0) c.algo = results[0].algo;
+    if (found > 1 && tune) {
+      // Each candidate: one run to warm up (and to drop those that fail here), then the mean of three
+      // between two events. Inputs and output are the caller's own; beta = 0, so the last run's D is
+      // overwritten by the product below.
+      gpuEvent_t e0 = nullptr, e1 = nullptr;
+      check(gpuEventCreate(&e0), "cudaEventCreate");
+      check(gpuEventCreate(&e1), "cudaEventCreate");
+      float best = INFINITY;
+      for (int i = 0; i < found; ++i) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS || matmul(results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;
+        check(gpuEventRecord(e0, stream_), "cudaEventRecord");
+        for (int r = 0; r < 3; ++r) (void)matmul(results[i].algo);
+        check(gpuEventRecord(e1, stream_), "cudaEventRecord");
+        check(gpuEventSynchronize(e1), "cudaEventSynchronize");
+        float ms = 0;
+        check(gpuEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+        if (ms < best) best = ms, c.algo = results[i].algo;
+      }
+      (void)gpuEventDestroy(e0);
+      (void)gpuEventDestroy(e1);
+    }
+    it = lt.chosen.emplace(key, c).first;
+  } else if (it->second.epilogue != epi) {
+    epi = it->second.epilogue;
+    chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
+  }
+  const LtChoice& c = it->second;
+  if (!c.found && g.soft_fail) return -1;
+  if (!c.found)
+    throw Error(ErrorCode::Unsupported, prefix + " " + opname + ": cuBLASLt has no algorithm for " + to_string(g.dtype) +
+                                            " (column-major m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                                            " k=" + std::to_string(g.k) + " batches=" + std::to_string(g.batches) + ")");
+  chk(matmul(c.algo), "cublasLtMatmul");
   return static_cast<int>(epi);
 }
 
