@@ -21,8 +21,8 @@
 //     hal/cuda/norm.cu's norm_bwd_fused): the workgroup (TPR = its size, NT = 4 packs an invocation)
 //     takes one row at a time, workgroups striding over the rows (at most 64 rows each). Invocation t
 //     loads its packs t + u TPR of dy and x (and once, of w) raw into registers before any use; the
-//     row's sums in one multi-value workgroup reduction for rms (sum x^2, sum g x), two for layer (sum x,
-//     sum g; then sum (x - hi), sum (x - hi)^2, sum g (x - hi)); dx written once; dy xhat and dy added
+//     row's sums in one multi-value workgroup reduction: rms sum x^2, sum g x; layer sum e, sum e^2,
+//     sum g, sum g e about a shift, e = x - x_0 (see fused_rows); dx written once; dy xhat and dy added
 //     to the workgroup's column sums in shared memory, [Q][VW][npk] (each invocation owns the columns of
 //     its packs: no barrier, no atomics). At the end one partial per workgroup to the workspace
 //     (same layout). dy and x are read once; the partials (G x Q x L values) are written and read once.
@@ -367,7 +367,7 @@ shared ACC colsum[SMEM_VALUES];
   }
 #endif
 WG_SUMS(2)
-WG_SUMS(3)
+WG_SUMS(4)
 
 void fused_grad(uvec4 dp, uvec4 wp, out FT d[VW], out ACC g[VW]) {
   unpack(dp, d);
@@ -402,18 +402,15 @@ void fused_rows() {
     }
     ACC hi = ACC(0), lo = ACC(0), rs, mg = ACC(0), mgx;
 #if defined(LAYER)
-    ACC s1[2] = {ACC(0), ACC(0)};  // sum x, sum g
-    [[unroll]] for (uint u = 0; u < NT; ++u) {
-      PACK_T(x);
-      PACK_T(d);
-      ACC g[VW];
-      unpack(cx[u], x);
-      fused_grad(cd[u], cw[u], d, g);
-      [[unroll]] for (uint k = 0; k < VW; ++k) s1[0] += ACC(x[k]), s1[1] += g[k];
-    }
-    wg_sums2(s1);
-    hi = s1[0] * inv_l;
-    ACC s2[3] = {ACC(0), ACC(0), ACC(0)};  // sum (x - hi), sum (x - hi)^2, sum g (x - hi)
+    // One workgroup reduction for the row, about a shift K, the row's first value (every invocation
+    // reads it): sum e, sum e^2, sum g, sum g e with e = x - K. The mean is K + sum e / L (hi = K, lo the
+    // rest, as centered() takes them) and the centered sums follow from these four; K is a value of the
+    // row, so |mean - K| is a few standard deviations at most and sum e^2 - (sum e)^2 / L keeps its
+    // precision, as the two-pass form's did (test_norm BackwardRowsFarFromZero fails without the shift).
+    // Two reductions per row (the first for the mean alone) held the 16-bit rows at 0.36 of copy on an
+    // H100: each one's barriers leave no loads in flight.
+    const ACC K = ACC(LOAD_ELEM(xv, r * L));
+    ACC s4[4] = {ACC(0), ACC(0), ACC(0), ACC(0)};  // sum e, sum e^2, sum g, sum g e
     [[unroll]] for (uint u = 0; u < NT; ++u) {
       if (t + u * B >= npk) continue;
       PACK_T(x);
@@ -422,16 +419,17 @@ void fused_rows() {
       unpack(cx[u], x);
       fused_grad(cd[u], cw[u], d, g);
       [[unroll]] for (uint k = 0; k < VW; ++k) {
-        const ACC e = ACC(x[k]) - hi;
-        s2[0] += e, s2[1] += e * e, s2[2] += g[k] * e;
+        const ACC e = ACC(x[k]) - K;
+        s4[0] += e, s4[1] += e * e, s4[2] += g[k], s4[3] += g[k] * e;
       }
     }
-    wg_sums3(s2);
-    lo = s2[0] * inv_l;
-    const ACC m2 = max(s2[1] - s2[0] * lo, ACC(0));
+    wg_sums4(s4);
+    hi = K;
+    lo = s4[0] * inv_l;
+    const ACC m2 = max(s4[1] - s4[0] * lo, ACC(0));
     rs = rsqrt_(m2 * inv_l + ACC(EPS));
-    mg = s1[1] * inv_l;
-    mgx = rs * (s2[2] - lo * s1[1]) * inv_l;
+    mg = s4[2] * inv_l;
+    mgx = rs * (s4[3] - lo * s4[2]) * inv_l;
 #else
     ACC s1[2] = {ACC(0), ACC(0)};  // sum x^2, sum g x
     [[unroll]] for (uint u = 0; u < NT; ++u) {

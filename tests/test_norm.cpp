@@ -162,6 +162,26 @@ TEST_P(Norm, BackwardColumnPaths) {
   }
 }
 
+// Rows far from zero: the fused backward takes the row's sums about a shift (its first value), and the
+// variance of x = c + u (|u| <= 1) must keep its precision for c in the hundreds (f16: values of 100 to
+// 102 are still exact halves), whatever the path.
+TEST_P(Norm, BackwardRowsFarFromZero) {
+  ValidationCheck vc(*ctx_);
+  for (const char* name : {"layer_norm_backward", "rms_norm_backward"})
+    for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+      if (!ctx_->supports(name, t)) continue;
+      for (const Shape& x : {Shape{64, 1024}, Shape{9, 4096}, Shape{5, 40}}) {
+        std::mt19937_64 rng(fresh_seed());
+        const size_t n = static_cast<size_t>(numel(x));
+        std::vector<double> xv = uniform(n, 1, rng), dy = uniform(n, 1, rng), w = uniform(size_t(x.back()), 1, rng);
+        const double c = t == DType::f32 ? 1000.0 : 101.0;
+        for (double& v : xv) v += c;
+        const std::string msg = run_and_compare(*ctx_, get_op(name), t, {x, x, {x.back()}}, {dy, xv, w}, {});
+        EXPECT_EQ(msg, "") << name << " " << to_string(t) << " " << to_string(x);
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Norm, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return i.param.tag; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Norm);
