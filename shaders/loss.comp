@@ -1,7 +1,4 @@
 #version 450
-#if defined(F16_ARITH)
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#endif
 // Losses (KERNELS.md section 6): cross_entropy (the mean loss), cross_entropy_backward (the mean loss and
 // d logits from the same pass over the logits) and mse. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 // Passes (the host records them in order, each reading what the previous wrote to the workspace):
@@ -104,17 +101,6 @@ const uint NEG_INF16 = 0xff80u;
 float half_at(uint w, uint k) { return uintBitsToFloat(k == 0u ? w << 16 : w & 0xffff0000u); }
 uint raw16(uint i) { return (x_w.w[i >> 1] >> (16u * (i & 1u))) & 0xffffu; }
 float item(uint t, uint k) { return half_at(xr[t][k >> 1], k & 1u); }
-#elif defined(XENT) && defined(DT_F16) && defined(F16_ARITH)
-// f16 logits in the forward, where the device has 16-bit arithmetic (the host picks this variant): cached
-// as raw packs like bf16 (64 logits in the registers of 32 floats), the max taken over packed halves in
-// half arithmetic (exact), so each logit is converted to float once, in the sum of exp. (Converting each
-// cached logit twice, max and exp, made f16 slower: 0.65 -> 0.40 of copy on an H100.)
-#define RAW16 1
-#define HALF_MAX 1
-uvec4 xr[NT];
-const uint NEG_INF16 = 0xfc00u;
-uint raw16(uint i) { return (x_w.w[i >> 1] >> (16u * (i & 1u))) & 0xffffu; }
-float item(uint t, uint k) { return unpackHalf2x16(xr[t][k >> 1])[k & 1u]; }
 #else
 FT xc[NT][VW];
 FT item(uint t, uint k) { return xc[t][k]; }
@@ -166,19 +152,6 @@ float capped(float z) {
 float segment_stats(bool valid, uint e0, uint c0, uint len, int t, uint lane, uint slot, out float s, out float sx,
                     out float xt) {
   const uint nitems = (len + VW - 1u) / VW;
-#if defined(HALF_MAX)
-  // Padding is -inf (load_item), so every half of every pack takes part. The cap is increasing, so the
-  // capped max is the cap of the max.
-  f16vec2 mh = unpackFloat2x16(NEG_INF16 | (NEG_INF16 << 16));
-  [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
-    const uint j = lane + tt * TPR;
-    if (valid && j < nitems) {
-      load_item(e0, len, j, tt);
-      [[unroll]] for (uint w = 0; w < 4u; ++w) mh = max(mh, unpackFloat2x16(xr[tt][w]));
-    }
-  }
-  float m = capped(float(max(mh.x, mh.y)));
-#else
   float m = NEG_INF;
   [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
     const uint j = lane + tt * TPR;
@@ -188,7 +161,6 @@ float segment_stats(bool valid, uint e0, uint c0, uint len, int t, uint lane, ui
         if (in_seg(j, k, len)) m = max(m, capped(item(tt, k)));
     }
   }
-#endif
   m = row_max(m, lane, slot);
   float acc = 0.0, accx = 0.0;
   [[unroll]] for (uint tt = 0; tt < NT; ++tt) {

@@ -31,11 +31,6 @@ endforeach()
 # Losses (loss.comp): cross_entropy and its backward need exp/log (no f64); mse has f64.
 kf_row_variants(loss loss.comp
   "cross_entropy;cross_entropy_backward;mse;linear_cross_entropy;linear_cross_entropy_backward" "mse")
-# The forward losses in f16 with 16-bit arithmetic (the max over packed halves), for devices that have it.
-foreach(op cross_entropy linear_cross_entropy)
-  list(APPEND KF_SHADER_VARIANTS "loss_${op}_f16_h|loss.comp|OP_${op},DT_F16,F16_ARITH")
-  list(APPEND KF_SHADER_VARIANTS "loss_${op}_f16_sg_h|loss.comp|OP_${op},DT_F16,SUBGROUP,F16_ARITH")
-endforeach()
 
 # Backward elementwise ops on eltwise.comp (GRAD_OP: activations_grad.glsl): dy * act'(x), mse_backward.
 set(KF_GRAD_ELTWISE_OPS mse_backward relu_backward sigmoid_backward tanh_backward gelu_backward

@@ -54,7 +54,6 @@ struct Tuning {
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t gemv_rows = 0;       // mm_gemv.comp's rows of W per workgroup: 0 automatic, 4, 8 or 16
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
-  uint32_t xent_floats = 0;     // 1: f16 cross_entropy forward caches floats, not raw packs with a half max
   uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..14 (kernels.cpp kCoopmatConfigs; 0: the default)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)

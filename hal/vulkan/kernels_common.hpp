@@ -50,10 +50,7 @@ struct RowPlan {
 RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len);
 // The row plan of loss.comp (cross_entropy, linear_cross_entropy): bf16 logits are cached raw, so 64
 // of them per invocation (unless KF_TUNE rows_values says otherwise) cost the registers of 32 floats.
-// The f16 forward losses' variant with 16-bit arithmetic (loss.comp F16_ARITH: raw packs, the max in
-// halves): where the device has it, unless KF_TUNE xent_floats=1.
-bool loss_half(const OpDef& op, DType dtype, const Caps& caps, const Tuning& tuning);
-RowPlan plan_loss_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len, bool half = false);
+RowPlan plan_loss_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len);
 
 // Push constants of loss.comp (cross_entropy, mse, linear_cross_entropy).
 struct LossPush {
@@ -68,7 +65,7 @@ struct LossPush {
 void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
 
 // The shader variant of a section 3 / 6 op: <family>_<op>_<dtype>[_sg] ("" when it has none).
-std::string training_variant(const OpDef& op, DType dtype, const Caps& caps, bool half = false);
+std::string training_variant(const OpDef& op, DType dtype, const Caps& caps);
 
 // The push constants of mm.comp, mm_coopmat.comp (and mm_gemv.comp's first fields).
 struct MatmulPush {

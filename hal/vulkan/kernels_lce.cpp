@@ -82,8 +82,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
 
   // Workspace: the chunk of logits, then loss.comp's statistics (the count, a loss per row, four values
   // per row chunk of the split row path), each seen through a view.
-  const bool half = loss_half(op, call.dtype, caps, tuning());
-  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, rows, C, half);
+  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, rows, C);
   const uint64_t logits_bytes = align_up(std::max<uint64_t>(rows * C * es, 16), kViewAlign);
   const uint64_t stats_bytes = align_up(4 * (1 + N + (plan.split ? 4 * rows * plan.nchunks : 0)), 16);
   const std::shared_ptr<Buffer> ws = workspace(logits_bytes + stats_bytes);
@@ -100,7 +99,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
   pc.softcap = static_cast<float>(call.attrs.softcap);
   pc.z_loss = static_cast<float>(call.attrs.z_loss);
   Launch loss;
-  loss.variant = training_variant(op, call.dtype, caps, half);
+  loss.variant = training_variant(op, call.dtype, caps);
   loss.bindings[0] = z;
   loss.bindings[1] = call.inputs[2].buffer;
   loss.bindings[2] = call.outputs[0].buffer;

@@ -48,15 +48,9 @@ RowPlan plan_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t 
   return p;
 }
 
-bool loss_half(const OpDef& op, DType dtype, const Caps& caps, const Tuning& tuning) {
-  return dtype == DType::f16 && caps.float16_arith && tuning.xent_floats == 0 &&
-         (op.name == "cross_entropy" || op.name == "linear_cross_entropy");
-}
-
-RowPlan plan_loss_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len, bool half) {
+RowPlan plan_loss_rows(const Caps& caps, const Tuning& tuning, DType dtype, uint64_t rows, uint64_t len) {
   Tuning t = tuning;
-  // Raw 16-bit packs: 64 logits in the registers of 32 floats.
-  if (t.rows_values == 0 && (dtype == DType::bf16 || half)) t.rows_values = 64;
+  if (t.rows_values == 0 && dtype == DType::bf16) t.rows_values = 64;
   return plan_rows(caps, t, dtype, rows, len);
 }
 
@@ -68,11 +62,11 @@ void set_eps(double eps, float& f, uint32_t& lo, uint32_t& hi) {
   hi = static_cast<uint32_t>(bits >> 32);
 }
 
-std::string training_variant(const OpDef& op, DType dtype, const Caps& caps, bool half) {
+std::string training_variant(const OpDef& op, DType dtype, const Caps& caps) {
   const std::string dt = to_string(dtype);
   const std::string sg = use_subgroups(caps) ? "_sg" : "";
   if (op.family == Family::Optimizer) return "optim_" + op.name + "_" + dt;
-  if (op.family == Family::Loss) return "loss_" + op.name + "_" + dt + sg + (half ? "_h" : "");
+  if (op.family == Family::Loss) return "loss_" + op.name + "_" + dt + sg;
   if (op.name == "batch_norm_relu") return "bn_" + dt;
   if (is_row_norm(op.name)) return "norm_" + op.name + "_" + dt + sg;
   return "normbwd_" + op.name + "_" + dt + sg;

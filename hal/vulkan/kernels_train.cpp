@@ -163,9 +163,8 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   const Caps& caps = info_.caps;
   const TensorArg& x = call.inputs[0];
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
-  const bool half = loss_half(op, call.dtype, caps, tuning());
   Launch l;
-  l.variant = training_variant(op, call.dtype, caps, half);
+  l.variant = training_variant(op, call.dtype, caps);
   l.bindings[0] = x.buffer;
   l.bindings[1] = call.inputs[1].buffer;
   l.bindings[2] = call.outputs[0].buffer;
@@ -173,7 +172,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   LossPush pc{};
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  const uint32_t cache_values = op.name == "mse" ? 32 : plan_loss_rows(caps, tuning(), call.dtype, 1, 1, half).cache_values;
+  const uint32_t cache_values = op.name == "mse" ? 32 : plan_loss_rows(caps, tuning(), call.dtype, 1, 1).cache_values;
   const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass) {
     return std::vector<uint32_t>{kWorkgroup, tpr, wide ? 1u : 0u, cache_values, pass};
   };
@@ -196,7 +195,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   }
 
   const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
-  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C, half);
+  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
   pc.rows = static_cast<uint32_t>(N);
   pc.classes = static_cast<uint32_t>(C);
   pc.chunk = static_cast<uint32_t>(plan.chunk);
@@ -226,7 +225,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   l.spec = spec(kWorkgroup, plan.wide, 4);
   l.groups = 1;
   record(l);
-  return "vulkan:loss/" + form + how + (plan.wide ? ",16B-packs" : ",scalar") + (half ? ",half-max" : "");
+  return "vulkan:loss/" + form + how + (plan.wide ? ",16B-packs" : ",scalar");
 }
 // adamw_step, sgd_step (optim.comp): one in-place kernel over the outputs. An output that is not the
 // same tensor as its input (OpDef::in_place) first receives a copy of it, so that separate outputs
