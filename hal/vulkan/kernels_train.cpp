@@ -42,8 +42,9 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
   if (has_w) l.bindings[2] = call.inputs[2].buffer;
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = ws;
-  // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
-  l.spec = {B, B, 1u, 4u * plan.vw, 3u, has_w ? 1u : 0u, 0u, static_cast<uint32_t>(Q * L)};
+  // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs, or KF_TUNE normbwd_packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
+  const uint32_t packs = tuning().normbwd_packs ? tuning().normbwd_packs : 4;
+  l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, static_cast<uint32_t>(Q * L)};
   l.groups = G;
   record(l);
   l.bindings[3] = call.outputs[1].buffer;
@@ -88,17 +89,17 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // accumulators) and the reduction buffer fit the device's shared memory. The default there; KF_TUNE
   // normbwd_cols=1|2 picks the older paths.
   {
-    constexpr uint32_t kFusedPacks = 4;  // NT of PASS 3
+    const uint32_t fused_packs = tuning().normbwd_packs ? tuning().normbwd_packs : 4;  // NT of PASS 3
     constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
     const uint64_t Q = op.name == "layer_norm_backward" ? 2 : 1;
     uint32_t B = 32;
     if (plan.subgroup) B = std::max(B, caps.subgroup_size);
     const uint32_t max_b = std::min<uint32_t>(1024, caps.max_workgroup_size ? caps.max_workgroup_size : 256);
-    while (B < max_b && uint64_t(B) * kFusedPacks < npk) B *= 2;
+    while (B < max_b && uint64_t(B) * fused_packs < npk) B *= 2;
     const uint64_t smem = (Q * L + B) * acc_bytes(call.dtype);
     const uint64_t G = std::min<uint64_t>(R, std::max<uint64_t>((R + kFusedRows - 1) / kFusedRows, kFusedGroupsRows));
     const uint32_t cap = caps.max_workgroup_count ? std::min<uint32_t>(caps.max_workgroup_count, 65535) : 65535;
-    const bool fits = norm && plan.wide && uint64_t(B) * kFusedPacks >= npk && smem <= caps.max_shared_bytes &&
+    const bool fits = norm && plan.wide && uint64_t(B) * fused_packs >= npk && smem <= caps.max_shared_bytes &&
                       G <= cap && R > 0 && (!plan.subgroup || (caps.subgroup_size >= 4 && B % caps.subgroup_size == 0)) &&
                       G * Q * L < (uint64_t(1) << 32) && R * npk < (uint64_t(1) << 32);
     if (fits && (tuning().normbwd_cols == 0 || tuning().normbwd_cols == 3))
