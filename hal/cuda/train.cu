@@ -582,6 +582,58 @@ __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
   }
 }
 
+// The same epilogue by 16-byte packs, where each pack's elements share a row of y (inner == 1, n and the
+// total whole packs, buffers 16-byte aligned: every linear and matmul output of kf's registry): one thread
+// a pack, the channel of its first element from one division per pack instead of one 64-bit division per
+// element, the bias and residual as packs, and one Philox block per 4 elements instead of one per element.
+// The elementwise form above read 16-bit outputs 2 bytes a thread: on an H100 linear 4096 x 8192 + gelu
+// spent 0.14 ms in it, where y's 128 MB read and write take 0.045.
+template <class T>
+__global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
+  using C = typename T::C;
+  using M = Math<C, false>;
+  constexpr int VW = T::VW;
+  const int64_t npk = p.total / VW;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < npk; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i0 = k * VW, ch0 = i0 % p.n;
+    C v[VW], b[VW], r[VW];
+    T::unpack(load_pack(p.y, k), v);
+    if (p.bias) T::unpack(load_pack(p.bias, ch0 / VW), b);
+    if (p.res) T::unpack(load_pack(p.res, k), r);
+    uint4 w = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int e = 0; e < VW; ++e) {
+      C x = v[e];
+      if (p.bias) x += b[e];
+      if (p.bn_w) {
+        const int64_t ch = ch0 + e;
+        const C sc = T::load(p.bn_w, ch) / m_sqrt(T::load(p.bn_var, ch) + C(p.eps));
+        x = (x - T::load(p.bn_mean, ch)) * sc + T::load(p.bn_b, ch);
+      }
+      switch (p.act) {
+        case 1: x = relu_f<M>(x); break;
+        case 2: x = gelu_f<M>(x); break;
+        case 3: x = gelu_tanh_f<M>(x); break;
+        case 4: x = silu_f<M>(x); break;
+        default: break;
+      }
+      if (p.thr != 0u) {
+        // i0 is a multiple of 4 (VW >= 4) or of 2 with both elements in one block (f64): a new block
+        // at e = 0 and every 4th element.
+        if ((e & 3) == 0) {
+          const uint64_t blk = static_cast<uint64_t>(i0 + e) >> 2;
+          w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                            p.seed_lo, p.seed_hi);
+        }
+        x = (word_of(w, i0 + e) >> 8) >= p.thr ? x * C(p.keep_scale) : C(0);
+      }
+      if (p.res) x += r[e];
+      v[e] = x;
+    }
+    store_pack(p.y, k, T::pack(v));
+  }
+}
+
 // cross_entropy: the backward counts the targets first (its gradient divides by the count); the forward
 // counts them in its final pass.
 template <class T> int xent_launch(const XentParams& p0, int64_t smem_limit, gpuStream_t s, XentLaunch* plan) {
@@ -719,6 +771,18 @@ int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void*
 
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const int vw = dt == Dt::f64 ? 2 : dt == Dt::f32 ? 4 : 8;
+  const auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
+  if (p.inner == 1 && p.n % vw == 0 && p.total % vw == 0 && aligned(p.y) && aligned(p.bias) && aligned(p.res)) {
+    const uint32_t pb = std::max<uint32_t>(1, static_cast<uint32_t>(std::min<int64_t>(blocks, (p.total / vw + 255) / 256)));
+    switch (dt) {
+      case Dt::f32: epilogue_packs<F32><<<pb, 256, 0, s>>>(p); break;
+      case Dt::f16: epilogue_packs<F16><<<pb, 256, 0, s>>>(p); break;
+      case Dt::bf16: epilogue_packs<BF16><<<pb, 256, 0, s>>>(p); break;
+      case Dt::f64: epilogue_packs<F64><<<pb, 256, 0, s>>>(p); break;
+    }
+    return static_cast<int>(gpuGetLastError());
+  }
   switch (dt) {
     case Dt::f32: epilogue_kernel<F32><<<blocks, 256, 0, s>>>(p); break;
     case Dt::f16: epilogue_kernel<F16><<<blocks, 256, 0, s>>>(p); break;

@@ -195,6 +195,43 @@ int main() {
       for (hc::ConvTile t : {hc::ConvTile::t64x64, hc::ConvTile::t128x16, hc::ConvTile::t256x4}) run(name, tc, dt, 0, t);
       run(name, tc, dt, 1, hc::ConvTile::t64x64);
     }
+  // The products' epilogue by packs (train.cu epilogue_packs: inner 1, whole packs, aligned) against the
+  // elementwise form (the same launch with y one element off alignment), on rows x n outputs with a
+  // bias, a residual, each activation and dropout (its Philox blocks at pack boundaries and offsets).
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (int act = 0; act <= 4; ++act)
+      for (int drop_on = 0; drop_on < 2; ++drop_on) {
+        const int64_t rows = 7, n = 72, total = rows * n, es = int64_t(dtype_size(dt));
+        std::vector<double> yv(total), bv(n), rv(total);
+        for (int64_t i = 0; i < total; ++i) yv[i] = std::sin(0.37 * double(i)) * 3, rv[i] = std::cos(0.11 * double(i));
+        for (int64_t i = 0; i < n; ++i) bv[i] = 0.25 * std::sin(double(i));
+        std::vector<unsigned char> ya = to_dev(yv, dt), bb = to_dev(bv, dt), rb = to_dev(rv, dt);
+        std::vector<unsigned char> yb(ya.size() + 16, 0);
+        std::memcpy(yb.data() + es, ya.data(), size_t(total * es));
+        // 16-byte aligned copies (std::vector's storage is, for these sizes, on glibc; checked).
+        if ((reinterpret_cast<uintptr_t>(ya.data()) & 15u) || (reinterpret_cast<uintptr_t>(bb.data()) & 15u) ||
+            (reinterpret_cast<uintptr_t>(rb.data()) & 15u)) {
+          std::printf("epilogue packs: host buffers not 16-byte aligned, skipped\n");
+          continue;
+        }
+        hc::EpilogueParams ep;
+        ep.bias = bb.data(), ep.res = rb.data(), ep.total = total, ep.n = n, ep.inner = 1, ep.act = act;
+        if (drop_on) ep.seed_lo = 0x12345u, ep.seed_hi = 7u, ep.off_lo = 5u, ep.off_hi = 1u, ep.thr = 1u << 22, ep.keep_scale = 1.0 / 0.75;
+        ep.y = ya.data();
+        hc::launch_epilogue(dt_of(dt), ep, 3, nullptr);
+        ep.y = yb.data() + es;
+        hc::launch_epilogue(dt_of(dt), ep, 3, nullptr);
+        int bad = 0;
+        for (int64_t i = 0; i < total; ++i) {
+          const double a = from_dev(ya, size_t(i), dt);
+          double b;
+          std::vector<unsigned char> one(yb.begin() + es * (i + 1), yb.begin() + es * (i + 2));
+          b = from_dev(one, 0, dt);
+          if (!(a == b || std::fabs(a - b) <= 1e-6 * std::fabs(b))) ++bad;
+        }
+        ++runs;
+        if (bad) ++fails, std::printf("FAIL epilogue packs %s act %d drop %d: %d of %lld differ\n", to_string(dt), act, drop_on, bad, (long long)total);
+      }
   std::printf("conv: %d runs, fails: %d\n", runs, fails);
   return fails != 0;
 }
