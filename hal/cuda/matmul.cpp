@@ -365,12 +365,13 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
 
   auto it = lt.chosen.find(key);
   if (it == lt.chosen.end()) {
-    // Candidates: the heuristic's first `want` algorithms. Large products time each of them once, here,
-    // and keep the fastest (the heuristic's first is not always it: on an H100 kf's f16 4096^3 ran at
-    // 0.85 of PyTorch's rate with it); small ones, and products that read D (beta = 1: running them
-    // more than once would add C again), take the first.
+    // Candidates: the heuristic's first, or with KF_TUNE mm_autotune=N its first N, each timed once here
+    // on large products and the fastest kept (small ones, and products that read D, beta = 1, where
+    // running them more than once would add C again, take the first). Off by default: on an H100 the
+    // timed choice was no faster than the heuristic's first in the same call (linear 4096 x 8192 f16
+    // 0.373 ms first, 0.445 timed; PyTorch 0.367), bench/results/h100-vulkan/NOTES.md.
     const double work = double(g.m) * double(g.n) * double(g.k) * double(g.batches);
-    const int want = lt_autotune_ == 0 ? 16 : lt_autotune_;
+    const int want = lt_autotune_ == 0 ? 1 : lt_autotune_;
     const bool tune = want > 1 && !g.beta_one && work >= 512.0 * 512.0 * 512.0;
     std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? want : 1);
     int found = 0;
