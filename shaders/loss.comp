@@ -152,32 +152,30 @@ float capped(float z) {
 float segment_stats(bool valid, uint e0, uint c0, uint len, int t, uint lane, uint slot, out float s, out float sx,
                     out float xt) {
   const uint nitems = (len + VW - 1u) / VW;
-  // Four independent chains (by the item's place in its pack) for the max and the sums, so that 32 or
-  // 64 cached values are not one chain of dependent adds; combined in a fixed order.
-  float m4[4] = {NEG_INF, NEG_INF, NEG_INF, NEG_INF};
+  float m = NEG_INF;
   [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
     const uint j = lane + tt * TPR;
     if (valid && j < nitems) {
       load_item(e0, len, j, tt);
       [[unroll]] for (uint k = 0; k < VW; ++k)
-        if (in_seg(j, k, len)) m4[k & 3u] = max(m4[k & 3u], capped(item(tt, k)));
+        if (in_seg(j, k, len)) m = max(m, capped(item(tt, k)));
     }
   }
-  float m = row_max(max(max(m4[0], m4[1]), max(m4[2], m4[3])), lane, slot);
-  float acc4[4] = {0.0, 0.0, 0.0, 0.0}, accx4[4] = {0.0, 0.0, 0.0, 0.0};
+  m = row_max(m, lane, slot);
+  float acc = 0.0, accx = 0.0;
   [[unroll]] for (uint tt = 0; tt < NT; ++tt) {
     const uint j = lane + tt * TPR;
     if (valid && j < nitems) {
       [[unroll]] for (uint k = 0; k < VW; ++k) {
         if (!in_seg(j, k, len)) continue;
         const float v = capped(item(tt, k));
-        if (m != NEG_INF) acc4[k & 3u] += exp(v - m);
-        accx4[k & 3u] += v;
+        if (m != NEG_INF) acc += exp(v - m);
+        accx += v;
       }
     }
   }
-  s = row_sum((acc4[0] + acc4[1]) + (acc4[2] + acc4[3]), lane, slot);
-  sx = row_sum((accx4[0] + accx4[1]) + (accx4[2] + accx4[3]), lane, slot);
+  s = row_sum(acc, lane, slot);
+  sx = row_sum(accx, lane, slot);
   xt = 0.0;
   if (valid && lane == 0u && t >= int(c0) && t < int(c0 + len)) xt = capped(float(LOAD_ELEM(x, e0 + uint(t) - c0)));
   return m;

@@ -20,6 +20,16 @@ constexpr uint64_t kFusedGroupsRows = 512;
 
 inline size_t acc_bytes(DType t) { return t == DType::f64 ? 8 : 4; }
 
+namespace {
+// The fused norm backward's 16-byte packs an invocation (NT of norm_bwd.comp PASS 3): 4 in f32 / f64, 2 in
+// 16-bit (twice the invocations a row), or KF_TUNE normbwd_packs. H100, rows of 4096, of copy at 4 / 2 / 1
+// packs: f32 layer_norm_backward 0.74 / 0.70 / 0.48; f16 0.38 / 0.45 / 0.41, rms 0.81 / 0.83 / 0.80
+// (bench/results/h100/session7/probes/probe2).
+uint32_t fused_norm_packs(const Tuning& t, const RowPlan& plan) {
+  return t.normbwd_packs ? t.normbwd_packs : plan.vw == 8 ? 2 : 4;
+}
+}  // namespace
+
 std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const RowPlan& plan, uint32_t B,
                                                        uint32_t G, uint32_t Q) {
   const Caps& caps = info_.caps;
@@ -43,7 +53,7 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = ws;
   // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs, or KF_TUNE normbwd_packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
-  const uint32_t packs = tuning().normbwd_packs ? tuning().normbwd_packs : 4;
+  const uint32_t packs = fused_norm_packs(tuning(), plan);
   l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, static_cast<uint32_t>(Q * L)};
   l.groups = G;
   record(l);
@@ -89,7 +99,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // accumulators) and the reduction buffer fit the device's shared memory. The default there; KF_TUNE
   // normbwd_cols=1|2 picks the older paths.
   {
-    const uint32_t fused_packs = tuning().normbwd_packs ? tuning().normbwd_packs : 4;  // NT of PASS 3
+    const uint32_t fused_packs = fused_norm_packs(tuning(), plan);  // NT of PASS 3
     constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
     const uint64_t Q = op.name == "layer_norm_backward" ? 2 : 1;
     uint32_t B = 32;
