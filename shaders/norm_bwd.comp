@@ -17,15 +17,15 @@
 //     PASS 1 is not run. dy and x are then read once, not twice (the separate column pass read them
 //     again: 4 of the 6 tensor-sized transfers of the kernel instead of 4 of 4).
 //   PASS 2 (combine): each invocation adds one column pack's partial sums in chunk order: dw, db.
-//   PASS 3 (fused rows, the norms; rows of whole 16-byte packs whose column sums fit shared memory, as
-//     hal/cuda/norm.cu's norm_bwd_fused): the workgroup (TPR = its size, NT = 4 packs an invocation)
+//   PASS 3 (fused rows, the norms; rows of whole 16-byte packs, as hal/cuda/norm.cu's norm_bwd_fused):
+//     the workgroup (TPR = its size, NT packs an invocation: 4, 2 in 16-bit)
 //     takes one row at a time, workgroups striding over the rows (at most 64 rows each). Invocation t
 //     loads its packs t + u TPR of dy and x (and once, of w) raw into registers before any use; the
 //     row's sums in one multi-value workgroup reduction: rms sum x^2, sum g x; layer sum e, sum e^2,
 //     sum g, sum g e about a shift, e = x - x_0 (see fused_rows); dx written once; dy xhat and dy added
-//     to the workgroup's column sums in shared memory, [Q][VW][npk] (each invocation owns the columns of
-//     its packs: no barrier, no atomics). At the end one partial per workgroup to the workspace
-//     (same layout). dy and x are read once; the partials (G x Q x L values) are written and read once.
+//     to the workgroup's column sums, [Q][VW][npk], in the registers of the invocation that owns the
+//     columns (its packs: no barrier, no atomics, no shared memory). At the end one partial per
+//     workgroup to the workspace (same layout). dy and x are read once; the partials (G x Q x L values) are written and read once.
 //   PASS 4 (combine of PASS 3): slot i of [Q][VW][npk], 32 slots a workgroup, 8 ways each adding every
 //     8th partial (Kahan), then the ways in order: dw, db.
 // Every sum has a fixed order, so the results are the same bits every run.
@@ -44,7 +44,7 @@ layout(constant_id = 3) const uint CACHE_VALUES = 32;
 layout(constant_id = 4) const uint PASS = 0;
 layout(constant_id = 5) const bool HAS_W = false;
 layout(constant_id = 6) const bool FUSED_COLS = false;  // PASS 0 also sums the columns (see above)
-layout(constant_id = 7) const uint SMEM_VALUES = 1;     // PASS 3: Q x feat column sums; PASS 4: 2 x workgroup
+layout(constant_id = 7) const uint SMEM_VALUES = 1;     // PASS 4: 2 x workgroup (shared combine values)
 #define NT (CACHE_VALUES / VW)
 
 #include "row_reduce.glsl"
@@ -384,12 +384,17 @@ void fused_rows() {
   const uint t = gl_LocalInvocationID.x, B = gl_WorkGroupSize.x, L = pc.feat, npk = L / VW;
   const ACC inv_l = ACC(1) / ACC(L);
   uvec4 cw[NT], cd[NT], cx[NT];
+  // The column sums of this invocation's packs, in registers: slot (u, i) is column t + u B's value i of
+  // [dy xhat (VW values) | dy (VW, layer only)]. They were in shared memory, one read-modify-write per
+  // value and row (16 per 16-byte pack in 16-bit layer norm), which held it at 0.45 of copy on an H100.
+  ACC cs[NT * FQ * VW];
+  [[unroll]] for (uint i = 0; i < NT * FQ * VW; ++i) cs[i] = ACC(0);
   [[unroll]] for (uint u = 0; u < NT; ++u) {
     const uint j = t + u * B;
     cw[u] = uvec4(0u);
     if (j < npk) {
       if (HAS_W) cw[u] = w_v.v[j];
-      [[unroll]] for (uint i = 0; i < FQ * VW; ++i) colsum[i * npk + j] = ACC(0);
+
     }
   }
   for (uint r = gl_WorkGroupID.x; r < pc.rows; r += gl_NumWorkGroups.x) {
@@ -458,9 +463,9 @@ void fused_rows() {
         const ACC xhat = centered(ACC(x[k]), hi, lo) * rs;
         precise const ACC tt = g[k] - mg - xhat * mgx;
         o[k] = FT(rs * tt);
-        colsum[k * npk + j] += ACC(d[k]) * xhat;
+        cs[(u * FQ) * VW + k] += ACC(d[k]) * xhat;
 #if defined(LAYER)
-        colsum[(VW + k) * npk + j] += ACC(d[k]);
+        cs[(u * FQ + 1u) * VW + k] += ACC(d[k]);
 #endif
       }
       out3_v.v[base + j] = pack(o);
@@ -471,7 +476,7 @@ void fused_rows() {
   [[unroll]] for (uint u = 0; u < NT; ++u) {
     const uint j = t + u * B;
     if (j < npk)
-      [[unroll]] for (uint i = 0; i < FQ * VW; ++i) ws[part + i * npk + j] = colsum[i * npk + j];
+      [[unroll]] for (uint i = 0; i < FQ * VW; ++i) ws[part + i * npk + j] = cs[u * FQ * VW + i];
   }
 }
 

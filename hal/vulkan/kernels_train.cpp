@@ -54,7 +54,7 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
   l.bindings[4] = ws;
   // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs, or KF_TUNE normbwd_packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
   const uint32_t packs = fused_norm_packs(tuning(), plan);
-  l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, static_cast<uint32_t>(Q * L)};
+  l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, 1u};
   l.groups = G;
   record(l);
   l.bindings[3] = call.outputs[1].buffer;
@@ -95,9 +95,9 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // default; KF_TUNE normbwd_cols=2 picks the fused one.
   constexpr uint64_t kFusedGroups = 512;
   // Fused rows (PASS 3 / 4, the CUDA backend's norm_bwd_fused): rows of whole 16-byte packs that one
-  // workgroup of at most 1024 invocations holds at 4 packs an invocation, whose column sums (Q x L
-  // accumulators) and the reduction buffer fit the device's shared memory. The default there; KF_TUNE
-  // normbwd_cols=1|2 picks the older paths.
+  // workgroup of at most 1024 invocations holds at fused_norm_packs() packs an invocation (the column
+  // sums of its packs in its registers). The default there; KF_TUNE normbwd_cols=1|2 picks the older
+  // paths.
   {
     const uint32_t fused_packs = fused_norm_packs(tuning(), plan);  // NT of PASS 3
     constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
@@ -106,7 +106,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
     if (plan.subgroup) B = std::max(B, caps.subgroup_size);
     const uint32_t max_b = std::min<uint32_t>(1024, caps.max_workgroup_size ? caps.max_workgroup_size : 256);
     while (B < max_b && uint64_t(B) * fused_packs < npk) B *= 2;
-    const uint64_t smem = (Q * L + B) * acc_bytes(call.dtype);
+    const uint64_t smem = (B + 1) * acc_bytes(call.dtype);  // the reduction buffer (column sums are in registers)
     const uint64_t G = std::min<uint64_t>(R, std::max<uint64_t>((R + kFusedRows - 1) / kFusedRows, kFusedGroupsRows));
     const uint32_t cap = caps.max_workgroup_count ? std::min<uint32_t>(caps.max_workgroup_count, 65535) : 65535;
     const bool fits = norm && plan.wide && uint64_t(B) * fused_packs >= npk && smem <= caps.max_shared_bytes &&
