@@ -21,12 +21,12 @@ constexpr uint64_t kFusedGroupsRows = 512;
 inline size_t acc_bytes(DType t) { return t == DType::f64 ? 8 : 4; }
 
 namespace {
-// The fused norm backward's 16-byte packs an invocation (NT of norm_bwd.comp PASS 3): 4 in f32 / f64, 2 in
-// 16-bit (twice the invocations a row), or KF_TUNE normbwd_packs. H100, rows of 4096, of copy at 4 / 2 / 1
-// packs: f32 layer_norm_backward 0.74 / 0.70 / 0.48; f16 0.38 / 0.45 / 0.41, rms 0.81 / 0.83 / 0.80
-// (bench/results/h100/session7/probes/probe2).
-uint32_t fused_norm_packs(const Tuning& t, const RowPlan& plan) {
-  return t.normbwd_packs ? t.normbwd_packs : plan.vw == 8 ? 2 : 4;
+// The fused norm backward's 16-byte packs an invocation (NT of norm_bwd.comp PASS 3): 4, except 2 for
+// rms_norm_backward in 16-bit (twice the invocations a row), or KF_TUNE normbwd_packs. H100, rows of 4096,
+// of copy at 4 / 2 packs (bench/results/h100/session7/probes/probe3): layer f32 0.91 / 0.92, f16 0.88 /
+// 0.72, bf16 0.89 / 0.71; rms f32 0.91 / 0.91, f16 0.82 / 0.87, bf16 0.80 / 0.83.
+uint32_t fused_norm_packs(const Tuning& t, const RowPlan& plan, bool layer) {
+  return t.normbwd_packs ? t.normbwd_packs : plan.vw == 8 && !layer ? 2 : 4;
 }
 }  // namespace
 
@@ -53,7 +53,7 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = ws;
   // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs, or KF_TUNE normbwd_packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
-  const uint32_t packs = fused_norm_packs(tuning(), plan);
+  const uint32_t packs = fused_norm_packs(tuning(), plan, call.op->name == "layer_norm_backward");
   l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, 1u};
   l.groups = G;
   record(l);
@@ -99,7 +99,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // sums of its packs in its registers). The default there; KF_TUNE normbwd_cols=1|2 picks the older
   // paths.
   {
-    const uint32_t fused_packs = fused_norm_packs(tuning(), plan);  // NT of PASS 3
+    const uint32_t fused_packs = fused_norm_packs(tuning(), plan, op.name == "layer_norm_backward");  // NT of PASS 3
     constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
     const uint64_t Q = op.name == "layer_norm_backward" ? 2 : 1;
     uint32_t B = 32;
