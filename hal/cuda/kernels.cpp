@@ -259,7 +259,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       p.ws = ptr_of(ws);
       check_launch(launch_norm_backward(dt, p, l, stream_), "norm backward " + op.name);
       if (l.fused)
-        return prefix + "norm_bwd/fused-columns,16B-packs,block=" + std::to_string(l.block) +
+        return prefix + "norm_bwd/fused-columns" + (l.fused == 2 ? "-in-registers" : "") + ",16B-packs,block=" + std::to_string(l.block) +
                ",partials=" + std::to_string(l.grid);
       return prefix + "norm_bwd/block-per-row,block=" + std::to_string(block) + ",column-chunks=" + std::to_string(p.nchunks);
     }

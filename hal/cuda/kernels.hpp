@@ -123,7 +123,7 @@ struct NormBwdParams {
 // What plan_norm_backward chose: block (threads per row), grid (fused: blocks = partials), the dynamic
 // shared memory of the fused kernel, and the workspace it needs (values of the compute type).
 struct NormBwdLaunch {
-  int fused = 0, block = 0;
+  int fused = 0, block = 0;  // fused: 0 no, 1 column sums in shared memory, 2 in registers
   uint32_t grid = 0;
   int64_t smem = 0, ws_elems = 0;
 };

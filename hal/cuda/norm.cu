@@ -428,6 +428,7 @@ __global__ void __launch_bounds__(256) norm_bwd_combine(const NormBwdParams p) {
 // The mean is hi + lo as norm_bwd_rows (hi = sum x / L, lo = sum(x - hi) / L), and sum(g xhat) =
 // rstd (sum g (x - hi) - lo sum g): the same quantity with one reduction fewer.
 constexpr int kFusedPacks = 4;    // packs of dy and of x a thread holds
+constexpr int kFusedRegThreads = 256;  // blocks of at most this many threads keep the column sums in registers
 constexpr int kFusedRows = 64;    // rows a block sums per column at most (plain float)
 
 // Several block sums with one barrier: v[i] summed over the block (warp butterflies, then the warps in
@@ -470,28 +471,38 @@ KF_DEV int opaque(int v) {
 // The block's column sums live in shared memory as [Q][VW][npk] (quantity q: 0 dy xhat, 1 dy; value k
 // of pack j at (q VW + k) npk + j), so that a warp's threads (consecutive packs) touch consecutive
 // words; the partials in ws have the same layout, one [Q][VW][npk] block per partial.
-template <class T, bool LAYER>
-__global__ void __launch_bounds__(1024) norm_bwd_fused(const NormBwdParams p) {
+template <class T, bool LAYER, bool REG>
+__global__ void __launch_bounds__(REG ? kFusedRegThreads : 1024) norm_bwd_fused(const NormBwdParams p) {
   using C = typename T::C;
   constexpr int VW = T::VW, P = kFusedPacks, Q = LAYER ? 2 : 1;
   extern __shared__ __align__(16) unsigned char norm_smem[];
-  __shared__ C red[2][3 * 32];
+  __shared__ C red[2][4 * 32];
   C* const acc = reinterpret_cast<C*>(norm_smem);
   const int B = blockDim.x, t = threadIdx.x;
   const int64_t L = p.feat;
   const int npk = static_cast<int>(L / VW);
-  uint4* const sw = reinterpret_cast<uint4*>(acc + Q * L);  // w's packs (w given), after the sums
+  uint4* const sw = reinterpret_cast<uint4*>(acc + (REG ? 0 : Q * L));  // w's packs (w given), after the sums
   const C inv_l = C(1) / C(L), eps = static_cast<C>(p.eps);
   const bool has_w = p.w != nullptr;
+  // REG: the column sums of this thread's packs in its registers, cs[u][q VW + k] (no shared memory
+  // traffic per value and row; the Vulkan port went from 0.45 to 0.88 of copy in 16-bit layer norm on an
+  // H100 with this); else in shared memory, for rows wider than kFusedRegThreads x P packs.
+  C cs[REG ? P : 1][REG ? Q * VW : 1];
 #pragma unroll
   for (int u = 0; u < P; ++u) {
     const int j = t + u * B;
+    if constexpr (REG) {
+#pragma unroll
+      for (int i = 0; i < Q * VW; ++i) cs[u][i] = C(0);
+    }
     if (j < npk) {
       if (has_w) sw[j] = load_pack(p.w, j);
+      if constexpr (!REG) {
 #pragma unroll
-      for (int q = 0; q < Q; ++q)
+        for (int q = 0; q < Q; ++q)
 #pragma unroll
-        for (int k = 0; k < VW; ++k) acc[(q * VW + k) * npk + j] = C(0);
+          for (int k = 0; k < VW; ++k) acc[(q * VW + k) * npk + j] = C(0);
+      }
     }
   }
   int par = 0;
@@ -519,20 +530,12 @@ __global__ void __launch_bounds__(1024) norm_bwd_fused(const NormBwdParams p) {
     };
     C hi = C(0), lo = C(0), rs, mg = C(0), mgx;
     if constexpr (LAYER) {
-      C s1[2] = {C(0), C(0)};  // sum x, sum g
-#pragma unroll
-      for (int u = 0; u < P; ++u) {
-        C x[VW], d[VW], g[VW];
-        T::unpack(cx[u], x);
-        grad(u, d, g);
-#pragma unroll
-        for (int k = 0; k < VW; ++k) s1[0] += x[k], s1[1] += g[k];
-      }
-      block_sums(s1, red[0]);
-#pragma unroll
-      for (int u = 0; u < P; ++u) opaque(cx[u]), opaque(cd[u]);
-      hi = s1[0] * inv_l;
-      C s2[3] = {C(0), C(0), C(0)};  // sum (x - hi), sum (x - hi)^2, sum g (x - hi)
+      // One block sum about a shift K, the row's first value: sum e, sum e^2, sum g, sum g e with
+      // e = x - K; the mean is K + sum e / L (hi = K, lo the rest). K is a value of the row, so
+      // |mean - K| is a few standard deviations at most and sum e^2 - (sum e)^2 / L keeps its precision
+      // (tests/test_norm.cpp BackwardRowsFarFromZero); one barrier pair per row instead of two.
+      const C K = T::load(p.x, row * L);
+      C s4[4] = {C(0), C(0), C(0), C(0)};
 #pragma unroll
       for (int u = 0; u < P; ++u) {
         if (t + u * B >= npk) continue;
@@ -541,19 +544,21 @@ __global__ void __launch_bounds__(1024) norm_bwd_fused(const NormBwdParams p) {
         grad(u, d, g);
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
-          const C e = x[k] - hi;
-          s2[0] += e, s2[1] += e * e, s2[2] += g[k] * e;
+          const C e = x[k] - K;
+          s4[0] += e, s4[1] += e * e, s4[2] += g[k], s4[3] += g[k] * e;
         }
       }
-      block_sums(s2, red[1]);
+      block_sums(s4, red[par]);
 #pragma unroll
       for (int u = 0; u < P; ++u) opaque(cx[u]), opaque(cd[u]);
-      lo = s2[0] * inv_l;
-      C m2 = s2[1] - s2[0] * lo;
+      par ^= 1;
+      hi = K;
+      lo = s4[0] * inv_l;
+      C m2 = s4[1] - s4[0] * lo;
       if (m2 < C(0)) m2 = C(0);
       rs = C(1) / m_sqrt(m2 * inv_l + eps);
-      mg = s1[1] * inv_l;
-      mgx = rs * (s2[2] - lo * s1[1]) * inv_l;
+      mg = s4[2] * inv_l;
+      mgx = rs * (s4[3] - lo * s4[2]) * inv_l;
     } else {
       C s1[2] = {C(0), C(0)};  // sum x^2, sum g x
 #pragma unroll
@@ -586,8 +591,13 @@ __global__ void __launch_bounds__(1024) norm_bwd_fused(const NormBwdParams p) {
       for (int k = 0; k < VW; ++k) {
         const C xhat = centered<T>(x[k], hi, lo) * rs;
         o[k] = rs * (g[k] - mg - xhat * mgx);
-        acc[k * st + j] += d[k] * xhat;
-        if constexpr (LAYER) acc[(VW + k) * st + j] += d[k];
+        if constexpr (REG) {
+          cs[u][k] += d[k] * xhat;
+          if constexpr (LAYER) cs[u][VW + k] += d[k];
+        } else {
+          acc[k * st + j] += d[k] * xhat;
+          if constexpr (LAYER) acc[(VW + k) * st + j] += d[k];
+        }
       }
       store_pack(p.dx, base + j, T::pack(o));
     }
@@ -599,7 +609,7 @@ __global__ void __launch_bounds__(1024) norm_bwd_fused(const NormBwdParams p) {
     const int j = t + u * B;
     if (j < npk)
 #pragma unroll
-      for (int i = 0; i < Q * VW; ++i) part[i * npk + j] = acc[i * npk + j];
+      for (int i = 0; i < Q * VW; ++i) part[i * npk + j] = REG ? cs[REG ? u : 0][REG ? i : 0] : acc[i * npk + j];
   }
 }
 
@@ -843,9 +853,12 @@ template <NormOp OP> int norm_op(Dt dt, const NormParams& p, int block, gpuStrea
 }
 
 // The fused plan's kernel for this dtype and op.
-template <class T> const void* norm_bwd_fused_kernel(int layer) {
-  return layer ? reinterpret_cast<const void*>(&norm_bwd_fused<T, true>)
-               : reinterpret_cast<const void*>(&norm_bwd_fused<T, false>);
+template <class T> const void* norm_bwd_fused_kernel(int layer, bool reg) {
+  if (reg)
+    return layer ? reinterpret_cast<const void*>(&norm_bwd_fused<T, true, true>)
+                 : reinterpret_cast<const void*>(&norm_bwd_fused<T, false, true>);
+  return layer ? reinterpret_cast<const void*>(&norm_bwd_fused<T, true, false>)
+               : reinterpret_cast<const void*>(&norm_bwd_fused<T, false, false>);
 }
 
 // The fused plan where it applies (see norm_bwd_fused), else the separate one.
@@ -853,12 +866,15 @@ template <class T> void norm_bwd_plan(NormBwdParams& p, int block, NormBwdLaunch
   using C = typename T::C;
   const auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
   const int64_t npk = p.feat / T::VW, Q = p.layer ? 2 : 1;
-  const int64_t smem = Q * p.feat * int64_t(sizeof(C)) + (p.w ? npk * 16 : 0);  // the sums, w
+  // Rows of at most kFusedRegThreads x kFusedPacks packs keep the column sums in registers; wider ones
+  // in shared memory.
+  const bool reg = npk <= int64_t(kFusedRegThreads) * kFusedPacks;
+  const int64_t smem = (reg ? 0 : Q * p.feat * int64_t(sizeof(C))) + (p.w ? npk * 16 : 0);  // the sums, w
   l = NormBwdLaunch{};
   p.fused_grid = 0;
   bool fused = p.feat % T::VW == 0 && !misaligned(p.dy) && !misaligned(p.x) && !misaligned(p.w) &&
                !misaligned(p.dx) && npk <= int64_t(1024) * kFusedPacks && smem <= p.smem_limit - 2048;
-  const void* k = norm_bwd_fused_kernel<T>(p.layer);
+  const void* k = norm_bwd_fused_kernel<T>(p.layer, reg);
   if (fused && smem > 0)  // dynamic + static may pass 48 KiB at exactly 48 KiB dynamic (f32 layer rows of 4096)
     fused = gpuFuncSetAttribute(k, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) == gpuSuccess;
   if (fused) {
@@ -872,7 +888,7 @@ template <class T> void norm_bwd_plan(NormBwdParams& p, int block, NormBwdLaunch
     const int64_t g = std::min<int64_t>(
         {p.rows, std::max<int64_t>(int64_t(std::max(p.sms, 1)) * per_sm, (p.rows + kFusedRows - 1) / kFusedRows),
          int64_t(1) << 30});
-    l.fused = 1, l.block = b, l.grid = static_cast<uint32_t>(g), l.smem = smem;
+    l.fused = reg ? 2 : 1, l.block = b, l.grid = static_cast<uint32_t>(g), l.smem = smem;
     l.ws_elems = g * Q * p.feat;
     p.fused_grid = static_cast<int>(g);
     return;
@@ -886,8 +902,14 @@ template <class T> int norm_bwd_launch(const NormBwdParams& p, const NormBwdLaun
   int e;
   const uint32_t cols = static_cast<uint32_t>((p.feat + 255) / 256);
   if (l.fused) {
-    if (p.layer) norm_bwd_fused<T, true><<<l.grid, l.block, static_cast<size_t>(l.smem), s>>>(p);
-    else norm_bwd_fused<T, false><<<l.grid, l.block, static_cast<size_t>(l.smem), s>>>(p);
+    const size_t sm = static_cast<size_t>(l.smem);
+    if (l.fused == 2) {
+      if (p.layer) norm_bwd_fused<T, true, true><<<l.grid, l.block, sm, s>>>(p);
+      else norm_bwd_fused<T, false, true><<<l.grid, l.block, sm, s>>>(p);
+    } else {
+      if (p.layer) norm_bwd_fused<T, true, false><<<l.grid, l.block, sm, s>>>(p);
+      else norm_bwd_fused<T, false, false><<<l.grid, l.block, sm, s>>>(p);
+    }
     e = static_cast<int>(gpuGetLastError());
     if (e) return e;
     const dim3 g(static_cast<uint32_t>((p.feat + 31) / 32), p.layer ? 2u : 1u);
