@@ -547,8 +547,8 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           EXPECT_NE(r.variant.find(mma ? "attention/flash-mma," : regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"),
                     std::string::npos)
               << tuning << " " << tc.label << ": " << r.variant;
-          if (mma) {  // flash-mma's form: 32 rows a warp (128 a block) unless attn_rows_per_warp=16
-            EXPECT_NE(r.variant.find(std::string(tuning).find("attn_rows_per_warp=16") != std::string::npos
+          if (mma) {  // flash-mma's form: 16 rows a warp (64 a block) unless attn_rows_per_warp=32
+            EXPECT_NE(r.variant.find(std::string(tuning).find("attn_rows_per_warp=32") == std::string::npos
                                          ? ",bq=64,bk=64,warp_rows=16" : ",bq=128,bk=64,warp_rows=32"),
                       std::string::npos)
                 << tuning << " " << tc.label << ": " << r.variant;

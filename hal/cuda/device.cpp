@@ -265,8 +265,8 @@ int attn_wmma_mode_of(const std::string& tuning) {
 }
 
 // KF_TUNE attn_rows_per_warp=16 | 32: flash-mma's query rows per warp (blocks of 4 warps: 64 or 128 query
-// rows). 32 (the default): two m16 row tiles per warp share each K and V fragment (FlashAttention-2's
-// d = 128 layout); 16: one. Returns 0 when absent.
+// rows). 16 (the default): one m16 row tile per warp; 32: two share each K and V fragment (FlashAttention-2's
+// d = 128 layout; slower on an H100, see kernels.cpp). Returns 0 when absent.
 int attn_rows_per_warp_of(const std::string& tuning) {
   const int v = attn_knob(tuning, "attn_rows_per_warp", 32);
   if (v != 0 && v != 16 && v != 32)

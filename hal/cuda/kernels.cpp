@@ -353,7 +353,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
 // attn_rows=8/16/32 caps the portable kernel's query rows per block; attn_wmma picks the tensor-core kernel:
 // flash-mma (the FlashAttention-2 kernel, the default where it applies: D 64 / 128, no RoPE), else
 // flash-wmma-regs; attn_wmma=mma forces flash-mma, regs / smem the wmma kernels (flash-wmma-regs, flash-wmma);
-// attn_rows_per_warp=16|32 flash-mma's query rows per warp (absent: 32, blocks of 128 rows).
+// attn_rows_per_warp=16|32 flash-mma's query rows per warp (absent: 16, blocks of 64 rows).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
@@ -490,8 +490,10 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   // Which tensor-core kernel: flash-mma (the FlashAttention-2 kernel) where it applies unless
   // KF_TUNE attn_wmma=regs or smem names a wmma kernel; attn_wmma=mma forces it.
   // Its rows per warp: KF_TUNE attn_rows_per_warp=16 (64 query rows a block) or 32 (128, two row tiles
-  // a warp sharing each K / V fragment: FlashAttention-2's layout); absent: 32.
-  const int mma_rw = attn_rows_per_warp_ == 16 ? 16 : 32;
+  // a warp sharing each K / V fragment: FlashAttention-2's layout); absent: 16. On an H100 the 32-row
+  // form (255 registers with spills at D = 128) ran at 0.87-0.89x the 16-row form's rate in the same
+  // call (bench/results/h100/session7/probes/probe5).
+  const int mma_rw = attn_rows_per_warp_ == 32 ? 32 : 16;
   std::string no_mma;
   if (D != 64 && D != 128) no_mma = "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")";
   else if (a.rope) no_mma = "it does not apply RoPE";
