@@ -938,90 +938,50 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 }
 
 // ---- The FlashAttention-2 kernel (AttnKernel::Mma, flash-mma; f16 / bf16, D = 64 or 128, no RoPE):
-// RW = 16 or 32 query rows per warp, 4 warps, BQ = 4 RW query rows per block (the GQA row grouping of
-// the other kernels); key tiles of 64 keys. Q comes to shared memory once (cp.async); K and V tiles are
-// double-buffered in shared memory, tile t + 1 loading (cp.async, zero-filled past the visible keys)
-// while tile t is computed. S = Q K^T with mma.sync.m16n8k16 (float accumulators, Q's A fragments by
-// ldmatrix, K's B fragments by ldmatrix on the K rows); the scores in the accumulator registers; the
-// online softmax on the fragments (row max and sum over the 4 lanes of a quad, shuffles; the running
-// sum per lane, summed over the quad at the end); P rounded to the dtype in registers, into the A
-// fragments of P V (the accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 tile),
-// V's B fragments from ldmatrix.trans; O (RW x D per warp) in registers, rescaled per tile. Rows are
-// padded to D + 8 elements (odd 16-byte units: ldmatrix's 8 rows fall in distinct banks). The same bits
-// every run.
-//  - RW = 16 (bq = 64, `warp_rows=16`): one m16 row tile per warp, Q's A fragments held in registers.
-//  - RW = 32 (bq = 128, `warp_rows=32`; FlashAttention-2's d = 128 forward, Flash_fwd_kernel_traits<128,
-//    128, 64, 4>): two m16 row tiles per warp share every K and V B fragment, which halves the ldmatrix
-//    traffic per mma (per 64-key tile and warp at D = 128: 16 Q + 32 K + 32 V ldmatrix.x4 for 256 mma,
-//    against 32 K + 32 V for 128). Registers per lane at D = 128: O 2 x 16 x 128 / 32 = 128 floats, S
-//    2 x 16 x 64 / 32 = 64, so Q cannot stay in registers too (another 64): its A fragments are re-read
-//    from shared memory per tile (as FlashAttention-2 does, Is_Q_in_regs = false; at D = 64 too, where
-//    keeping them cost more registers than it saved). Warps none of whose rows sees a key of the tile
-//    (the causal diagonal, the window, rows past the sequence) skip it: the masks would make its P zero
-//    and leave m, l and O as they are.
-// The uncommon features without a float scratch: before S, each warp writes for its RW rows of the tile
-// two bit masks per row (ballots of its 32 lanes over the 64 keys, in a rolled loop that holds nothing
-// but O in registers): the keys visible under the window, the block mask, the causal diagonal and the
-// ends of rows and keys (score_of's visibility) where soft-capping, ALiBi, a window or a block mask
-// apply, and the Philox keep decision at the (b, h, i, j) index where dropout does. The scores then
-// take score_of's steps in registers in its order (visibility, soft-capping, ALiBi), and P the keep rule
-// (kept: p / (1 - p_drop); dropped: 0; l counts them all), the same arithmetic as the other kernels.
-// Occupancy on an H100 (sm_90, per multiprocessor: 64 K 32-bit registers, 228 KiB of shared memory, 1
-// KiB of it reserved per block): 128 threads of at most 255 registers (allocated per warp in units of
-// 256 a lane, 8 K a warp) take 32 K registers, so 2 blocks (8 warps) a multiprocessor in both forms (3
-// would need at most 168 registers, which D = 128 does not reach in either). Shared memory (bytes):
-// Q BQ (D + 8) 2 + K and V 2 stages x 64 (D + 8) 2 each + the mask words 4 warps x RW x 16:
-//   RW 16, D 128: 17408 + 69632 + 1024 = 88064 (86 KiB; 2 blocks: 174 of 228 KiB);
-//   RW 32, D 128: 34816 + 69632 + 2048 = 106496 (104 KiB; 2 blocks: 210 of 228 KiB);
-//   RW 16, D 64: 47104 (46 KiB); RW 32, D 64: 57344 (56 KiB): the registers hold both at 2 blocks.
-// (A float scratch of 16 x 68 per warp, 17 KiB a block, would have put RW 32 at D 128 over 113 KiB and
-// at one block a multiprocessor, or forced V to one stage.)
-// ptxas (sm_90, nvcc 13.0): RW 16: 218 registers at D = 128, 166 at D = 64, no spills; RW 32: 255 at D =
-// 64, no spills, and 255 at D = 128 with 150 / 292 bytes of spill stores / loads (loop invariants and the
-// running sums l, reloaded about once a tile: O's 128 and S's 64 floats a lane leave ~60 registers for
-// the rest; 32-key tiles did not remove them).
-constexpr int kMk = 64;
-template <int D, int RW>
-__host__ __device__ constexpr int64_t mma_bytes() { return 2 * int64_t(4 * RW + 4 * kMk) * (D + 8) + 4 * RW * 16; }
+// 64 query rows per block of 4 warps, 16 rows per warp (the GQA row grouping of the other kernels); key
+// tiles of 64 keys. Q comes to shared memory once (cp.async) and into registers as mma A fragments
+// (ldmatrix); K and V tiles are double-buffered in shared memory, tile t + 1 loading (cp.async, zero-filled
+// past the visible keys) while tile t is computed. S = Q K^T with mma.sync.m16n8k16 (float accumulators,
+// B fragments from ldmatrix on the K rows); the scores in the accumulator registers (scale, and where
+// the tile needs it, soft-capping, ALiBi and the masks through score_of); the online softmax on the
+// fragments (row max and sum over the 4 lanes of a quad, shuffles; the running sum per lane, summed over
+// the quad at the end); P rounded to the dtype in registers, straight into the A fragments of P V (the
+// accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 tile), V's B fragments from
+// ldmatrix.trans; O (16 x D per warp) in registers, rescaled per tile; dropout on P with the Philox
+// generator at the (b, h, i, j) index, as the other kernels. Rows are padded to D + 8 elements (odd
+// 16-byte units: ldmatrix's 8 rows fall in distinct banks). The same bits every run.
+constexpr int kMq = 64, kMk = 64;
+template <int D>
+__host__ __device__ constexpr int64_t mma_bytes() { return 2 * int64_t(kMq + 4 * kMk) * (D + 8) + 4 * int64_t(kMq) * (kMk + 4); }
 
-template <class T, int D, int RW>
+template <class T, int D>
 __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  static_assert(RW == 16 || RW == 32, "16 or 32 rows per warp");
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
   using M = Math<float, true>;
   constexpr int LD = D + 8, NPK = D / 8, NT = kMk / 8, KD = D / 16, ND = D / 8;
-  constexpr int MT = RW / 16, BQ = 4 * RW;
-  constexpr bool QREG = MT == 1;  // Q's A fragments in registers (else re-read from shared memory per tile)
   extern __shared__ __align__(128) unsigned char attn_mma_smem[];
-  // Shared memory (32-bit shared addresses, bytes): Q [BQ][LD], K [2][kMk][LD], V [2][kMk][LD], then the
-  // mask words [4 warps][RW][4].
-  const unsigned qs_a = smem_u32(attn_mma_smem), ks_a = qs_a + 2 * BQ * LD, vs_a = ks_a + 2 * 2 * kMk * LD;
+  // Shared memory (32-bit shared addresses, bytes): Q [kMq][LD], K [2][kMk][LD], V [2][kMk][LD].
+  const unsigned qs_a = smem_u32(attn_mma_smem), ks_a = qs_a + 2 * kMq * LD, vs_a = ks_a + 2 * 2 * kMk * LD;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int seq = blockIdx.z / p.nsplit, split = blockIdx.z % p.nsplit;
   const int hk = blockIdx.y;
-  const int64_t r0 = int64_t(blockIdx.x) * BQ;
+  const int64_t r0 = int64_t(blockIdx.x) * kMq;
   Geo g;
-  if (!block_geometry(p, seq, split, r0, BQ, g)) return;  // uniform over the block
+  if (!block_geometry(p, seq, split, r0, kMq, g)) return;  // uniform over the block
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
-  const int wr = warp * RW;
+  const int wr = warp * 16;
 
-  // This lane's rows (wr + 16 mt + gq + 8 x): whether they exist, their queries.
-  bool row_ok[MT][2];
-  int qi[MT][2];
+  // This lane's two rows (wr + gq, wr + gq + 8): whether they exist, their queries.
+  bool row_ok[2];
+  int qi[2];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      const int64_t my_r = r0 + wr + 16 * mt + gq + 8 * x;
-      row_ok[mt][x] = my_r < g.nrows;
-      qi[mt][x] = static_cast<int>(my_r / p.G);
-    }
-  // The warp's rows (RW = 32): whether they exist, whether they all do, their first and last queries.
-  const int64_t w_r0 = r0 + wr;
-  const bool w_any = w_r0 < g.nrows, w_all = w_r0 + RW <= g.nrows;
-  const int w_qlo = static_cast<int>(w_r0 / p.G), w_qhi = static_cast<int>((m_min(w_r0 + RW, g.nrows) - 1) / p.G);
+  for (int x = 0; x < 2; ++x) {
+    const int64_t my_r = r0 + wr + gq + 8 * x;
+    row_ok[x] = my_r < g.nrows;
+    qi[x] = static_cast<int>(my_r / p.G);
+  }
   // The row of the block's tile row tr: its index in [B, Hq, SqT], head, query.
   const auto row_of = [&](int tr, int& h, int& q) {
     const int64_t my_r = r0 + tr;
@@ -1029,12 +989,28 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
     h = hk * p.G + static_cast<int>(my_r % p.G);
     return (int64_t(g.b) * p.Hq + h) * p.SqT + g.qbeg + q;
   };
-  // The warp's mask words: for its tile row rr, [rr][0..1] the visible keys 0-31 and 32-63 (bit k: key
-  // 32 w + k), [rr][2..3] the keys dropout keeps.
-  unsigned* Mw = reinterpret_cast<unsigned*>(attn_mma_smem + 2 * (BQ + 4 * kMk) * LD) + warp * RW * 4;
+  // The warp's scratch for the uncommon features (a 16 x kMk float matrix): the scores go through it
+  // where soft-capping, ALiBi, a window or a block mask apply, and the probabilities where dropout does,
+  // element by element in a loop that keeps them out of the registers of the main path.
+  float* Sw = reinterpret_cast<float*>(attn_mma_smem + 2 * (kMq + 4 * kMk) * LD) + warp * 16 * (kMk + 4);
+  const auto to_scratch = [&](const float (&sc)[NT][4]) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Sw[(gq + 8 * (e / 2)) * (kMk + 4) + n * 8 + 2 * tq + (e & 1)] = sc[n][e];
+    __syncwarp();
+  };
+  const auto from_scratch = [&](float (&sc)[NT][4]) {
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[n][e] = Sw[(gq + 8 * (e / 2)) * (kMk + 4) + n * 8 + 2 * tq + (e & 1)];
+    __syncwarp();
+  };
 
   // Q (rows past the sequence zero-filled), then K and V of the first tile: two groups.
-  for (int e = tid; e < BQ * NPK; e += 128) {
+  for (int e = tid; e < kMq * NPK; e += 128) {
     const int t = e / NPK, pk = e % NPK;
     const int64_t rq = r0 + t;
     const bool ok = rq < g.nrows;
@@ -1042,23 +1018,15 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
     cp_async16(qs_a + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.q) + qrow * NPK + pk, ok ? 16 : 0);
   }
   cp_async_commit();
-  // This thread's part of a K / V tile: rows t0 + i KR (i < kMk / KR), 16-byte unit pk0 (e = 128 i + tid,
-  // t = e / NPK, pk = e % NPK); the addresses from one base per tile, so that no per-row pointer stays
-  // live across the loop.
-  static_assert(128 % NPK == 0, "whole rows per pass");
-  constexpr int KR = 128 / NPK;
-  const int t0 = tid / NPK, pk0 = tid % NPK;
-  const unsigned kv_so = 2 * (t0 * LD + pk0 * 8);
-  const int64_t kv_at0 = (kvbase + t0) * NPK + pk0, kv_atz = (kvbase + g.jbeg) * NPK + pk0;
   const auto load_kv = [&](int j0, int buf) {
-    const unsigned kd = ks_a + buf * (2 * kMk * LD) + kv_so, vd = vs_a + buf * (2 * kMk * LD) + kv_so;
-    const int64_t at = kv_at0 + int64_t(j0) * NPK;
+    const unsigned kd = ks_a + buf * (2 * kMk * LD), vd = vs_a + buf * (2 * kMk * LD);
 #pragma unroll
-    for (int i = 0; i < kMk / KR; ++i) {
-      const bool ok = j0 + t0 + i * KR < g.jend;  // rows past the keys: zero-filled, nothing read
-      const int64_t a = ok ? at + i * KR * NPK : kv_atz;
-      cp_async16(kd + 2 * i * KR * LD, static_cast<const uint4*>(p.k) + a, ok ? 16 : 0);
-      cp_async16(vd + 2 * i * KR * LD, static_cast<const uint4*>(p.v) + a, ok ? 16 : 0);
+    for (int e0 = 0; e0 < kMk * NPK; e0 += 128) {
+      const int e = e0 + tid, t = e / NPK, pk = e % NPK, j = j0 + t;
+      const bool ok = j < g.jend;
+      const int64_t at = (kvbase + (ok ? j : g.jbeg)) * NPK + pk;
+      cp_async16(kd + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.k) + at, ok ? 16 : 0);
+      cp_async16(vd + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.v) + at, ok ? 16 : 0);
     }
   };
   // The tiles the block computes: from jbeg in steps of kMk, those the block mask leaves (the same
@@ -1072,24 +1040,15 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
   cp_async_commit();
   cp_async_wait<1>();  // Q
   __syncthreads();
-  // This lane's ldmatrix row address in Q for the A fragments (row tile mt and k-step kk add constants).
-  const unsigned q_a = qs_a + 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
-  unsigned qf[QREG ? MT : 1][QREG ? KD : 1][4];
-  if constexpr (QREG) {
+  unsigned qf[KD][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int kk = 0; kk < KD; ++kk) ldsm_x4(qf[mt][kk], q_a + 2 * (16 * mt * LD + kk * 16));
-  }
+  for (int kk = 0; kk < KD; ++kk)
+    ldsm_x4(qf[kk], qs_a + 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8 + kk * 16));
 
-  float o[MT][ND][4];
+  float o[ND][4];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int n = 0; n < ND; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
-  float m[MT][2], l[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+  for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
   const bool plain = p.softcap <= 0 && !p.alibi && p.window <= 0 && !p.bmask;
 
@@ -1099,195 +1058,109 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
     cp_async_commit();
     cp_async_wait<1>();  // this tile
     __syncthreads();
-    // Whether some row of the warp may see a key of the tile (RW = 32; with 16 the warp computes it all).
-    const bool live = MT == 1 || (w_any && (!p.causal || int64_t(j0) <= int64_t(w_qhi) + g.off) &&
-                                  (p.window <= 0 || int64_t(j0) + kMk - 1 > int64_t(w_qlo) + g.off - p.window));
-    if (live) {
-      // The mask words of the warp's rows for this tile (the uncommon features; nothing but O is live).
-      if (!plain || p.dropout) {
-#pragma unroll 1
-        for (int rr = 0; rr < RW; ++rr) {
-          const int tr = wr + rr;
-          int h, q;
-          const int64_t ri = row_of(tr, h, q);
-          const bool rok = r0 + tr < g.nrows;
-#pragma unroll
-          for (int w = 0; w < 2; ++w) {
-            const int j = j0 + 32 * w + lane;
-            if (!plain) {
-              const unsigned vb = __ballot_sync(0xffffffffu, rok && j < g.jend && visible(q, j, g.qbeg + q, p, g));
-              if (lane == 0) Mw[rr * 4 + w] = vb;
-            }
-            if (p.dropout) {
-              const unsigned kb = __ballot_sync(0xffffffffu, attn_keep(ri, int64_t(g.kbeg) + j, p));
-              if (lane == 0) Mw[rr * 4 + 2 + w] = kb;
-            }
-          }
-        }
-        __syncwarp();
-      }
-      // This lane's ldmatrix row addresses in the tile's K and V (the unrolled loops add constants).
-      const unsigned kt_a = ks_a + buf * (2 * kMk * LD) + 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
-      const unsigned vt_a = vs_a + buf * (2 * kMk * LD) + 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+    // This lane's ldmatrix row addresses in the tile's K and V (the unrolled loops add constants).
+    const unsigned kt_a = ks_a + buf * (2 * kMk * LD) + 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
+    const unsigned vt_a = vs_a + buf * (2 * kMk * LD) + 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
 
-      // S = Q K^T for the warp's rows and the tile's 64 keys: each K B fragment serves the MT row tiles.
-      float sc[MT][NT][4];
+    // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
+    float sc[NT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+    for (int n = 0; n < NT; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-        for (int n = 0; n < NT; ++n) sc[mt][n][0] = sc[mt][n][1] = sc[mt][n][2] = sc[mt][n][3] = 0.0f;
+    for (int kk = 0; kk < KD; ++kk)
 #pragma unroll
-      for (int kk = 0; kk < KD; ++kk) {
-        unsigned qa[QREG ? 1 : MT][4];
-        if constexpr (!QREG) {
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) ldsm_x4(qa[mt], q_a + 2 * (16 * mt * LD + kk * 16));
-        }
-#pragma unroll
-        for (int n = 0; n < NT; n += 2) {
-          unsigned b[4];
-          ldsm_x4(b, kt_a + 2 * (n * 8 * LD + kk * 16));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            if constexpr (QREG) {
-              mma16816<BF>(sc[mt][n], qf[mt][kk], b[0], b[1]);
-              mma16816<BF>(sc[mt][n + 1], qf[mt][kk], b[2], b[3]);
-            } else {
-              mma16816<BF>(sc[mt][n], qa[mt], b[0], b[1]);
-              mma16816<BF>(sc[mt][n + 1], qa[mt], b[2], b[3]);
-            }
-          }
-        }
+      for (int n = 0; n < NT; n += 2) {
+        unsigned b[4];
+        ldsm_x4(b, kt_a + 2 * (n * 8 * LD + kk * 16));
+        mma16816<BF>(sc[n], qf[kk], b[0], b[1]);
+        mma16816<BF>(sc[n + 1], qf[kk], b[2], b[3]);
       }
-      // The scores: scaled; the causal diagonal and the end of the keys masked where the tile reaches them;
-      // with soft-capping, ALiBi, a window or a block mask, score_of's steps from the visibility bits.
-      if (plain) {
-        // Whether every score of the tile is visible: the block's rows (RW = 16), the warp's (RW = 32).
-        const bool full = j0 + kMk <= g.jend &&
-                          (!p.causal || int64_t(j0) + kMk - 1 <= int64_t(MT == 1 ? g.i_lo : w_qlo) + g.off) &&
-                          (MT == 1 ? r0 + BQ <= g.nrows : w_all);
-        if (full) {
+    // The scores: scaled; the causal diagonal and the end of the keys masked where the tile reaches them;
+    // soft-capping, ALiBi, the window and the block mask through score_of in the scratch.
+    if (plain) {
+      const bool full = j0 + kMk <= g.jend && (!p.causal || int64_t(j0) + kMk - 1 <= int64_t(g.i_lo) + g.off) &&
+                        r0 + kMq <= g.nrows;
+      if (full) {
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) sc[mt][n][e] *= scale;
-        } else {
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int x = e / 2, j = j0 + n * 8 + 2 * tq + (e & 1);
-                const bool vis = row_ok[mt][x] && j < g.jend && (!p.causal || j <= qi[mt][x] + g.off);
-                sc[mt][n][e] = vis ? sc[mt][n][e] * scale : -INFINITY;
-              }
-        }
+          for (int e = 0; e < 4; ++e) sc[n][e] *= scale;
       } else {
-        const float cap = static_cast<float>(p.softcap);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-          for (int x = 0; x < 2; ++x) {
-            const int rr = 16 * mt + gq + 8 * x;
-            const unsigned v0 = Mw[rr * 4] >> (2 * tq), v1 = Mw[rr * 4 + 1] >> (2 * tq);
-            float slope = 0.0f;
-            if (p.alibi) {
-              int h, q;
-              row_of(wr + rr, h, q);
-              slope = static_cast<float>(alibi_slope<T>(h, p));
-            }
-#pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int k = n * 8 + c, j = j0 + k + 2 * tq;  // bit k of the lane's shifted word
-                float& sv = sc[mt][n][2 * x + c];
-                if (((k < 32 ? v0 >> k : v1 >> (k - 32)) & 1u) == 0) {
-                  sv = -INFINITY;
-                } else {
-                  float s = sv * scale;
-                  if (p.softcap > 0) s = cap * M::tanh(s / cap);
-                  if (p.alibi) s -= slope * m_abs(static_cast<float>(qi[mt][x] + g.off - j));
-                  sv = s;
-                }
-              }
+          for (int e = 0; e < 4; ++e) {
+            const int x = e / 2, j = j0 + n * 8 + 2 * tq + (e & 1);
+            const bool vis = row_ok[x] && j < g.jend && (!p.causal || j <= qi[x] + g.off);
+            sc[n][e] = vis ? sc[n][e] * scale : -INFINITY;
           }
       }
-      // Online softmax per row (the quad's 4 lanes hold a row's 64 scores).
-      float alpha[MT][2];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int x = 0; x < 2; ++x) {
-          float mx = -INFINITY;
-#pragma unroll
-          for (int n = 0; n < NT; ++n) mx = m_max(mx, m_max(sc[mt][n][2 * x], sc[mt][n][2 * x + 1]));
-          mx = m_max(mx, KF_SHFL_XOR(mx, 1));
-          mx = m_max(mx, KF_SHFL_XOR(mx, 2));
-          const float mnew = m_max(m[mt][x], mx);
-          alpha[mt][x] = mnew == -INFINITY ? 1.0f : M::exp(m[mt][x] - mnew);
-          float lt = 0.0f;
-#pragma unroll
-          for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              float& sv = sc[mt][n][2 * x + c];
-              const float pr = sv == -INFINITY ? 0.0f : M::exp(sv - mnew);
-              lt += pr;
-              sv = pr;
-            }
-          l[mt][x] = l[mt][x] * alpha[mt][x] + lt;
-          m[mt][x] = mnew;
-        }
-      if (p.dropout) {  // kept probabilities scaled, dropped ones zero (l counts them all)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int x = 0; x < 2; ++x) {
-            const int rr = 16 * mt + gq + 8 * x;
-            const unsigned k0 = Mw[rr * 4 + 2] >> (2 * tq), k1 = Mw[rr * 4 + 3] >> (2 * tq);
-#pragma unroll
-            for (int n = 0; n < NT; ++n)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int k = n * 8 + c;
-                float& pr = sc[mt][n][2 * x + c];
-                pr = ((k < 32 ? k0 >> k : k1 >> (k - 32)) & 1u) != 0 ? pr * keep : 0.0f;
-              }
-          }
+    } else {
+      to_scratch(sc);
+#pragma unroll 1
+      for (int e = lane; e < 16 * kMk; e += 32) {
+        const int tr = wr + e / kMk, t = e % kMk, j = j0 + t;
+        int h, q;
+        row_of(tr, h, q);
+        const float slope = p.alibi ? static_cast<float>(alibi_slope<T>(h, p)) : 0.0f;
+        float& sv = Sw[(e / kMk) * (kMk + 4) + t];
+        sv = score_of<T>(sv * scale, r0 + tr < g.nrows && j < g.jend, q, j, g.qbeg + q, slope, p, g);
       }
+      from_scratch(sc);
+    }
+    // Online softmax per row (the quad's 4 lanes hold a row's 64 scores).
+    float alpha[2];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+    for (int x = 0; x < 2; ++x) {
+      float mt = -INFINITY;
 #pragma unroll
-        for (int n = 0; n < ND; ++n)
-          o[mt][n][0] *= alpha[mt][0], o[mt][n][1] *= alpha[mt][0], o[mt][n][2] *= alpha[mt][1], o[mt][n][3] *= alpha[mt][1];
-      // O += P V: P's A fragments from the score registers (rounded to the dtype first, so that S's floats
-      // are free during the products), V's B fragments by ldmatrix.trans (each serves the MT row tiles).
-      unsigned pa[MT][kMk / 16][4];
+      for (int n = 0; n < NT; ++n) mt = m_max(mt, m_max(sc[n][2 * x], sc[n][2 * x + 1]));
+      mt = m_max(mt, KF_SHFL_XOR(mt, 1));
+      mt = m_max(mt, KF_SHFL_XOR(mt, 2));
+      const float mnew = m_max(m[x], mt);
+      alpha[x] = mnew == -INFINITY ? 1.0f : M::exp(m[x] - mnew);
+      float lt = 0.0f;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int kk = 0; kk < kMk / 16; ++kk) {
-          pa[mt][kk][0] = Cv::pack2(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
-          pa[mt][kk][1] = Cv::pack2(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
-          pa[mt][kk][2] = Cv::pack2(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
-          pa[mt][kk][3] = Cv::pack2(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+        for (int c = 0; c < 2; ++c) {
+          float& sv = sc[n][2 * x + c];
+          const float pr = sv == -INFINITY ? 0.0f : M::exp(sv - mnew);
+          lt += pr;
+          sv = pr;
         }
+      l[x] = l[x] * alpha[x] + lt;
+      m[x] = mnew;
+    }
+    if (p.dropout) {  // kept probabilities scaled, dropped ones zero (l counts them all)
+      to_scratch(sc);
+#pragma unroll 1
+      for (int e = lane; e < 16 * kMk; e += 32) {
+        const int tr = wr + e / kMk, t = e % kMk;
+        float& pr = Sw[(e / kMk) * (kMk + 4) + t];
+        int h, q;
+        const int64_t ri = row_of(tr, h, q);
+        pr = pr > 0.0f && attn_keep(ri, int64_t(g.kbeg) + j0 + t, p) ? pr * keep : 0.0f;
+      }
+      from_scratch(sc);
+    }
 #pragma unroll
-      for (int kk = 0; kk < kMk / 16; ++kk)
+    for (int n = 0; n < ND; ++n) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    // O += P V: P's A fragments from the score registers, V's B fragments by ldmatrix.trans.
 #pragma unroll
-        for (int n = 0; n < ND; n += 2) {
-          unsigned b[4];
-          ldsm_x4_trans(b, vt_a + 2 * (kk * 16 * LD + n * 8));
+    for (int kk = 0; kk < kMk / 16; ++kk) {
+      unsigned a[4];
+      a[0] = Cv::pack2(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = Cv::pack2(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = Cv::pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = Cv::pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816<BF>(o[mt][n], pa[mt][kk], b[0], b[1]);
-            mma16816<BF>(o[mt][n + 1], pa[mt][kk], b[2], b[3]);
-          }
-        }
+      for (int n = 0; n < ND; n += 2) {
+        unsigned b[4];
+        ldsm_x4_trans(b, vt_a + 2 * (kk * 16 * LD + n * 8));
+        mma16816<BF>(o[n], a, b[0], b[1]);
+        mma16816<BF>(o[n + 1], a, b[2], b[3]);
+      }
     }
     __syncthreads();  // K and V of this buffer are free for the tile after next
     j0 = jn;
@@ -1296,61 +1169,50 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
   // The rows' sums over their quads, then partials (splits), or sink, normalization, o and lse.
   const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int x = 0; x < 2; ++x) {
+    l[x] += KF_SHFL_XOR(l[x], 1);
+    l[x] += KF_SHFL_XOR(l[x], 2);
+    if (!row_ok[x]) continue;
+    int hx, qx;
+    const int64_t rowidx = row_of(wr + gq + 8 * x, hx, qx);
+    if (p.nsplit > 1) {
+      const int64_t part = int64_t(split) * rows + rowidx;
+      float* accs = static_cast<float*>(p.part);
+      float* ml = accs + int64_t(p.nsplit) * rows * D;
 #pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      l[mt][x] += KF_SHFL_XOR(l[mt][x], 1);
-      l[mt][x] += KF_SHFL_XOR(l[mt][x], 2);
-      if (!row_ok[mt][x]) continue;
-      int hx, qx;
-      const int64_t rowidx = row_of(wr + 16 * mt + gq + 8 * x, hx, qx);
-      if (p.nsplit > 1) {
-        const int64_t part = int64_t(split) * rows + rowidx;
-        float* accs = static_cast<float*>(p.part);
-        float* ml = accs + int64_t(p.nsplit) * rows * D;
-#pragma unroll
-        for (int n = 0; n < ND; ++n)
-          accs[part * D + n * 8 + 2 * tq] = o[mt][n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[mt][n][2 * x + 1];
-        if (tq == 0) ml[2 * part] = m[mt][x], ml[2 * part + 1] = l[mt][x];
-        continue;
-      }
-      float mm = m[mt][x], ll = l[mt][x], a = 1.0f;
-      if (p.sinks) {
-        a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
-      }
-      const float inv = ll > 0.0f ? a / ll : 0.0f;
-      unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
-#pragma unroll
-      for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[mt][n][2 * x] * inv, o[mt][n][2 * x + 1] * inv);
-      if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+      for (int n = 0; n < ND; ++n)
+        accs[part * D + n * 8 + 2 * tq] = o[n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[n][2 * x + 1];
+      if (tq == 0) ml[2 * part] = m[x], ml[2 * part + 1] = l[x];
+      continue;
     }
+    float mm = m[x], ll = l[x], a = 1.0f;
+    if (p.sinks) {
+      a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
+    }
+    const float inv = ll > 0.0f ? a / ll : 0.0f;
+    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
+#pragma unroll
+    for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[n][2 * x] * inv, o[n][2 * x + 1] * inv);
+    if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+  }
 #endif
 }
 
-template <class T, int D, int RW>
+template <class T, int D>
 int launch_mma_d(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
   const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
-  constexpr int64_t bytes = mma_bytes<D, RW>();
-  // The opt-in whenever the kernel takes dynamic shared memory (all of its shared memory is dynamic; the
-  // D = 64, RW = 16 form's 46 KiB would launch without it, the others not).
-  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_mma<T, D, RW>),
+  constexpr int64_t bytes = mma_bytes<D>();
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_mma<T, D>),
                                            gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != gpuSuccess) return static_cast<int>(e);
-  attn_mma<T, D, RW><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
+  attn_mma<T, D><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }
 
-// bq: the block's query rows, 64 (16 a warp) or 128 (32 a warp).
 template <class T>
-int launch_mma(const AttnParams& p, int bq, uint32_t qtiles, gpuStream_t s) {
-  if (bq == 128) {
-    if (p.D == 64) return launch_mma_d<T, 64, 32>(p, qtiles, s);
-    if (p.D == 128) return launch_mma_d<T, 128, 32>(p, qtiles, s);
-    return -1;
-  }
-  if (bq != 64) return -1;
-  if (p.D == 64) return launch_mma_d<T, 64, 16>(p, qtiles, s);
-  if (p.D == 128) return launch_mma_d<T, 128, 16>(p, qtiles, s);
+int launch_mma(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+  if (p.D == 64) return launch_mma_d<T, 64>(p, qtiles, s);
+  if (p.D == 128) return launch_mma_d<T, 128>(p, qtiles, s);
   return -1;
 }
 
@@ -1382,14 +1244,12 @@ bool attn_wmma_built() {
 #endif
 }
 
-int64_t attn_mma_shared_bytes(int D, int rows_per_warp) {
+int64_t attn_mma_shared_bytes(int D) {
 #if defined(KF_HIP)
-  (void)D, (void)rows_per_warp;
+  (void)D;
   return 0;
 #else
-  if (rows_per_warp == 32) return D == 64 ? mma_bytes<64, 32>() : D == 128 ? mma_bytes<128, 32>() : 0;
-  if (rows_per_warp != 16) return 0;
-  return D == 64 ? mma_bytes<64, 16>() : D == 128 ? mma_bytes<128, 16>() : 0;
+  return D == 64 ? mma_bytes<64>() : D == 128 ? mma_bytes<128>() : 0;
 #endif
 }
 
@@ -1417,8 +1277,8 @@ int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk
 #if defined(KF_HIP)
     return -1;
 #else
-    if (dt == Dt::f16) err = launch_mma<F16>(p, bq, qtiles, s);
-    else if (dt == Dt::bf16) err = launch_mma<BF16>(p, bq, qtiles, s);
+    if (dt == Dt::f16) err = launch_mma<F16>(p, qtiles, s);
+    else if (dt == Dt::bf16) err = launch_mma<BF16>(p, qtiles, s);
     else return -1;
 #endif
   } else if (kern == AttnKernel::Wmma || kern == AttnKernel::WmmaRegs) {

@@ -49,18 +49,6 @@ template <class T> inline T emu_shfl_xor(T v, int mask) {
   return r;
 }
 #define KF_SHFL_XOR(v, mask) emu_shfl_xor((v), (mask))
-inline unsigned emu_ballot_xchg[1024];
-// The warp's predicates as a bit mask (bit l: lane l); every lane of the warp takes part, as the kernels use it.
-inline unsigned __ballot_sync(unsigned, int pred) {
-  const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
-  __syncwarp();
-  emu_ballot_xchg[threadIdx.x] = pred ? 1u : 0u;
-  __syncwarp();
-  unsigned r = 0;
-  for (unsigned l = 0; l < 32; ++l) r |= emu_ballot_xchg[base + l] << l;
-  __syncwarp();
-  return r;
-}
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
