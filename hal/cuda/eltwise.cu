@@ -112,6 +112,8 @@ KF_DEV typename T::C load_operand_elem(const void* q, uint32_t mode, const Eltwi
 }
 
 // Dropout of value v at element i given its Philox word; then the residual of add_dropout_residual.
+// keep(i) = (word >> 8) >= thr (KERNELS.md), compared as word > thr 256 - 1 (thr in [1, 2^24]: in 32
+// bits 255 .. 2^32 - 1, the product wrapping to 0 for 2^24): one instruction a value fewer.
 template <EltOp OP, class C>
 KF_DEV C finish(C v, C b, unsigned word, const EltwiseParams& p) {
   if constexpr (kRandom<OP>) {
@@ -119,7 +121,7 @@ KF_DEV C finish(C v, C b, unsigned word, const EltwiseParams& p) {
       C keep;
       if constexpr (sizeof(C) == 8) keep = p.keep_d;
       else keep = p.keep_f;
-      v = (word >> 8) >= p.thr ? v * keep : C(0);
+      v = word > p.thr * 256u - 1u ? v * keep : C(0);
     }
     if constexpr (OP == EltOp::add_dropout_residual) v += b;
   }

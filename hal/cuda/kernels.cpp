@@ -315,7 +315,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       const auto ws = scratch(acc * size_t(p.blocks));
       p.ws = ptr_of(ws);
       check_launch(launch_mse(dt, p, stream_), "mse");
-      return prefix + "mse/partials=" + std::to_string(p.blocks);
+      return prefix + "mse/partials=" + std::to_string(p.blocks) + (mse_packs(p) ? ",16B-packs" : "");
     }
     case Kern::Optim: {
       OptimParams p;

@@ -193,6 +193,10 @@ struct MseParams {
   int64_t n = 0;
   int blocks = 1;
 };
+// Whether mse_partial reads a and b as 16-byte packs (both aligned; train.cu), else element by element.
+inline bool mse_packs(const MseParams& p) {
+  return ((reinterpret_cast<uintptr_t>(p.a) | reinterpret_cast<uintptr_t>(p.b)) & 15) == 0;
+}
 
 enum class OptimOp : int { adamw, sgd };
 struct OptimParams {

@@ -326,6 +326,40 @@ void optimizers(const std::string& only) {
   }
 }
 
+// ---- mse (train.cu), as Kern::Mse: the partial sums on the grid kernels.cpp picks (at most 3 blocks for
+// the larger cases: blocks stride), 16-byte packs (a and b aligned) or element by element (a misaligned).
+void mse(const std::string& only) {
+  if (std::string("mse").find(only) == std::string::npos) return;
+  const OpDef& op = get_op("mse");
+  std::vector<TestCase> cases = op.tests;
+  for (int64_t n : {int64_t(8), int64_t(9), int64_t(4099), int64_t(70001), int64_t(262151)})
+    cases.push_back({"n" + std::to_string(n), {{n}, {n}}});
+  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
+    for (const TestCase& tc : cases)
+      for (int variant : {0, 1, 2}) {  // 0: kernels.cpp's grid; 1: at most 3 blocks; 2: a misaligned
+        const Launch l = [&](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
+                             const std::vector<Shape>&) -> std::string {
+          hc::MseParams p;
+          p.n = numel(shapes[0]);
+          const size_t es = dtype_size(dt);
+          Buf shifted;
+          p.a = ptr(in, 0), p.b = ptr(in, 1), p.loss = out[0].data();
+          if (variant == 2) {  // a at 2 bytes (16-bit) or one element past 16-byte alignment
+            shifted = alloc(size_t(p.n) * es + 16, 0);
+            std::memcpy(shifted.data() + es, in[0].data(), size_t(p.n) * es);
+            p.a = shifted.data() + es;
+          }
+          p.blocks = static_cast<int>(std::clamp<int64_t>((p.n + 2047) / 2048, 1, variant == 1 ? 3 : 1024));
+          Buf ws = alloc(size_t(p.blocks) * 8, 0xff);
+          p.ws = ws.data();
+          hc::launch_mse(dt_of(dt), p, nullptr);
+          return "blocks=" + std::to_string(p.blocks) + (hc::mse_packs(p) ? ",packs" : ",elements");
+        };
+        if (variant == 0 && numel(tc.inputs[0]) > 300000) continue;  // (489 emulated blocks: slow)
+        run("mse", tc.label, tc.inputs, tc.attrs, dt, 2.0, l);
+      }
+}
+
 // ---- Section 2 (rows.cu), as CudaDevice::dispatch's row kernels, with rows_values 16 and 32.
 void rows(const std::string& only) {
   const char* names[] = {"sum_squared", "mean_abs", "softmax", "log_softmax"};
@@ -690,6 +724,7 @@ int main(int argc, char** argv) {
   norms(only);
   batch_norms(only);
   optimizers(only);
+  mse(only);
   rows(only);
   eltwise(only);
   softmax_backward(only);
