@@ -49,7 +49,7 @@ template <NormOp OP, class T> KF_DEV typename T::C row_value(const NormParams& p
 template <NormOp OP, class T>
 __global__ void __launch_bounds__(1024) norm_kernel(const NormParams p) {
   using C = typename T::C;
-  using M = Math<C, false>;
+  using M = Math<C, T::FAST>;  // (as norm_store)
   __shared__ C sm[32];
   const int64_t L = p.feat;
   const C eps = static_cast<C>(p.eps);
@@ -128,7 +128,7 @@ template <NormOp OP, class T>
 KF_DEV void norm_store(const NormParams& p, int j, int64_t pk, int64_t g0, const typename T::C (&v)[T::VW],
                        typename T::C hi, typename T::C lo, typename T::C rstd) {
   using C = typename T::C;
-  using M = Math<C, false>;
+  using M = Math<C, T::FAST>;  // (16-bit: the approximate exp, division and gelu of the elementwise ops)
   constexpr int VW = T::VW;
   C w[VW], b[VW], o[VW];
   if (p.inner == 1) {  // layer / rms norm: the affine as packs
@@ -776,8 +776,8 @@ uint32_t row_blocks(int64_t rows) { return static_cast<uint32_t>(rows < 1 ? 1 : 
 // memory and streamed per thread, grid), or false when the row does not qualify (not whole packs, a
 // pointer not 16-byte aligned, group_norm's channels not whole packs): norm_kernel then.
 // Rows of up to 4 packs a thread (1024 threads) take 4 packs in registers on the smallest block that
-// holds them (rows of 4096 16-bit values: 128 threads). Longer rows (LONG) take 1024 threads with 8 packs
-// (4 for the add forms, which hold x and r) in registers, then as much of the rest as the device's
+// holds them (rows of 4096 16-bit values: 128 threads). Longer rows (LONG) take 1024 threads with 4 packs
+// (2 for the add forms, which hold x and r) in registers, then as much of the rest as the device's
 // shared memory holds (one block per multiprocessor), then the rest streamed: few enough rows in flight
 // that their streamed part (read twice) fits 3/4 of the L2 cache.
 template <class T> bool npk_fits_short(const NormParams& p) { return p.feat / T::VW <= int64_t(1024) * 4; }
@@ -799,7 +799,12 @@ template <NormOp OP, class T> bool norm_layout(const NormParams& p, NormLaunch& 
     return true;
   }
   l.block = 1024;
-  l.cache = kAdd<OP> ? 4 : 8;
+  // (8 and 4 packs spilled 24-192 bytes a thread at the 64 registers of 1024 threads (sm_90; 300 for
+  // bf16 layer_norm_gelu), the spills going to the L2 cache with shared memory taking the L1: 16-bit
+  // rows of 65536 ran at 0.33-0.67 of copy on an H100. 4 and 2: none in f32 and f16, at most 48 bytes
+  // in bf16; the shared memory holds what the registers no longer do: f32 and 16-bit rows of 65536 (2 for
+  // the add forms: 16-bit) stay whole on chip.)
+  l.cache = kAdd<OP> ? 2 : 4;
   // Packs beyond the registers (none for rows of up to 1024 x cache packs: a negative count here made a
   // negative shared-memory size, and the launch failed, for f64 rows of 9000 on the H100).
   const int64_t rest = std::max<int64_t>(0, npk - int64_t(l.block) * l.cache);
@@ -837,7 +842,7 @@ template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gp
   if (norm_layout<OP, T>(p, l)) {
     if (used) *used = l;
     if (l.block < 1024 || npk_fits_short<T>(p)) return norm_cached_launch<OP, T, 4, false>(p, l, s);
-    return norm_cached_launch<OP, T, kAdd<OP> ? 4 : 8, true>(p, l, s);
+    return norm_cached_launch<OP, T, kAdd<OP> ? 2 : 4, true>(p, l, s);
   }
   norm_kernel<OP, T><<<row_blocks(p.rows), block, 0, s>>>(p);
   if (used) *used = NormLaunch{};
