@@ -98,9 +98,8 @@ layout(push_constant) uniform PC {
 #define RAW16 1
 uvec4 xr[NT];
 const uint NEG_INF16 = 0xff80u;
-float half_at(uint w, uint k) { return uintBitsToFloat(k == 0u ? w << 16 : w & 0xffff0000u); }
 uint raw16(uint i) { return (x_w.w[i >> 1] >> (16u * (i & 1u))) & 0xffffu; }
-float item(uint t, uint k) { return half_at(xr[t][k >> 1], k & 1u); }
+float item(uint t, uint k) { return (k & 1u) == 0u ? bf16_lo(xr[t][k >> 1]) : bf16_hi(xr[t][k >> 1]); }
 #else
 FT xc[NT][VW];
 FT item(uint t, uint k) { return xc[t][k]; }

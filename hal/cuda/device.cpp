@@ -271,7 +271,7 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
       lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
       attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
       conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
-      lt_autotune_(attn_knob(o.tuning, "mm_autotune", 64)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
+      lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {

@@ -171,7 +171,6 @@ class CudaDevice final : public Device {
   int conv_path_ = 0;   // KF_TUNE conv_path: 0 automatic, 1 the direct kernel, 2 im2col + cuBLASLt
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
   int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-mma where it applies), 1 regs, 2 smem, 3 mma
-  int lt_autotune_ = 0; // KF_TUNE mm_autotune: cuBLASLt candidates timed per new shape (0: automatic, 1: none)
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   int64_t l2_bytes_ = 0;                   // the L2 cache (bytes; 0: unknown)

@@ -70,7 +70,6 @@
 #define gpuEventRecord KF_GPU(EventRecord)
 #define gpuEventQuery KF_GPU(EventQuery)
 #define gpuEventElapsedTime KF_GPU(EventElapsedTime)
-#define gpuEventSynchronize KF_GPU(EventSynchronize)
 #define gpuFuncAttributes KF_GPU(FuncAttributes)
 #define gpuFuncGetAttributes KF_GPU(FuncGetAttributes)
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor KF_GPU(OccupancyMaxActiveBlocksPerMultiprocessor)

@@ -365,18 +365,12 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
 
   auto it = lt.chosen.find(key);
   if (it == lt.chosen.end()) {
-    // Candidates: the heuristic's first, or with KF_TUNE mm_autotune=N its first N, each timed once here
-    // on large products and the fastest kept (small ones, and products that read D, beta = 1, where
-    // running them more than once would add C again, take the first). Off by default: on an H100 the
-    // timed choice was no faster than the heuristic's first in the same call (linear 4096 x 8192 f16
-    // 0.373 ms first, 0.445 timed; PyTorch 0.367), bench/results/h100-vulkan/NOTES.md.
-    const double work = double(g.m) * double(g.n) * double(g.k) * double(g.batches);
-    const int want = lt_autotune_ == 0 ? 1 : lt_autotune_;
-    const bool tune = want > 1 && !g.beta_one && work >= 512.0 * 512.0 * 512.0;
-    std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? want : 1);
+    // The heuristic's first algorithm. (Timing its first 16 on the operands and keeping the fastest was
+    // measured on an H100 and was no faster: bench/results/h100-vulkan/NOTES.md, session 7.)
+    cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t hs = api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref,
-                                                                 int(results.size()), results.data(), &found);
+    const cublasStatus_t hs =
+        api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found);
     // A type combination this cuBLASLt rejects (float D from 16-bit inputs, say): the caller's fallback.
     if (g.soft_fail && (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE)) return -1;
     chk(hs, "cublasLtMatmulAlgoGetHeuristic");
@@ -385,35 +379,13 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
       // the epilogue).
       epi = CUBLASLT_EPILOGUE_DEFAULT;
       chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
-      chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, int(results.size()),
-                                             results.data(), &found),
+      chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
           "cublasLtMatmulAlgoGetHeuristic");
     }
     LtChoice c;
     c.epilogue = epi;
     c.found = found > 0;
-    if (found > 0) c.algo = results[0].algo;
-    if (found > 1 && tune) {
-      // Each candidate: one run to warm up (and to drop those that fail here), then the mean of three
-      // between two events. Inputs and output are the caller's own; beta = 0, so the last run's D is
-      // overwritten by the product below.
-      gpuEvent_t e0 = nullptr, e1 = nullptr;
-      check(gpuEventCreate(&e0), "cudaEventCreate");
-      check(gpuEventCreate(&e1), "cudaEventCreate");
-      float best = INFINITY;
-      for (int i = 0; i < found; ++i) {
-        if (results[i].state != CUBLAS_STATUS_SUCCESS || matmul(results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;
-        check(gpuEventRecord(e0, stream_), "cudaEventRecord");
-        for (int r = 0; r < 3; ++r) (void)matmul(results[i].algo);
-        check(gpuEventRecord(e1, stream_), "cudaEventRecord");
-        check(gpuEventSynchronize(e1), "cudaEventSynchronize");
-        float ms = 0;
-        check(gpuEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        if (ms < best) best = ms, c.algo = results[i].algo;
-      }
-      (void)gpuEventDestroy(e0);
-      (void)gpuEventDestroy(e1);
-    }
+    if (found > 0) c.algo = result.algo;
     it = lt.chosen.emplace(key, c).first;
   } else if (it->second.epilogue != epi) {
     epi = it->second.epilogue;
