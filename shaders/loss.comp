@@ -8,6 +8,7 @@
 //   PASS 2, 3: rows longer than a workgroup's registers, in chunks of CHUNK logits: PASS 2 writes each
 //           chunk's (max, sum of exp about it, sum); PASS 3 combines the chunks of the row in order
 //           (the chunk-0 workgroup writes the row's loss) and, with GRAD, writes its chunk's gradient.
+//   PASS 5: cross_entropy's forward over long rows of whole packs, streamed (instead of PASS 2).
 //   PASS 4: one workgroup sums the per-row losses in row order and divides by the count (NaN when every
 //           target is ignored, as torch).
 //   mse: PASS 1 sums (a - b)^2 over fixed chunks of the tensor; PASS 4 adds the chunk sums in order / n.
@@ -290,6 +291,103 @@ void chunk_combine(uint row, uint c, uint lane) {
   store_grad(e0, c0, len, lane, t, m, s, lse);
 #endif
 }
+
+#if defined(OP_cross_entropy) && !defined(DT_F64)
+// PASS 5, the forward over long rows whose classes are whole packs (the host's choice for rows that PASS 1
+// cannot hold): one workgroup per chunk of the row, as PASS 2, but streamed instead of cached: each
+// invocation loads ST_U packs (all before any is used), then keeps a running max and sum of exp over
+// batches of ST_G packs (16 logits: one rescaling exp per batch), and the workgroup reduces the three
+// statistics once per chunk. PASS 2 caches 4 packs an invocation and reduces twice per 256 x 4 packs,
+// so its chunks are short and each pays its barriers; here a chunk is up to 6144 packs (the CUDA
+// backend's layout, which reads 16-bit logits at the copy bandwidth on the same GPU). 16-bit logits take
+// exp2(x log2 e - m log2 e) (one fma and the hardware exp2) as the CUDA backend's; f32 keeps exp(x - m).
+// Writes the chunk's statistics as PASS 2 does; PASS 3 combines them.
+#if defined(DT_F16) || defined(DT_BF16)
+#define ST_U 8u
+#define ST_G 2u
+#define ST_FAST 1
+#if defined(DT_F16)
+const uvec4 NINF_PACK = uvec4(0xfc00fc00u);
+#else
+const uvec4 NINF_PACK = uvec4(0xff80ff80u);
+#endif
+#else
+#define ST_U 4u
+#define ST_G 4u
+const uvec4 NINF_PACK = uvec4(0xff800000u);
+#endif
+const float L2E = 1.44269504088896341;
+
+// Adds ST_G packs (the first nv real, the rest -inf) to the running (m, s, sx).
+void st_batch(inout float am, inout float as, inout float ax, const uvec4 q[ST_G], uint nv) {
+  float v[ST_G * VW];
+  [[unroll]] for (uint u = 0; u < ST_G; ++u) {
+    FT t[VW];
+    unpack(q[u], t);
+    [[unroll]] for (uint k = 0; k < VW; ++k) v[u * VW + k] = t[k];
+  }
+  float cm = v[0];
+  [[unroll]] for (uint i = 1; i < ST_G * VW; ++i) cm = max(cm, v[i]);
+  if (pc.smoothing != 0.0) {
+    [[unroll]] for (uint u = 0; u < ST_G; ++u) {
+      float ps = 0.0;
+      [[unroll]] for (uint k = 0; k < VW; ++k) ps += v[u * VW + k];
+      if (u < nv) ax += ps;
+    }
+  }
+  const float M = max(am, cm);
+  if (M == NEG_INF) return;
+  float acc = 0.0;
+#if defined(ST_FAST)
+  const float ML = M * L2E;
+  [[unroll]] for (uint i = 0; i < ST_G * VW; ++i) acc += exp2(fma(v[i], L2E, -ML));
+  as = as * exp2((am - M) * L2E) + acc;
+#else
+  [[unroll]] for (uint i = 0; i < ST_G * VW; ++i) acc += exp(v[i] - M);
+  as = as * exp(am - M) + acc;
+#endif
+  am = M;
+}
+
+void stream_stats(uint row, uint c, uint lane) {
+  const uint npk = pc.classes / VW, cpk = pc.chunk / VW, B = gl_WorkGroupSize.x;
+  const uint j0 = c * cpk, j1 = min(npk, j0 + cpk), rb = row * npk;
+  float am = NEG_INF, as = 0.0, ax = 0.0;
+  uint jb = j0;
+  for (; jb + ST_U * B <= j1; jb += ST_U * B) {  // whole steps: every pack real
+    uvec4 q[ST_U];
+    [[unroll]] for (uint u = 0; u < ST_U; ++u) q[u] = x_v.v[rb + jb + u * B + lane];
+    [[unroll]] for (uint g = 0; g < ST_U; g += ST_G) {
+      uvec4 b[ST_G];
+      [[unroll]] for (uint u = 0; u < ST_G; ++u) b[u] = q[g + u];
+      st_batch(am, as, ax, b, ST_G);
+    }
+  }
+  for (; jb < j1; jb += ST_G * B) {  // the rest, a batch at a time (the real packs come first in each)
+    uvec4 b[ST_G];
+    uint nv = 0u;
+    [[unroll]] for (uint u = 0; u < ST_G; ++u) {
+      const uint j = jb + u * B + lane;
+      nv += j < j1 ? 1u : 0u;
+      b[u] = j < j1 ? x_v.v[rb + j] : NINF_PACK;
+    }
+    st_batch(am, as, ax, b, nv);
+  }
+  const float m = row_max(am, lane, 0u);
+  const float s = row_sum(am == NEG_INF ? 0.0 : as * exp(am - m), lane, 0u);
+  const float sx = row_sum(ax, lane, 0u);
+  if (lane == 0u) {
+    const int t = target_of(row);
+    const uint c0 = j0 * VW;
+    const float xt = t >= int(c0) && t < int(j1 * VW) ? float(LOAD_ELEM(x, row * pc.classes + uint(t))) : 0.0;
+    const uint at = CHUNKS_AT + 4u * (row * pc.nchunks + c);
+    ws[at] = m;
+    ws[at + 1u] = s;
+    ws[at + 2u] = sx;
+    ws[at + 3u] = xt;
+  }
+}
+#endif
 #endif  // XENT
 
 // One workgroup: `n` values from the workspace at `at`, each lane a strided share in order, then the
@@ -315,6 +413,11 @@ void main() {
       const uint row = blk * rpw + slot;
       whole_row(row, row < pc.rows, lane, slot);
     }
+#if defined(OP_cross_entropy) && !defined(DT_F64)
+  } else if (PASS == 5u) {
+    const uint units = pc.rows * pc.nchunks;
+    for (uint u = gl_WorkGroupID.x; u < units; u += gl_NumWorkGroups.x) stream_stats(u / pc.nchunks, u % pc.nchunks, lane);
+#endif
   } else if (PASS == 2u || PASS == 3u) {
     const uint units = pc.rows * pc.nchunks;
     for (uint u = gl_WorkGroupID.x; u < units; u += gl_NumWorkGroups.x) {

@@ -206,7 +206,22 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   }
 
   const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
-  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
+  RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
+  // The forward over rows too long for PASS 1, of whole packs: streamed (PASS 5) in chunks of at most
+  // 6144 packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations.
+  // H100 (session 8): see NOTES.md. KF_TUNE xent_stream=1 keeps PASS 2's cached chunks.
+  const bool stream = op.name == "cross_entropy" && plan.split && plan.wide && call.dtype != DType::f64 &&
+                      tuning().xent_stream != 1;
+  uint32_t stream_wg = 0;
+  if (stream) {
+    const uint64_t vw = pack_elems(call.dtype), npk = C / vw;
+    const uint64_t splits = npk > 6144 ? (npk + 4095) / 4096 : 1, range = (npk + splits - 1) / splits;
+    stream_wg = 32;
+    while (stream_wg < kWorkgroup && uint64_t(stream_wg) * 16 < range) stream_wg *= 2;
+    if (use_subgroups(caps)) stream_wg = std::max(stream_wg, caps.subgroup_size);
+    plan.chunk = range * vw;
+    plan.nchunks = splits;
+  }
   pc.rows = static_cast<uint32_t>(N);
   pc.classes = static_cast<uint32_t>(C);
   pc.chunk = static_cast<uint32_t>(plan.chunk);
@@ -227,11 +242,17 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
     how = ",tpr=" + std::to_string(plan.tpr);
   } else {
     l.groups = grid(N * plan.nchunks, 1, caps, tuning());
-    l.spec = spec(kWorkgroup, plan.wide, 2);
-    record(l);
+    if (stream) {
+      l.spec = {stream_wg, stream_wg, 1u, cache_values, 5u};
+      record(l);
+    } else {
+      l.spec = spec(kWorkgroup, plan.wide, 2);
+      record(l);
+    }
     l.spec = spec(kWorkgroup, plan.wide, 3);
     record(l);
-    how = ",split=" + std::to_string(plan.nchunks) + "x" + std::to_string(plan.chunk);
+    how = (stream ? ",streamed=" + std::to_string(stream_wg) + "," : ",split=") + std::to_string(plan.nchunks) +
+          "x" + std::to_string(plan.chunk);
   }
   l.spec = spec(kWorkgroup, plan.wide, 4);
   l.groups = 1;
