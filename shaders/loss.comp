@@ -8,7 +8,8 @@
 //   PASS 2, 3: rows longer than a workgroup's registers, in chunks of CHUNK logits: PASS 2 writes each
 //           chunk's (max, sum of exp about it, sum); PASS 3 combines the chunks of the row in order
 //           (the chunk-0 workgroup writes the row's loss) and, with GRAD, writes its chunk's gradient.
-//   PASS 5: cross_entropy's forward over long rows of whole packs, streamed (instead of PASS 2).
+//   PASS 5: cross_entropy's statistics over long rows of whole packs, streamed (instead of PASS 2);
+//   PASS 6: cross_entropy_backward's gradient after it, streamed (instead of PASS 3).
 //   PASS 4: one workgroup sums the per-row losses in row order and divides by the count (NaN when every
 //           target is ignored, as torch).
 //   mse: PASS 1 sums (a - b)^2 over fixed chunks of the tensor; PASS 4 adds the chunk sums in order / n.
@@ -267,17 +268,24 @@ void chunk_stats(uint row, uint c, uint lane) {
   }
 }
 
-void chunk_combine(uint row, uint c, uint lane) {
+// The row's statistics from its chunks' (in chunk order): returns the max, and the sums in s, sx, xt.
+float combine_chunks(uint row, out float s, out float sx, out float xt) {
   const uint base = CHUNKS_AT + 4u * row * pc.nchunks;
   float m = NEG_INF;
   for (uint k = 0; k < pc.nchunks; ++k) m = max(m, ws[base + 4u * k]);
-  float s = 0.0, sx = 0.0, xt = 0.0;
+  s = 0.0, sx = 0.0, xt = 0.0;
   for (uint k = 0; k < pc.nchunks; ++k) {
     const float mk = ws[base + 4u * k];
     if (mk != NEG_INF) s += ws[base + 4u * k + 1u] * exp(mk - m);
     sx += ws[base + 4u * k + 2u];
     xt += ws[base + 4u * k + 3u];
   }
+  return m;
+}
+
+void chunk_combine(uint row, uint c, uint lane) {
+  float s, sx, xt;
+  const float m = combine_chunks(row, s, sx, xt);
   const int t = target_of(row);
   const float lse = m + log(s);
   if (c == 0u && lane == 0u) ws[LOSS_AT + pc.row_base + row] = row_loss(t, lse, sx, xt);
@@ -292,8 +300,9 @@ void chunk_combine(uint row, uint c, uint lane) {
 #endif
 }
 
-#if defined(OP_cross_entropy) && !defined(DT_F64)
-// PASS 5, the forward over long rows whose classes are whole packs (the host's choice for rows that PASS 1
+#if (defined(OP_cross_entropy) || defined(OP_cross_entropy_backward)) && !defined(DT_F64)
+#define XSTREAM 1
+// PASS 5, the statistics over long rows whose classes are whole packs (the host's choice for rows that PASS 1
 // cannot hold): one workgroup per chunk of the row, as PASS 2, but streamed instead of cached: each
 // invocation loads ST_U packs (all before any is used), then keeps a running max and sum of exp over
 // batches of ST_G packs (16 logits: one rescaling exp per batch), and the workgroup reduces the three
@@ -387,6 +396,50 @@ void stream_stats(uint row, uint c, uint lane) {
     ws[at + 3u] = xt;
   }
 }
+
+#if defined(GRAD)
+// PASS 6, cross_entropy_backward's gradient after PASS 5: each workgroup combines its row's chunk
+// statistics (chunk 0's also writes the row's loss), then streams its chunk: ST_U packs loaded, then
+// d z = exp(z - lse) / count - eps / (C count), minus (1 - eps) / count at the target, written as packs.
+// The logits are read twice (PASS 5, PASS 6): 3 transfers where a copy makes 2.
+void stream_grad(uint row, uint c, uint lane) {
+  float s, sx, xt;
+  const float m = combine_chunks(row, s, sx, xt);
+  const int t = target_of(row);
+  const float lse = m + log(s);
+  if (c == 0u && lane == 0u) ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
+  const float inv = 1.0 / float(max(wsu[0], 1u));
+  const float gb = pc.smoothing / float(pc.classes) * inv, gt = (1.0 - pc.smoothing) * inv;
+  const bool plain = t >= 0;
+  const float fill = t == -2 ? NAN_F : 0.0;
+  const float lseL = lse * L2E;
+  const uint npk = pc.classes / VW, cpk = pc.chunk / VW, B = gl_WorkGroupSize.x;
+  const uint j0 = c * cpk, j1 = min(npk, j0 + cpk), rb = row * npk;
+  for (uint jb = j0; jb < j1; jb += ST_U * B) {
+    uvec4 q[ST_U];
+    [[unroll]] for (uint u = 0; u < ST_U; ++u) {
+      const uint j = jb + u * B + lane;
+      if (j < j1) q[u] = x_v.v[rb + j];
+    }
+    [[unroll]] for (uint u = 0; u < ST_U; ++u) {
+      const uint j = jb + u * B + lane;
+      if (j >= j1) continue;
+      FT z[VW];
+      unpack(q[u], z);
+      const int kt = t - int(j * VW);  // the target's place in this pack (outside 0 .. VW - 1 elsewhere)
+      [[unroll]] for (uint k = 0; k < VW; ++k) {
+#if defined(ST_FAST)
+        const float e = exp2(fma(z[k], L2E, -lseL));
+#else
+        const float e = exp(z[k] - lse);
+#endif
+        z[k] = plain ? e * inv - gb - (int(k) == kt ? gt : 0.0) : fill;
+      }
+      dx_v.v[rb + j] = pack(z);
+    }
+  }
+}
+#endif
 #endif
 #endif  // XENT
 
@@ -413,10 +466,15 @@ void main() {
       const uint row = blk * rpw + slot;
       whole_row(row, row < pc.rows, lane, slot);
     }
-#if defined(OP_cross_entropy) && !defined(DT_F64)
+#if defined(XSTREAM)
   } else if (PASS == 5u) {
     const uint units = pc.rows * pc.nchunks;
     for (uint u = gl_WorkGroupID.x; u < units; u += gl_NumWorkGroups.x) stream_stats(u / pc.nchunks, u % pc.nchunks, lane);
+#if defined(GRAD)
+  } else if (PASS == 6u) {
+    const uint units = pc.rows * pc.nchunks;
+    for (uint u = gl_WorkGroupID.x; u < units; u += gl_NumWorkGroups.x) stream_grad(u / pc.nchunks, u % pc.nchunks, lane);
+#endif
 #endif
   } else if (PASS == 2u || PASS == 3u) {
     const uint units = pc.rows * pc.nchunks;

@@ -207,10 +207,11 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
 
   const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
   RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
-  // The forward over rows too long for PASS 1, of whole packs: streamed (PASS 5) in chunks of at most
-  // 6144 packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations.
-  // H100 (session 8): see NOTES.md. KF_TUNE xent_stream=1 keeps PASS 2's cached chunks.
-  const bool stream = op.name == "cross_entropy" && plan.split && plan.wide && call.dtype != DType::f64 &&
+  // Rows too long for PASS 1, of whole packs: statistics streamed (PASS 5) in chunks of at most 6144
+  // packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations; the
+  // backward's gradient streamed over the same chunks (PASS 6). H100 (session 8), f16 forward over 32k
+  // classes 0.65 -> 0.92 of copy: NOTES.md. KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
+  const bool stream = (op.name == "cross_entropy" || op.name == "cross_entropy_backward") && plan.split && plan.wide && call.dtype != DType::f64 &&
                       tuning().xent_stream != 1;
   uint32_t stream_wg = 0;
   if (stream) {
@@ -245,12 +246,19 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
     if (stream) {
       l.spec = {stream_wg, stream_wg, 1u, cache_values, 5u};
       record(l);
+      if (call.outputs.size() > 1) {
+        l.spec = {stream_wg, stream_wg, 1u, cache_values, 6u};
+        record(l);
+      } else {
+        l.spec = spec(kWorkgroup, plan.wide, 3);
+        record(l);
+      }
     } else {
       l.spec = spec(kWorkgroup, plan.wide, 2);
       record(l);
+      l.spec = spec(kWorkgroup, plan.wide, 3);
+      record(l);
     }
-    l.spec = spec(kWorkgroup, plan.wide, 3);
-    record(l);
     how = (stream ? ",streamed=" + std::to_string(stream_wg) + "," : ",split=") + std::to_string(plan.nchunks) +
           "x" + std::to_string(plan.chunk);
   }
