@@ -60,7 +60,7 @@ struct Tuning {
   uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
   uint32_t normbwd_packs = 0;   // fused-rows norm backward: 16-byte packs an invocation caches (0: kernels_train.cpp's fused_norm_packs)
   uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)
-  uint32_t xent_stream = 0;     // cross_entropy(_backward) over long rows: 0 automatic (streamed), 1 the cached chunks, 2 streamed
+  uint32_t xent_stream = 0;     // cross_entropy(_backward) over long rows: 0 automatic, 1 the cached chunks, 2 streamed, 3 the backward's row in registers where it fits
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
   uint32_t conv_path = 0;       // convolutions: 0 automatic, 1 implicit GEMM (portable), 2 im2col + tensor cores
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix

@@ -211,7 +211,17 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   // packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations; the
   // backward's gradient streamed over the same chunks (PASS 6). H100 (session 8), f16 forward over 32k
   // classes 0.65 -> 0.92 of copy: NOTES.md. KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
-  const bool stream = (op.name == "cross_entropy" || op.name == "cross_entropy_backward") && plan.split && plan.wide && call.dtype != DType::f64 &&
+  // The backward over rows of 1024 to 512 x NT packs (NT = 8 16-bit, 16 f32): the row in one
+  // workgroup's registers (PASS 7), read once. KF_TUNE xent_stream=2 streams it (PASS 5, 6) instead.
+  const uint64_t npk_all = C / pack_elems(call.dtype);
+  const uint32_t regs_nt = 64 / pack_elems(call.dtype);
+  const bool regs = op.name == "cross_entropy_backward" && plan.wide && call.dtype != DType::f64 &&
+                    (tuning().xent_stream == 0 || tuning().xent_stream == 3) && npk_all >= 1024 &&
+                    npk_all <= uint64_t(512) * regs_nt;
+  uint32_t regs_wg = 32;
+  while (regs_wg < 512 && uint64_t(regs_wg) * regs_nt < npk_all) regs_wg *= 2;
+  if (use_subgroups(caps)) regs_wg = std::max(regs_wg, caps.subgroup_size);
+  const bool stream = !regs && (op.name == "cross_entropy" || op.name == "cross_entropy_backward") && plan.split && plan.wide && call.dtype != DType::f64 &&
                       tuning().xent_stream != 1;
   uint32_t stream_wg = 0;
   if (stream) {
@@ -236,7 +246,12 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   l.groups = 1;
   record(l);
   std::string how;
-  if (!plan.split) {
+  if (regs) {
+    l.spec = {regs_wg, regs_wg, 1u, 64u, 7u};
+    l.groups = grid(N, 1, caps, tuning());
+    record(l);
+    how = ",row-in-registers=" + std::to_string(regs_wg) + "x" + std::to_string(regs_nt);
+  } else if (!plan.split) {
     l.spec = spec(plan.tpr, plan.wide, 1);
     l.groups = grid(N, kWorkgroup / plan.tpr, caps, tuning());
     record(l);
