@@ -209,8 +209,10 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
   // Rows too long for PASS 1, of whole packs: statistics streamed (PASS 5) in chunks of at most 6144
   // packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations; the
-  // backward's gradient streamed over the same chunks (PASS 6). H100 (session 8), f16 forward over 32k
-  // classes 0.65 -> 0.92 of copy: NOTES.md. KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
+  // backward's gradient streamed over the same chunks (PASS 6). H100 (session 8), of copy: forward f16
+  // 0.65 -> 0.92-0.94, bf16 0.71 -> 0.92-0.95, f32 0.92 -> 0.93; backward over 128k classes (streamed)
+  // 16-bit 0.49-0.60 -> 0.65; over 32k (row in registers) f16 0.56 -> 0.85, bf16 0.60 -> 0.72, f32 0.66
+  // -> 0.97 (NOTES.md). KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
   // The backward over rows of 1024 to 512 x NT packs (NT = 8 16-bit, 16 f32): the row in one
   // workgroup's registers (PASS 7), read once. KF_TUNE xent_stream=2 streams it (PASS 5, 6) instead.
   const uint64_t npk_all = C / pack_elems(call.dtype);
@@ -221,7 +223,10 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   uint32_t regs_wg = 32;
   while (regs_wg < 512 && uint64_t(regs_wg) * regs_nt < npk_all) regs_wg *= 2;
   if (use_subgroups(caps)) regs_wg = std::max(regs_wg, caps.subgroup_size);
-  const bool stream = !regs && (op.name == "cross_entropy" || op.name == "cross_entropy_backward") && plan.split && plan.wide && call.dtype != DType::f64 &&
+  // f32's backward over longer rows keeps the cached chunks unless forced (H100: 0.66 against 0.65 streamed).
+  const bool stream_bwd = call.dtype != DType::f32 || tuning().xent_stream == 2;
+  const bool stream = !regs && (op.name == "cross_entropy" || (op.name == "cross_entropy_backward" && stream_bwd)) &&
+                      plan.split && plan.wide && call.dtype != DType::f64 &&
                       tuning().xent_stream != 1;
   uint32_t stream_wg = 0;
   if (stream) {
