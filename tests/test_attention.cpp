@@ -546,11 +546,12 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           EXPECT_NE(r.variant.find(mma ? "attention/flash-mma," : regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"),
                     std::string::npos)
               << tuning << " " << tc.label << ": " << r.variant;
-          if (mma)  // flash-mma's form: 16 rows a warp (64 a block) unless attn_rows_per_warp=32
+          if (mma) {  // flash-mma's form: 16 rows a warp (64 a block) unless attn_rows_per_warp=32
             EXPECT_NE(r.variant.find(std::string(tuning).find("attn_rows_per_warp=32") != std::string::npos
                                          ? ",bq=128,bk=64,warp_rows=32" : ",bq=64,bk=64,warp_rows=16"),
                       std::string::npos)
                 << tuning << " " << tc.label << ": " << r.variant;
+          }
         }
       // f32 is refused by the forced tensor-core kernel.
       const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f32, attention_op().tests[0], fresh_seed());
