@@ -966,6 +966,7 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 //    it: the masks would make their P zero and leave m, l and O as they are. Dropout: before S = Q K^T,
 //    each lane writes the keep bits of one of the warp's 32 rows for the step's 32 keys (a word, in
 //    shared memory; a rolled loop while only O is live), applied to P in registers after the softmax.
+//    O's rescale is skipped in steps where no row of the warp has a new max (__all_sync: the same bits).
 //    Register budget per lane at D = 128 (255 at most: 128 threads at <= 255 registers give 2 blocks a
 //    multiprocessor, as RW = 16): O 2 x 16 x 128 / 32 = 128 floats, S 2 x 16 rows x 32 keys / 32 = 32
 //    floats, m and l 8, Q's A fragments of a k step 8, a K / V B fragment 4: 180, leaving about 75 for
@@ -977,7 +978,7 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 //    that 2 blocks a multiprocessor give anyway) keeps ptxas from aiming at 3 blocks at D = 64 (168
 //    registers, with spills).
 // ptxas (sm_90, nvcc 13.0), f16 and bf16 alike: RW 16: 210 registers at D = 128, 163 at D = 64; RW 32:
-// 254 at D = 128, 187 at D = 64; no spills (0 bytes stack frame).
+// 254 at D = 128, 194 at D = 64; no spills (0 bytes stack frame).
 // Shared memory (bytes): Q BQ (D + 8) 2, K and V 2 stages x 64 (D + 8) 2 each, the scratch 4 warps x
 // 16 x (KN + 4) x 4, the keep bits (RW 32) 4 warps x 32 x 4:
 //   RW 16, D 128: 17408 + 69632 + 17408 = 104448 (102 KiB; 2 blocks a multiprocessor);
@@ -1278,11 +1279,22 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
           from_scratch(sc[0]);
         }
       }
+      // O rescaled by the rows' factors; RW = 32 skips it where every factor of the warp is 1 (no row's
+      // max grew: the later steps of long rows), the same bits (a product by 1), half its steps' FMULs.
+      bool rescale = true;
+      if constexpr (MT > 1) {
+        bool one = true;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt) one = one && alpha[mt][0] == 1.0f && alpha[mt][1] == 1.0f;
+        rescale = !__all_sync(0xffffffffu, one);
+      }
+      if (rescale) {
 #pragma unroll
-        for (int n = 0; n < ND; ++n)
-          o[mt][n][0] *= alpha[mt][0], o[mt][n][1] *= alpha[mt][0], o[mt][n][2] *= alpha[mt][1], o[mt][n][3] *= alpha[mt][1];
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int n = 0; n < ND; ++n)
+            o[mt][n][0] *= alpha[mt][0], o[mt][n][1] *= alpha[mt][0], o[mt][n][2] *= alpha[mt][1], o[mt][n][3] *= alpha[mt][1];
+      }
       // O += P V: P's A fragments from the score registers, V's B fragments by ldmatrix.trans (each
       // serves the MT row tiles).
 #pragma unroll
