@@ -938,66 +938,120 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 }
 
 // ---- The FlashAttention-2 kernel (AttnKernel::Mma, flash-mma; f16 / bf16, D = 64 or 128, no RoPE):
-// 64 query rows per block of 4 warps, 16 rows per warp (the GQA row grouping of the other kernels); key
-// tiles of 64 keys. Q comes to shared memory once (cp.async) and into registers as mma A fragments
-// (ldmatrix); K and V tiles are double-buffered in shared memory, tile t + 1 loading (cp.async, zero-filled
-// past the visible keys) while tile t is computed. S = Q K^T with mma.sync.m16n8k16 (float accumulators,
-// B fragments from ldmatrix on the K rows); the scores in the accumulator registers (scale, and where
-// the tile needs it, soft-capping, ALiBi and the masks through score_of); the online softmax on the
-// fragments (row max and sum over the 4 lanes of a quad, shuffles; the running sum per lane, summed over
-// the quad at the end); P rounded to the dtype in registers, straight into the A fragments of P V (the
-// accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 tile), V's B fragments from
-// ldmatrix.trans; O (16 x D per warp) in registers, rescaled per tile; dropout on P with the Philox
-// generator at the (b, h, i, j) index, as the other kernels. Rows are padded to D + 8 elements (odd
-// 16-byte units: ldmatrix's 8 rows fall in distinct banks). The same bits every run.
-constexpr int kMq = 64, kMk = 64;
-template <int D>
-__host__ __device__ constexpr int64_t mma_bytes() { return 2 * int64_t(kMq + 4 * kMk) * (D + 8) + 4 * int64_t(kMq) * (kMk + 4); }
+// blocks of 4 warps, RW = 16 or 32 query rows per warp (BQ = 4 RW rows a block; the GQA row grouping of
+// the other kernels); key tiles of kMk = 64 keys. Q comes to shared memory once (cp.async); K and V
+// tiles are double-buffered in shared memory, tile t + 1 loading (cp.async, zero-filled past the visible
+// keys) while tile t is computed, each tile in steps of KN keys. S = Q K^T with mma.sync.m16n8k16 (float
+// accumulators, Q's A fragments and K's B fragments by ldmatrix); the scores in the accumulator
+// registers (scale, and where the step needs it, soft-capping, ALiBi and the masks through score_of);
+// the online softmax on the fragments (row max and sum over the 4 lanes of a quad, shuffles; the running
+// sum per lane, summed over the quad at the end); P rounded to the dtype in registers, straight into the
+// A fragments of P V (the accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 tile),
+// V's B fragments from ldmatrix.trans; O (RW x D per warp) in registers, rescaled per step; dropout on P
+// with the Philox generator at the (b, h, i, j) index, as the other kernels. Soft-capping, ALiBi, the
+// window and the block mask go through a per-warp float scratch in shared memory (16 rows x KN keys a
+// pass, a rolled loop: they cost the main path few registers). Rows past the sequence are not masked
+// (their Q is zero, their scores finite, nothing of theirs is stored). Rows are padded to D + 8 elements
+// (odd 16-byte units: ldmatrix's 8 rows fall in distinct banks). The same bits every run.
+//  - RW = 16 (`warp_rows=16`, bq = 64; the default): one m16 row tile per warp, Q's A fragments held in
+//    registers for the whole kernel (KD x 4: 32 at D = 128), steps of KN = 64 keys (the whole tile);
+//    dropout through the scratch.
+//  - RW = 32 (`warp_rows=32`, bq = 128; KF_TUNE attn_rows_per_warp=32): FlashAttention-2's d = 128
+//    layout (Flash_fwd_kernel_traits<128, 128, kBlockN, 4>): two m16 row tiles per warp share every K
+//    and V B fragment. Steps of KN = 32 keys (FlashAttention-2's kBlockN = 32; two per 64-key tile, one
+//    barrier per tile), and Q's A fragments re-read from shared memory (ldmatrix) at every k step
+//    (FlashAttention-2's Is_Q_in_regs = false). ldmatrix.x4 per 64 keys and warp at D = 128: 32 Q + 32 K
+//    + 32 V for 256 mma (0.375 a mma), against 32 K + 32 V for 128 mma at RW = 16 (0.5). Warps none of
+//    whose rows sees a key of the step (the causal diagonal, the window, rows past the sequence) skip
+//    it: the masks would make their P zero and leave m, l and O as they are. Dropout: before S = Q K^T,
+//    each lane writes the keep bits of one of the warp's 32 rows for the step's 32 keys (a word, in
+//    shared memory; a rolled loop while only O is live), applied to P in registers after the softmax.
+//    O's rescale is skipped in steps where no row of the warp has a new max (__all_sync: the same bits).
+//    Register budget per lane at D = 128 (255 at most: 128 threads at <= 255 registers give 2 blocks a
+//    multiprocessor, as RW = 16): O 2 x 16 x 128 / 32 = 128 floats, S 2 x 16 rows x 32 keys / 32 = 32
+//    floats, m and l 8, Q's A fragments of a k step 8, a K / V B fragment 4: 180, leaving about 75 for
+//    ptxas's ldmatrix prefetch (it keeps 2 k steps of Q and K fragments in flight: 36), addresses, loop
+//    state and the geometry (about 26 live across the loop). What did not fit: 64-key steps (S 64
+//    floats: 255 registers, 386 / 484 bytes of spill stores / loads), the Philox generator run beside S
+//    (28 / 64), 64-bit row divisions in the loops (subroutine calls with fixed registers), per-row K / V
+//    pointers and zero-fill addresses kept across the loop. __launch_bounds__(128, 2) (the 255 cap
+//    that 2 blocks a multiprocessor give anyway) keeps ptxas from aiming at 3 blocks at D = 64 (168
+//    registers, with spills).
+// ptxas (sm_90, nvcc 13.0), f16 and bf16 alike: RW 16: 210 registers at D = 128, 163 at D = 64; RW 32:
+// 254 at D = 128, 194 at D = 64; no spills (0 bytes stack frame).
+// Shared memory (bytes): Q BQ (D + 8) 2, K and V 2 stages x 64 (D + 8) 2 each, the scratch 4 warps x
+// 16 x (KN + 4) x 4, the keep bits (RW 32) 4 warps x 32 x 4:
+//   RW 16, D 128: 17408 + 69632 + 17408 = 104448 (102 KiB; 2 blocks a multiprocessor);
+//   RW 32, D 128: 34816 + 69632 + 9216 + 512 = 114176 (111.5 KiB; 2 blocks with the 1 KiB each reserves:
+//   225 of 228 KiB);
+//   RW 16, D 64: 46080 + 17408 = 63488 (62 KiB); RW 32, D 64: 55296 + 9216 + 512 = 65024 (63.5 KiB).
+constexpr int kMk = 64;
+// Keys per compute step (the S fragment's columns, and the scratch's): a whole tile with 16 rows a warp,
+// half a tile with 32.
+__host__ __device__ constexpr int mma_kn(int RW) { return RW == 16 ? kMk : kMk / 2; }
+template <int D, int RW>
+__host__ __device__ constexpr int64_t mma_bytes() {
+  return 2 * int64_t(4 * RW + 4 * kMk) * (D + 8) + 4 * 4 * 16 * int64_t(mma_kn(RW) + 4) + (RW == 32 ? 4 * 4 * RW : 0);
+}
 
-template <class T, int D>
-__global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
+template <class T, int D, int RW>
+__global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  static_assert(RW == 16 || RW == 32, "16 or 32 rows per warp");
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
   using M = Math<float, true>;
-  constexpr int LD = D + 8, NPK = D / 8, NT = kMk / 8, KD = D / 16, ND = D / 8;
+  constexpr int MT = RW / 16, BQ = 4 * RW, KN = mma_kn(RW), SWP = KN + 4;
+  constexpr int LD = D + 8, NPK = D / 8, NT = KN / 8, KD = D / 16, ND = D / 8;
+  constexpr bool QREG = MT == 1;  // Q's A fragments held in registers (else re-read at every k step)
   extern __shared__ __align__(128) unsigned char attn_mma_smem[];
-  // Shared memory (32-bit shared addresses, bytes): Q [kMq][LD], K [2][kMk][LD], V [2][kMk][LD].
-  const unsigned qs_a = smem_u32(attn_mma_smem), ks_a = qs_a + 2 * kMq * LD, vs_a = ks_a + 2 * 2 * kMk * LD;
+  // Shared memory (32-bit shared addresses, bytes): Q [BQ][LD], K [2][kMk][LD], V [2][kMk][LD], then the
+  // scratch [4 warps][16][SWP] floats, then (RW = 32) the keep bits [4 warps][RW] words.
+  const unsigned qs_a = smem_u32(attn_mma_smem), ks_a = qs_a + 2 * BQ * LD, vs_a = ks_a + 2 * 2 * kMk * LD;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int seq = blockIdx.z / p.nsplit, split = blockIdx.z % p.nsplit;
   const int hk = blockIdx.y;
-  const int64_t r0 = int64_t(blockIdx.x) * kMq;
+  const int64_t r0 = int64_t(blockIdx.x) * BQ;
   Geo g;
-  if (!block_geometry(p, seq, split, r0, kMq, g)) return;  // uniform over the block
+  if (!block_geometry(p, seq, split, r0, BQ, g)) return;  // uniform over the block
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
-  const int wr = warp * 16;
+  const int wr = warp * RW;
 
-  // This lane's two rows (wr + gq, wr + gq + 8): whether they exist, their queries.
-  bool row_ok[2];
-  int qi[2];
+  // Row r0 + tr of the sequence is query qb + (rb + tr) / G of head hk G + (rb + tr) % G (r0 = qb G + rb):
+  // one 64-bit division here, 32-bit ones after (a 64-bit division is a subroutine call, whose fixed
+  // registers cost the loop registers).
+  const int qb = static_cast<int>(r0 / p.G), rb = static_cast<int>(r0 - int64_t(qb) * p.G);
+  // This lane's rows (wr + 16 mt + gq + 8 x): their queries. Rows past the sequence need no mask: their
+  // Q is zero (finite scores) and nothing of theirs is stored.
+  int qi[MT][2];
 #pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const int64_t my_r = r0 + wr + gq + 8 * x;
-    row_ok[x] = my_r < g.nrows;
-    qi[x] = static_cast<int>(my_r / p.G);
-  }
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int x = 0; x < 2; ++x) qi[mt][x] = qb + (rb + wr + 16 * mt + gq + 8 * x) / p.G;
+  // The warp's rows (RW = 32: the unit of the full-tile test and of the step skip): whether any exists,
+  // their first and last queries.
+  const int w_n = static_cast<int>(m_min(int64_t(RW), g.nrows - r0 - wr));  // rows of the warp (<= 0: none)
+  const bool w_any = w_n > 0;
+  const int w_qlo = qb + (rb + wr) / p.G, w_qhi = qb + (rb + wr + m_max(w_n, 1) - 1) / p.G;
   // The row of the block's tile row tr: its index in [B, Hq, SqT], head, query.
   const auto row_of = [&](int tr, int& h, int& q) {
-    const int64_t my_r = r0 + tr;
-    q = static_cast<int>(my_r / p.G);
-    h = hk * p.G + static_cast<int>(my_r % p.G);
+    const int rr = rb + tr;
+    q = qb + rr / p.G;
+    h = hk * p.G + rr % p.G;
     return (int64_t(g.b) * p.Hq + h) * p.SqT + g.qbeg + q;
   };
-  // The warp's scratch for the uncommon features (a 16 x kMk float matrix): the scores go through it
-  // where soft-capping, ALiBi, a window or a block mask apply, and the probabilities where dropout does,
-  // element by element in a loop that keeps them out of the registers of the main path.
-  float* Sw = reinterpret_cast<float*>(attn_mma_smem + 2 * (kMq + 4 * kMk) * LD) + warp * 16 * (kMk + 4);
+  // The warp's scratch for the uncommon features (a 16 x KN float matrix): the scores of one row tile go
+  // through it where soft-capping, ALiBi, a window or a block mask apply, and the probabilities where
+  // dropout does, element by element in a loop that keeps them out of the registers of the main path.
+  float* Sw = reinterpret_cast<float*>(attn_mma_smem + 2 * (BQ + 4 * kMk) * LD) + warp * 16 * SWP;
+  // RW = 32: the warp's dropout keep bits of the step (word rr: its row rr, bit t: key j1 + t), written
+  // before S = Q K^T, while only O is live (the Philox generator run with S live too made the kernel spill).
+  unsigned* Kw = reinterpret_cast<unsigned*>(attn_mma_smem + 2 * (BQ + 4 * kMk) * LD + 4 * 4 * 16 * SWP) + warp * RW;
   const auto to_scratch = [&](const float (&sc)[NT][4]) {
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) Sw[(gq + 8 * (e / 2)) * (kMk + 4) + n * 8 + 2 * tq + (e & 1)] = sc[n][e];
+      for (int e = 0; e < 4; ++e) Sw[(gq + 8 * (e / 2)) * SWP + n * 8 + 2 * tq + (e & 1)] = sc[n][e];
     __syncwarp();
   };
   const auto from_scratch = [&](float (&sc)[NT][4]) {
@@ -1005,28 +1059,38 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[n][e] = Sw[(gq + 8 * (e / 2)) * (kMk + 4) + n * 8 + 2 * tq + (e & 1)];
+      for (int e = 0; e < 4; ++e) sc[n][e] = Sw[(gq + 8 * (e / 2)) * SWP + n * 8 + 2 * tq + (e & 1)];
     __syncwarp();
   };
 
   // Q (rows past the sequence zero-filled), then K and V of the first tile: two groups.
-  for (int e = tid; e < kMq * NPK; e += 128) {
+  for (int e = tid; e < BQ * NPK; e += 128) {
     const int t = e / NPK, pk = e % NPK;
-    const int64_t rq = r0 + t;
-    const bool ok = rq < g.nrows;
-    const int64_t qrow = ok ? (int64_t(g.b) * p.Hq + hk * p.G + rq % p.G) * p.SqT + g.qbeg + rq / p.G : 0;
+    const bool ok = r0 + t < g.nrows;
+    int h, q;
+    const int64_t qrow = ok ? row_of(t, h, q) : 0;
     cp_async16(qs_a + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.q) + qrow * NPK + pk, ok ? 16 : 0);
   }
   cp_async_commit();
+  // This thread's part of a K / V tile: rows t0 + i KR (i < kMk / KR), 16-byte unit pk0 (e = 128 i + tid,
+  // t = e / NPK, pk = e % NPK); the addresses from one base per tile, so that no per-row pointer stays
+  // live across the loop. Rows past the keys are zero-filled from the tile's first row (nothing read).
+  static_assert(128 % NPK == 0, "whole rows per pass");
+  constexpr int KR = 128 / NPK;
+  const int t0 = tid / NPK;
+  const int64_t kv_off = (kvbase + t0) * NPK + tid % NPK;
+  const unsigned kv_so = 2 * (t0 * LD + (tid % NPK) * 8);
   const auto load_kv = [&](int j0, int buf) {
-    const unsigned kd = ks_a + buf * (2 * kMk * LD), vd = vs_a + buf * (2 * kMk * LD);
+    const uint4* kp = static_cast<const uint4*>(p.k) + kv_off + int64_t(j0) * NPK;
+    const uint4* vp = static_cast<const uint4*>(p.v) + kv_off + int64_t(j0) * NPK;
+    const unsigned kd = ks_a + buf * (2 * kMk * LD) + kv_so, vd = vs_a + buf * (2 * kMk * LD) + kv_so;
+    const int left = g.jend - j0 - t0;  // this thread's rows i KR < left are keys
 #pragma unroll
-    for (int e0 = 0; e0 < kMk * NPK; e0 += 128) {
-      const int e = e0 + tid, t = e / NPK, pk = e % NPK, j = j0 + t;
-      const bool ok = j < g.jend;
-      const int64_t at = (kvbase + (ok ? j : g.jbeg)) * NPK + pk;
-      cp_async16(kd + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.k) + at, ok ? 16 : 0);
-      cp_async16(vd + 2 * (t * LD + pk * 8), static_cast<const uint4*>(p.v) + at, ok ? 16 : 0);
+    for (int i = 0; i < kMk / KR; ++i) {
+      const bool ok = i * KR < left;
+      const int at = ok ? i * KR * NPK : -t0 * NPK;
+      cp_async16(kd + 2 * i * KR * LD, kp + at, ok ? 16 : 0);
+      cp_async16(vd + 2 * i * KR * LD, vp + at, ok ? 16 : 0);
     }
   };
   // The tiles the block computes: from jbeg in steps of kMk, those the block mask leaves (the same
@@ -1040,15 +1104,22 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
   cp_async_commit();
   cp_async_wait<1>();  // Q
   __syncthreads();
-  unsigned qf[KD][4];
+  // This lane's ldmatrix row address in Q for the A fragments (row tile mt and k step kk add constants).
+  const unsigned q_a = qs_a + 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+  unsigned qf[QREG ? KD : 1][4];
+  if constexpr (QREG) {
 #pragma unroll
-  for (int kk = 0; kk < KD; ++kk)
-    ldsm_x4(qf[kk], qs_a + 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8 + kk * 16));
+    for (int kk = 0; kk < KD; ++kk) ldsm_x4(qf[kk], q_a + 2 * kk * 16);
+  }
 
-  float o[ND][4];
+  float o[MT][ND][4];
 #pragma unroll
-  for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < ND; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
   const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
   const bool plain = p.softcap <= 0 && !p.alibi && p.window <= 0 && !p.bmask;
 
@@ -1058,108 +1129,194 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
     cp_async_commit();
     cp_async_wait<1>();  // this tile
     __syncthreads();
-    // This lane's ldmatrix row addresses in the tile's K and V (the unrolled loops add constants).
-    const unsigned kt_a = ks_a + buf * (2 * kMk * LD) + 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
-    const unsigned vt_a = vs_a + buf * (2 * kMk * LD) + 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
-
-    // S = Q K^T for the warp's 16 rows and the tile's 64 keys.
-    float sc[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk)
-#pragma unroll
-      for (int n = 0; n < NT; n += 2) {
-        unsigned b[4];
-        ldsm_x4(b, kt_a + 2 * (n * 8 * LD + kk * 16));
-        mma16816<BF>(sc[n], qf[kk], b[0], b[1]);
-        mma16816<BF>(sc[n + 1], qf[kk], b[2], b[3]);
+    // The tile in steps of KN keys (one step at RW = 16, two at RW = 32), keys j1 .. j1 + KN - 1.
+#pragma unroll 1
+    for (int ks = 0; ks < kMk; ks += KN) {
+      const int j1 = j0 + ks;
+      // RW = 32: the warp skips a step none of its rows sees (uniform over the warp).
+      if constexpr (MT > 1)
+        if (!w_any || (p.causal && int64_t(j1) > int64_t(w_qhi) + g.off) ||
+            (p.window > 0 && int64_t(j1) + KN - 1 <= int64_t(w_qlo) + g.off - p.window))
+          continue;
+      if constexpr (MT > 1) {
+        if (p.dropout) {  // lane rr: the keep bits of the warp's row rr (a rolled loop)
+          static_assert(KN == 32 && RW == 32, "a word per row and a row per lane");
+          __syncwarp();  // the last step's reads of the words are done
+          int h, q;
+          const int64_t ri = row_of(wr + lane, h, q);
+          unsigned bits = 0;
+#pragma unroll 1
+          for (int t = 0; t < KN; ++t) bits |= unsigned(attn_keep(ri, int64_t(g.kbeg) + j1 + t, p)) << t;
+          Kw[lane] = bits;
+          __syncwarp();
+        }
       }
-    // The scores: scaled; the causal diagonal and the end of the keys masked where the tile reaches them;
-    // soft-capping, ALiBi, the window and the block mask through score_of in the scratch.
-    if (plain) {
-      const bool full = j0 + kMk <= g.jend && (!p.causal || int64_t(j0) + kMk - 1 <= int64_t(g.i_lo) + g.off) &&
-                        r0 + kMq <= g.nrows;
-      if (full) {
+      // This lane's ldmatrix row addresses in the step's K and V (the unrolled loops add constants).
+      const unsigned kt_a = ks_a + buf * (2 * kMk * LD) + 2 * ((ks + (lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
+      const unsigned vt_a = vs_a + buf * (2 * kMk * LD) + 2 * ((ks + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+
+      // S = Q K^T for the warp's RW rows and the step's KN keys; each K B fragment serves the MT row tiles.
+      float sc[MT][NT][4];
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) sc[n][e] *= scale;
+        for (int n = 0; n < NT; ++n) sc[mt][n][0] = sc[mt][n][1] = sc[mt][n][2] = sc[mt][n][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) {
+        unsigned qa[QREG ? 1 : MT][4];
+        if constexpr (!QREG) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) ldsm_x4(qa[mt], q_a + 2 * (16 * mt * LD + kk * 16));
+        }
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+          unsigned b[4];
+          ldsm_x4(b, kt_a + 2 * (n * 8 * LD + kk * 16));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (QREG) {
+              mma16816<BF>(sc[mt][n], qf[kk], b[0], b[1]);
+              mma16816<BF>(sc[mt][n + 1], qf[kk], b[2], b[3]);
+            } else {
+              mma16816<BF>(sc[mt][n], qa[mt], b[0], b[1]);
+              mma16816<BF>(sc[mt][n + 1], qa[mt], b[2], b[3]);
+            }
+          }
+        }
+      }
+      // The scores: scaled; the causal diagonal and the end of the keys masked where the tile reaches
+      // them; soft-capping, ALiBi, the window and the block mask through score_of in the scratch.
+      if (plain) {
+        // Whether every score is visible: for the block's rows (RW = 16), the warp's (RW = 32).
+        const bool full = j1 + KN <= g.jend &&
+                          (!p.causal || int64_t(j1) + KN - 1 <= int64_t(MT == 1 ? g.i_lo : w_qlo) + g.off);
+        if (full) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) sc[mt][n][e] *= scale;
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int x = e / 2, j = j1 + n * 8 + 2 * tq + (e & 1);
+                const bool vis = j < g.jend && (!p.causal || j <= qi[mt][x] + g.off);
+                sc[mt][n][e] = vis ? sc[mt][n][e] * scale : -INFINITY;
+              }
+        }
       } else {
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int x = e / 2, j = j0 + n * 8 + 2 * tq + (e & 1);
-            const bool vis = row_ok[x] && j < g.jend && (!p.causal || j <= qi[x] + g.off);
-            sc[n][e] = vis ? sc[n][e] * scale : -INFINITY;
+        for (int mt = 0; mt < MT; ++mt) {
+          to_scratch(sc[mt]);
+#pragma unroll 1
+          for (int e = lane; e < 16 * KN; e += 32) {
+            const int rr = e / KN, t = e % KN, tr = wr + 16 * mt + rr, j = j1 + t;
+            int h, q;
+            row_of(tr, h, q);
+            const float slope = p.alibi ? static_cast<float>(alibi_slope<T>(h, p)) : 0.0f;
+            float& sv = Sw[rr * SWP + t];
+            sv = score_of<T>(sv * scale, r0 + tr < g.nrows && j < g.jend, q, j, g.qbeg + q, slope, p, g);
           }
-      }
-    } else {
-      to_scratch(sc);
-#pragma unroll 1
-      for (int e = lane; e < 16 * kMk; e += 32) {
-        const int tr = wr + e / kMk, t = e % kMk, j = j0 + t;
-        int h, q;
-        row_of(tr, h, q);
-        const float slope = p.alibi ? static_cast<float>(alibi_slope<T>(h, p)) : 0.0f;
-        float& sv = Sw[(e / kMk) * (kMk + 4) + t];
-        sv = score_of<T>(sv * scale, r0 + tr < g.nrows && j < g.jend, q, j, g.qbeg + q, slope, p, g);
-      }
-      from_scratch(sc);
-    }
-    // Online softmax per row (the quad's 4 lanes hold a row's 64 scores).
-    float alpha[2];
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      float mt = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) mt = m_max(mt, m_max(sc[n][2 * x], sc[n][2 * x + 1]));
-      mt = m_max(mt, KF_SHFL_XOR(mt, 1));
-      mt = m_max(mt, KF_SHFL_XOR(mt, 2));
-      const float mnew = m_max(m[x], mt);
-      alpha[x] = mnew == -INFINITY ? 1.0f : M::exp(m[x] - mnew);
-      float lt = 0.0f;
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& sv = sc[n][2 * x + c];
-          const float pr = sv == -INFINITY ? 0.0f : M::exp(sv - mnew);
-          lt += pr;
-          sv = pr;
+          from_scratch(sc[mt]);
         }
-      l[x] = l[x] * alpha[x] + lt;
-      m[x] = mnew;
-    }
-    if (p.dropout) {  // kept probabilities scaled, dropped ones zero (l counts them all)
-      to_scratch(sc);
-#pragma unroll 1
-      for (int e = lane; e < 16 * kMk; e += 32) {
-        const int tr = wr + e / kMk, t = e % kMk;
-        float& pr = Sw[(e / kMk) * (kMk + 4) + t];
-        int h, q;
-        const int64_t ri = row_of(tr, h, q);
-        pr = pr > 0.0f && attn_keep(ri, int64_t(g.kbeg) + j0 + t, p) ? pr * keep : 0.0f;
       }
-      from_scratch(sc);
-    }
+      // Online softmax per row (the quad's 4 lanes hold a row's KN scores).
+      float alpha[MT][2];
 #pragma unroll
-    for (int n = 0; n < ND; ++n) o[n][0] *= alpha[0], o[n][1] *= alpha[0], o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-    // O += P V: P's A fragments from the score registers, V's B fragments by ldmatrix.trans.
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < kMk / 16; ++kk) {
-      unsigned a[4];
-      a[0] = Cv::pack2(sc[2 * kk][0], sc[2 * kk][1]);
-      a[1] = Cv::pack2(sc[2 * kk][2], sc[2 * kk][3]);
-      a[2] = Cv::pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-      a[3] = Cv::pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+        for (int x = 0; x < 2; ++x) {
+          float mx = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < ND; n += 2) {
-        unsigned b[4];
-        ldsm_x4_trans(b, vt_a + 2 * (kk * 16 * LD + n * 8));
-        mma16816<BF>(o[n], a, b[0], b[1]);
-        mma16816<BF>(o[n + 1], a, b[2], b[3]);
+          for (int n = 0; n < NT; ++n) mx = m_max(mx, m_max(sc[mt][n][2 * x], sc[mt][n][2 * x + 1]));
+          mx = m_max(mx, KF_SHFL_XOR(mx, 1));
+          mx = m_max(mx, KF_SHFL_XOR(mx, 2));
+          const float mnew = m_max(m[mt][x], mx);
+          alpha[mt][x] = mnew == -INFINITY ? 1.0f : M::exp(m[mt][x] - mnew);
+          float lt = 0.0f;
+#pragma unroll
+          for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              float& sv = sc[mt][n][2 * x + c];
+              const float pr = sv == -INFINITY ? 0.0f : M::exp(sv - mnew);
+              lt += pr;
+              sv = pr;
+            }
+          l[mt][x] = l[mt][x] * alpha[mt][x] + lt;
+          m[mt][x] = mnew;
+        }
+      if (p.dropout) {  // kept probabilities scaled, dropped ones zero (l counts them all)
+        if constexpr (MT > 1) {  // from the keep bits
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+              const unsigned w = Kw[16 * mt + gq + 8 * x] >> (2 * tq);  // bit n 8 + c: key j1 + n 8 + 2 tq + c
+#pragma unroll
+              for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                  float& pr = sc[mt][n][2 * x + c];
+                  pr = (w >> (n * 8 + c)) & 1u ? pr * keep : 0.0f;
+                }
+            }
+        } else {  // through the scratch
+          to_scratch(sc[0]);
+#pragma unroll 1
+          for (int e = lane; e < 16 * KN; e += 32) {
+            const int rr = e / KN, t = e % KN, tr = wr + rr;
+            float& pr = Sw[rr * SWP + t];
+            int h, q;
+            const int64_t ri = row_of(tr, h, q);
+            pr = pr > 0.0f && attn_keep(ri, int64_t(g.kbeg) + j1 + t, p) ? pr * keep : 0.0f;
+          }
+          from_scratch(sc[0]);
+        }
+      }
+      // O rescaled by the rows' factors; RW = 32 skips it where every factor of the warp is 1 (no row's
+      // max grew: the later steps of long rows), the same bits (a product by 1), half its steps' FMULs.
+      bool rescale = true;
+      if constexpr (MT > 1) {
+        bool one = true;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) one = one && alpha[mt][0] == 1.0f && alpha[mt][1] == 1.0f;
+        rescale = !__all_sync(0xffffffffu, one);
+      }
+      if (rescale) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int n = 0; n < ND; ++n)
+            o[mt][n][0] *= alpha[mt][0], o[mt][n][1] *= alpha[mt][0], o[mt][n][2] *= alpha[mt][1], o[mt][n][3] *= alpha[mt][1];
+      }
+      // O += P V: P's A fragments from the score registers, V's B fragments by ldmatrix.trans (each
+      // serves the MT row tiles).
+#pragma unroll
+      for (int kk = 0; kk < KN / 16; ++kk) {
+        unsigned a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          a[mt][0] = Cv::pack2(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+          a[mt][1] = Cv::pack2(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+          a[mt][2] = Cv::pack2(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+          a[mt][3] = Cv::pack2(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int n = 0; n < ND; n += 2) {
+          unsigned b[4];
+          ldsm_x4_trans(b, vt_a + 2 * (kk * 16 * LD + n * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<BF>(o[mt][n], a[mt], b[0], b[1]);
+            mma16816<BF>(o[mt][n + 1], a[mt], b[2], b[3]);
+          }
+        }
       }
     }
     __syncthreads();  // K and V of this buffer are free for the tile after next
@@ -1169,50 +1326,59 @@ __global__ void __launch_bounds__(128) attn_mma(const AttnParams p) {
   // The rows' sums over their quads, then partials (splits), or sink, normalization, o and lse.
   const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
 #pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    l[x] += KF_SHFL_XOR(l[x], 1);
-    l[x] += KF_SHFL_XOR(l[x], 2);
-    if (!row_ok[x]) continue;
-    int hx, qx;
-    const int64_t rowidx = row_of(wr + gq + 8 * x, hx, qx);
-    if (p.nsplit > 1) {
-      const int64_t part = int64_t(split) * rows + rowidx;
-      float* accs = static_cast<float*>(p.part);
-      float* ml = accs + int64_t(p.nsplit) * rows * D;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < ND; ++n)
-        accs[part * D + n * 8 + 2 * tq] = o[n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[n][2 * x + 1];
-      if (tq == 0) ml[2 * part] = m[x], ml[2 * part + 1] = l[x];
-      continue;
-    }
-    float mm = m[x], ll = l[x], a = 1.0f;
-    if (p.sinks) {
-      a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
-    }
-    const float inv = ll > 0.0f ? a / ll : 0.0f;
-    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
+    for (int x = 0; x < 2; ++x) {
+      l[mt][x] += KF_SHFL_XOR(l[mt][x], 1);
+      l[mt][x] += KF_SHFL_XOR(l[mt][x], 2);
+      if (r0 + wr + 16 * mt + gq + 8 * x >= g.nrows) continue;
+      int hx, qx;
+      const int64_t rowidx = row_of(wr + 16 * mt + gq + 8 * x, hx, qx);
+      if (p.nsplit > 1) {
+        const int64_t part = int64_t(split) * rows + rowidx;
+        float* accs = static_cast<float*>(p.part);
+        float* ml = accs + int64_t(p.nsplit) * rows * D;
 #pragma unroll
-    for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[n][2 * x] * inv, o[n][2 * x + 1] * inv);
-    if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
-  }
+        for (int n = 0; n < ND; ++n)
+          accs[part * D + n * 8 + 2 * tq] = o[mt][n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[mt][n][2 * x + 1];
+        if (tq == 0) ml[2 * part] = m[mt][x], ml[2 * part + 1] = l[mt][x];
+        continue;
+      }
+      float mm = m[mt][x], ll = l[mt][x], a = 1.0f;
+      if (p.sinks) {
+        a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
+      }
+      const float inv = ll > 0.0f ? a / ll : 0.0f;
+      unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
+#pragma unroll
+      for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[mt][n][2 * x] * inv, o[mt][n][2 * x + 1] * inv);
+      if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+    }
 #endif
 }
 
-template <class T, int D>
+template <class T, int D, int RW>
 int launch_mma_d(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
   const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
-  constexpr int64_t bytes = mma_bytes<D>();
-  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_mma<T, D>),
+  constexpr int64_t bytes = mma_bytes<D, RW>();
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_mma<T, D, RW>),
                                            gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != gpuSuccess) return static_cast<int>(e);
-  attn_mma<T, D><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
+  attn_mma<T, D, RW><<<grid, 128, static_cast<size_t>(bytes), s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }
 
+// bq: the block's query rows, 64 (16 a warp) or 128 (32 a warp).
 template <class T>
-int launch_mma(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
-  if (p.D == 64) return launch_mma_d<T, 64>(p, qtiles, s);
-  if (p.D == 128) return launch_mma_d<T, 128>(p, qtiles, s);
+int launch_mma(const AttnParams& p, int bq, uint32_t qtiles, gpuStream_t s) {
+  if (bq == 128) {
+    if (p.D == 64) return launch_mma_d<T, 64, 32>(p, qtiles, s);
+    if (p.D == 128) return launch_mma_d<T, 128, 32>(p, qtiles, s);
+    return -1;
+  }
+  if (bq != 64) return -1;
+  if (p.D == 64) return launch_mma_d<T, 64, 16>(p, qtiles, s);
+  if (p.D == 128) return launch_mma_d<T, 128, 16>(p, qtiles, s);
   return -1;
 }
 
@@ -1244,12 +1410,14 @@ bool attn_wmma_built() {
 #endif
 }
 
-int64_t attn_mma_shared_bytes(int D) {
+int64_t attn_mma_shared_bytes(int D, int rows_per_warp) {
 #if defined(KF_HIP)
-  (void)D;
+  (void)D, (void)rows_per_warp;
   return 0;
 #else
-  return D == 64 ? mma_bytes<64>() : D == 128 ? mma_bytes<128>() : 0;
+  if (rows_per_warp == 32) return D == 64 ? mma_bytes<64, 32>() : D == 128 ? mma_bytes<128, 32>() : 0;
+  if (rows_per_warp != 16) return 0;
+  return D == 64 ? mma_bytes<64, 16>() : D == 128 ? mma_bytes<128, 16>() : 0;
 #endif
 }
 
@@ -1277,8 +1445,8 @@ int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk
 #if defined(KF_HIP)
     return -1;
 #else
-    if (dt == Dt::f16) err = launch_mma<F16>(p, qtiles, s);
-    else if (dt == Dt::bf16) err = launch_mma<BF16>(p, qtiles, s);
+    if (dt == Dt::f16) err = launch_mma<F16>(p, bq, qtiles, s);
+    else if (dt == Dt::bf16) err = launch_mma<BF16>(p, bq, qtiles, s);
     else return -1;
 #endif
   } else if (kern == AttnKernel::Wmma || kern == AttnKernel::WmmaRegs) {

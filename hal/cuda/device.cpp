@@ -264,6 +264,18 @@ int attn_wmma_mode_of(const std::string& tuning) {
   return mode;
 }
 
+// KF_TUNE attn_rows_per_warp=16 | 32: flash-mma's query rows per warp (blocks of 4 warps: 64 or 128 query
+// rows). 16 (the default): one m16 row tile a warp, Q's fragments in registers; 32: two m16 row tiles a
+// warp sharing each K and V fragment (FlashAttention-2's d = 128 layout), Q's fragments re-read from
+// shared memory. Returns 0 when absent.
+int attn_rows_per_warp_of(const std::string& tuning) {
+  const int v = attn_knob(tuning, "attn_rows_per_warp", 32);
+  if (v != 0 && v != 16 && v != 32)
+    throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE 'attn_rows_per_warp=" + std::to_string(v) +
+                                                "': flash-mma takes 16 or 32 query rows per warp");
+  return v;
+}
+
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
@@ -271,7 +283,7 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
       lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
       attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
       conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
-      lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
+      attn_rows_per_warp_(attn_rows_per_warp_of(o.tuning)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {

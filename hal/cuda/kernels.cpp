@@ -352,7 +352,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
 // Unsupported where it does not apply), attn_split=1 one pass, attn_split=N exactly N splits,
 // attn_rows=8/16/32 caps the portable kernel's query rows per block; attn_wmma picks the tensor-core kernel:
 // flash-mma (the FlashAttention-2 kernel, the default where it applies: D 64 / 128, no RoPE), else
-// flash-wmma-regs; attn_wmma=mma forces flash-mma, regs / smem the wmma kernels (flash-wmma-regs, flash-wmma).
+// flash-wmma-regs; attn_wmma=mma forces flash-mma, regs / smem the wmma kernels (flash-wmma-regs, flash-wmma);
+// attn_rows_per_warp=16|32 flash-mma's query rows per warp (absent: 16, blocks of 64 rows).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
@@ -488,18 +489,21 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const bool wmma = no_wmma.empty() && (attn_path_ == 2 || (attn_path_ == 0 && rows_needed >= 32));
   // Which tensor-core kernel: flash-mma (the FlashAttention-2 kernel) where it applies unless
   // KF_TUNE attn_wmma=regs or smem names a wmma kernel; attn_wmma=mma forces it.
+  // Its rows per warp: KF_TUNE attn_rows_per_warp=16 (64 query rows a block; the default) or 32 (128,
+  // two row tiles a warp sharing each K / V fragment: FlashAttention-2's layout).
+  const int mma_rw = attn_rows_per_warp_ == 32 ? 32 : 16;
   std::string no_mma;
   if (D != 64 && D != 128) no_mma = "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")";
   else if (a.rope) no_mma = "it does not apply RoPE";
-  else if (attn_mma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
-    no_mma = "its " + std::to_string(attn_mma_shared_bytes(static_cast<int>(D))) + " bytes of shared memory exceed the device's " +
-             std::to_string(max_shared_optin_);
+  else if (attn_mma_shared_bytes(static_cast<int>(D), mma_rw) > max_shared_optin_)
+    no_mma = "its " + std::to_string(attn_mma_shared_bytes(static_cast<int>(D), mma_rw)) +
+             " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
   if (wmma && attn_wmma_mode_ == 3 && !no_mma.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention: the FlashAttention-2 kernel was forced (KF_TUNE attn_wmma=mma) but " + no_mma);
   const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3);
   int bq = 0, bk = 0;
   if (mma) {
-    bq = 64, bk = 64;
+    bq = 4 * mma_rw, bk = 64;
   } else if (wmma) {
     bq = 64, bk = wmma_bk;
   } else {
@@ -552,6 +556,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   std::string variant = prefix + "attention/" +
                         (!wmma ? "flash-simt" : mma ? "flash-mma" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
                         ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+  if (mma) variant += ",warp_rows=" + std::to_string(mma_rw);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
   return variant;
 }

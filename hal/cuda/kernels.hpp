@@ -312,14 +312,16 @@ struct AttnParams {
 //    (key split, kv head x chunk of its query heads, sequence); dec_lk lanes per key row, K and V
 //    streamed from global memory into registers (no shared-memory staging), every query head of the chunk
 //    served by each K/V load; always followed by its combine pass (one block per query row).
-//  - Mma: the FlashAttention-2 kernel (f16 and bf16, D = 64 or 128, no RoPE; CUDA only): 64 query rows a
-//    block of 4 warps, key tiles of 64 keys double-buffered by cp.async, mma.sync.m16n8k16 with ldmatrix,
-//    the softmax and O in registers, P passed to P V in registers.
+//  - Mma: the FlashAttention-2 kernel (f16 and bf16, D = 64 or 128, no RoPE; CUDA only): bq = 64 (16 rows
+//    a warp) or 128 (32 rows a warp: two m16 row tiles sharing each K / V fragment, Q's fragments re-read
+//    from shared memory) query rows a block of 4 warps, key tiles of 64 keys double-buffered by cp.async,
+//    mma.sync.m16n8k16 with ldmatrix, the softmax and O in registers, P passed to P V in registers.
+//    launch_attention's bq picks the form.
 enum class AttnKernel : int { Simt, Wmma, WmmaRegs, Decode, Mma };
 // Shared memory of the kernels (bytes) for a tile.
 int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D);
 int64_t attn_wmma_shared_bytes(int bk, int D);
-int64_t attn_mma_shared_bytes(int D);  // 0 where the kernel does not take D
+int64_t attn_mma_shared_bytes(int D, int rows_per_warp);  // 0 where the kernel does not take D (or 16 / 32)
 // Whether this build has the tensor-core kernel (false for HIP).
 bool attn_wmma_built();
 // The decode kernel's shared memory (bytes) and how many of its blocks a multiprocessor holds at once

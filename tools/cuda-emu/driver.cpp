@@ -4,6 +4,7 @@
 // as CudaDevice::dispatch_attention builds them (hal/cuda/kernels.cpp; keep the two in step), for an
 // H100's 132 multiprocessors.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include "hal/cuda/gpu_compat.hpp"
 #include <random>
@@ -70,6 +71,7 @@ void compare(const std::vector<double>& ro, const std::vector<double>& rl, const
 }
 
 // path: 1 simt, 2 wmma, 3 wmma-regs, 4 decode, 5 mma (flash-mma); split: 0 automatic, N forced; rows_cap: attn_rows
+// (simt), or for mma KF_TUNE attn_rows_per_warp (16 or 32; 0: the default, 16, as dispatch_attention)
 void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, const std::string& tag) {
   const OpDef& op = get_op("attention");
   Context cpu = Context::create(ContextOptions{.backend = "cpu"});
@@ -137,7 +139,8 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
     return;
   }
   int bq = 0, bk = 0;
-  if (path >= 2) { bq = 64, bk = D > 128 ? 32 : 64; }
+  if (path == 5) { bq = 4 * (rows_cap == 32 ? 32 : 16), bk = 64; }
+  else if (path >= 2) { bq = 64, bk = D > 128 ? 32 : 64; }
   else {
     const int cap = rows_cap ? rows_cap : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
     for (int q = 32; q >= 8 && bq == 0; q /= 2) {
@@ -296,6 +299,11 @@ int main(int argc, char** argv) {
     for (const TestCase& tc : big) {
       run(tc, DType::f32, 1, 0, 0, "simt-auto");
       if (tc.inputs[0][2] > 1) {
+        if ((tc.inputs[0][3] == 64 || tc.inputs[0][3] == 128) && tc.attrs.rope == 0) {  // flash-mma, each form
+          run(tc, DType::f16, 5, 1, 16, "mma-rw16");
+          run(tc, DType::bf16, 5, 0, 32, "mma-rw32");
+          run(tc, DType::f16, 5, 2, 32, "mma-rw32");
+        }
         run(tc, DType::f16, 2, 1, 0, "wmma");
         run(tc, DType::bf16, 2, 2, 0, "wmma");
         run(tc, DType::f16, 3, 2, 0, "wmma-regs");
@@ -323,6 +331,9 @@ int main(int argc, char** argv) {
         {"b2_sq100_sk300_d64_window_alibi_softcap", qkv(2, 2, 2, 100, 300, 64), {}, 2},
         {"sq70_sk190_d128_dropout_lse", qkv(1, 2, 2, 70, 190, 128), {}, 2},
         {"sq200_sk100_d64_causal_sinks", qkv(1, 1, 1, 200, 100, 64), {}, 2},
+        {"sq300_sk300_d128_causal_dropout", qkv(1, 2, 2, 300, 300, 128), {}, 2},
+        {"gqa_h4_kv1_sq90_sk333_d128_window_alibi_softcap_lse", qkv(1, 4, 1, 90, 333, 128), {}, 2},
+        {"sq260_sk300_d64_causal_window_lse", qkv(1, 1, 1, 260, 300, 64), {}, 2},
     };
     big[0].attrs.causal = true;
     big[1].attrs.causal = true, big[1].attrs.return_lse = true;
@@ -331,11 +342,24 @@ int main(int argc, char** argv) {
     big[5].attrs.causal = true;
     big[5].inputs.resize(8);
     big[5].inputs[7] = {1};
+    big[6].attrs.causal = true, big[6].attrs.p = 0.1, big[6].attrs.seed = 5;
+    big[7].attrs.window = 100, big[7].attrs.alibi = true, big[7].attrs.softcap = 5, big[7].attrs.return_lse = true;
+    big[8].attrs.causal = true, big[8].attrs.window = 30, big[8].attrs.return_lse = true;
     cases.insert(cases.end(), big.begin(), big.end());
+    // EMU_MMA_RW=16 or 32: only that form (KF_TUNE attn_rows_per_warp); absent: both.
+    const char* rw_env = std::getenv("EMU_MMA_RW");
+    const int only_rw = rw_env ? std::atoi(rw_env) : 0;
     for (const TestCase& tc : cases) {
       if (!sub.empty() && tc.label.find(sub) == std::string::npos) continue;
-      run(tc, DType::f16, 5, 1, 0, "mma");
-      run(tc, DType::bf16, 5, 3, 0, "mma");
+      if (only_rw != 32) {
+        run(tc, DType::f16, 5, 1, 16, "mma-rw16");
+        run(tc, DType::bf16, 5, 3, 16, "mma-rw16");
+      }
+      if (only_rw != 16) {
+        run(tc, DType::f16, 5, 1, 32, "mma-rw32");
+        run(tc, DType::bf16, 5, 3, 32, "mma-rw32");
+        run(tc, DType::f16, 5, 0, 32, "mma-rw32");
+      }
     }
     std::printf("fails: %d\n", fails);
     return fails != 0;

@@ -49,6 +49,18 @@ template <class T> inline T emu_shfl_xor(T v, int mask) {
   return r;
 }
 #define KF_SHFL_XOR(v, mask) emu_shfl_xor((v), (mask))
+inline unsigned emu_vote_xchg[1024];
+// Whether pred holds in every lane of the warp; every lane takes part, as the kernels use it.
+inline bool __all_sync(unsigned, int pred) {
+  const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
+  __syncwarp();
+  emu_vote_xchg[threadIdx.x] = pred ? 1u : 0u;
+  __syncwarp();
+  bool r = true;
+  for (unsigned l = 0; l < 32; ++l) r = r && emu_vote_xchg[base + l] != 0;
+  __syncwarp();
+  return r;
+}
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
