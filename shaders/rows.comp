@@ -19,16 +19,27 @@ layout(constant_id = 3) const uint CACHE_VALUES = 32;  // values of its row an i
 // out, whose registers would otherwise cost short rows occupancy (f16 softmax over rows of 4096 read at
 // 0.61 of copy with them, 0.85 without, on an H100).
 layout(constant_id = 4) const bool STREAM = true;
+// softmax / log_softmax over rows longer than a workgroup's registers in one pass (KF_TUNE rows_coop):
+// P workgroups per row exchanging their parts' max and sum (coop_row below). RAW: bf16 parts cached as
+// the packs loaded (64 values in the registers of 32 floats).
+layout(constant_id = 5) const bool COOP = false;
+layout(constant_id = 6) const bool RAW = false;
 #define CACHE (CACHE_VALUES / VW)
 #define UNROLL 4u         // loads in flight per invocation in the streaming loops
 
 DECLARE_BUFFER(0, in0, readonly)
 DECLARE_BUFFER(1, out0, )
+// COOP's workspace: words [0, 1 + rows) zeroed by the host before the dispatch (0: the ticket counter,
+// 1 + row: the mask of the row's parts published), then two statistics per part.
+layout(std430, binding = 2) coherent buffer CoopFlags { uint flags[]; };
 
 layout(push_constant) uniform PC {
   uint rows;
   uint feat;
   float scale;
+  uint chunk;    // COOP: elements per part (a multiple of the pack)
+  uint nchunks;  // COOP: parts per row
+  uint spin;     // COOP: polls of the rows' masks a workgroup may make over its life
 } pc;
 
 #if defined(DT_F64)
@@ -223,10 +234,165 @@ void process(uint row, bool valid, uint lane, uint slot) {
 #endif
 }
 
+#if defined(OP_softmax) || defined(OP_log_softmax)
+// ---- COOP: rows shared by P workgroups in one pass (the scheme of norm.comp's PASS 3, whose comment
+// gives the reasoning: tickets in start order, so the waits end on a GPU; a bounded poll, after which a
+// workgroup computes a missing part's statistics itself from memory with the same function and order,
+// precise arithmetic, so the bits do not depend on which parts were waited for). A part's statistics:
+// M_k = max of k x over the part (k = scale log2 e) and S_k = sum of exp2(k x - M_k); the row's are
+// M = max M_k and S = sum over k in part order of S_k exp2(M_k - M) (a part whose max is -inf sums
+// about 0 instead: its terms are 0, or NaN that must reach S). softmax keeps exp2(k x - M_k) of
+// its own part in the registers (float cache) and scales it by exp2(M_k - M) / S for the output.
+shared uint coop_ticket, coop_mask;
+shared float coop_st[2u * 32u];
+uint spin_left;
+FT cx[CACHE][VW];
+uvec4 cr[CACHE];
+
+void stat_put(uint i, float v) { atomicExchange(flags[i], floatBitsToUint(v)); }
+float stat_get(uint i) { return uintBitsToFloat(atomicOr(flags[i], 0u)); }
+
+// The part's statistics from the registers (cached; softmax with a float cache then holds the
+// exponentials) or from memory (a missing sibling's part). Every invocation calls it (barriers).
+void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float Mk, out float Sk) {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  float m = NEG_INF;
+  [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+    const uint j = lane + t * TPR;
+    if (j < npk) {
+      PACK_T(v);
+      if (!cached) unpack(in0_v.v[p0 + j], v);
+      else if (RAW) unpack(cr[t], v);
+      else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
+      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * v[k]);
+    }
+  }
+  Mk = row_max(m, lane, 0u);
+  // A part whose max is -inf has terms of 0 (-inf) or NaN (which must reach the sum): shifted by 0.
+  const float ms = Mk == NEG_INF ? 0.0 : Mk;
+  precise float acc = 0.0;
+  {
+    [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+      const uint j = lane + t * TPR;
+      if (j < npk) {
+        PACK_T(v);
+        if (!cached) unpack(in0_v.v[p0 + j], v);
+        else if (RAW) unpack(cr[t], v);
+        else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
+        [[unroll]] for (uint k = 0; k < VW; ++k) {
+          precise const float e = exp2(fma(v[k], kk, -ms));
+#if defined(OP_softmax)
+          if (cached && !RAW) cx[t][k] = e;
+#endif
+          acc += e;
+        }
+      }
+    }
+  }
+  Sk = row_sum(acc, lane, 0u);
+}
+
+void coop_row(uint row, uint part, uint lane) {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const float s = pc.scale, kk = pc.scale * 1.4426950408889634;
+  const uint P = pc.nchunks, L = pc.feat, C = pc.chunk;
+  const uint rpk = L / VW, cpk = C / VW;  // packs per row, per part
+  const uint p0 = row * rpk + part * cpk, npk = min(cpk, rpk - part * cpk);
+  [[unroll]] for (uint t = 0; t < CACHE; ++t) {  // every load before any use
+    const uint j = lane + t * TPR;
+    if (j < npk) {
+      if (RAW) cr[t] = in0_v.v[p0 + j];
+      else unpack(in0_v.v[p0 + j], cx[t]);
+    }
+  }
+  float Mk, Sk;
+  part_stats(true, p0, npk, lane, kk, Mk, Sk);
+  const uint at = ((pc.rows + 2u) & ~1u) + 2u * row * P;
+  if (lane == 0u) {
+    stat_put(at + 2u * part, Mk);
+    stat_put(at + 2u * part + 1u, Sk);
+    memoryBarrierBuffer();
+    atomicOr(flags[1u + row], 1u << part);
+    const uint all = P == 32u ? ~0u : (1u << P) - 1u;
+    uint seen = atomicOr(flags[1u + row], 0u);
+    for (; seen != all && spin_left > 0u; --spin_left) seen = atomicOr(flags[1u + row], 0u);
+    memoryBarrierBuffer();
+    for (uint k = 0u; k < P; ++k) {
+      if (k != part && (seen & (1u << k)) != 0u) {
+        coop_st[2u * k] = stat_get(at + 2u * k);
+        coop_st[2u * k + 1u] = stat_get(at + 2u * k + 1u);
+      }
+    }
+    coop_st[2u * part] = Mk;
+    coop_st[2u * part + 1u] = Sk;
+    coop_mask = seen | (1u << part);
+  }
+  barrier();
+  const uint seen = coop_mask;  // uniform: the loop below has barriers
+  for (uint k = 0u; k < P; ++k) {
+    if ((seen & (1u << k)) == 0u) {
+      float a, b;
+      part_stats(false, row * rpk + k * cpk, min(cpk, rpk - k * cpk), lane, kk, a, b);
+      if (lane == 0u) coop_st[2u * k] = a, coop_st[2u * k + 1u] = b;
+    }
+  }
+  barrier();
+  float M = NEG_INF;
+  for (uint k = 0u; k < P; ++k) M = max(M, coop_st[2u * k]);
+  float S = 0.0;
+  for (uint k = 0u; k < P; ++k) {
+    const float mk = coop_st[2u * k], sk = coop_st[2u * k + 1u];
+    S += mk == NEG_INF ? sk : sk * exp2(mk - M);  // (sk: 0, or NaN)
+  }
+#if defined(OP_softmax)
+  // A row that is all -inf gives zeros (KERNELS.md).
+  const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
+  const float Mw = M == NEG_INF ? 0.0 : M;
+  const float f = Mk == NEG_INF ? inv : exp2(Mk - M) * inv;  // the cached exponentials' factor
+#else
+  const float lse = (M + log2(S)) * 0.6931471805599453;
+#endif
+  [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+    const uint j = lane + t * TPR;
+    if (j < npk) {
+      PACK_T(y);
+#if defined(OP_softmax)
+      if (RAW) {
+        unpack(cr[t], y);
+        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = exp2(fma(y[k], kk, -Mw)) * inv;
+      } else {
+        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = cx[t][k] * f;
+      }
+#else
+      if (RAW) unpack(cr[t], y);
+      else [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = cx[t][k];
+      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = s * y[k] - lse;
+#endif
+      out0_v.v[p0 + j] = pack(y);
+    }
+  }
+}
+#endif
+
 void main() {
   const uint rpw = gl_WorkGroupSize.x / TPR;
   const uint lane = gl_LocalInvocationID.x % TPR, slot = gl_LocalInvocationID.x / TPR;
   const uint nblocks = (pc.rows + rpw - 1u) / rpw;
+#if defined(OP_softmax) || defined(OP_log_softmax)
+  if (COOP) {
+    const uint units = pc.rows * pc.nchunks;
+    spin_left = pc.spin;
+    for (;;) {
+      barrier();  // the previous unit is done with coop_ticket and coop_st
+      if (gl_LocalInvocationID.x == 0u) coop_ticket = atomicAdd(flags[0], 1u);
+      barrier();
+      const uint u = coop_ticket;  // uniform
+      if (u >= units) break;
+      coop_row(u / pc.nchunks, u % pc.nchunks, lane);
+    }
+    return;
+  }
+#endif
   // The loop bound is uniform across the workgroup, so every barrier is reached by all invocations.
   for (uint blk = gl_WorkGroupID.x; blk < nblocks; blk += gl_NumWorkGroups.x) {
     const uint row = blk * rpw + slot;

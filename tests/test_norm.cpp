@@ -100,10 +100,105 @@ TEST_P(Norm, RowRegimes) {
       const auto r = check::run_case(*ctx_, op, t, tc, seed, o);
       EXPECT_TRUE(r.pass) << c.op << " " << to_string(t) << " " << to_string(c.x) << " seed " << seed << " (variant "
                           << r.variant << "):\n" << r.message;
-      if (GetParam().backend == "vulkan")
-        EXPECT_NE(r.variant.find(c.variant), std::string::npos)
+      // Rows split over workgroups take the one-pass path (coop=) by default on GPUs, the two passes
+      // (split=) on CPU devices (KF_TUNE rows_coop).
+      const bool split_ok = c.variant == "split=" && r.variant.find("coop=") != std::string::npos;
+      if (GetParam().backend == "vulkan") {
+        EXPECT_TRUE(r.variant.find(c.variant) != std::string::npos || split_ok)
             << c.op << " " << to_string(c.x) << " ran as " << r.variant << ", expected " << c.variant;
+      }
     }
+}
+
+// Rows longer than a workgroup's registers in one pass (norm.comp PASS 3, KF_TUNE rows_coop=2; not the
+// default on lavapipe, forced here): P workgroups share a row and exchange their parts' statistics.
+// With rows_spin=1 a part hardly waits for its siblings and mostly recomputes their statistics from
+// memory; with a large bound it waits for them where they run at the same time, and reads what they
+// published. Both must match the reference, repeat bit for bit, and give the same bits as each other
+// (a recomputed part gives exactly the statistics its owner publishes). Row lengths that are and are
+// not multiples of the pack, P = 2 (16-bit rows of 65536 cached raw), 3, 4, 13, one row and many, f64;
+// rows past 32 parts take the two passes.
+TEST_P(Norm, CoopRows) {
+  if (GetParam().backend != "vulkan") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan backend";
+  struct Case {
+    std::string op;
+    Shape x;
+    DType t;
+    std::string variant;  // a substring of the variant (lavapipe: 512-invocation workgroups)
+  };
+  const std::vector<Case> cases = {
+      {"layer_norm", {1, 65536}, DType::f32, "coop=4x16384"},
+      {"layer_norm", {3, 65536}, DType::f16, "coop=2x32768,raw16"},
+      {"rms_norm", {2, 65536}, DType::bf16, "coop=2x32768,raw16"},
+      {"rms_norm", {2, 40003}, DType::f32, "coop=3x13336"},
+      {"add_layer_norm", {5, 50001}, DType::f16, "coop=4x12504"},
+      {"add_rms_norm", {3, 65536}, DType::bf16, "coop=4x16384"},
+      {"layer_norm_gelu", {4, 100000}, DType::bf16, "coop=4x25000,raw16"},
+      {"rms_norm_silu", {2, 200003}, DType::f16, "coop=13x15392"},
+      {"layer_norm_relu", {64, 20000}, DType::f32, "coop=2x10000"},
+      {"add_layer_norm", {1, 16385}, DType::f32, "coop=2x8196"},
+      {"layer_norm", {2, 40000}, DType::f64, "coop=3x13334"},
+      {"layer_norm", {1, 600000}, DType::f32, "split="},
+      {"softmax", {2, 65536}, DType::f32, "coop=4x16384"},
+      {"softmax", {3, 65536}, DType::bf16, "coop=2x32768,raw16"},
+      {"softmax", {2, 100000}, DType::f16, "coop=7x14288"},
+      {"log_softmax", {5, 30000}, DType::f32, "coop=2x15000"},
+      {"log_softmax", {1, 131072}, DType::bf16, "coop=4x32768,raw16"},
+      {"softmax", {2, 65537}, DType::f32, "tpr=512,scalar"}};  // not whole packs: the streamed path
+  std::vector<std::vector<std::vector<uint8_t>>> first(cases.size());
+  for (const char* tune : {"rows_coop=2,rows_spin=1", "rows_coop=2,rows_spin=8192"}) {
+    ContextOptions co = options_for(GetParam());
+    co.tuning = tune;
+    Context ctx = Context::create(co);
+    ValidationCheck vc(ctx);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const OpDef& op = get_op(c.op);
+      if (!ctx.supports(op.name, c.t)) continue;
+      SCOPED_TRACE(::testing::Message() << c.op << " " << to_string(c.t) << " " << to_string(c.x) << " " << tune);
+      std::vector<Shape> shapes = {c.x};
+      if (c.op.rfind("add_", 0) == 0) shapes.push_back(c.x);
+      const int n_affine = c.op.find("softmax") != std::string::npos ? 0 : c.op.find("layer_norm") != std::string::npos ? 2 : 1;
+      for (int j = 0; j < n_affine; ++j) shapes.push_back({c.x.back()});
+      // Against the reference, twice (the same bits), outputs poisoned.
+      TestCase tc{"coop", shapes};
+      check::CaseOptions o;
+      o.repeat = true;
+      o.check_validation = false;
+      const uint64_t seed = fresh_seed();
+      const auto r = check::run_case(ctx, op, c.t, tc, seed, o);
+      EXPECT_TRUE(r.pass && r.deterministic) << "seed " << seed << " (variant " << r.variant << "):\n" << r.message;
+      EXPECT_NE(r.variant.find(c.variant), std::string::npos) << "ran as " << r.variant << ", expected " << c.variant;
+      // The same fixed inputs under both bounds: the same bits.
+      std::mt19937_64 rng(11 + i);
+      std::vector<Tensor> in;
+      for (const Shape& s : shapes) in.push_back(ctx.from_host(s, c.t, uniform(size_t(numel(s)), 1, rng)));
+      std::vector<Tensor> out;
+      for (const Shape& s : op.infer(op, shapes, {})) {
+        out.push_back(ctx.empty(s, c.t));
+        out.back().fill_bytes(kPoison);
+      }
+      ctx.run(c.op, in, out, {});
+      std::vector<std::vector<uint8_t>> bytes;
+      for (const Tensor& t : out) bytes.push_back(raw_bytes(t));
+      if (first[i].empty()) first[i] = std::move(bytes);
+      else EXPECT_TRUE(first[i] == bytes) << "other bits with another spin bound";
+    }
+    // softmax's special rows with parts of their own: all -inf (zeros; log_softmax NaN as the
+    // reference), a first part all -inf, a NaN in the last part.
+    for (const char* name : {"softmax", "log_softmax"})
+      for (DType t : {DType::f32, DType::bf16}) {
+        const Shape x = {3, 65536};
+        std::mt19937_64 rng(fresh_seed());
+        std::vector<double> v = uniform(size_t(numel(x)), 4, rng);
+        const double inf = std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < 65536; ++j) v[size_t(j)] = -inf;
+        for (int64_t j = 0; j < 20000; ++j) v[size_t(65536 + j)] = -inf;
+        v[size_t(2 * 65536 + 60000)] = std::numeric_limits<double>::quiet_NaN();
+        EXPECT_EQ(run_and_compare(ctx, get_op(name), t, {x}, {v}, {}), "") << name << " " << to_string(t) << " " << tune;
+        EXPECT_NE(ctx.last_variant().find("coop="), std::string::npos) << ctx.last_variant();
+      }
+  }
 }
 
 // The multi-pass kernels of sections 3 and 6 (split rows, column sums, loss reductions) give the same

@@ -31,7 +31,7 @@ class VkBuf final : public Buffer {
   std::shared_ptr<Buffer> parent_;  // set for a view
 };
 
-constexpr uint32_t kBindings = 6;  // storage buffers of the one descriptor-set layout all kernels share
+constexpr uint32_t kBindings = 7;  // storage buffers of the one descriptor-set layout all kernels share
 
 // One recorded kernel launch: a shader variant, its specialization constants (ids 0..n-1), up to
 // kBindings storage buffers, push constants and the workgroup grid.
@@ -54,6 +54,12 @@ struct Tuning {
   uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
   uint32_t gemv_rows = 0;       // mm_gemv.comp's rows of W per workgroup: 0 automatic, 4, 8 or 16
   uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
+  uint32_t rows_coop = 0;       // norms of rows longer than a workgroup's registers: 0 automatic (2 on GPUs, 1
+                                //   on CPU devices), 1 the two passes (statistics, then normalize: the row read
+                                //   twice), 2 one pass, P workgroups per row (16-bit rows cached as raw packs
+                                //   where they can be), 3 one pass with a float cache
+  uint32_t rows_spin = 0;       // rows_coop's polls of a row's partial statistics before computing the missing
+                                //   ones itself (0: 65536 on GPUs, 64 on CPU devices)
   uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
   uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..14 (kernels.cpp kCoopmatConfigs; 0: the default)
   uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)

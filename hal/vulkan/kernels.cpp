@@ -34,6 +34,7 @@ struct EltwisePush {
 struct RowsPush {
   uint32_t rows, feat;
   float scale;
+  uint32_t chunk = 0, nchunks = 0, spin = 0;  // COOP
 };
 
 std::string variant_name(const OpDef& op, DType t, bool subgroup) {
@@ -194,6 +195,34 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   l.bindings[1] = out.buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
+  // softmax / log_softmax over rows longer than the workgroup's cache in one pass (rows.comp COOP): P
+  // workgroups per row, each caching its part, exchanging the parts' max and sum. bf16 parts are cached
+  // raw (64 values in the registers of 32 floats: P = 2 for rows of 65536); f16 keeps the float cache,
+  // whose exponentials softmax reuses for its output (a raw f16 cache converts each value twice, and on
+  // an H100 those conversions cost cross_entropy more than the bytes in flight gained: NOTES.md probe7).
+  const uint32_t coop_mode = rows_coop_mode(info_, tuning());
+  if (stream && wide && !reduction && coop_mode >= 2) {
+    const bool raw = coop_mode == 2 && call.dtype == DType::bf16 && tuning().rows_values == 0;
+    const uint32_t values = raw ? 64u : cache_values;
+    const uint64_t per_part = uint64_t(wg) * std::max<uint32_t>(1, values / vw);  // packs
+    const uint64_t parts = (items + per_part - 1) / per_part;
+    const uint64_t chunk_packs = (items + parts - 1) / parts;  // balanced parts
+    const uint64_t P = (items + chunk_packs - 1) / chunk_packs;
+    if (P >= 2 && P <= 32 && uint64_t(rows) * P <= 0xffffffffull) {
+      pc.chunk = static_cast<uint32_t>(chunk_packs * vw);
+      pc.nchunks = static_cast<uint32_t>(P);
+      pc.spin = rows_coop_spin(info_, tuning());
+      const size_t flag_bytes = rows_coop_flag_bytes(static_cast<uint64_t>(rows));
+      const std::shared_ptr<Buffer> ws = workspace(flag_bytes + 8 * static_cast<uint64_t>(rows) * P);
+      record_fill(ws, 0u, flag_bytes);
+      l.spec = {wg, tpr, 1u, values, 0u, 1u, raw ? 1u : 0u};
+      l.bindings[2] = ws;
+      l.groups = grid(static_cast<uint64_t>(rows) * P, 1, caps, tuning());  // each workgroup loops over tickets
+      record(l);
+      return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
+             ",16B-packs,coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) + (raw ? ",raw16" : "");
+    }
+  }
   l.groups = grid(static_cast<uint64_t>(rows), wg / tpr, caps, tuning());
   record(l);
   return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +

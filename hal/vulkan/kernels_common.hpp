@@ -34,6 +34,24 @@ inline uint32_t long_row_workgroup(const Caps& c) {
   return c.max_workgroup_size >= kLongRowWorkgroup ? kLongRowWorkgroup : kWorkgroup;
 }
 
+// Rows longer than one workgroup's registers in one pass, P workgroups per row (norm.comp PASS 3,
+// rows.comp COOP): KF_TUNE rows_coop, by default on GPUs and not on CPU devices (lavapipe), which run
+// few workgroups at once, so that parts mostly wait out the bound and then re-read their siblings.
+inline uint32_t rows_coop_mode(const DeviceInfo& d, const Tuning& t) {
+  return t.rows_coop ? t.rows_coop : (d.type == "cpu" ? 1u : 2u);
+}
+// Its bound: polls of the rows' masks a workgroup may make over its life. lavapipe (llvmpipe) stops
+// runaway loops: past about 65535 loop iterations in one invocation every loop of the shader exits at
+// once (gallivm's loop limiter; a workgroup that had polled 65343 times then "recomputed" zeros), and
+// the polls count towards it, so they are capped well below on CPU devices.
+inline uint32_t rows_coop_spin(const DeviceInfo& d, const Tuning& t) {
+  const uint32_t spin = t.rows_spin ? t.rows_spin : (d.type == "cpu" ? 64u : 65536u);
+  return d.type == "cpu" ? std::min<uint32_t>(spin, 8192) : spin;
+}
+// The workspace of those passes: words [0, 1 + rows) (the ticket counter and the rows' masks, zeroed
+// before each dispatch), rounded up to 8 bytes, then the parts' statistics.
+inline size_t rows_coop_flag_bytes(uint64_t rows) { return 4 * ((rows + 2) & ~uint64_t(1)); }
+
 // How a row kernel covers rows of `len` elements: TPR invocations per row, each caching
 // cache_values / vw packs; rows longer than one workgroup caches are split into chunks of `chunk`
 // elements, one workgroup each, with a combine pass.

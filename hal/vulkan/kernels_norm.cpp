@@ -25,6 +25,7 @@ struct NormPush {
   uint32_t rows, feat, chunk, nchunks, inner, period;
   float eps;
   uint32_t eps_lo, eps_hi;
+  uint32_t spin;  // PASS 3
 };
 
 }  // namespace
@@ -137,7 +138,7 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
 
   NormPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(len), static_cast<uint32_t>(plan.chunk),
               static_cast<uint32_t>(plan.nchunks), static_cast<uint32_t>(inner), static_cast<uint32_t>(period),
-              0, 0, 0};
+              0, 0, 0, 0};
   set_eps(op.eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
 
   Launch l;
@@ -165,8 +166,40 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
     record(l);
     return "vulkan:norm/" + form + ",tpr=" + std::to_string(plan.tpr);
   }
-  // Split rows: PASS 1 writes three statistics per chunk to the workspace (and s), PASS 2 normalizes.
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
+  // Split rows in one pass (norm.comp PASS 3): P workgroups of `big` invocations per row, each holding
+  // its part in registers, exchanging the parts' statistics through the workspace. 16-bit rows of whole
+  // packs are cached as raw packs (64 values in the registers of 32 floats, so P = 2 for rows of 65536)
+  // except for the add forms, which normalize s = x + r unrounded.
+  const uint32_t coop_mode = rows_coop_mode(info_, tuning());
+  if (coop_mode >= 2) {
+    const uint32_t big = long_row_workgroup(caps);
+    const bool raw = coop_mode == 2 && !add && plan.wide && tuning().rows_values == 0 &&
+                     (call.dtype == DType::f16 || call.dtype == DType::bf16);
+    const uint32_t values = raw ? 64u : plan.cache_values;
+    const uint64_t per_invocation = std::max<uint32_t>(1, values / plan.vw);
+    const uint64_t items = (len + plan.vw - 1) / plan.vw;
+    const uint64_t parts = (items + big * per_invocation - 1) / (big * per_invocation);
+    const uint64_t chunk_items = (items + parts - 1) / parts;  // balanced parts
+    const uint64_t P = (items + chunk_items - 1) / chunk_items;
+    if (P >= 2 && P <= 32 && rows * P <= 0xffffffffull) {
+      pc.chunk = static_cast<uint32_t>(chunk_items * plan.vw);
+      pc.nchunks = static_cast<uint32_t>(P);
+      pc.spin = rows_coop_spin(info_, tuning());
+      const size_t flag_bytes = rows_coop_flag_bytes(rows);
+      const std::shared_ptr<Buffer> ws = workspace(flag_bytes + 3 * rows * P * acc);
+      record_fill(ws, 0u, flag_bytes);
+      l.spec = {big, big, plan.wide ? 1u : 0u, values, 3u, has_w ? 1u : 0u, has_b ? 1u : 0u, affine, raw ? 1u : 0u};
+      l.bindings[4] = y;
+      l.bindings[5] = s;
+      l.bindings[6] = ws;
+      l.groups = grid(rows * P, 1, caps, tuning());  // each workgroup loops over tickets
+      record(l);
+      return "vulkan:norm/" + form + ",coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) +
+             (raw ? ",raw16" : "");
+    }
+  }
+  // Split rows: PASS 1 writes three statistics per chunk to the workspace (and s), PASS 2 normalizes.
   const std::shared_ptr<Buffer> ws = workspace(3 * rows * plan.nchunks * acc);
   l.groups = grid(rows * plan.nchunks, 1, caps, tuning());
   l.spec = spec(kWorkgroup, 1);
