@@ -200,8 +200,11 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   // raw (64 values in the registers of 32 floats: P = 2 for rows of 65536); f16 keeps the float cache,
   // whose exponentials softmax reuses for its output (a raw f16 cache converts each value twice, and on
   // an H100 those conversions cost cross_entropy more than the bytes in flight gained: NOTES.md probe7).
+  // By default f16 keeps the two-read path: on the H100 its float-cached parts read 0.63 of copy against
+  // the two-read path's 0.80 (f32 0.73 -> 0.84, bf16 raw 0.72 -> 0.80; NOTES.md, session 8 probe 4).
   const uint32_t coop_mode = rows_coop_mode(info_, tuning());
-  if (stream && wide && !reduction && coop_mode >= 2) {
+  const bool coop_default_off = call.dtype == DType::f16 && tuning().rows_coop == 0;
+  if (stream && wide && !reduction && coop_mode >= 2 && !coop_default_off) {
     const bool raw = coop_mode == 2 && call.dtype == DType::bf16 && tuning().rows_values == 0;
     const uint32_t values = raw ? 64u : cache_values;
     const uint64_t per_part = uint64_t(wg) * std::max<uint32_t>(1, values / vw);  // packs
