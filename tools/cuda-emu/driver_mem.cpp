@@ -197,8 +197,9 @@ void norms(const std::string& only) {
     // (rows, features, affine given); the long rows take the LONG layouts, 4104 and 33 are short rows
     // with a partial last round of packs, 1003 and 65537 not whole packs (norm_kernel).
     struct S { int64_t rows, feat; int affine; };
+    // (16384 and 32768: norm.cu's 512-thread layout with 4 packs in shared memory, f32 and 16-bit.)
     std::vector<S> shapes = {{3, 4104, 2}, {2, 33 * 8, 1}, {5, 8, 2}, {1, 16, 0}, {2, 1003, 2}, {1, 1, 2},
-                             {3, 65536, 2}, {1, 65536 + 1024 + 8, 0}, {2, 65537, 1}};
+                             {2, 16384, 2}, {1, 32768, 1}, {3, 65536, 2}, {1, 65536 + 1024 + 8, 0}, {2, 65537, 1}};
     for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
       for (const S& s : shapes) {
         if (s.feat == 65537 && dt != DType::f32) continue;  // (norm_kernel, unchanged: one dtype)
@@ -236,7 +237,10 @@ void norms(const std::string& only) {
   if (std::string("group_norm").find(only) != std::string::npos) {
     struct G { Shape x; int64_t groups; };
     const std::vector<G> gs = {{{2, 8, 4, 4}, 4}, {{2, 6, 3, 5}, 3}, {{3, 64, 32, 32}, 4}, {{1, 64, 32, 32}, 2},
-                               {{2, 32, 8, 8}, 32}, {{2, 4, 8, 1}, 1}};
+                               {{2, 32, 8, 8}, 32}, {{2, 4, 8, 1}, 1},
+                               // channels per group past what norm.cu stages in shared memory (128 of a
+                               // 32-bit type, 64 of f64): w and b read from memory; and 128 exactly
+                               {{2, 512, 4, 4}, 2}, {{2, 256, 2, 2}, 2}};
     for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
       for (const G& g : gs)
         for (int affine : {1, 0}) {
