@@ -486,6 +486,8 @@ void eltwise(const std::string& only) {
     const bool two = op.required_inputs >= 2 && !bias;  // (dy, x), (a, b), (x, r): full-size operands
     for (const Shape& x : {Shape{1}, Shape{3}, Shape{4099}, Shape{65537}, Shape{2, 4096}, Shape{3, 4099}, Shape{5, 8}}) {
       if (op.required_inputs > 2 || (bias && x.size() < 2)) continue;
+      // (the gated ops' packed form [.., 2F] takes an even last dimension)
+      if (op.inputs.size() == 2 && op.inputs[1] == "gate" && op.required_inputs == 1 && x.back() % 2 != 0) continue;
       // (range 2 for the forward ops: f32 gelu's 1 + erff(x) loses ~|x| 2^-24 absolute for x << 0, which
       // a 3-element tensor of range 3 shows past the L2 limit: 1.2e-6 against 1e-6, as it did before)
       TestCase tc{"x" + to_string(x), {x}, {}, name.find("_backward") != std::string::npos ? 3.0 : 2.0};
@@ -503,6 +505,10 @@ void eltwise(const std::string& only) {
       for (const TestCase& tc : cases)
         for (int inplace : {0, 1, 2}) {
           if (inplace == 2 && !(two && numel(tc.inputs[1]) == numel(tc.inputs[0]))) continue;
+          // (the packed form's input 0 is twice the output: not an in-place pair)
+          const bool packed = op.inputs.size() == 2 && op.inputs[1] == "gate" &&
+                              (tc.inputs.size() < 2 || tc.inputs[1].empty());
+          if (inplace == 1 && packed) continue;
           const uint32_t max_blocks = inplace ? 2 : numel(tc.inputs[0]) > 100000 ? 3 : 1;
           run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, eltwise_launch(int(id), dt, tc.attrs, max_blocks, inplace));
         }
