@@ -14,6 +14,16 @@ template <EltOp OP>
 constexpr bool kRandom = OP == EltOp::dropout || OP == EltOp::gelu_dropout || OP == EltOp::bias_gelu_dropout ||
                          OP == EltOp::add_dropout_residual;
 
+// Ops whose operand 1 is a bias of the features shape (the bias ops), and the gated ops, whose packed
+// form reads x and the gate from input 0 [.., 2F]: the kernel loads these packs with the others, before
+// any store (below). Other ops keep the plain loads: the extra paths cost registers where the broadcast
+// is not the common case (relu f16: 32 to 48; f32 add spilled 16 bytes; prelu_bias's bias, operand 2,
+// 24-60 bytes at 80 registers).
+template <EltOp OP>
+constexpr bool kBias1 = OP == EltOp::bias_relu || OP == EltOp::bias_gelu || OP == EltOp::bias_gelu_tanh ||
+                        OP == EltOp::bias_silu || OP == EltOp::bias_gelu_dropout;
+template <EltOp OP> constexpr bool kGated = OP == EltOp::swiglu || OP == EltOp::geglu;
+
 // The fused function of one element: x (input 0), b (input 1 or the gate), c (input 2). M: Math<C, FAST>.
 template <EltOp OP, class M, class C>
 KF_DEV C apply(C x, C b, C c) {
@@ -74,13 +84,14 @@ KF_DEV int64_t div_feat(int64_t i, int64_t feat) {
   return i / feat;
 }
 
-// Operand 1 or 2 (pointer q, layout mode) for the VW elements from i0 (a whole pack).
-template <class T>
+// Operand 1 or 2 (pointer q, layout mode) for the VW elements from i0 (a whole pack): raw is its pack
+// as the kernel loaded it for kFull, and for kFeatures without gather where BIAS (load_raw).
+template <class T, bool BIAS>
 KF_DEV void load_operand(const void* q, uint32_t mode, const EltwiseParams& p, int64_t i0, const uint4& raw,
                          typename T::C (&dst)[T::VW]) {
   using C = typename T::C;
   constexpr int VW = T::VW;
-  if (mode == kFull) {
+  if (mode == kFull || (BIAS && mode == kFeatures && !p.gather)) {
     T::unpack(raw, dst);
   } else if (mode == kFeatures && !p.gather) {
     T::unpack(load_pack(q, mod_feat(i0, p.feat) / VW), dst);
@@ -99,6 +110,16 @@ KF_DEV void load_operand(const void* q, uint32_t mode, const EltwiseParams& p, i
 #pragma unroll
     for (int k = 0; k < VW; ++k) dst[k] = C(0);
   }
+}
+
+// The raw pack of operand 1 for output pack pk where it is read as a pack (the kernel's loads, all
+// issued before any store: a broadcast operand's pack loaded in process_pack, after the previous pack's
+// store, waited a round trip each, as the compiler must assume the store may alias it).
+template <class T>
+KF_DEV uint4 load_raw(const void* q, uint32_t mode, const EltwiseParams& p, int64_t pk) {
+  if (mode == kFull) return load_pack(q, pk);
+  if (mode == kFeatures && !p.gather) return load_pack(q, mod_feat(pk * T::VW, p.feat) / T::VW);
+  return make_uint4(0, 0, 0, 0);
 }
 
 // Operand 1 or 2 at element i alone (the tail path).
@@ -142,11 +163,10 @@ KF_DEV void process_pack(const EltwiseParams& p, int64_t pk, const uint4& r0, co
   C x[VW], b[VW], c[VW];
   if (!p.packed) {
     T::unpack(r0, x);
-    load_operand<T>(p.in1, p.mode1, p, i0, r1, b);
-  } else if (!p.gather) {  // x and gate of [.., 2F] as aligned packs
-    const int64_t r = div_feat(i0, p.feat), f = i0 - r * p.feat, base = r * 2 * p.feat + f;
-    T::unpack(load_pack(p.in0, base / VW), x);
-    T::unpack(load_pack(p.in0, (base + p.feat) / VW), b);
+    load_operand<T, kBias1<OP>>(p.in1, p.mode1, p, i0, r1, b);
+  } else if (kGated<OP> && !p.gather) {  // x and gate of [.., 2F] as aligned packs (loaded by the kernel)
+    T::unpack(r0, x);
+    T::unpack(r1, b);
   } else {
     int64_t r = div_feat(i0, p.feat), f = i0 - r * p.feat;
 #pragma unroll
@@ -157,7 +177,7 @@ KF_DEV void process_pack(const EltwiseParams& p, int64_t pk, const uint4& r0, co
       if (++f == p.feat) f = 0, ++r;
     }
   }
-  load_operand<T>(p.in2, p.mode2, p, i0, r2, c);
+  load_operand<T, false>(p.in2, p.mode2, p, i0, r2, c);
 
   C y[VW];
   uint4 words = make_uint4(0, 0, 0, 0);
@@ -201,6 +221,7 @@ __global__ void __launch_bounds__(kEltwiseThreads) eltwise_kernel(const EltwiseP
   const int64_t tile = int64_t(WG) * ITEMS;
   const int64_t ntiles = (npacks + tile - 1) / tile;
   const bool full1 = p.mode1 == kFull && !p.packed, full2 = p.mode2 == kFull;
+  const bool packs_packed = kGated<OP> && p.packed && !p.gather;
   for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
     const int64_t p0 = t * tile + threadIdx.x;
     uint4 r0[ITEMS], r1[ITEMS], r2[ITEMS];
@@ -208,8 +229,18 @@ __global__ void __launch_bounds__(kEltwiseThreads) eltwise_kernel(const EltwiseP
     for (int it = 0; it < ITEMS; ++it) {
       const int64_t pk = p0 + int64_t(it) * WG;
       const bool in = pk < whole;
-      r0[it] = in && !p.packed ? load_pack(p.in0, pk) : make_uint4(0, 0, 0, 0);
-      r1[it] = in && full1 ? load_pack(p.in1, pk) : make_uint4(0, 0, 0, 0);
+      if (kGated<OP> && packs_packed) {  // x and gate of row r, features f .. f + VW - 1 of [.., 2F]
+        r0[it] = r1[it] = make_uint4(0, 0, 0, 0);
+        if (in) {
+          const int64_t i0 = pk * VW, r = div_feat(i0, p.feat), f = i0 - r * p.feat, base = r * 2 * p.feat + f;
+          r0[it] = load_pack(p.in0, base / VW);
+          r1[it] = load_pack(p.in0, (base + p.feat) / VW);
+        }
+      } else {
+        r0[it] = in && !p.packed ? load_pack(p.in0, pk) : make_uint4(0, 0, 0, 0);
+        if constexpr (kBias1<OP>) r1[it] = in && !p.packed ? load_raw<T>(p.in1, p.mode1, p, pk) : make_uint4(0, 0, 0, 0);
+        else r1[it] = in && full1 ? load_pack(p.in1, pk) : make_uint4(0, 0, 0, 0);
+      }
       r2[it] = in && full2 ? load_pack(p.in2, pk) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll

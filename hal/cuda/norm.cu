@@ -29,11 +29,27 @@ template <class T> KF_DEV typename T::C centered(typename T::C v, typename T::C 
   return (v - hi) - lo;
 }
 
+// Two block sums with the barriers of one (common.cuh block_sum: 2 barriers each): a and b each summed
+// exactly as block_sum sums them (a warp butterfly, then the warps in order: the same bits). sm holds
+// 2 x 32 values; the leading barrier frees it as in block_sum.
+template <class C> KF_DEV void block_sum2(C& a, C& b, C* sm) {
+  a = warp_sum(a);
+  b = warp_sum(b);
+  const int nw = blockDim.x / KF_WARP, w = threadIdx.x / KF_WARP;
+  __syncthreads();  // sm is free (a previous sum has been read)
+  if (threadIdx.x % KF_WARP == 0) sm[w] = a, sm[32 + w] = b;
+  __syncthreads();
+  C ta = sm[0], tb = sm[32];
+  for (int k = 1; k < nw; ++k) ta += sm[k], tb += sm[32 + k];
+  a = ta, b = tb;
+}
+
 // The second pass of the corrected two-pass algorithm, over the block: c and d2 are this thread's sums
 // of (x - hi) and (x - hi)^2; lo = sum(x - hi) / L and m2 = sum((x - hi)^2) - c lo (never below 0).
+// Both sums in one block reduction (block_sum2: 2 barriers, not 4). sm holds 64 values.
 template <class C> KF_DEV void corrected_moments(C c, C d2, int64_t L, C* sm, C& lo, C& m2) {
-  c = block_sum(c, sm);
-  m2 = block_sum(d2, sm);
+  block_sum2(c, d2, sm);
+  m2 = d2;
   lo = c / C(L);
   m2 = m2 - c * lo;
   if (m2 < C(0)) m2 = C(0);
@@ -50,7 +66,7 @@ template <NormOp OP, class T>
 __global__ void __launch_bounds__(1024) norm_kernel(const NormParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;  // (as norm_store)
-  __shared__ C sm[32];
+  __shared__ C sm[64];
   const int64_t L = p.feat;
   const C eps = static_cast<C>(p.eps);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
@@ -123,23 +139,15 @@ template <NormOp OP, class T> KF_DEV void pack_values(const uint4& a, const uint
   (void)b;
 }
 
-// Output pack j of the row (pk: its index in the tensor; g0: group_norm's first channel).
+// Output pack pk of the tensor from its values v and its affine w, b (used where p.w, p.b are given).
 template <NormOp OP, class T>
-KF_DEV void norm_store(const NormParams& p, int j, int64_t pk, int64_t g0, const typename T::C (&v)[T::VW],
-                       typename T::C hi, typename T::C lo, typename T::C rstd) {
+KF_DEV void norm_store_wb(const NormParams& p, int64_t pk, const typename T::C (&v)[T::VW],
+                          const typename T::C (&w)[T::VW], const typename T::C (&b)[T::VW], typename T::C hi,
+                          typename T::C lo, typename T::C rstd) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;  // (16-bit: the approximate exp, division and gelu of the elementwise ops)
   constexpr int VW = T::VW;
-  C w[VW], b[VW], o[VW];
-  if (p.inner == 1) {  // layer / rms norm: the affine as packs
-    if (p.w) T::unpack(load_pack(p.w, j), w);
-    if (p.b) T::unpack(load_pack(p.b, j), b);
-  } else {  // group_norm: the pack lies in one channel
-    const int64_t ch = g0 + int64_t(j) * VW / p.inner;
-    const C wc = p.w ? T::load(p.w, ch) : C(1), bc = p.b ? T::load(p.b, ch) : C(0);
-#pragma unroll
-    for (int k = 0; k < VW; ++k) w[k] = wc, b[k] = bc;
-  }
+  C o[VW];
 #pragma unroll
   for (int k = 0; k < VW; ++k) {
     C y = centered<T>(v[k], hi, lo) * rstd;
@@ -149,6 +157,42 @@ KF_DEV void norm_store(const NormParams& p, int j, int64_t pk, int64_t g0, const
   }
   store_pack(p.y, pk, T::pack(o));
 }
+
+// Output pack j of the row, layer and rms norm (p.inner == 1): the affine as packs j of w and b.
+template <NormOp OP, class T>
+KF_DEV void norm_store(const NormParams& p, int j, int64_t pk, const typename T::C (&v)[T::VW], typename T::C hi,
+                       typename T::C lo, typename T::C rstd) {
+  using C = typename T::C;
+  using M = Math<C, T::FAST>;
+  constexpr int VW = T::VW;
+  C w[VW], b[VW], o[VW];
+  if (p.w) T::unpack(load_pack(p.w, j), w);
+  if (p.b) T::unpack(load_pack(p.b, j), b);
+#pragma unroll
+  for (int k = 0; k < VW; ++k) {
+    C y = centered<T>(v[k], hi, lo) * rstd;
+    if (p.w) y *= w[k];
+    if (p.b) y += b[k];
+    o[k] = norm_act<OP, M>(y);
+  }
+  store_pack(p.y, pk, T::pack(o));
+}
+
+// group_norm (p.inner > 1: each pack lies in one channel): output pack pk with its channel's wc, bc.
+template <NormOp OP, class T>
+KF_DEV void norm_store_ch(const NormParams& p, int64_t pk, const typename T::C (&v)[T::VW], typename T::C wc,
+                          typename T::C bc, typename T::C hi, typename T::C lo, typename T::C rstd) {
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  C w[VW], b[VW];
+#pragma unroll
+  for (int k = 0; k < VW; ++k) w[k] = wc, b[k] = bc;
+  norm_store_wb<OP, T>(p, pk, v, w, b, hi, lo, rstd);
+}
+
+// group_norm's channels staged in shared memory per row: up to 1 KiB of w and b (128 channels of a
+// 32-bit compute type, 64 of f64); groups of more channels read w and b from memory.
+template <class C> constexpr int kGnStage = 512 / int(sizeof(C));
 
 // One pass over the packs of the row beyond the registers (LONG): shared memory, then streamed (two
 // packs in flight per thread; s stored on the first pass of the add forms). f(j, v) gets every pack.
@@ -195,7 +239,8 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
   constexpr int VW = T::VW;
   constexpr bool ADD = kAdd<OP>;
   extern __shared__ __align__(16) unsigned char norm_smem[];
-  __shared__ C sm[32];
+  __shared__ C sm[64];
+  __shared__ C gw[kGnStage<C>], gb[kGnStage<C>];  // group_norm: the row's channels' w and b
   const int B = blockDim.x, t = threadIdx.x;
   const int64_t L = p.feat;
   const int npk = static_cast<int>(L / VW);
@@ -204,8 +249,16 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
   uint4* const sx = reinterpret_cast<uint4*>(norm_smem);                // slot j - nreg: x
   uint4* const sr = sx + int64_t(B) * p.smem_packs;                     // the add forms: r
   const C eps = static_cast<C>(p.eps);
+  // group_norm: the channel of pack j within the row is j VW / inner (32-bit division where it fits).
+  // (group_norm runs as NormOp::layer: the other forms compile without this code.)
+  const bool group = OP == NormOp::layer && p.inner != 1, stage = group && p.cpg <= kGnStage<C>;
+  const bool narrow = (p.feat >> 32) == 0;
+  const auto chan = [&](int j) -> int64_t {
+    return narrow ? int64_t(unsigned(j) * unsigned(VW) / unsigned(p.inner)) : int64_t(j) * VW / p.inner;
+  };
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const int64_t base = row * npk;  // the row's first pack
+    const int64_t g0 = p.groups == 1 ? 0 : (row % p.groups) * p.cpg;
     if constexpr (LONG) {
       for (int j = nreg + t; j < ncache; j += B) {
         kf_copy16(sx + (j - nreg), static_cast<const uint4*>(p.x) + base + j);
@@ -222,6 +275,16 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
         if constexpr (ADD) cr[u] = load_pack(p.r, base + j);
       }
     }
+    // group_norm: the row's channels' w and b to shared memory while the row's loads are in flight, so
+    // that the output reads them from there, all before its first store. (Read from memory per pack
+    // after the previous pack's store, which the compiler must assume may alias them, each load waited
+    // a round trip: 0.72 of copy for f32 on an H100.) The block sums' barriers order these writes
+    // before the reads.
+    if (stage)
+      for (int c = t; c < p.cpg; c += B) {
+        gw[c] = p.w ? T::load(p.w, g0 + c) : C(1);
+        gb[c] = p.b ? T::load(p.b, g0 + c) : C(0);
+      }
     if constexpr (LONG) kf_copy_wait();
     // s = x + r to memory (the statistics use the unrounded sum, as norm_kernel).
     if constexpr (ADD) {
@@ -293,8 +356,25 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
       corrected_moments(c, d2, L, sm, lo, m2);
     }
     const C rstd = C(1) / m_sqrt(m2 / C(L) + eps);
-    const int64_t g0 = p.groups == 1 ? 0 : (row % p.groups) * p.cpg;
-    const auto out = [&](int j, const C(&v)[VW]) { norm_store<OP, T>(p, j, base + j, g0, v, hi, lo, rstd); };
+    // group_norm's affine of pack j: staged, or from memory.
+    const auto affine = [&](int j, C& wc, C& bc) {
+      const int64_t c = chan(j);
+      if (stage) {
+        wc = gw[c], bc = gb[c];
+      } else {
+        wc = p.w ? T::load(p.w, g0 + c) : C(1);
+        bc = p.b ? T::load(p.b, g0 + c) : C(0);
+      }
+    };
+    const auto out = [&](int j, const C(&v)[VW]) {
+      if (group) {
+        C wc, bc;
+        affine(j, wc, bc);
+        norm_store_ch<OP, T>(p, base + j, v, wc, bc, hi, lo, rstd);
+      } else {
+        norm_store<OP, T>(p, j, base + j, v, hi, lo, rstd);
+      }
+    };
 #pragma unroll
     for (int u = 0; u < CACHE; ++u) {
       const int j = t + u * B;
@@ -307,6 +387,8 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
     if constexpr (LONG) {
       norm_rest<OP, T>(p, base, nreg, ncache, npk, sx, sr, false, out);
       __syncthreads();  // (shared memory: every thread done with its slots before the next row's copies)
+    } else {
+      if (stage && row + gridDim.x < p.rows) __syncthreads();  // (gw, gb: read before the next row's)
     }
   }
 }
@@ -322,7 +404,7 @@ KF_DEV double mul_rounded(double a, double b) { return __dmul_rn(a, b); }
 template <class T>
 __global__ void __launch_bounds__(1024) norm_bwd_rows(const NormBwdParams p) {
   using C = typename T::C;
-  __shared__ C sm[32];
+  __shared__ C sm[64];
   const int64_t L = p.feat;
   C* ws = static_cast<C*>(p.ws);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
@@ -781,6 +863,20 @@ uint32_t row_blocks(int64_t rows) { return static_cast<uint32_t>(rows < 1 ? 1 : 
 // shared memory holds (one block per multiprocessor), then the rest streamed: few enough rows in flight
 // that their streamed part (read twice) fits 3/4 of the L2 cache.
 template <class T> bool npk_fits_short(const NormParams& p) { return p.feat / T::VW <= int64_t(1024) * 4; }
+// Rows of more than 512 x 4 packs and at most 512 x 8 (f32 rows of 8193 to 16384 values, 16-bit of 16385
+// to 32768: group_norm's C/G x HW = 16 x 1024, layer norms of 16k features) take 512 threads with 4
+// packs in registers and the rest (up to 4 packs a thread, 32 KiB) in shared memory (the LONG kernel)
+// rather than 1024 threads with 4 packs in registers: two blocks per multiprocessor, so that one block's
+// loads overlap the other's reductions and stores. (One 1024-thread block per multiprocessor, which all
+// of its 64 registers a thread fill, loads, reduces, then stores with its memory traffic idle in between:
+// f32 group_norm ran at 0.72 of copy on an H100, where Vulkan's 512 invocations x 32 values read it at
+// 0.98. 8 packs a thread in registers instead spilled 100-1500 bytes at 64 registers.) Not the add
+// forms (x and r) nor f64.
+constexpr int kWideBlock = 512;
+template <NormOp OP, class T> bool use_wide(const NormParams& p) {
+  const int64_t npk = p.feat / T::VW;
+  return !kAdd<OP> && sizeof(typename T::C) == 4 && npk > int64_t(kWideBlock) * 4 && npk <= int64_t(kWideBlock) * 8;
+}
 
 template <NormOp OP, class T> bool norm_layout(const NormParams& p, NormLaunch& l) {
   const auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
@@ -792,13 +888,14 @@ template <NormOp OP, class T> bool norm_layout(const NormParams& p, NormLaunch& 
   const int64_t npk = p.feat / T::VW;
   l.grid = row_blocks(p.rows);
   l.smem_packs = 0;
-  if (npk_fits_short<T>(p)) {
+  const bool wide = use_wide<OP, T>(p);
+  if (!wide && npk_fits_short<T>(p)) {
     l.cache = 4;
     l.block = 32;
     while (int64_t(l.block) * 4 < npk) l.block *= 2;
     return true;
   }
-  l.block = 1024;
+  l.block = wide ? kWideBlock : 1024;
   // (8 and 4 packs spilled 24-192 bytes a thread at the 64 registers of 1024 threads (sm_90; 300 for
   // bf16 layer_norm_gelu), the spills going to the L2 cache with shared memory taking the L1: 16-bit
   // rows of 65536 ran at 0.33-0.67 of copy on an H100. 4 and 2: none in f32 and f16, at most 48 bytes
@@ -841,7 +938,8 @@ template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gp
   NormLaunch l;
   if (norm_layout<OP, T>(p, l)) {
     if (used) *used = l;
-    if (l.block < 1024 || npk_fits_short<T>(p)) return norm_cached_launch<OP, T, 4, false>(p, l, s);
+    if ((l.block < 1024 || npk_fits_short<T>(p)) && !use_wide<OP, T>(p))
+      return norm_cached_launch<OP, T, 4, false>(p, l, s);
     return norm_cached_launch<OP, T, kAdd<OP> ? 2 : 4, true>(p, l, s);
   }
   norm_kernel<OP, T><<<row_blocks(p.rows), block, 0, s>>>(p);
