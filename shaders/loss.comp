@@ -359,6 +359,14 @@ void st_batch(inout float am, inout float as, inout float ax, const uvec4 q[ST_G
   am = M;
 }
 
+// The workgroup's (m, s, sx) from each invocation's running statistics (one reduction each).
+float reduce_stats(float am, float as, float ax, uint lane, out float s, out float sx) {
+  const float m = row_max(am, lane, 0u);
+  s = row_sum(am == NEG_INF ? 0.0 : as * exp(am - m), lane, 0u);
+  sx = row_sum(ax, lane, 0u);
+  return m;
+}
+
 void stream_stats(uint row, uint c, uint lane) {
   const uint npk = pc.classes / VW, cpk = pc.chunk / VW, B = gl_WorkGroupSize.x;
   const uint j0 = c * cpk, j1 = min(npk, j0 + cpk), rb = row * npk;
@@ -383,9 +391,8 @@ void stream_stats(uint row, uint c, uint lane) {
     }
     st_batch(am, as, ax, b, nv);
   }
-  const float m = row_max(am, lane, 0u);
-  const float s = row_sum(am == NEG_INF ? 0.0 : as * exp(am - m), lane, 0u);
-  const float sx = row_sum(ax, lane, 0u);
+  float s, sx;
+  const float m = reduce_stats(am, as, ax, lane, s, sx);
   if (lane == 0u) {
     const int t = target_of(row);
     const uint c0 = j0 * VW;
@@ -399,9 +406,42 @@ void stream_stats(uint row, uint c, uint lane) {
 }
 
 #if defined(GRAD)
+// The gradient of a row's losses as PASS 6 and 7 write it: d z = exp(z - lse) / count - eps / (C count),
+// minus (1 - eps) / count at the target; the whole row NaN (bad target) or 0 (ignored) otherwise.
+struct GradK {
+  float lse, lseL, inv, gb, gt, fill;
+  int t;
+};
+GradK grad_constants(int t, float lse) {
+  GradK g;
+  g.t = t;
+  g.lse = lse;
+  g.lseL = lse * L2E;
+  g.inv = 1.0 / float(max(wsu[0], 1u));
+  g.gb = pc.smoothing / float(pc.classes) * g.inv;
+  g.gt = (1.0 - pc.smoothing) * g.inv;
+  g.fill = t == -2 ? NAN_F : 0.0;
+  return g;
+}
+// Pack j of the row (logits q) as its gradient.
+uvec4 grad_pack(const GradK g, uvec4 q, uint j) {
+  FT z[VW];
+  unpack(q, z);
+  const int kt = g.t - int(j * VW);  // the target's place in this pack (outside 0 .. VW - 1 elsewhere)
+  [[unroll]] for (uint k = 0; k < VW; ++k) {
+#if defined(ST_FAST)
+    const float e = exp2(fma(z[k], L2E, -g.lseL));
+#else
+    const float e = exp(z[k] - g.lse);
+#endif
+    z[k] = g.t >= 0 ? e * g.inv - g.gb - (int(k) == kt ? g.gt : 0.0) : g.fill;
+  }
+  return pack(z);
+}
+
 // PASS 6, cross_entropy_backward's gradient after PASS 5: each workgroup combines its row's chunk
 // statistics (chunk 0's also writes the row's loss), then streams its chunk: ST_U packs loaded, then
-// d z = exp(z - lse) / count - eps / (C count), minus (1 - eps) / count at the target, written as packs.
+// each written as grad_pack.
 // The logits are read twice (PASS 5, PASS 6): 3 transfers where a copy makes 2.
 void stream_grad(uint row, uint c, uint lane) {
   float s, sx, xt;
@@ -409,11 +449,7 @@ void stream_grad(uint row, uint c, uint lane) {
   const int t = target_of(row);
   const float lse = m + log(s);
   if (c == 0u && lane == 0u) ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
-  const float inv = 1.0 / float(max(wsu[0], 1u));
-  const float gb = pc.smoothing / float(pc.classes) * inv, gt = (1.0 - pc.smoothing) * inv;
-  const bool plain = t >= 0;
-  const float fill = t == -2 ? NAN_F : 0.0;
-  const float lseL = lse * L2E;
+  const GradK g = grad_constants(t, lse);
   const uint npk = pc.classes / VW, cpk = pc.chunk / VW, B = gl_WorkGroupSize.x;
   const uint j0 = c * cpk, j1 = min(npk, j0 + cpk), rb = row * npk;
   for (uint jb = j0; jb < j1; jb += ST_U * B) {
@@ -424,19 +460,7 @@ void stream_grad(uint row, uint c, uint lane) {
     }
     [[unroll]] for (uint u = 0; u < ST_U; ++u) {
       const uint j = jb + u * B + lane;
-      if (j >= j1) continue;
-      FT z[VW];
-      unpack(q[u], z);
-      const int kt = t - int(j * VW);  // the target's place in this pack (outside 0 .. VW - 1 elsewhere)
-      [[unroll]] for (uint k = 0; k < VW; ++k) {
-#if defined(ST_FAST)
-        const float e = exp2(fma(z[k], L2E, -lseL));
-#else
-        const float e = exp(z[k] - lse);
-#endif
-        z[k] = plain ? e * inv - gb - (int(k) == kt ? gt : 0.0) : fill;
-      }
-      dx_v.v[rb + j] = pack(z);
+      if (j < j1) dx_v.v[rb + j] = grad_pack(g, q[u], j);
     }
   }
 }
@@ -463,35 +487,18 @@ void regs_row(uint row, uint lane) {
     }
     st_batch(am, as, ax, b, nv);
   }
-  const float m = row_max(am, lane, 0u);
-  const float s = row_sum(am == NEG_INF ? 0.0 : as * exp(am - m), lane, 0u);
-  const float sx = row_sum(ax, lane, 0u);
+  float s, sx;
+  const float m = reduce_stats(am, as, ax, lane, s, sx);
   const int t = target_of(row);
   const float lse = m + log(s);
   if (lane == 0u) {
     const float xt = t >= 0 ? float(LOAD_ELEM(x, row * pc.classes + uint(t))) : 0.0;
     ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
   }
-  const float inv = 1.0 / float(max(wsu[0], 1u));
-  const float gb = pc.smoothing / float(pc.classes) * inv, gt = (1.0 - pc.smoothing) * inv;
-  const bool plain = t >= 0;
-  const float fill = t == -2 ? NAN_F : 0.0;
-  const float lseL = lse * L2E;
+  const GradK g = grad_constants(t, lse);
   [[unroll]] for (uint u = 0; u < NT; ++u) {
     const uint j = u * B + lane;
-    if (j >= npk) continue;
-    FT z[VW];
-    unpack(q[u], z);
-    const int kt = t - int(j * VW);
-    [[unroll]] for (uint k = 0; k < VW; ++k) {
-#if defined(ST_FAST)
-      const float e = exp2(fma(z[k], L2E, -lseL));
-#else
-      const float e = exp(z[k] - lse);
-#endif
-      z[k] = plain ? e * inv - gb - (int(k) == kt ? gt : 0.0) : fill;
-    }
-    dx_v.v[rb + j] = pack(z);
+    if (j < npk) dx_v.v[rb + j] = grad_pack(g, q[u], j);
   }
 }
 #endif
