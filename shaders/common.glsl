@@ -29,6 +29,17 @@ uint to_bf16(float f) {  // round to nearest even, NaN kept quiet
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
   return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
+// Two values rounded to nearest even and packed (lo in the low half): the same bits as to_bf16 twice,
+// in fewer instructions, since without native bf16 conversion this integer rounding is what holds
+// bf16 kernels below f16 (NOTES.md): a bit extract and a three-input add per value, one byte permute
+// for the pair, and one unordered compare that sends a pair holding a NaN to to_bf16.
+uint pack_bf16x2(float lo, float hi) {
+  uint a = floatBitsToUint(lo), b = floatBitsToUint(hi);
+  a += 0x7fffu + bitfieldExtract(a, 16, 1);
+  b += 0x7fffu + bitfieldExtract(b, 16, 1);
+  const uint r = (a >> 16) | (b & 0xffff0000u);
+  return any(isnan(vec2(lo, hi))) ? (to_bf16(lo) | (to_bf16(hi) << 16)) : r;
+}
 #endif
 
 // Unpacks 16 bytes into VW values.
@@ -64,7 +75,7 @@ uvec4 pack(FT x[VW]) {
   return u;
 #elif defined(DT_BF16)
   uvec4 u;
-  [[unroll]] for (uint k = 0; k < 4u; ++k) u[k] = to_bf16(x[2u * k]) | (to_bf16(x[2u * k + 1u]) << 16);
+  [[unroll]] for (uint k = 0; k < 4u; ++k) u[k] = pack_bf16x2(x[2u * k], x[2u * k + 1u]);
   return u;
 #else
   return uvec4(floatBitsToUint(x[0]), floatBitsToUint(x[1]), floatBitsToUint(x[2]), floatBitsToUint(x[3]));

@@ -202,7 +202,7 @@ void main() {
 #if defined(DT_F16)
           Y_w.w[idx[0] >> 1] = packHalf2x16(vec2(v[0], v[1]));
 #elif defined(DT_BF16)
-          Y_w.w[idx[0] >> 1] = to_bf16(v[0]) | (to_bf16(v[1]) << 16);
+          Y_w.w[idx[0] >> 1] = pack_bf16x2(v[0], v[1]);
 #endif
         }
       } else {

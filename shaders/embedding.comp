@@ -53,7 +53,7 @@ void main() {
 #if defined(DT_F16)
       Y_w.w[u] = packHalf2x16(vec2(a, b));
 #else
-      Y_w.w[u] = to_bf16(a) | (to_bf16(b) << 16);
+      Y_w.w[u] = pack_bf16x2(a, b);
 #endif
 #else
       STORE_ELEM(Y, u, element(u));

@@ -116,7 +116,7 @@ void main() {
 #if defined(DT_F16)
       if (n0 + n < pc.N) C_w.w[idx >> 1] = packHalf2x16(vec2(v[0], v[1]));
 #elif defined(DT_BF16)
-      if (n0 + n < pc.N) C_w.w[idx >> 1] = to_bf16(v[0]) | (to_bf16(v[1]) << 16);
+      if (n0 + n < pc.N) C_w.w[idx >> 1] = pack_bf16x2(v[0], v[1]);
 #endif
     } else {
       [[unroll]] for (uint h = 0; h < 2u; ++h)

@@ -280,7 +280,7 @@ void main() {
         const uint gn = gn0 + h, idx = cbase + gm * pc.N + gn;
         if (pairs && gn < pc.N) {
 #if defined(OUT_BF16)
-          C_w.w[idx >> 1] = to_bf16(v[h]) | (to_bf16(v[h + 1u]) << 16);
+          C_w.w[idx >> 1] = pack_bf16x2(v[h], v[h + 1u]);
 #else
           C_w.w[idx >> 1] = packHalf2x16(vec2(v[h], v[h + 1u]));
 #endif

@@ -13,6 +13,12 @@
 //   3: uvec4 array without padding (4 packs per row: bank conflicts)
 //   4: as 1 with B row-major too
 //   5: as 1 plus a workgroup barrier every iteration (c1 has two per 32-deep slice)
+// and probes of fragments built element by element instead of coopMatLoadNV (the timing only: the
+// elements go where the accumulators' quad layout puts them, coopmat_layout.comp, whether or not that
+// is where the driver keeps an f16 fragment):
+//   6: A and B from 32-bit shared-memory words, 4 per fragment (B as if staged [K, N])
+//   7: A as 6, B by coopMatLoadNV as 1
+//   8: A and B from one 16-byte word per invocation per fragment (a pre-swizzled staging layout)
 #extension GL_NV_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
@@ -40,6 +46,12 @@ shared float16_t Bs[128u * ROW * 8u];
 shared uvec4 As[128u * ROW];
 shared uvec4 Bs[128u * ROW];
 #endif
+#endif
+
+#if PEAK_LOAD >= 6
+// Element 2q, 2q + 1 of a 16 x 16 f16 fragment from word q of w (the quad layout's order on NVIDIA 580).
+#define SET_FRAG(f, w) [[unroll]] for (int q_ = 0; q_ < 4; ++q_) { \
+    const f16vec2 h_ = unpackFloat2x16((w)[q_]); f[2 * q_] = h_.x; f[2 * q_ + 1] = h_.y; }
 #endif
 
 void main() {
@@ -78,7 +90,34 @@ void main() {
   for (uint it = 0; it < pc.iters; ++it) {
     const uint kk = (it & 1u) * 16u;
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[4], fb[2];
-#if PEAK_LOAD == 2
+#if PEAK_LOAD >= 6
+    const uint g = gl_SubgroupInvocationID >> 2, t = gl_SubgroupInvocationID & 3u;
+#endif
+#if PEAK_LOAD == 6 || PEAK_LOAD == 7
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      const uint r0 = (sm + 16u * i + g) * ROW + kk / 8u, r1 = r0 + 8u * ROW;
+      const uvec4 w = uvec4(As[r0][t], As[r0 + 1u][t], As[r1][t], As[r1 + 1u][t]);
+      SET_FRAG(fa[i], w)
+    }
+#if PEAK_LOAD == 6
+    [[unroll]] for (uint j = 0; j < 2u; ++j) {
+      const uint r0 = (kk + g) * ROW + ((sn + 16u * j) / 8u) % 4u, r1 = r0 + 8u * ROW;
+      const uvec4 w = uvec4(Bs[r0][t], Bs[r0 + 1u][t], Bs[r1][t], Bs[r1 + 1u][t]);
+      SET_FRAG(fb[j], w)
+    }
+#else
+    [[unroll]] for (uint j = 0; j < 2u; ++j) coopMatLoadNV(fb[j], Bs, (sn + 16u * j) * ROW + kk / 8u, ROW, true);
+#endif
+#elif PEAK_LOAD == 8
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      const uvec4 w = As[((sm / 16u + i) * 2u + kk / 16u) * 32u + gl_SubgroupInvocationID];
+      SET_FRAG(fa[i], w)
+    }
+    [[unroll]] for (uint j = 0; j < 2u; ++j) {
+      const uvec4 w = Bs[((sn / 16u + j) * 2u + kk / 16u) * 32u + gl_SubgroupInvocationID];
+      SET_FRAG(fb[j], w)
+    }
+#elif PEAK_LOAD == 2
     [[unroll]] for (uint i = 0; i < 4u; ++i) coopMatLoadNV(fa[i], As, (sm + 16u * i) * ROW * 8u + kk, ROW * 8u, false);
     [[unroll]] for (uint j = 0; j < 2u; ++j) coopMatLoadNV(fb[j], Bs, (sn + 16u * j) * ROW * 8u + kk, ROW * 8u, true);
 #else

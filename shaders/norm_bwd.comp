@@ -520,7 +520,7 @@ void fused_combine() {
 #if defined(DT_F16)
       word = packHalf2x16(vec2(s[0], s[1]));
 #else
-      word = to_bf16(s[0]) | (to_bf16(s[1]) << 16);
+      word = pack_bf16x2(s[0], s[1]);
 #endif
       if (q == 0u) out3_w.w[f >> 1] = word;
 #if defined(LAYER)

@@ -63,12 +63,15 @@ if(coopmat_nv_rc EQUAL 0)
   list(APPEND KF_SHADER_VARIANTS "bf16_rows_to_f16|bf16_rows_to_f16.comp|KF_ROWS_TO_F16")
   list(APPEND KF_SHADER_VARIANTS
     "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV"
-    # Probes of the shared-memory fragment loads (KF_TUNE mm_peak=1..5; mm_coopmat_peak.comp).
+    # Probes of the shared-memory fragment loads (KF_TUNE mm_peak=1..8; mm_coopmat_peak.comp).
     "mm_coopmat_peak_f16_l1|mm_coopmat_peak.comp|PEAK_LOAD=1"
     "mm_coopmat_peak_f16_l2|mm_coopmat_peak.comp|PEAK_LOAD=2"
     "mm_coopmat_peak_f16_l3|mm_coopmat_peak.comp|PEAK_LOAD=3"
     "mm_coopmat_peak_f16_l4|mm_coopmat_peak.comp|PEAK_LOAD=4"
-    "mm_coopmat_peak_f16_l5|mm_coopmat_peak.comp|PEAK_LOAD=5")
+    "mm_coopmat_peak_f16_l5|mm_coopmat_peak.comp|PEAK_LOAD=5"
+    "mm_coopmat_peak_f16_l6|mm_coopmat_peak.comp|PEAK_LOAD=6"
+    "mm_coopmat_peak_f16_l7|mm_coopmat_peak.comp|PEAK_LOAD=7"
+    "mm_coopmat_peak_f16_l8|mm_coopmat_peak.comp|PEAK_LOAD=8")
   message(STATUS "kf: glslc compiles GL_NV_cooperative_matrix: tensor-core matmul variant built")
 else()
   message(STATUS "kf: glslc cannot compile GL_NV_cooperative_matrix: portable matmul only")

@@ -93,6 +93,7 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w4p|attention_coopmat.comp|HD=${hd},QUAD=1,PREFETCH=1")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "coopmat_layout|coopmat_layout.comp|KF_COOPMAT_NV")
+  list(APPEND KF_SHADER_VARIANTS "coopmat_layout_f16|coopmat_layout.comp|F16")
   # bf16 on the same kernels: f16 times a power of two per tensor (BF16IN), the largest magnitudes
   # found first and K and V converted by attention_absmax.comp.
   foreach(hd 16 32 48 64 80 96 112 128 256)

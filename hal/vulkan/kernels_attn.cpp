@@ -673,16 +673,18 @@ int64_t VulkanDevice::coopmat_quad_layout() {
   if (!coopmat_f16_ || !has_variant("coopmat_layout")) return -1;
   const std::shared_ptr<Buffer> out = allocate(32 * 33 * sizeof(float));
   Launch l;
-  l.variant = "coopmat_layout";
+  // KF_COOPMAT_LAYOUT=f16 probes (and prints) an f16 matrix's layout instead of the accumulator's.
+  const char* diag = std::getenv("KF_COOPMAT_LAYOUT");
+  l.variant = diag && std::string(diag) == "f16" && has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";
   l.bindings[0] = out;
   l.groups = 1;
   record(l);
   std::vector<float> v(32 * 33);
   download(*out, v.data(), v.size() * sizeof(float));
-  if (std::getenv("KF_COOPMAT_LAYOUT")) {  // a diagnostic: the layout found, lane by lane
+  if (diag) {  // a diagnostic: the layout found, lane by lane
     for (uint32_t lane = 0; lane < 32; ++lane) {
       const float* e = &v[lane * 33];
-      std::fprintf(stderr, "coopmat layout lane %2u: %g elements:", lane, e[0]);
+      std::fprintf(stderr, "%s lane %2u: %g elements:", l.variant.c_str(), lane, e[0]);
       for (uint32_t i = 0; i < std::min<uint32_t>(16, static_cast<uint32_t>(e[0])); ++i)
         std::fprintf(stderr, " (%g,%g)", e[1 + i], e[17 + i]);
       std::fprintf(stderr, "\n");
