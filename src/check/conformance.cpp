@@ -50,7 +50,7 @@ std::vector<std::vector<double>> random_inputs(const std::vector<Shape>& shapes,
 }
 
 Comparison compare(const std::vector<double>& out, const std::vector<double>& ref, DType dtype, double terms,
-                   double tolerance_scale) {
+                   double tolerance_scale, const std::vector<double>* state) {
   Comparison c;
   Tolerance tol = tolerance(dtype);
   tol.err *= tolerance_scale;
@@ -105,6 +105,12 @@ Comparison compare(const std::vector<double>& out, const std::vector<double>& re
     if (!ok && ++c.bad <= 8) s << "\n  [" << i << "] out " << o << " ref " << r;
   }
   if (c.bad) s << "\n  " << c.bad << " of " << out.size() << " elements outside atol " << atol << " + rtol " << tol.rtol;
+  if (state && state->size() == ref.size()) {
+    double state2 = 0;
+    for (double v : *state)
+      if (std::isfinite(v)) state2 += v * v;
+    ref2 = std::max(ref2, state2);
+  }
   if (ref2 > 0) {
     c.err = std::sqrt(diff2 / ref2);
     c.err_limit = tol.err + std::sqrt(round2 / ref2);
@@ -203,7 +209,10 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
     std::vector<std::vector<uint8_t>> first(outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k) {
       first[k] = raw_bytes(outputs[k]);
-      const Comparison c = compare(to_doubles(first[k], dtype), ref[k].data, dtype, terms, options.tolerance_scale);
+      const std::vector<double>* state = nullptr;  // the input this output updates in place, if any
+      for (const auto& [o, i] : op.in_place)
+        if (o == static_cast<int>(k) && static_cast<size_t>(i) < host.size()) state = &host[i].data;
+      const Comparison c = compare(to_doubles(first[k], dtype), ref[k].data, dtype, terms, options.tolerance_scale, state);
       if (k == 0 || c.err > r.err) r.err = c.err, r.err_limit = c.err_limit;
       if (k == 0 || c.worst > r.worst) {
         r.worst = c.worst;

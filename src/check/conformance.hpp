@@ -57,8 +57,12 @@ struct Comparison {
 // softmax over 10^6 features gives subnormal f16 values, whose rounding alone is a 1.7e-2 L2 error).
 // `terms` (summed per output element) scales atol by sqrt(terms). `tolerance_scale` multiplies err, atol
 // and rtol (below 1 it shows how much margin a kernel has; 0 accepts only the exactly rounded result).
+// `state` (optional, the same size as ref): for an output that updates a tensor in place (OpDef::in_place,
+// the optimizers), the values it replaces. The relative L2 error is then taken against the larger of
+// ||ref|| and ||state||: an update p - lr g may cancel to almost nothing while its arithmetic works at the
+// size of p, so its error is measured at that size (KERNELS.md, tolerances).
 Comparison compare(const std::vector<double>& out, const std::vector<double>& ref, DType dtype, double terms,
-                   double tolerance_scale = 1);
+                   double tolerance_scale = 1, const std::vector<double>* state = nullptr);
 
 struct CaseOptions {
   bool repeat = false;            // run again on the same inputs and require the same bits
