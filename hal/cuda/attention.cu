@@ -1122,6 +1122,15 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
   for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
   const float scale = static_cast<float>(p.scale), keep = static_cast<float>(p.keep_scale);
   const bool plain = p.softcap <= 0 && !p.alibi && p.window <= 0 && !p.bmask;
+  // The softmax works in base 2 on unscaled scores where it can: a score s weighs 2^(s c - m), with
+  // c = |scale| log2(e) on the plain path (s negated first when the scale is negative; c kept above
+  // zero so that a masked -inf stays -inf) and c = log2(e) where score_of has scaled s already; m is the
+  // row's running max of s c. One FFMA and one ex2.approx.ftz a score: Nsight Compute counted about 30
+  // instructions a score before (the scale's FMUL, __expf's range tests, a -inf select), half of them
+  // FP32 and predicate work around the tensor cores' 13 % (bench/results/h100-vulkan/NOTES.md, session 9).
+  constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.69314718055994530942f;
+  const bool neg = scale < 0.0f;
+  const float c2 = plain ? fmaxf(fabsf(scale) * kLog2e, 1.17549435e-38f) : kLog2e;
 
   for (int buf = 0; j0 < g.jend; buf ^= 1) {
     const int jn = next_tile(j0 + kMk);
@@ -1190,14 +1199,15 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
         // Whether every score is visible: for the block's rows (RW = 16), the warp's (RW = 32).
         const bool full = j1 + KN <= g.jend &&
                           (!p.causal || int64_t(j1) + KN - 1 <= int64_t(MT == 1 ? g.i_lo : w_qlo) + g.off);
-        if (full) {
+        if (neg) {  // rare: the max below is taken on -s
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int n = 0; n < NT; ++n)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) sc[mt][n][e] *= scale;
-        } else {
+              for (int e = 0; e < 4; ++e) sc[mt][n][e] = -sc[mt][n][e];
+        }
+        if (!full) {
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1206,7 +1216,7 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
               for (int e = 0; e < 4; ++e) {
                 const int x = e / 2, j = j1 + n * 8 + 2 * tq + (e & 1);
                 const bool vis = j < g.jend && (!p.causal || j <= qi[mt][x] + g.off);
-                sc[mt][n][e] = vis ? sc[mt][n][e] * scale : -INFINITY;
+                if (!vis) sc[mt][n][e] = -INFINITY;
               }
         }
       } else {
@@ -1225,7 +1235,8 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
           from_scratch(sc[mt]);
         }
       }
-      // Online softmax per row (the quad's 4 lanes hold a row's KN scores).
+      // Online softmax per row in base 2 (the quad's 4 lanes hold a row's KN scores; m and c2 above).
+      // A row with nothing visible yet keeps m = -inf and subtracts 0, so that its -inf scores give 0.
       float alpha[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -1236,17 +1247,17 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
           for (int n = 0; n < NT; ++n) mx = m_max(mx, m_max(sc[mt][n][2 * x], sc[mt][n][2 * x + 1]));
           mx = m_max(mx, KF_SHFL_XOR(mx, 1));
           mx = m_max(mx, KF_SHFL_XOR(mx, 2));
-          const float mnew = m_max(m[mt][x], mx);
-          alpha[mt][x] = mnew == -INFINITY ? 1.0f : M::exp(m[mt][x] - mnew);
+          const float mnew = m_max(m[mt][x], mx * c2);
+          alpha[mt][x] = mnew == -INFINITY ? 1.0f : ex2_ftz(m[mt][x] - mnew);
+          const float msub = mnew == -INFINITY ? 0.0f : mnew;
           float lt = 0.0f;
 #pragma unroll
           for (int n = 0; n < NT; ++n)
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               float& sv = sc[mt][n][2 * x + c];
-              const float pr = sv == -INFINITY ? 0.0f : M::exp(sv - mnew);
-              lt += pr;
-              sv = pr;
+              sv = ex2_ftz(fmaf(sv, c2, -msub));
+              lt += sv;
             }
           l[mt][x] = l[mt][x] * alpha[mt][x] + lt;
           m[mt][x] = mnew;
@@ -1279,16 +1290,12 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
           from_scratch(sc[0]);
         }
       }
-      // O rescaled by the rows' factors; RW = 32 skips it where every factor of the warp is 1 (no row's
-      // max grew: the later steps of long rows), the same bits (a product by 1), half its steps' FMULs.
-      bool rescale = true;
-      if constexpr (MT > 1) {
-        bool one = true;
+      // O rescaled by the rows' factors, skipped where every factor of the warp is 1 (no row's max grew:
+      // most later steps of long rows), the same bits (a product by 1) without its 64 FMULs a lane.
+      bool one = true;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) one = one && alpha[mt][0] == 1.0f && alpha[mt][1] == 1.0f;
-        rescale = !__all_sync(0xffffffffu, one);
-      }
-      if (rescale) {
+      for (int mt = 0; mt < MT; ++mt) one = one && alpha[mt][0] == 1.0f && alpha[mt][1] == 1.0f;
+      if (!__all_sync(0xffffffffu, one)) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1341,10 +1348,10 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
 #pragma unroll
         for (int n = 0; n < ND; ++n)
           accs[part * D + n * 8 + 2 * tq] = o[mt][n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[mt][n][2 * x + 1];
-        if (tq == 0) ml[2 * part] = m[mt][x], ml[2 * part + 1] = l[mt][x];
+        if (tq == 0) ml[2 * part] = m[mt][x] * kLn2, ml[2 * part + 1] = l[mt][x];  // natural units
         continue;
       }
-      float mm = m[mt][x], ll = l[mt][x], a = 1.0f;
+      float mm = m[mt][x] * kLn2, ll = l[mt][x], a = 1.0f;
       if (p.sinks) {
         a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
       }

@@ -367,6 +367,8 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"varlen_3seq_d64_causal", with(with(qkv(1, 2, 2, 40, 50, 64), 5, {4}), 6, {4}), attn({{"causal", 1}}), 2},
         {"sq17_sk33_d64_lse_causal", qkv(2, 2, 2, 17, 33, 64), attn({{"causal", 1}, {"lse", 1}}), 2},
         {"s65_d64_block_mask16", with(qkv(1, 2, 2, 65, 65, 64), 8, {5, 5}), attn({{"bs", 16}, {"lse", 1}}), 2},
+        // A negative scale (legal, if odd): kernels that take the row max on unscaled scores must flip it.
+        {"sq33_sk65_d64_negscale_causal", qkv(1, 2, 2, 33, 65, 64), attn({{"causal", 1}, {"scale", -0.2}}), 2},
         {"s17_d256", qkv(1, 1, 1, 17, 17, 256), {}, 2},
         {"s3_d8", qkv(1, 1, 1, 3, 3, 8), {}, 2},
         {"combined", {{2, 4, 17, 64}, {2, 2, 33, 64}, {2, 2, 33, 64}, {}, {2}, {}, {}, {4}},
