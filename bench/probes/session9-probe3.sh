@@ -9,6 +9,7 @@ B=build/tools/kf-bench
 log="$out/probe.log"
 {
 date +%T
+mkdir -p old && tar xzf .gpu/kf-old.tar.gz -C old
 for v in old new; do
   echo "== $v"
   if [ $v = old ]; then L=$PWD/old/build; else L=$PWD/build; fi
