@@ -265,7 +265,7 @@ int attn_wmma_mode_of(const std::string& tuning) {
 }
 
 // KF_TUNE attn_rows_per_warp=16 | 32: flash-mma's query rows per warp (blocks of 4 warps: 64 or 128 query
-// rows). 16 (the default): one m16 row tile a warp, Q's fragments in registers; 32: two m16 row tiles a
+// rows). 16: one m16 row tile a warp, Q's fragments in registers; 32 (the default): two m16 row tiles a
 // warp sharing each K and V fragment (FlashAttention-2's d = 128 layout), Q's fragments re-read from
 // shared memory. Returns 0 when absent.
 int attn_rows_per_warp_of(const std::string& tuning) {

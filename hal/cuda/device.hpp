@@ -171,7 +171,7 @@ class CudaDevice final : public Device {
   int conv_path_ = 0;   // KF_TUNE conv_path: 0 automatic, 1 the direct kernel, 2 im2col + cuBLASLt
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
   int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-mma where it applies), 1 regs, 2 smem, 3 mma
-  int attn_rows_per_warp_ = 0;   // KF_TUNE attn_rows_per_warp: flash-mma's query rows per warp, 16 or 32 (0: absent, 16)
+  int attn_rows_per_warp_ = 0;   // KF_TUNE attn_rows_per_warp: flash-mma's query rows per warp, 16 or 32 (0: absent, 32)
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   int64_t l2_bytes_ = 0;                   // the L2 cache (bytes; 0: unknown)
