@@ -253,8 +253,66 @@ void stat_put(uint i, float v) { atomicExchange(flags[i], floatBitsToUint(v)); }
 float stat_get(uint i) { return uintBitsToFloat(atomicOr(flags[i], 0u)); }
 
 // The part's statistics from the registers (cached; softmax with a float cache then holds the
-// exponentials) or from memory (a missing sibling's part). Every invocation calls it (barriers).
-void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float Mk, out float Sk) {
+// exponentials) or from memory (a missing sibling's part). Every invocation calls it (barriers). sh:
+// the shift of this invocation's exponentials (the cached ones are exp2(k x - sh), sh = -inf standing
+// for a shift of 0).
+#if defined(SUBGROUP)
+// With subgroups, ONE round through shared memory (one barrier): each subgroup's max M_g (subgroupMax)
+// and its sum S_g of exp2(k x - M_g) (subgroupAdd, after a pass over the registers) meet in shared
+// memory as online-softmax pairs, and every invocation combines them in subgroup order: M_k = max M_g,
+// S_k = sum S_g exp2(M_g - M_k) (S_g alone where M_g is -inf). No trailing barrier: the next writer of
+// coop_red is behind another barrier (coop_row).
+shared float coop_red[2u * gl_WorkGroupSize.x];
+void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float Mk, out float Sk, out float sh) {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const uint nsg = gl_WorkGroupSize.x / gl_SubgroupSize, sg = gl_SubgroupID;
+  float m = NEG_INF;
+  [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+    const uint j = lane + t * TPR;
+    if (j < npk) {
+      PACK_T(v);
+      if (!cached) unpack(in0_v.v[p0 + j], v);
+      else if (RAW) unpack(cr[t], v);
+      else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
+      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * v[k]);
+    }
+  }
+  const float Mg = subgroupMax(m);
+  // A subgroup whose max is -inf has terms of 0 (-inf) or NaN (which must reach the sum): shifted by 0.
+  const float ms = Mg == NEG_INF ? 0.0 : Mg;
+  precise float acc = 0.0;
+  [[unroll]] for (uint t = 0; t < CACHE; ++t) {
+    const uint j = lane + t * TPR;
+    if (j < npk) {
+      PACK_T(v);
+      if (!cached) unpack(in0_v.v[p0 + j], v);
+      else if (RAW) unpack(cr[t], v);
+      else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
+      [[unroll]] for (uint k = 0; k < VW; ++k) {
+        precise const float e = exp2(fma(v[k], kk, -ms));
+#if defined(OP_softmax)
+        if (cached && !RAW) cx[t][k] = e;
+#endif
+        acc += e;
+      }
+    }
+  }
+  const float Sg = subgroupAdd(acc);
+  if (gl_SubgroupInvocationID == 0u) coop_red[2u * sg] = Mg, coop_red[2u * sg + 1u] = Sg;
+  barrier();
+  float M = coop_red[0];
+  for (uint k = 1u; k < nsg; ++k) M = max(M, coop_red[2u * k]);
+  precise float S = 0.0;
+  for (uint k = 0u; k < nsg; ++k) {
+    const float mg = coop_red[2u * k], sg_ = coop_red[2u * k + 1u];
+    precise const float f = exp2(mg - M);
+    S += mg == NEG_INF ? sg_ : sg_ * f;  // (sg_: 0, or NaN)
+  }
+  Mk = M, Sk = S, sh = Mg;
+}
+#else
+// Without subgroups: two shared-memory trees (the part's max, then its sum).
+void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float Mk, out float Sk, out float sh) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   float m = NEG_INF;
   [[unroll]] for (uint t = 0; t < CACHE; ++t) {
@@ -290,7 +348,9 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
     }
   }
   Sk = row_sum(acc, lane, 0u);
+  sh = Mk;
 }
+#endif
 
 void coop_row(uint row, uint part, uint lane) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
@@ -305,8 +365,8 @@ void coop_row(uint row, uint part, uint lane) {
       else unpack(in0_v.v[p0 + j], cx[t]);
     }
   }
-  float Mk, Sk;
-  part_stats(true, p0, npk, lane, kk, Mk, Sk);
+  float Mk, Sk, sh;
+  part_stats(true, p0, npk, lane, kk, Mk, Sk, sh);
   const uint at = ((pc.rows + 2u) & ~1u) + 2u * row * P;
   if (lane == 0u) {
     stat_put(at + 2u * part, Mk);
@@ -316,6 +376,7 @@ void coop_row(uint row, uint part, uint lane) {
     const uint all = P == 32u ? ~0u : (1u << P) - 1u;
     uint seen = atomicOr(flags[1u + row], 0u);
     for (; seen != all && spin_left > 0u; --spin_left) seen = atomicOr(flags[1u + row], 0u);
+    coop_ticket = atomicAdd(flags[0], 1u);  // the next unit (norm.comp's coop_row says why here)
     memoryBarrierBuffer();
     for (uint k = 0u; k < P; ++k) {
       if (k != part && (seen & (1u << k)) != 0u) {
@@ -329,14 +390,17 @@ void coop_row(uint row, uint part, uint lane) {
   }
   barrier();
   const uint seen = coop_mask;  // uniform: the loop below has barriers
-  for (uint k = 0u; k < P; ++k) {
-    if ((seen & (1u << k)) == 0u) {
-      float a, b;
-      part_stats(false, row * rpk + k * cpk, min(cpk, rpk - k * cpk), lane, kk, a, b);
-      if (lane == 0u) coop_st[2u * k] = a, coop_st[2u * k + 1u] = b;
+  const uint all = P == 32u ? ~0u : (1u << P) - 1u;
+  if (seen != all) {
+    for (uint k = 0u; k < P; ++k) {
+      if ((seen & (1u << k)) == 0u) {
+        float a, b, c;
+        part_stats(false, row * rpk + k * cpk, min(cpk, rpk - k * cpk), lane, kk, a, b, c);
+        if (lane == 0u) coop_st[2u * k] = a, coop_st[2u * k + 1u] = b;
+        barrier();  // part_stats' shared memory read by all before the next call writes it
+      }
     }
   }
-  barrier();
   float M = NEG_INF;
   for (uint k = 0u; k < P; ++k) M = max(M, coop_st[2u * k]);
   float S = 0.0;
@@ -348,7 +412,7 @@ void coop_row(uint row, uint part, uint lane) {
   // A row that is all -inf gives zeros (KERNELS.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
-  const float f = Mk == NEG_INF ? inv : exp2(Mk - M) * inv;  // the cached exponentials' factor
+  const float f = sh == NEG_INF ? inv : exp2(sh - M) * inv;  // the cached exponentials' factor
 #else
   const float lse = (M + log2(S)) * 0.6931471805599453;
 #endif
@@ -382,10 +446,10 @@ void main() {
   if (COOP) {
     const uint units = pc.rows * pc.nchunks;
     spin_left = pc.spin;
+    // The first ticket here, the next ones in coop_row (as norm.comp's PASS 3).
+    if (gl_LocalInvocationID.x == 0u) coop_ticket = atomicAdd(flags[0], 1u);
+    barrier();
     for (;;) {
-      barrier();  // the previous unit is done with coop_ticket and coop_st
-      if (gl_LocalInvocationID.x == 0u) coop_ticket = atomicAdd(flags[0], 1u);
-      barrier();
       const uint u = coop_ticket;  // uniform
       if (u >= units) break;
       coop_row(u / pc.nchunks, u % pc.nchunks, lane);
