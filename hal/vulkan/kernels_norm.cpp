@@ -119,7 +119,14 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
     rows = static_cast<uint64_t>(x.numel) / len;
     period = len;
   }
-  RowPlan plan = plan_rows(caps, tuning(), call.dtype, rows, len);
+  // 16-bit rows that fit one workgroup at 16 values an invocation take 16 (twice the invocations a row):
+  // on the H100 rows of 4096 read bf16 layer_norm 0.87 -> 0.93, rms_norm 0.91 -> 0.99 of copy, f16 0.90 ->
+  // 0.97 / 0.97 -> 0.99 (session 9, probe 3); f32 and longer rows keep 32.
+  Tuning t = tuning();
+  if (t.rows_values == 0 && (call.dtype == DType::f16 || call.dtype == DType::bf16) &&
+      len <= uint64_t(kWorkgroup) * 16)
+    t.rows_values = 16;
+  RowPlan plan = plan_rows(caps, t, call.dtype, rows, len);
   // Rows that a 512-invocation workgroup holds in its registers take it rather than the split passes:
   // one read of the row instead of two (group_norm's rows of C/G x HW = 16384, for one).
   uint32_t wg = kWorkgroup;
