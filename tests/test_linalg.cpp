@@ -420,8 +420,9 @@ TEST(ConvCuda, Im2colCublasLtOnEveryOneGroupCase) {
   EXPECT_GT(refused, 0);
 }
 
-// The automatic choice: one group takes cuBLASLt where it is loaded, groups and depthwise the direct kernel
-// (depthwise_pointwise: both, one per part); a column matrix over 512 MiB is built in chunks of images.
+// The automatic choice: one group takes cuBLASLt where it is loaded, groups the direct kernel, depthwise its
+// own kernel (depthwise_pointwise: depthwise, then cuBLASLt); a column matrix over 512 MiB is built in
+// chunks of images.
 TEST(ConvCuda, AutomaticChoice) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
@@ -444,7 +445,7 @@ TEST(ConvCuda, AutomaticChoice) {
       const std::string pw = run("conv2d", conv[4], t);  // pointwise_c8_9x9_o70
       EXPECT_NE(pw.find(lt ? "conv/im2col-cublaslt,1x1-no-im2col" : "conv/direct"), std::string::npos) << pw;
       const std::string dp = run("depthwise_pointwise", get_op("depthwise_pointwise").tests[0], t);
-      EXPECT_NE(dp.find("conv/direct"), std::string::npos) << dp;
+      EXPECT_NE(dp.find("conv/depthwise,tile="), std::string::npos) << dp;  // its depthwise part
       if (lt) {
         EXPECT_NE(dp.find("conv/im2col-cublaslt"), std::string::npos) << dp;
       }

@@ -19,6 +19,20 @@
 // col[i][k][pix] = the input under tap k = (c, kh, kw) of output pixel pix of image n0 + i, zero outside
 // the image, so that each image's product is y_n [O, P] = W [O, K] col_n [K, P] (row-major) and y comes
 // out NCHW as it stands. One block per row (i, k), its threads along the pixels (coalesced stores).
+//
+// conv_depthwise: groups == C (one input plane per output channel, O = C * mult), memory-bound where the
+// implicit GEMM above wastes its tile on K = KH KW taps. A block of 256 threads takes a tile of output
+// pixels (tow columns x toh rows; whole rows where they fit, several planes a block for small images)
+// of pb input planes (image n, channel c) and every output channel c * mult + m of them: it stages the
+// tile's input window with its halo in shared memory as float (16-byte loads along the rows where W is
+// a multiple of the pack; zero outside the image), then each thread computes vpt neighbouring outputs
+// of one row (vpt = the pack: 4 for f32, 8 for f16 / bf16), the taps kh, kw in increasing order in float
+// (for KW = 3 or 5 with unit stride and dilation along W each tap row is read once into a register
+// window), and stores them through the epilogue of common.cuh (bias, batch norm, activation, dropout at
+// the output's NCHW linear index) as one 16-byte pack where OW is a multiple of the pack. The input is
+// read from memory once (halo rows of neighbouring tiles from L2), the output written once.
+#include <algorithm>
+
 #include "hal/cuda/common.cuh"
 
 namespace kf::hal::cuda {
@@ -147,6 +161,129 @@ __global__ void __launch_bounds__(256) conv_im2col(const Im2colParams ip) {
   }
 }
 
+// Floor division by a positive divisor.
+KF_DEV int64_t dw_floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+struct DwArgs {
+  ConvParams c;
+  DwPlan d;
+};
+
+template <class T, int KWT>
+__global__ void __launch_bounds__(256) conv_depthwise(const DwArgs args) {
+  using C = typename T::C;
+  constexpr int VPT = T::VW;
+  extern __shared__ __align__(16) unsigned char dw_smem[];
+  C* s = reinterpret_cast<C*>(dw_smem);
+  const ConvParams& p = args.c;
+  const DwPlan& d = args.d;
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  const int64_t planes = p.N * p.C, HW = p.H * p.W, mult = p.O / p.C;
+  const int KH = static_cast<int>(p.KH), KW = KWT ? KWT : static_cast<int>(p.KW), KHW = KH * KW;
+  const int sh = static_cast<int>(p.sh), sw = static_cast<int>(p.sw), dh = static_cast<int>(p.dh),
+            dw = static_cast<int>(p.dw);
+  const int gx = (d.tow + VPT - 1) / VPT;  // vpt-wide pieces along a tile row
+  const int items = d.pb * d.toh * gx, iwt = d.iwt, iht = d.iht;
+  const int64_t per_plane = d.wtiles * d.htiles;
+  for (int64_t t = blockIdx.x; t < d.tiles; t += gridDim.x) {  // block-uniform: every thread reaches the barriers
+    const int64_t wt = t % d.wtiles, ht = (t / d.wtiles) % d.htiles, q0 = (t / per_plane) * d.pb;
+    const int64_t oh0 = ht * d.toh, ow0 = wt * d.tow;
+    const int64_t ih0 = oh0 * p.sh - p.ph, iw0 = ow0 * p.sw - p.pw;
+    __syncthreads();  // the previous tile's reads of s are done
+    if (d.vec_load) {  // packs aligned to the image's column 0 (W % VW == 0): each wholly inside or outside it
+      const int64_t pk0 = dw_floor_div(iw0, VPT);
+      const int npk = static_cast<int>(dw_floor_div(iw0 + iwt - 1, VPT) - pk0 + 1);
+      const int64_t wpk = p.W / VPT;
+      for (int e = tid; e < d.pb * iht * npk; e += nt) {
+        const int k = e % npk, r = (e / npk) % iht, j = e / (npk * iht);
+        const int64_t q = q0 + j, ih = ih0 + r, pk = pk0 + k;
+        C v[VPT];
+        if (q < planes && ih >= 0 && ih < p.H && pk >= 0 && pk < wpk) {
+          T::unpack(load_pack(p.x, (q * HW + ih * p.W) / VPT + pk), v);
+        } else {
+#pragma unroll
+          for (int u = 0; u < VPT; ++u) v[u] = C(0);
+        }
+        C* row = s + (j * iht + r) * iwt;
+        const int64_t col0 = pk * VPT - iw0;
+#pragma unroll
+        for (int u = 0; u < VPT; ++u)
+          if (col0 + u >= 0 && col0 + u < iwt) row[col0 + u] = v[u];
+      }
+    } else {
+      for (int e = tid; e < d.pb * iht * iwt; e += nt) {
+        const int col = e % iwt, r = (e / iwt) % iht, j = e / (iwt * iht);
+        const int64_t q = q0 + j, ih = ih0 + r, iw = iw0 + col;
+        s[e] = (q < planes && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) ? T::load(p.x, q * HW + ih * p.W + iw) : C(0);
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < items; e += nt) {
+      const int g = e % gx, r = (e / gx) % d.toh, j = e / (gx * d.toh);
+      const int64_t q = q0 + j, oh = oh0 + r, owb = ow0 + int64_t(g) * VPT;
+      if (q >= planes || oh >= p.OH || owb >= p.OW) continue;
+      // The valid outputs of this piece (the rest read staged zeros or other columns and are not stored).
+      int64_t nv64 = p.OW - owb < VPT ? p.OW - owb : int64_t(VPT);
+      if (d.tow - g * VPT < nv64) nv64 = d.tow - g * VPT;
+      const int nv = static_cast<int>(nv64);
+      const int64_t n = q / p.C, c = q % p.C;
+      const C* base = s + (j * iht + r * sh) * iwt + g * VPT * sw;
+      for (int64_t m = 0; m < mult; ++m) {
+        const int64_t o = c * mult + m;
+        const int64_t wb = o * KHW;
+        C acc[VPT];
+#pragma unroll
+        for (int v = 0; v < VPT; ++v) acc[v] = C(0);
+        for (int kh = 0; kh < KH; ++kh) {
+          const C* sr = base + kh * dh * iwt;
+          if constexpr (KWT != 0) {  // unit stride and dilation along W: the tap row once into registers
+            C win[VPT + KWT - 1];
+#pragma unroll
+            for (int i = 0; i < VPT + KWT - 1; ++i) win[i] = sr[i];
+#pragma unroll
+            for (int kw = 0; kw < KWT; ++kw) {
+              const C wv = T::load(p.w, wb + kh * KWT + kw);
+#pragma unroll
+              for (int v = 0; v < VPT; ++v) acc[v] += wv * win[v + kw];
+            }
+          } else {
+            for (int kw = 0; kw < KW; ++kw) {
+              const C wv = T::load(p.w, wb + kh * KW + kw);
+              const C* sc = sr + kw * dw;
+#pragma unroll
+              for (int v = 0; v < VPT; ++v) acc[v] += wv * sc[v * sw];
+            }
+          }
+        }
+        const int64_t yb = ((n * p.O + o) * p.OH + oh) * p.OW + owb;  // NCHW
+        if (d.vec_store && nv == VPT) {  // OW % VPT == 0: yb is a whole pack
+          C out[VPT];
+#pragma unroll
+          for (int v = 0; v < VPT; ++v) out[v] = epilogue_value<T>(acc[v], yb + v, o, p.ep);
+          store_pack(p.y, yb / VPT, T::pack(out));
+        } else {
+#pragma unroll
+          for (int v = 0; v < VPT; ++v)
+            if (v < nv) T::store(p.y, yb + v, epilogue_value<T>(acc[v], yb + v, o, p.ep));
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+int conv_depthwise_launch(const ConvParams& p, const DwPlan& d, uint32_t blocks, gpuStream_t s) {
+  DwArgs a;
+  a.c = p, a.d = d;
+  const size_t smem = static_cast<size_t>(d.smem);
+  switch (d.kwt) {
+    case 3: conv_depthwise<T, 3><<<blocks, kConvThreads, smem, s>>>(a); break;
+    case 5: conv_depthwise<T, 5><<<blocks, kConvThreads, smem, s>>>(a); break;
+    default: conv_depthwise<T, 0><<<blocks, kConvThreads, smem, s>>>(a); break;
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
 template <class T>
 int conv_direct_launch(const ConvParams& p, ConvTile tile, dim3 grid, gpuStream_t s) {
   switch (tile) {
@@ -167,6 +304,58 @@ int launch_conv_direct(Dt dt, const ConvParams& p, ConvTile tile, uint32_t grid_
     case Dt::f32: return conv_direct_launch<F32>(p, tile, grid, s);
     case Dt::f16: return conv_direct_launch<F16>(p, tile, grid, s);
     case Dt::bf16: return conv_direct_launch<BF16>(p, tile, grid, s);
+    default: break;
+  }
+  return -1;
+}
+
+DwPlan plan_conv_depthwise(Dt dt, const ConvParams& p, int64_t smem_limit, int items) {
+  DwPlan d;
+  if (dt != Dt::f32 && dt != Dt::f16 && dt != Dt::bf16) return d;
+  if (p.groups != p.C || p.C < 1 || p.O % p.C != 0 || p.OH < 1 || p.OW < 1) return d;
+  const int vpt = dt == Dt::f32 ? 4 : 8;
+  const int64_t planes = p.N * p.C, gx_full = (p.OW + vpt - 1) / vpt;
+  items = std::max(items, 1);
+  int64_t gx = std::min<int64_t>(gx_full, 32);  // up to 32 pieces a tile row (256 / 128 columns)
+  int64_t toh = std::clamp<int64_t>(items / gx, 1, p.OH);
+  int64_t pb = 1;
+  auto balance = [&] {  // toh: the same rows in every row tile; pb: several whole planes when they are small
+    const int64_t ht = (p.OH + toh - 1) / toh;
+    toh = (p.OH + ht - 1) / ht;
+  };
+  balance();
+  if (toh == p.OH && gx == gx_full) pb = std::clamp<int64_t>(items / (gx * p.OH), 1, planes);
+  for (;;) {
+    const int64_t iwt = (gx * vpt - 1) * p.sw + (p.KW - 1) * p.dw + 1, iht = (toh - 1) * p.sh + (p.KH - 1) * p.dh + 1;
+    const int64_t smem = pb * iwt * iht * 4;  // float
+    if (smem <= smem_limit) {
+      d.iwt = static_cast<int>(iwt), d.iht = static_cast<int>(iht), d.smem = smem;
+      break;
+    }
+    if (pb > 1) pb /= 2;
+    else if (toh > 1) toh = (toh + 1) / 2, balance();
+    else if (gx > 1) gx = (gx + 1) / 2;
+    else return d;
+  }
+  d.vpt = vpt;
+  d.tow = static_cast<int>(gx == gx_full ? p.OW : gx * vpt);
+  d.toh = static_cast<int>(toh), d.pb = static_cast<int>(pb);
+  d.wtiles = (p.OW + d.tow - 1) / d.tow, d.htiles = (p.OH + toh - 1) / toh, d.ptiles = (planes + pb - 1) / pb;
+  d.tiles = d.wtiles * d.htiles * d.ptiles;
+  d.kwt = (p.sw == 1 && p.dw == 1 && (p.KW == 3 || p.KW == 5)) ? static_cast<int>(p.KW) : 0;
+  d.vec_load = p.W % vpt == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+  d.vec_store = p.OW % vpt == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+  d.ok = true;
+  return d;
+}
+
+int launch_conv_depthwise(Dt dt, const ConvParams& p, const DwPlan& plan, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  if (!plan.ok) return -1;
+  switch (dt) {
+    case Dt::f32: return conv_depthwise_launch<F32>(p, plan, blocks, s);
+    case Dt::f16: return conv_depthwise_launch<F16>(p, plan, blocks, s);
+    case Dt::bf16: return conv_depthwise_launch<BF16>(p, plan, blocks, s);
     default: break;
   }
   return -1;

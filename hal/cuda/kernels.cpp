@@ -568,7 +568,9 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
 //    stride 1 without padding: each image [C, H W] is already the matrix), one strided-batched product
 //    per chunk (matmul.cpp conv_gemm: the images as batches, the weights' batch stride 0), then the epilogue kernel (train.cu) over y: bias, batch norm, activation,
 //    dropout. For f16 / bf16 the product is rounded to the dtype before the epilogue, as linear's.
-//  - direct: everything else (groups, depthwise) and KF_TUNE conv_path=1; conv_path=2 forces the
+//  - depthwise (groups == C, automatic choice only): conv.cu's depthwise kernel, where its tile fits
+//    shared memory (variant cuda:conv/depthwise,tile=56x28,vpt=8,kw=3,16B-loads,16B-stores).
+//  - direct: everything else (groups) and KF_TUNE conv_path=1 (depthwise too); conv_path=2 forces the
 //    cuBLASLt path (Unsupported, saying why, where it does not apply).
 // Variants: cuda:conv/direct,tile=64x64 and cuda:conv/im2col-cublaslt,chunk=32 (or ,1x1-no-im2col),
 // then +epilogue-kernel, and ,bn-folded for conv2d_bn_relu.
@@ -614,6 +616,22 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
     ep.keep_scale = 1.0 / (1.0 - a.p);
   }
   const std::string bn_tag = bn ? ",bn-folded" : "";
+
+  // Depthwise (groups == C: one input plane per output channel) on its own kernel unless a path is forced:
+  // a block per tile of output pixels with its input window staged in shared memory (conv.cu
+  // conv_depthwise). Its window must fit 48 KiB for one row of outputs; huge kernels or dilations that
+  // do not take the direct kernel below.
+  if (conv_path_ == 0 && p.groups == p.C) {
+    const DwPlan dp = plan_conv_depthwise(dt, p, 48 * 1024);
+    if (dp.ok) {
+      const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(dp.tiles, 1, INT32_MAX));
+      check_launch(launch_conv_depthwise(dt, p, dp, blocks, stream_), "conv " + op.name);
+      return prefix + "conv/depthwise,tile=" + std::to_string(dp.tow) + "x" + std::to_string(dp.toh) +
+             (dp.pb > 1 ? ",planes=" + std::to_string(dp.pb) : "") + ",vpt=" + std::to_string(dp.vpt) +
+             (dp.kwt ? ",kw=" + std::to_string(dp.kwt) : "") + (dp.vec_load ? ",16B-loads" : "") +
+             (dp.vec_store ? ",16B-stores" : "") + bn_tag;
+    }
+  }
 
   // The path.
   std::string no_lt, why;

@@ -256,6 +256,21 @@ struct ConvParams {
 // more than 16 channels per group, 128 x 16 for 5 to 16, 256 x 4 for up to 4 (depthwise).
 enum class ConvTile : int { t64x64, t128x16, t256x4 };
 
+// conv.cu's depthwise kernel (groups == C, O = C * mult: one filter per output channel, each reading one
+// input plane). A block of 256 threads takes a tile of tow x toh output pixels of pb input planes
+// (image, channel) and every output channel of those planes (the multiplier); the tile's input window
+// (the halo included, zero outside the image) is staged in shared memory as float, iwt x iht values a
+// plane; each thread computes vpt neighbouring outputs along W (vpt = the 16-byte pack: 4 for f32, 8
+// for f16 / bf16). Tiles of a plane: wtiles x htiles; plane groups: ptiles. vec_load: the input rows as
+// 16-byte packs (W a multiple of the pack, x aligned); vec_store: the outputs as packs (OW a multiple of
+// the pack, y aligned). ok false: the window of one row of outputs does not fit smem_limit (huge kernels
+// or dilations): the direct kernel serves it.
+struct DwPlan {
+  bool ok = false, vec_load = false, vec_store = false;
+  int vpt = 4, tow = 0, toh = 0, pb = 1, iwt = 0, iht = 0, kwt = 0;  // kwt: 3 or 5 (unit stride and dilation along W)
+  int64_t wtiles = 0, htiles = 0, ptiles = 0, tiles = 0, smem = 0;
+};
+
 // ---- Section 4's embedding and section 5 (attention.cu).
 // embedding: y[r, c] = table[tokens[r], c] + pos[r mod L, c]; ids were checked by the core (an id out of
 // range would give NaN, never a read out of bounds). wide: d is a multiple of the 16-byte pack.
@@ -360,6 +375,11 @@ int launch_embedding(Dt dt, const EmbeddingParams& p, uint32_t blocks, void* str
 // K and OH OW below 2^31), one block per row.
 int launch_conv_direct(Dt dt, const ConvParams& p, ConvTile tile, uint32_t grid_x, uint32_t grid_y, void* stream);
 int launch_im2col(Dt dt, const ConvParams& p, int64_t n0, int64_t images, void* col, uint32_t blocks, void* stream);
+// The depthwise kernel's tiles for p (Dt::f32, f16, bf16; ok false otherwise), at most smem_limit bytes of
+// shared memory a block and about `items` vpt-wide output pieces a block; then its launch on `blocks`
+// blocks (each looping over every blocks-th tile).
+DwPlan plan_conv_depthwise(Dt dt, const ConvParams& p, int64_t smem_limit, int items = 256);
+int launch_conv_depthwise(Dt dt, const ConvParams& p, const DwPlan& plan, uint32_t blocks, void* stream);
 int launch_attention_scores(Dt dt, const AttnParams& p, void* stream);
 // The forward kernel on grid (ceil(G * SqT / bq), Hkv, nseq * nsplit), then (nsplit > 1) the combine pass.
 int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream);

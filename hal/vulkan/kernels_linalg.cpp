@@ -34,6 +34,51 @@ struct ConvPush {
   float keep_scale;
 };
 
+// conv_depthwise.comp's push constants: ConvPush, then the tile (DwPlan).
+struct DwPush {
+  ConvPush c;
+  uint32_t tow, toh, pb, iwt, iht;
+  uint32_t wtiles, htiles, tiles;
+};
+
+// conv_depthwise.comp's tile (the same plan as hal/cuda/conv.cu plan_conv_depthwise): pieces of vw outputs
+// along a row, up to 32 a tile row; rows for about `items` pieces a workgroup, the same number in every
+// row tile; several whole planes a workgroup when they are small; halved (planes, rows, columns) until
+// the staged window fits kDwSmem floats. ok false: one row of outputs' window does not fit.
+constexpr int64_t kDwSmem = 4096;  // conv_depthwise.comp SMEM
+struct DwPlan {
+  bool ok = false;
+  int64_t tow = 0, toh = 0, pb = 1, iwt = 0, iht = 0, wtiles = 0, htiles = 0, tiles = 0;
+};
+DwPlan plan_depthwise(int64_t vw, int64_t planes, int64_t OH, int64_t OW, const Shape& ws, const Attrs& a,
+                      int64_t items = 256) {
+  DwPlan d;
+  const int64_t gx_full = (OW + vw - 1) / vw;
+  int64_t gx = std::min<int64_t>(gx_full, 32);
+  int64_t toh = std::clamp<int64_t>(items / gx, 1, OH), pb = 1;
+  auto balance = [&] {
+    const int64_t ht = (OH + toh - 1) / toh;
+    toh = (OH + ht - 1) / ht;
+  };
+  balance();
+  if (toh == OH && gx == gx_full) pb = std::clamp<int64_t>(items / (gx * OH), 1, planes);
+  for (;;) {
+    d.iwt = (gx * vw - 1) * a.stride[1] + (ws[3] - 1) * a.dilation[1] + 1;
+    d.iht = (toh - 1) * a.stride[0] + (ws[2] - 1) * a.dilation[0] + 1;
+    if (pb * d.iwt * d.iht <= kDwSmem) break;
+    if (pb > 1) pb /= 2;
+    else if (toh > 1) toh = (toh + 1) / 2, balance();
+    else if (gx > 1) gx = (gx + 1) / 2;
+    else return d;
+  }
+  d.tow = gx == gx_full ? OW : gx * vw;
+  d.toh = toh, d.pb = pb;
+  d.wtiles = (OW + d.tow - 1) / d.tow, d.htiles = (OH + toh - 1) / toh;
+  d.tiles = d.wtiles * d.htiles * ((planes + pb - 1) / pb);
+  d.ok = true;
+  return d;
+}
+
 struct FoldPush {
   uint32_t O;
   float eps;
@@ -85,8 +130,9 @@ std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
 }
 
 // conv2d, conv2d_bn_relu (a fold pass first: per-channel scale and shift in the workspace),
-// conv2d_gelu_dropout on conv.comp's implicit GEMM: x = pixel tiles (looped past 65535), y = channel
-// tiles of a group, z = groups.
+// conv2d_gelu_dropout: depthwise (groups == C) on conv_depthwise.comp (a workgroup per tile of output
+// pixels of one or more planes, looped past 65535), the rest on conv.comp's implicit GEMM: x = pixel
+// tiles (looped past 65535), y = channel tiles of a group, z = groups (or its tensor-core path).
 std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
@@ -142,6 +188,44 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
   const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
                                                                         : static_cast<uint32_t>(a.act);
+
+  // Depthwise (groups == C) on conv_depthwise.comp unless a path is forced (KF_TUNE conv_path=1 the
+  // implicit GEMM, 2 the tensor cores), where one row of outputs' input window fits its shared memory.
+  const std::string dw_variant = "conv_depthwise_" + std::string(to_string(call.dtype));
+  if (tuning().conv_path == 0 && a.groups == xs[1] && has_variant(dw_variant)) {
+    const int64_t vw = pack_elems(call.dtype);
+    const DwPlan dp = plan_depthwise(vw, xs[0] * xs[1], ys[2], ys[3], ws, a);
+    if (dp.ok) {
+      DwPush dpc{pc,
+                 static_cast<uint32_t>(dp.tow),
+                 static_cast<uint32_t>(dp.toh),
+                 static_cast<uint32_t>(dp.pb),
+                 static_cast<uint32_t>(dp.iwt),
+                 static_cast<uint32_t>(dp.iht),
+                 static_cast<uint32_t>(dp.wtiles),
+                 static_cast<uint32_t>(dp.htiles),
+                 static_cast<uint32_t>(dp.tiles)};
+      const bool vec_load = xs[3] % vw == 0, vec_store = ys[3] % vw == 0;
+      const uint32_t kwt = (a.stride[1] == 1 && a.dilation[1] == 1 && (ws[3] == 3 || ws[3] == 5)) ? static_cast<uint32_t>(ws[3]) : 0u;
+      Launch l;
+      l.variant = dw_variant;
+      l.spec = {kWorkgroup, (!bn && has_bias) ? 1u : 0u, bn ? 1u : 0u, act, drop ? 1u : 0u, vec_load ? 1u : 0u,
+                vec_store ? 1u : 0u, kwt};
+      l.bindings[0] = call.inputs[0].buffer;
+      l.bindings[1] = call.inputs[1].buffer;
+      if (!bn && has_bias) l.bindings[2] = call.inputs[2].buffer;
+      if (bn) l.bindings[3] = ss;
+      l.bindings[4] = call.outputs[0].buffer;
+      l.push = &dpc;
+      l.push_bytes = sizeof(dpc);
+      l.groups = static_cast<uint32_t>(std::clamp<int64_t>(dp.tiles, 1, std::min<int64_t>(65535, tuning().max_groups)));
+      record(l);
+      return "vulkan:conv/depthwise,tile=" + std::to_string(dp.tow) + "x" + std::to_string(dp.toh) +
+             (dp.pb > 1 ? ",planes=" + std::to_string(dp.pb) : "") + ",vpt=" + std::to_string(vw) +
+             (kwt ? ",kw=" + std::to_string(kwt) : "") + (vec_load ? ",16B-loads" : "") +
+             (vec_store ? ",16B-stores" : "") + (bn ? ",bn-folded" : "");
+    }
+  }
 
   // The tensor-core path (f16, one group, K % 8 == 0, NV cooperative matrix): the column matrix
   // col [N * P, K] into a temporary buffer (conv.comp IM2COL), then mm_coopmat.comp per image with the

@@ -171,8 +171,23 @@ void register_conv_ops(std::vector<OpDef>& ops) {
                 {"depthwise_c6_5x5_pad1_silu", {{1, 6, 5, 5}, {6, 1, 3, 3}, {}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 6, kActSilu)},
                 {"pointwise_c8_9x9_o70", {{2, 8, 9, 9}, {70, 8, 1, 1}, {70}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
                 {"c3_20x20_o4_k5_s2_p2_tanh", {{1, 3, 20, 20}, {4, 3, 5, 5}, {4}}, conv_attrs({2, 2}, {2, 2}, {1, 1}, 1, kActGeluTanh)},
-                {"c17_6x6_o3_k2", {{3, 17, 6, 6}, {3, 17, 2, 2}, {}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)}};
-    op.bench = {{"resnet50_1x1_256to64_56", {{32, 256, 56, 56}, {64, 256, 1, 1}, {64}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1, kActRelu)}};
+                {"c17_6x6_o3_k2", {{3, 17, 6, 6}, {3, 17, 2, 2}, {}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
+                // Depthwise (groups == C: the backends' depthwise kernels): odd sizes, channels not a
+                // multiple of the 16-byte pack, stride 2, dilation 2, multiplier 2, 1x1 images, 5x5,
+                // rows wider than one tile, rows that are whole packs (16-byte loads and stores).
+                {"dw_c5_17x13_k3_pad1_relu", {{2, 5, 17, 13}, {5, 1, 3, 3}, {5}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 5, kActRelu)},
+                {"dw_c12_16x16_k3_s2_pad1", {{2, 12, 16, 16}, {12, 1, 3, 3}, {12}}, conv_attrs({2, 2}, {1, 1}, {1, 1}, 12)},
+                {"dw_c3_15x19_k3_dil2_pad2_gelu", {{2, 3, 15, 19}, {3, 1, 3, 3}, {3}}, conv_attrs({1, 1}, {2, 2}, {2, 2}, 3, kActGelu)},
+                {"dw_mult2_c4_9x8_k5x3_pad2x1_silu", {{1, 4, 9, 8}, {8, 1, 5, 3}, {8}}, conv_attrs({1, 1}, {2, 1}, {1, 1}, 4, kActSilu)},
+                {"dw_mult3_c2_11x10_k3_s2x1_dil1x2", {{2, 2, 11, 10}, {6, 1, 3, 3}, {}}, conv_attrs({2, 1}, {1, 2}, {1, 2}, 2, kActGeluTanh)},
+                {"dw_c7_1x1_k3_pad1", {{3, 7, 1, 1}, {7, 1, 3, 3}, {7}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 7)},
+                {"dw_c9_1x1_k1", {{2, 9, 1, 1}, {9, 1, 1, 1}, {}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 9)},
+                {"dw_c6_12x24_k5_pad2", {{2, 6, 12, 24}, {6, 1, 5, 5}, {6}}, conv_attrs({1, 1}, {2, 2}, {1, 1}, 6, kActRelu)},
+                {"dw_c2_9x300_k3_pad1_wide", {{1, 2, 9, 300}, {2, 1, 3, 3}, {2}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 2)},
+                {"dw_c16_56x56_k3_pad1", {{1, 16, 56, 56}, {16, 1, 3, 3}, {16}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 16, kActRelu)}};
+    op.bench = {{"resnet50_1x1_256to64_56", {{32, 256, 56, 56}, {64, 256, 1, 1}, {64}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1, kActRelu)},
+                // depthwise_pointwise's depthwise part alone (kf-bench --all-cases or --cases mobilenet).
+                {"mobilenet_dw_c128_56_k3", {{32, 128, 56, 56}, {128, 1, 3, 3}, {128}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 128, kActRelu)}};
     ops.push_back(op);
   }
   {
@@ -217,7 +232,8 @@ void register_conv_ops(std::vector<OpDef>& ops) {
                    Attrs a = conv_attrs({1, 1}, {2, 2}, {2, 2}, 1);
                    a.eps = 1e-3;
                    return a;
-                 }()}};
+                 }()},
+                {"dw_c6_9x16_k3_pad1_bias", {{2, 6, 9, 16}, {6, 1, 3, 3}, {6}, {6}, {6}, {6}, {6}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 6)}};
     op.bench = {{"resnet50_1x1_256to64_56", {{32, 256, 56, 56}, {64, 256, 1, 1}, {64}, {64}, {64}, {64}, {64}},
                  conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
                 {"resnet50_3x3_64to64_56_pad1", {{32, 64, 56, 56}, {64, 64, 3, 3}, {64}, {64}, {64}, {64}},
@@ -264,9 +280,14 @@ void register_conv_ops(std::vector<OpDef>& ops) {
     a2.seed = 7;
     a2.offset = 5;
     Attrs a3 = conv_attrs({1, 1}, {0, 0}, {1, 1}, 1);
+    Attrs a4 = conv_attrs({2, 1}, {1, 0}, {1, 2}, 6);
+    a4.p = 0.5;
+    a4.seed = 11;
+    a4.offset = (uint64_t(1) << 32) + 7;
     op.tests = {{"n2_c3_7x9_o5_k3_p0.3", {{2, 3, 7, 9}, {5, 3, 3, 3}, {5}}, a1},
                 {"g2_s2x1_dil1x2_p0.5", {{1, 4, 9, 10}, {6, 2, 2, 3}, {}}, a2},
-                {"pointwise_o70_p0", {{1, 8, 5, 5}, {70, 8, 1, 1}, {70}}, a3}};
+                {"pointwise_o70_p0", {{1, 8, 5, 5}, {70, 8, 1, 1}, {70}}, a3},
+                {"dw_c6_9x8_s2x1_dil1x2_p0.5", {{1, 6, 9, 8}, {6, 1, 3, 2}, {6}}, a4}};
     Attrs b = conv_attrs({1, 1}, {1, 1}, {1, 1}, 1);
     b.p = 0.1;
     b.seed = 1;

@@ -6,6 +6,7 @@
 // are built as CudaDevice::dispatch_conv builds them (hal/cuda/kernels.cpp; keep the two in step).
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include "hal/cuda/gpu_compat.hpp"
 #include <string>
@@ -47,8 +48,14 @@ static hc::Dt dt_of(DType t) { return t == DType::f32 ? hc::Dt::f32 : t == DType
 
 int fails = 0, runs = 0;
 
-// path: 0 direct with `tile`, 1 im2col + host product + epilogue kernel.
-void run(const std::string& name, const TestCase& tc, DType dt, int path, hc::ConvTile tile) {
+// The depthwise kernel's plans (path 2): 0 as dispatch_conv plans it (48 KiB, 256 pieces a block);
+// 1 few pieces a block (one-row tiles, several row tiles a plane); 2 many (several planes a block);
+// 3 2 KiB of shared memory (halved tiles: columns split into several tiles where one row does not fit);
+// 4 as 0 with x and y one element off 16-byte alignment (element loads and stores).
+constexpr int kDwModes = 5;
+
+// path: 0 direct with `tile`, 1 im2col + host product + epilogue kernel, 2 the depthwise kernel (plan dw_mode).
+void run(const std::string& name, const TestCase& tc, DType dt, int path, hc::ConvTile tile, int dw_mode = 0) {
   const OpDef& op = get_op(name);
   std::vector<Shape> shapes = tc.inputs;
   shapes.resize(op.inputs.size());
@@ -94,7 +101,30 @@ void run(const std::string& name, const TestCase& tc, DType dt, int path, hc::Co
     ep.keep_scale = 1.0 / (1.0 - a.p);
   }
   std::string tag;
-  if (path == 0) {
+  std::vector<unsigned char> xs_buf, ys_buf;  // dw_mode 4: x and y one element off alignment
+  if (path == 2) {
+    if (p.groups != p.C) return;
+    if (dw_mode == 4) {
+      xs_buf.assign(dev[0].size() + 32, 0);
+      const size_t off = 16 - (reinterpret_cast<uintptr_t>(xs_buf.data()) % 16) + es;
+      std::memcpy(xs_buf.data() + off, dev[0].data(), dev[0].size());
+      p.x = xs_buf.data() + off;
+      ys_buf.assign(y.size() + 32, 0xff);
+      p.y = ep.y = ys_buf.data() + 16 - (reinterpret_cast<uintptr_t>(ys_buf.data()) % 16) + es;
+    }
+    const int64_t limit = dw_mode == 3 ? 2048 : 48 * 1024;
+    const int items = dw_mode == 1 ? 3 : dw_mode == 2 ? 4096 : 256;
+    const hc::DwPlan d = hc::plan_conv_depthwise(dt_of(dt), p, limit, items);
+    if (!d.ok) {
+      if (dw_mode != 3) std::printf("FAIL %s %s: no depthwise plan (mode %d)\n", name.c_str(), tc.label.c_str(), dw_mode), ++fails;
+      return;
+    }
+    if (dw_mode == 4 && (d.vec_load || d.vec_store)) std::printf("FAIL %s: misaligned buffers took packs\n", tc.label.c_str()), ++fails;
+    hc::launch_conv_depthwise(dt_of(dt), p, d, uint32_t(std::min<int64_t>(d.tiles, 3)), nullptr);
+    if (dw_mode == 4) std::memcpy(y.data(), p.y, y.size() - 16);
+    tag = "dw" + std::to_string(dw_mode) + " " + std::to_string(d.tow) + "x" + std::to_string(d.toh) + "x" +
+          std::to_string(d.pb) + (d.kwt ? "k" + std::to_string(d.kwt) : "") + (d.vec_load ? "L" : "") + (d.vec_store ? "S" : "");
+  } else if (path == 0) {
     const int64_t bm = tile == hc::ConvTile::t64x64 ? 64 : tile == hc::ConvTile::t128x16 ? 128 : 256;
     const int64_t bn_ = tile == hc::ConvTile::t64x64 ? 64 : tile == hc::ConvTile::t128x16 ? 16 : 4;
     const int64_t Og = p.O / p.groups;
@@ -190,11 +220,42 @@ int main() {
       {"conv2d_gelu_dropout", {"depthwise_c6_9x8_p0.5_offset_hi", {{1, 6, 9, 8}, {6, 1, 3, 2}, {6}}, drop_dw, 1}},
   };
   cases.insert(cases.end(), more.begin(), more.end());
+  // The depthwise kernel on awkward shapes beyond the registry's (whose depthwise cases are in `cases`).
+  Attrs bn_dw = ca({2, 2}, {1, 1}, {1, 1}, 5);
+  bn_dw.eps = 1e-3;
+  Attrs drop_dw2 = ca({1, 1}, {1, 1}, {1, 1}, 16);
+  drop_dw2.p = 0.3, drop_dw2.seed = 77, drop_dw2.offset = 3;
+  const std::vector<std::pair<std::string, TestCase>> dw = {
+      {"conv2d", {"dw_c3_6x600_k3_pad1_wide_f16_tiles", {{1, 3, 6, 600}, {3, 1, 3, 3}, {3}}, ca({1, 1}, {1, 1}, {1, 1}, 3, kActRelu), 1}},
+      {"conv2d", {"dw_c4_7x7_k7_pad3_s2", {{2, 4, 7, 7}, {4, 1, 7, 7}, {4}}, ca({2, 2}, {3, 3}, {1, 1}, 4), 1}},
+      {"conv2d", {"dw_c3_20x33_k3_dil3_pad3_s3x2", {{1, 3, 20, 33}, {3, 1, 3, 3}, {}}, ca({3, 2}, {3, 3}, {3, 3}, 3, kActSilu), 1}},
+      {"conv2d", {"dw_c1_g1_10x8_k3", {{2, 1, 10, 8}, {1, 1, 3, 3}, {1}}, ca({1, 1}, {0, 0}, {1, 1}, 1), 1}},
+      {"conv2d_bn_relu", {"dw_c5_13x11_s2_bias_eps1e-3", {{2, 5, 13, 11}, {5, 1, 3, 3}, {5}, {5}, {5}, {5}, {5}}, bn_dw, 1}},
+      {"conv2d_gelu_dropout", {"dw_c16_8x16_k3_p0.3", {{2, 16, 8, 16}, {16, 1, 3, 3}, {16}}, drop_dw2, 1}},
+  };
+  // EMU_CONV_ONLY=depthwise: the depthwise kernel alone (its cases), for a quick check.
+  const char* only = std::getenv("EMU_CONV_ONLY");
+  const bool dw_only = only && std::string(only) == "depthwise";
+  if (!dw_only) cases.insert(cases.end(), dw.begin(), dw.end());
+  else {
+    std::vector<std::pair<std::string, TestCase>> keep;
+    for (const auto& c : cases)
+      if (c.second.attrs.groups == c.second.inputs[0][1]) keep.push_back(c);
+    keep.insert(keep.end(), dw.begin(), dw.end());
+    cases = keep;
+  }
   for (const auto& [name, tc] : cases)
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      for (hc::ConvTile t : {hc::ConvTile::t64x64, hc::ConvTile::t128x16, hc::ConvTile::t256x4}) run(name, tc, dt, 0, t);
-      run(name, tc, dt, 1, hc::ConvTile::t64x64);
+      if (!dw_only) {
+        for (hc::ConvTile t : {hc::ConvTile::t64x64, hc::ConvTile::t128x16, hc::ConvTile::t256x4}) run(name, tc, dt, 0, t);
+        run(name, tc, dt, 1, hc::ConvTile::t64x64);
+      }
+      for (int m = 0; m < kDwModes; ++m) run(name, tc, dt, 2, hc::ConvTile::t64x64, m);
     }
+  if (dw_only) {
+    std::printf("conv (depthwise only): %d runs, fails: %d\n", runs, fails);
+    return fails != 0;
+  }
   // The products' epilogue by packs (train.cu epilogue_packs: inner 1, whole packs, aligned) against the
   // elementwise form (the same launch with y one element off alignment), on rows x n outputs with a
   // bias, a residual, each activation and dropout (its Philox blocks at pack boundaries and offsets).
