@@ -29,10 +29,8 @@
 
 #if defined(DT_F64)
 #define ACC double
-#define ACC2 dvec2
 #else
 #define ACC float
-#define ACC2 vec2
 #endif
 
 layout(local_size_x_id = 0) in;
@@ -379,88 +377,8 @@ void part_item(bool cached, uint e0, uint len, uint t, uint j, out FT v[VW]) {
 }
 
 // The statistics of a part, from the registers (cached: this workgroup's part) or from memory (a
-// missing sibling's): m, c, M2 as chunk_stats (layer norm: the part's rounded mean m, c = sum(x - m),
-// M2 = sum((x - m)^2)) or the sum of squares (rms). Every workgroup invocation calls it (barriers).
-#if defined(SUBGROUP)
-// With subgroups, ONE round through shared memory (one barrier) for all the statistics. Layer norm:
-// each subgroup takes its own mean K (subgroupAdd of the sums and counts) and the sum c and the
-// squares q of its values' deviations about K (a second subgroupAdd, after a pass over the
-// registers): the corrected two-pass algorithm at the scope of a subgroup, with no barrier. The
-// subgroups' (n, K, c, q) then meet in shared memory, and every invocation combines them in subgroup
-// order about the part's rounded mean m (Chan's combination: the squares about m are
-// q_k + 2 e_k c_k + n_k e_k^2 with e_k = K_k - m, every term >= 0 but the tiny 2 e_k c_k, so no
-// cancellation whatever the spread of the means). No trailing barrier: the next writer of coop_red is
-// behind another barrier (coop_row).
-shared ACC coop_red[4u * gl_WorkGroupSize.x];  // 4 per subgroup (subgroups of at least 1 invocation)
-void part_stats(bool cached, uint e0, uint len, uint lane, out ACC st0, out ACC st1, out ACC st2) {
-  const uint nitems = (len + VW - 1u) / VW;
-  const uint nsg = gl_WorkGroupSize.x / gl_SubgroupSize, sg = gl_SubgroupID;
-#if defined(RMS)
-  precise ACC acc = ACC(0);
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
-    if (j < nitems) {
-      PACK_T(v);
-      part_item(cached, e0, len, t, j, v);
-      [[unroll]] for (uint k = 0; k < VW; ++k) acc += ACC(v[k]) * ACC(v[k]);  // the padding adds 0
-    }
-  }
-  acc = subgroupAdd(acc);
-  if (gl_SubgroupInvocationID == 0u) coop_red[sg] = acc;
-  barrier();
-  precise ACC ss = coop_red[0];
-  for (uint k = 1u; k < nsg; ++k) ss += coop_red[k];
-  st0 = ss, st1 = ACC(0), st2 = ACC(0);
-#else
-  precise ACC s = ACC(0);
-  uint cnt = 0u;
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
-    if (j < nitems) {
-      PACK_T(v);
-      part_item(cached, e0, len, t, j, v);
-      [[unroll]] for (uint k = 0; k < VW; ++k) s += ACC(v[k]);  // the zero padding adds nothing
-      cnt += WIDE ? VW : min(VW, len - j * VW);
-    }
-  }
-  const ACC2 sn = subgroupAdd(ACC2(s, ACC(cnt)));  // counts: exact in ACC
-  precise const ACC K = sn.y > ACC(0) ? sn.x / sn.y : ACC(0);
-  precise ACC sc = ACC(0), s2 = ACC(0);
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
-    if (j < nitems) {
-      PACK_T(v);
-      part_item(cached, e0, len, t, j, v);
-      [[unroll]] for (uint k = 0; k < VW; ++k) {
-        precise ACC d = ACC(v[k]) - K;
-        if (in_row(j, k, len)) sc += d, s2 += d * d;
-      }
-    }
-  }
-  const ACC2 cq = subgroupAdd(ACC2(sc, s2));
-  if (gl_SubgroupInvocationID == 0u) {
-    coop_red[4u * sg] = sn.y;
-    coop_red[4u * sg + 1u] = K;
-    coop_red[4u * sg + 2u] = cq.x;
-    coop_red[4u * sg + 3u] = cq.y;
-  }
-  barrier();
-  precise ACC sum = ACC(0);
-  for (uint k = 0u; k < nsg; ++k) sum += coop_red[4u * k] * coop_red[4u * k + 1u];
-  precise const ACC m = sum / ACC(len);
-  precise ACC c = ACC(0), m2 = ACC(0);
-  for (uint k = 0u; k < nsg; ++k) {
-    const ACC n = coop_red[4u * k];
-    precise const ACC e = coop_red[4u * k + 1u] - m;
-    const ACC ck = coop_red[4u * k + 2u];
-    c += n * e + ck;
-    m2 += coop_red[4u * k + 3u] + e * (ACC(2) * ck + n * e);
-  }
-  st0 = m, st1 = c, st2 = m2;
-#endif
-}
-#else
-// Without subgroups: shared-memory trees (row_sum), one per statistic.
+// missing sibling's): m, c, M2 as chunk_stats (layer norm) or the sum of squares (rms). Every
+// workgroup invocation calls it (row_sum has barriers).
 void part_stats(bool cached, uint e0, uint len, uint lane, out ACC st0, out ACC st1, out ACC st2) {
   const uint nitems = (len + VW - 1u) / VW;
   precise ACC acc = ACC(0);
@@ -500,7 +418,6 @@ void part_stats(bool cached, uint e0, uint len, uint lane, out ACC st0, out ACC 
   st2 = row_sum(s2, lane, 0u);
 #endif
 }
-#endif
 
 // Loads this workgroup's part into the registers, every load before any use; the add forms then
 // store s (binding 5).
@@ -521,37 +438,6 @@ void coop_load(uint e0, uint len, uint lane) {
 #endif
 }
 
-// Normalizes the cached part in place (the outputs replace the cached values), then stores it: no
-// store comes between the affine parameters' loads, which the compiler must otherwise keep behind
-// each earlier store (they could alias, as far as it knows), one round trip per item.
-void coop_normalize_store(uint e0, uint len, uint lane, ACC hi, ACC lo, ACC rstd) {
-  const uint nitems = (len + VW - 1u) / VW;
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
-    if (j < nitems) {
-      PACK_T(wv);
-      PACK_T(bv);
-      load_affine(e0, j, wv, bv);
-      PACK_T(xv);
-      cache_get(t, xv);
-      PACK_T(y);
-      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = act(FT(centered(ACC(xv[k]), hi, lo) * rstd) * wv[k] + bv[k]);
-      if (RAW) xr[t] = pack(y);
-      else [[unroll]] for (uint k = 0; k < VW; ++k) xc[t][k] = y[k];
-    }
-  }
-  [[unroll]] for (uint t = 0; t < NT; ++t) {
-    const uint j = lane + t * TPR;
-    if (j < nitems) {
-      if (RAW) out4_v.v[e0 / VW + j] = xr[t];
-      else store_item(false, e0, len, j, xc[t]);
-    }
-  }
-}
-
-// One unit: part `part` of `row`. Lane 0 takes the workgroup's next ticket (coop_ticket) as soon as
-// its wait is over: from then on the unit waits on no other workgroup, so the ticket's owner is sure
-// to reach it (the argument above holds), and the atomic's round trip overlaps the rest of the unit.
 void coop_row(uint row, uint part, uint lane) {
   const uint P = pc.nchunks, L = pc.feat, C = pc.chunk;
   const uint e0 = row * L + part * C, len = min(C, L - part * C);
@@ -568,7 +454,6 @@ void coop_row(uint row, uint part, uint lane) {
     const uint all = P == 32u ? ~0u : (1u << P) - 1u;
     uint seen = atomicOr(flags[1u + row], 0u);
     for (; seen != all && spin_left > 0u; --spin_left) seen = atomicOr(flags[1u + row], 0u);
-    coop_ticket = atomicAdd(flags[0], 1u);  // the next unit (read after the barrier below)
     memoryBarrierBuffer();  // the bits seen before the statistics they publish
     for (uint k = 0u; k < P; ++k) {
       if (k != part && (seen & (1u << k)) != 0u) {
@@ -584,17 +469,14 @@ void coop_row(uint row, uint part, uint lane) {
   }
   barrier();
   const uint seen = coop_mask;  // uniform: the loop below has barriers
-  const uint all = P == 32u ? ~0u : (1u << P) - 1u;
-  if (seen != all) {
-    for (uint k = 0u; k < P; ++k) {
-      if ((seen & (1u << k)) == 0u) {  // the fallback: part k's statistics from memory
-        ACC b0, b1, b2;
-        part_stats(false, row * L + k * C, min(C, L - k * C), lane, b0, b1, b2);
-        if (lane == 0u) coop_st[3u * k] = b0, coop_st[3u * k + 1u] = b1, coop_st[3u * k + 2u] = b2;
-        barrier();  // part_stats' shared memory read by all before the next call writes it
-      }
+  for (uint k = 0u; k < P; ++k) {
+    if ((seen & (1u << k)) == 0u) {  // the fallback: part k's statistics from memory
+      ACC b0, b1, b2;
+      part_stats(false, row * L + k * C, min(C, L - k * C), lane, b0, b1, b2);
+      if (lane == 0u) coop_st[3u * k] = b0, coop_st[3u * k + 1u] = b1, coop_st[3u * k + 2u] = b2;
     }
   }
+  barrier();
   // The parts combined in part order, as chunk_normalize combines the chunks.
 #if defined(RMS)
   ACC ss = ACC(0);
@@ -615,7 +497,7 @@ void coop_row(uint row, uint part, uint lane) {
   m2 = max(m2, ACC(0));
 #endif
   const ACC rstd = rsqrt_(m2 / ACC(L) + ACC(EPS));
-  coop_normalize_store(e0, len, lane, hi, lo, rstd);
+  normalize_store(e0, len, lane, hi, lo, rstd);
 }
 
 void main() {
@@ -629,13 +511,12 @@ void main() {
       whole_row(row, row < pc.rows, lane, slot);
     }
   } else if (PASS == 3u) {
-    // The first ticket here, the next ones in coop_row (lane 0, after its wait; written after every
-    // invocation has read the previous one: part_stats' barrier lies between).
     const uint units = pc.rows * pc.nchunks;
     spin_left = pc.spin;
-    if (gl_LocalInvocationID.x == 0u) coop_ticket = atomicAdd(flags[0], 1u);
-    barrier();
     for (;;) {
+      barrier();  // the previous unit is done with coop_ticket and the shared statistics
+      if (gl_LocalInvocationID.x == 0u) coop_ticket = atomicAdd(flags[0], 1u);
+      barrier();
       const uint u = coop_ticket;  // uniform
       if (u >= units) break;
       coop_row(u / pc.nchunks, u % pc.nchunks, lane);
