@@ -1237,6 +1237,12 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
       }
       // Online softmax per row in base 2 (the quad's 4 lanes hold a row's KN scores; m and c2 above).
       // A row with nothing visible yet keeps m = -inf and subtracts 0, so that its -inf scores give 0.
+      // The max is fmaxf (one FMNMX; a compare and select was two). m moves only when the step's max
+      // exceeds it by more than 2^8 (FlashAttention-4's conditional rescaling): the probabilities then
+      // stay below 256 (f16 holds them at full precision, l and O in f32), l and O are relative to the
+      // same m, and O's rescale (128 FMULs a lane at 32 rows a warp) and the alpha exps are skipped in
+      // most steps instead of about half.
+      constexpr float kRescale = 8.0f;
       float alpha[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -1244,11 +1250,12 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
         for (int x = 0; x < 2; ++x) {
           float mx = -INFINITY;
 #pragma unroll
-          for (int n = 0; n < NT; ++n) mx = m_max(mx, m_max(sc[mt][n][2 * x], sc[mt][n][2 * x + 1]));
-          mx = m_max(mx, KF_SHFL_XOR(mx, 1));
-          mx = m_max(mx, KF_SHFL_XOR(mx, 2));
-          const float mnew = m_max(m[mt][x], mx * c2);
-          alpha[mt][x] = mnew == -INFINITY ? 1.0f : ex2_ftz(m[mt][x] - mnew);
+          for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(sc[mt][n][2 * x], sc[mt][n][2 * x + 1]));
+          mx = fmaxf(mx, KF_SHFL_XOR(mx, 1));
+          mx = fmaxf(mx, KF_SHFL_XOR(mx, 2));
+          const bool up = mx * c2 > m[mt][x] + kRescale;  // never while both are -inf
+          const float mnew = up ? mx * c2 : m[mt][x];
+          alpha[mt][x] = up ? ex2_ftz(m[mt][x] - mnew) : 1.0f;
           const float msub = mnew == -INFINITY ? 0.0f : mnew;
           float lt = 0.0f;
 #pragma unroll

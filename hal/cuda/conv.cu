@@ -185,8 +185,17 @@ __global__ void __launch_bounds__(256) conv_depthwise(const DwArgs args) {
   const int gx = (d.tow + VPT - 1) / VPT;  // vpt-wide pieces along a tile row
   const int items = d.pb * d.toh * gx, iwt = d.iwt, iht = d.iht;
   const int64_t per_plane = d.wtiles * d.htiles;
+  // 64-bit divisions are subroutines of about a hundred instructions: where the counts fit 32 bits (every
+  // practical shape) the tile and plane indices take 32-bit ones (a block-uniform branch).
+  const bool narrow = d.tiles <= INT32_MAX && planes <= INT32_MAX;
   for (int64_t t = blockIdx.x; t < d.tiles; t += gridDim.x) {  // block-uniform: every thread reaches the barriers
-    const int64_t wt = t % d.wtiles, ht = (t / d.wtiles) % d.htiles, q0 = (t / per_plane) * d.pb;
+    int64_t wt, ht, q0;
+    if (narrow) {
+      const unsigned t32 = static_cast<unsigned>(t), wts = static_cast<unsigned>(d.wtiles);
+      wt = t32 % wts, ht = (t32 / wts) % static_cast<unsigned>(d.htiles), q0 = int64_t(t32 / unsigned(per_plane)) * d.pb;
+    } else {
+      wt = t % d.wtiles, ht = (t / d.wtiles) % d.htiles, q0 = (t / per_plane) * d.pb;
+    }
     const int64_t oh0 = ht * d.toh, ow0 = wt * d.tow;
     const int64_t ih0 = oh0 * p.sh - p.ph, iw0 = ow0 * p.sw - p.pw;
     __syncthreads();  // the previous tile's reads of s are done
@@ -226,7 +235,8 @@ __global__ void __launch_bounds__(256) conv_depthwise(const DwArgs args) {
       int64_t nv64 = p.OW - owb < VPT ? p.OW - owb : int64_t(VPT);
       if (d.tow - g * VPT < nv64) nv64 = d.tow - g * VPT;
       const int nv = static_cast<int>(nv64);
-      const int64_t n = q / p.C, c = q % p.C;
+      const int64_t n = narrow ? int64_t(unsigned(q) / unsigned(p.C)) : q / p.C,
+                    c = narrow ? int64_t(unsigned(q) % unsigned(p.C)) : q % p.C;
       const C* base = s + (j * iht + r * sh) * iwt + g * VPT * sw;
       for (int64_t m = 0; m < mult; ++m) {
         const int64_t o = c * mult + m;
