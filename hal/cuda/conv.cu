@@ -20,6 +20,9 @@
 // the image, so that each image's product is y_n [O, P] = W [O, K] col_n [K, P] (row-major) and y comes
 // out NCHW as it stands. One block per row (i, k), its threads along the pixels (coalesced stores).
 //
+// conv_mma (f16 / bf16, one group, K = C KH KW a multiple of 8; below): the same implicit GEMM on tensor
+// cores (mma.sync.m16n8k16 through mma_ptx.cuh), the epilogue fused: no column matrix, no second pass.
+//
 // conv_depthwise: groups == C (one input plane per output channel, O = C * mult), memory-bound where the
 // implicit GEMM above wastes its tile on K = KH KW taps. A block of 256 threads takes a tile of output
 // pixels (tow columns x toh rows; whole rows where they fit, several planes a block for small images)
@@ -34,6 +37,7 @@
 #include <algorithm>
 
 #include "hal/cuda/common.cuh"
+#include "hal/cuda/mma_ptx.cuh"
 
 namespace kf::hal::cuda {
 namespace {
@@ -160,6 +164,228 @@ __global__ void __launch_bounds__(256) conv_im2col(const Im2colParams ip) {
     }
   }
 }
+
+#if !defined(KF_HIP)
+// ---- conv_mma: the implicit GEMM on tensor cores (f16 / bf16, one group, K = C KH KW a multiple of 8).
+// out[m, o] = sum_k A[m, k] W[o, k], m the output pixel (n, oh, ow), k = (c, kh, kw) as W's rows lie. A
+// block of 256 threads (8 warps, 4 along the pixels x 2 along the channels, 32 x 32 each) computes a
+// 128 x 64 tile from 32-deep slices, double-buffered in shared memory: A gathered from x (the 3 x 3
+// window of each pixel, zero outside the image) into registers while the previous slice computes, then
+// stored [k][m] (m contiguous: coalesced loads along the image rows, ldmatrix .trans for the A
+// fragments); W's rows by cp.async (16 bytes, zero-filled past K or O), [o][k]. Each k's offset in the
+// image (c H W + kh dh W + kw dw) and its (kh dh, kw dw) come from a table built in shared memory once per
+// block (no division in the loop). mma.sync.m16n8k16, float accumulators. The output goes through shared
+// memory as float [o][m], then each thread takes 8 neighbouring pixels of one channel: the epilogue of
+// common.cuh (bias, batch norm, activation, dropout at the NCHW index: one Philox block per 4 elements)
+// and one 16-byte store (OH OW a multiple of 8, y aligned; else element by element).
+constexpr int kMmaBM = 128, kMmaBN = 64, kMmaBK = 32;
+constexpr int kMmaAS = kMmaBM + 8;  // A's row stride (elements): rows 272 bytes apart, ldmatrix conflict-free
+constexpr int kMmaBS = kMmaBK + 8;  // W's row stride: 80 bytes
+constexpr int kMmaCS = kMmaBM + 4;  // the output staging's row stride (floats)
+constexpr int kMmaStageBytes = (kMmaBK * kMmaAS + kMmaBN * kMmaBS) * 2;
+constexpr int kMmaMainBytes = std::max(2 * kMmaStageBytes, kMmaBN * kMmaCS * 4);
+constexpr int kMmaInvalidDy = 0x7fff;  // a table entry past K: its row lies below any image (H + ph < 32767)
+// A tap of the table: its offset in the image (c H W + dy W + dx) and (dy << 16) | dx. One 8-byte load.
+struct alignas(8) MmaTap {
+  int off, dydx;
+};
+struct alignas(16) MmaF4 {
+  float v[4];
+};
+
+template <class T, bool BF16>
+__global__ void __launch_bounds__(256, 2) conv_mma(const ConvParams p) {
+  using C = typename T::C;
+  using M = Math<C, false>;
+  constexpr int BM = kMmaBM, BN = kMmaBN, BK = kMmaBK, AS = kMmaAS, BS = kMmaBS, CS = kMmaCS;
+  extern __shared__ __align__(16) unsigned char cm_smem[];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int wm = warp & 3, wn = warp >> 2;
+  const int H = static_cast<int>(p.H), W = static_cast<int>(p.W), OW = static_cast<int>(p.OW);
+  const int P = static_cast<int>(p.OH * p.OW), HW = H * W, O = static_cast<int>(p.O);
+  const int KW = static_cast<int>(p.KW), KHW = static_cast<int>(p.KH * p.KW);
+  const int K = static_cast<int>(p.C) * KHW, KT = (K + BK - 1) / BK;
+  const int64_t Mtot = p.N * P, CHW = p.C * int64_t(HW);
+  const int64_t mtiles = (Mtot + BM - 1) / BM, otiles = (O + BN - 1) / BN;
+  MmaTap* tab = reinterpret_cast<MmaTap*>(cm_smem + kMmaMainBytes);
+  for (int k = tid; k < KT * BK; k += 256) {
+    MmaTap e{0, kMmaInvalidDy << 16};
+    if (k < K) {
+      const int c = k / KHW, r = k % KHW;
+      const int dy = (r / KW) * static_cast<int>(p.dh), dx = (r % KW) * static_cast<int>(p.dw);
+      e = MmaTap{c * HW + dy * W + dx, (dy << 16) | dx};
+    }
+    tab[k] = e;
+  }
+  __syncthreads();
+  const unsigned short* x = static_cast<const unsigned short*>(p.x);
+  const unsigned short* w = static_cast<const unsigned short*>(p.w);
+  auto sa = [&](int st) { return reinterpret_cast<unsigned short*>(cm_smem + st * kMmaStageBytes); };
+  auto sb = [&](int st) { return reinterpret_cast<unsigned short*>(cm_smem + st * kMmaStageBytes) + BK * AS; };
+  const int am = tid % BM, ak = tid / BM;  // this thread's pixel of A and its first k row (warp-uniform)
+  const int bo = tid >> 2, bc = (tid & 3) * 8;  // its 16 bytes of W's slice: row bo, columns bc..bc+7
+  const bool vec = P % 8 == 0 && (reinterpret_cast<uintptr_t>(p.y) & 15u) == 0;
+
+  for (int64_t t = blockIdx.x; t < mtiles * otiles; t += gridDim.x) {  // block-uniform
+    const int64_t m0 = (t % mtiles) * BM;
+    const int o0 = static_cast<int>((t / mtiles) * BN);
+    const int64_t lm = m0 + am;
+    const unsigned short* xb = x;
+    int pofs = 0, ih0 = -0x40000000, iw0 = 0;
+    if (lm < Mtot) {
+      const int64_t n = lm / P;
+      const int pix = static_cast<int>(lm % P);
+      ih0 = (pix / OW) * static_cast<int>(p.sh) - static_cast<int>(p.ph);
+      iw0 = (pix % OW) * static_cast<int>(p.sw) - static_cast<int>(p.pw);
+      xb = x + n * CHW;
+      pofs = ih0 * W + iw0;
+    }
+    const bool bo_ok = o0 + bo < O;
+    const unsigned short* wrow = w + int64_t(bo_ok ? o0 + bo : 0) * K;
+    unsigned short areg[BK / 2];
+    auto gather = [&](int kt) {
+#pragma unroll
+      for (int q = 0; q < BK / 2; ++q) {
+        const MmaTap e = tab[kt * BK + ak + 2 * q];
+        const int ih = ih0 + (e.dydx >> 16), iw = iw0 + (e.dydx & 0xffff);
+        unsigned short v = 0;
+        if (static_cast<unsigned>(ih) < static_cast<unsigned>(H) && static_cast<unsigned>(iw) < static_cast<unsigned>(W))
+          v = xb[pofs + e.off];
+        areg[q] = v;
+      }
+    };
+    auto store_a = [&](int st) {
+      unsigned short* a = sa(st);
+#pragma unroll
+      for (int q = 0; q < BK / 2; ++q) a[(ak + 2 * q) * AS + am] = areg[q];
+    };
+    auto load_b = [&](int kt, int st) {
+      const int k = kt * BK + bc;
+      const bool ok = bo_ok && k < K;
+      cp_async16(smem_u32(sb(st) + bo * BS + bc), ok ? wrow + k : w, ok ? 16 : 0);
+      cp_async_commit();
+    };
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+    gather(0);
+    load_b(0, 0);
+    store_a(0);
+    cp_async_wait<0>();
+    __syncthreads();
+    const int li = lane >> 3, lj = lane & 7;
+    for (int kt = 0; kt < KT; ++kt) {
+      const int cur = kt & 1;
+      if (kt + 1 < KT) {  // the next slice's loads in flight while this one computes
+        gather(kt + 1);
+        load_b(kt + 1, cur ^ 1);
+      }
+      const unsigned abase = smem_u32(sa(cur)), bbase = smem_u32(sb(cur));
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        unsigned af[2][4], bf[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {  // matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15)
+          const int k = kk + (li >> 1) * 8 + lj, m = wm * 32 + i * 16 + (li & 1) * 8;
+          ldsm_x4_trans(af[i], abase + static_cast<unsigned>((k * AS + m) * 2));
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // matrices (o 0-7, k 0-7), (o 0-7, k 8-15), (o 8-15, k 0-7), (o 8-15, k 8-15)
+          const int o = wn * 32 + j * 16 + (li >> 1) * 8 + lj, k = kk + (li & 1) * 8;
+          ldsm_x4(bf[j], bbase + static_cast<unsigned>((o * BS + k) * 2));
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mma16816<BF16>(acc[i][j], af[i], bf[j >> 1][(j & 1) * 2], bf[j >> 1][(j & 1) * 2 + 1]);
+      }
+      if (kt + 1 < KT) {
+        store_a(cur ^ 1);
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+    }
+
+    // The tile to shared memory as float [o][m] (the stages are free: the loop ended with a barrier).
+    float* cs = reinterpret_cast<float*>(cm_smem);
+    {
+      const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int m = wm * 32 + i * 16 + g, o = wn * 32 + j * 8 + 2 * q;
+          cs[o * CS + m] = acc[i][j][0];
+          cs[(o + 1) * CS + m] = acc[i][j][1];
+          cs[o * CS + m + 8] = acc[i][j][2];
+          cs[(o + 1) * CS + m + 8] = acc[i][j][3];
+        }
+    }
+    __syncthreads();
+    const EpilogueParams& ep = p.ep;
+    for (int e = tid; e < BN * BM / 8; e += 256) {
+      const int ol = e / (BM / 8), ml = (e % (BM / 8)) * 8;
+      const int o = o0 + ol;
+      const int64_t m = m0 + ml;
+      if (o >= O || m >= Mtot) continue;
+      const MmaF4 lo = *reinterpret_cast<const MmaF4*>(cs + ol * CS + ml);
+      const MmaF4 hi = *reinterpret_cast<const MmaF4*>(cs + ol * CS + ml + 4);
+      C v[8] = {lo.v[0], lo.v[1], lo.v[2], lo.v[3], hi.v[0], hi.v[1], hi.v[2], hi.v[3]};
+      if (vec) {  // m % 8 == 0 and P % 8 == 0: the 8 pixels lie in one image, idx a whole pack
+        const int64_t n = m / P;
+        const int64_t idx = (n * O + o) * P + (m - n * P);
+        // The channel's terms once (epilogue_value's formulas).
+        const C bias = ep.bias ? T::load(ep.bias, o) : C(0);
+        C s = C(1), mean = C(0), b = C(0);
+        if (ep.bn_w) {
+          s = T::load(ep.bn_w, o) / m_sqrt(T::load(ep.bn_var, o) + C(ep.eps));
+          mean = T::load(ep.bn_mean, o), b = T::load(ep.bn_b, o);
+        }
+        uint4 wd = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          C y = v[u];
+          if (ep.bias) y += bias;
+          if (ep.bn_w) y = (y - mean) * s + b;
+          switch (ep.act) {
+            case 1: y = relu_f<M>(y); break;
+            case 2: y = gelu_f<M>(y); break;
+            case 3: y = gelu_tanh_f<M>(y); break;
+            case 4: y = silu_f<M>(y); break;
+            default: break;
+          }
+          if (ep.thr != 0u) {
+            if ((u & 3) == 0) {
+              const uint64_t blk = static_cast<uint64_t>(idx + u) >> 2;
+              wd = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), ep.off_lo, ep.off_hi),
+                                 ep.seed_lo, ep.seed_hi);
+            }
+            y = (word_of(wd, idx + u) >> 8) >= ep.thr ? y * C(ep.keep_scale) : C(0);
+          }
+          v[u] = y;
+        }
+        store_pack(p.y, idx / 8, T::pack(v));
+      } else {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int64_t mu = m + u;
+          if (mu >= Mtot) break;
+          const int64_t n = mu / P;
+          const int64_t idx = (n * O + o) * P + (mu - n * P);
+          T::store(p.y, idx, epilogue_value<T>(v[u], idx, o, ep));
+        }
+      }
+    }
+    __syncthreads();  // cs is the next tile's stages
+  }
+}
+#endif
 
 // Floor division by a positive divisor.
 KF_DEV int64_t dw_floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -369,6 +595,36 @@ int launch_conv_depthwise(Dt dt, const ConvParams& p, const DwPlan& plan, uint32
     default: break;
   }
   return -1;
+}
+
+int64_t conv_mma_smem(const ConvParams& p) {
+#if defined(KF_HIP)
+  (void)p;
+  return INT64_MAX;  // not built: never fits
+#else
+  const int64_t K = p.C * p.KH * p.KW;
+  return kMmaMainBytes + ((K + kMmaBK - 1) / kMmaBK) * kMmaBK * int64_t(sizeof(MmaTap));
+#endif
+}
+
+int launch_conv_mma(Dt dt, const ConvParams& p, uint32_t blocks, void* stream) {
+#if defined(KF_HIP)
+  (void)dt, (void)p, (void)blocks, (void)stream;
+  return -1;
+#else
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const int smem = static_cast<int>(conv_mma_smem(p));
+  const void* fn = dt == Dt::f16 ? reinterpret_cast<const void*>(&conv_mma<F16, false>)
+                 : dt == Dt::bf16 ? reinterpret_cast<const void*>(&conv_mma<BF16, true>) : nullptr;
+  if (!fn) return -1;
+  if (smem > 48 * 1024) {
+    const gpuError_t e = gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != gpuSuccess) return static_cast<int>(e);
+  }
+  if (dt == Dt::f16) conv_mma<F16, false><<<blocks, kConvThreads, static_cast<size_t>(smem), s>>>(p);
+  else conv_mma<BF16, true><<<blocks, kConvThreads, static_cast<size_t>(smem), s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+#endif
 }
 
 int launch_im2col(Dt dt, const ConvParams& p, int64_t n0, int64_t images, void* col, uint32_t blocks, void* stream) {

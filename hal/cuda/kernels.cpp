@@ -570,6 +570,9 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
 //    dropout. For f16 / bf16 the product is rounded to the dtype before the epilogue, as linear's.
 //  - depthwise (groups == C, automatic choice only): conv.cu's depthwise kernel, where its tile fits
 //    shared memory (variant cuda:conv/depthwise,tile=56x28,vpt=8,kw=3,16B-loads,16B-stores).
+//  - implicit-mma (automatic choice only): f16 / bf16, one group, K = C KH KW a multiple of 8, not the
+//    1 x 1 stride-1 unpadded case: conv.cu's tensor-core implicit GEMM, the epilogue fused (variant
+//    cuda:conv/implicit-mma,tile=128x64x32,16B-stores).
 //  - direct: everything else (groups) and KF_TUNE conv_path=1 (depthwise too); conv_path=2 forces the
 //    cuBLASLt path (Unsupported, saying why, where it does not apply).
 // Variants: cuda:conv/direct,tile=64x64 and cuda:conv/im2col-cublaslt,chunk=32 (or ,1x1-no-im2col),
@@ -633,6 +636,20 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
     }
   }
 
+  // f16 / bf16 with one group: the implicit GEMM on tensor cores (conv.cu conv_mma), where it applies,
+  // unless a path is forced. A 1 x 1 convolution of stride 1 without padding stays on cuBLASLt (no column
+  // matrix there: each image is the product's operand as it stands).
+  const bool one_by_one = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
+  if (conv_path_ == 0 && (dt == Dt::f16 || dt == Dt::bf16) && p.groups == 1 && !one_by_one && K % 8 == 0 &&
+      reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && p.C * p.H * p.W <= INT32_MAX && P <= INT32_MAX &&
+      p.O <= INT32_MAX && p.H + p.ph < 32767 && p.W + p.pw < 32767 && (p.KH - 1) * p.dh < 32768 &&
+      (p.KW - 1) * p.dw < 32768 && conv_mma_smem(p) <= max_shared_optin_) {
+    const int64_t tiles = ((p.N * P + 127) / 128) * ((p.O + 63) / 64);
+    const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(tiles, 1, INT32_MAX));
+    check_launch(launch_conv_mma(dt, p, blocks, stream_), "conv " + op.name);
+    return prefix + "conv/implicit-mma,tile=128x64x32" + std::string(P % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0 ? ",16B-stores" : "") + bn_tag;
+  }
+
   // The path.
   std::string no_lt, why;
   if (p.groups != 1) no_lt = "it takes one group (groups = " + std::to_string(p.groups) + ")";
@@ -646,7 +663,6 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
 
   if (no_lt.empty() && conv_path_ != 1) {
     const int64_t es = static_cast<int64_t>(dtype_size(call.dtype));
-    const bool one_by_one = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
     ConvGemm g;
     g.dtype = call.dtype;
     g.O = p.O, g.P = P, g.K = K;

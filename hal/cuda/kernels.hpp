@@ -375,6 +375,12 @@ int launch_embedding(Dt dt, const EmbeddingParams& p, uint32_t blocks, void* str
 // K and OH OW below 2^31), one block per row.
 int launch_conv_direct(Dt dt, const ConvParams& p, ConvTile tile, uint32_t grid_x, uint32_t grid_y, void* stream);
 int launch_im2col(Dt dt, const ConvParams& p, int64_t n0, int64_t images, void* col, uint32_t blocks, void* stream);
+// The tensor-core implicit GEMM (f16 / bf16, groups 1, K = C KH KW a multiple of 8, W 16-byte aligned,
+// C H W, OH OW below 2^31, H + ph and W + pw below 32767, (KH - 1) dh and (KW - 1) dw below 32768): tiles of
+// 128 pixels x 64 channels, `blocks` blocks each looping over every blocks-th tile; conv_mma_smem its
+// dynamic shared memory (the caller checks the device's opt-in limit). -1: not built (HIP) or dtype.
+int64_t conv_mma_smem(const ConvParams& p);
+int launch_conv_mma(Dt dt, const ConvParams& p, uint32_t blocks, void* stream);
 // The depthwise kernel's tiles for p (Dt::f32, f16, bf16; ok false otherwise), at most smem_limit bytes of
 // shared memory a block and about `items` vpt-wide output pieces a block; then its launch on `blocks`
 // blocks (each looping over every blocks-th tile).

@@ -54,7 +54,9 @@ int fails = 0, runs = 0;
 // 4 as 0 with x and y one element off 16-byte alignment (element loads and stores).
 constexpr int kDwModes = 5;
 
-// path: 0 direct with `tile`, 1 im2col + host product + epilogue kernel, 2 the depthwise kernel (plan dw_mode).
+// path: 0 direct with `tile`, 1 im2col + host product + epilogue kernel, 2 the depthwise kernel (plan dw_mode),
+// 3 the tensor-core implicit GEMM (conv_mma; f16 / bf16 where dispatch_conv would take it; dw_mode 1: y
+// one element off 16-byte alignment, the element-by-element output).
 void run(const std::string& name, const TestCase& tc, DType dt, int path, hc::ConvTile tile, int dw_mode = 0) {
   const OpDef& op = get_op(name);
   std::vector<Shape> shapes = tc.inputs;
@@ -124,6 +126,20 @@ void run(const std::string& name, const TestCase& tc, DType dt, int path, hc::Co
     if (dw_mode == 4) std::memcpy(y.data(), p.y, y.size() - 16);
     tag = "dw" + std::to_string(dw_mode) + " " + std::to_string(d.tow) + "x" + std::to_string(d.toh) + "x" +
           std::to_string(d.pb) + (d.kwt ? "k" + std::to_string(d.kwt) : "") + (d.vec_load ? "L" : "") + (d.vec_store ? "S" : "");
+  } else if (path == 3) {
+    const bool one_by_one = p.KH == 1 && p.KW == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0;
+    if (dt == DType::f32 || p.groups != 1 || one_by_one || K % 8 != 0) return;
+    if (dw_mode == 1) {
+      ys_buf.assign(y.size() + 32, 0xff);
+      p.y = ep.y = ys_buf.data() + 16 - (reinterpret_cast<uintptr_t>(ys_buf.data()) % 16) + es;
+    }
+    const int64_t tiles = ((p.N * P + 127) / 128) * ((p.O + 63) / 64);
+    // Fewer blocks than tiles (3 at most) so that the blocks' loops are exercised too.
+    if (hc::launch_conv_mma(dt_of(dt), p, uint32_t(std::min<int64_t>(tiles, 3)), nullptr) != 0)
+      std::printf("FAIL %s %s: conv_mma launch\n", name.c_str(), tc.label.c_str()), ++fails;
+    if (dw_mode == 1) std::memcpy(y.data(), p.y, y.size() - 16);
+    const bool vec = P % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+    tag = std::string("mma") + (vec ? " 16B" : " elem") + " t" + std::to_string(tiles);
   } else if (path == 0) {
     const int64_t bm = tile == hc::ConvTile::t64x64 ? 64 : tile == hc::ConvTile::t128x16 ? 128 : 256;
     const int64_t bn_ = tile == hc::ConvTile::t64x64 ? 64 : tile == hc::ConvTile::t128x16 ? 16 : 4;
@@ -220,6 +236,21 @@ int main() {
       {"conv2d_gelu_dropout", {"depthwise_c6_9x8_p0.5_offset_hi", {{1, 6, 9, 8}, {6, 1, 3, 2}, {6}}, drop_dw, 1}},
   };
   cases.insert(cases.end(), more.begin(), more.end());
+  // The tensor-core implicit GEMM: several pixel tiles (a partial last one), several channel tiles, several
+  // k slices (a partial last one), OH OW a multiple of 8 (16-byte output packs) or not, stride, dilation,
+  // dropout at the packs' Philox blocks, a 5 x 3 kernel.
+  Attrs drop_mma = ca({1, 1}, {1, 1}, {1, 1}, 1);
+  drop_mma.p = 0.3, drop_mma.seed = 0x1234567890abull, drop_mma.offset = (uint64_t(1) << 32) + 5;
+  Attrs bn_mma = ca({1, 1}, {1, 1}, {1, 1}, 1);
+  bn_mma.eps = 1e-3;
+  const std::vector<std::pair<std::string, TestCase>> mma = {
+      {"conv2d_gelu_dropout", {"mma_c16_8x16_o72_k3_pad1_p0.3", {{2, 16, 8, 16}, {72, 16, 3, 3}, {72}}, drop_mma, 1}},
+      {"conv2d_bn_relu", {"mma_c8_12x12_o40_k3_pad1_bias", {{3, 8, 12, 12}, {40, 8, 3, 3}, {40}, {40}, {40}, {40}, {40}}, bn_mma, 1}},
+      {"conv2d", {"mma_c24_9x7_o130_k3_s2_dil2_gelu", {{2, 24, 9, 7}, {130, 24, 3, 3}, {130}}, ca({2, 2}, {2, 1}, {2, 2}, 1, kActGelu), 1}},
+      {"conv2d", {"mma_c8_11x16_o20_k5x3_pad2x1_silu", {{2, 8, 11, 16}, {20, 8, 5, 3}, {20}}, ca({1, 1}, {2, 1}, {1, 1}, 1, kActSilu), 1}},
+      {"conv2d", {"mma_c64_8x8_o64_k3_pad1_relu", {{2, 64, 8, 8}, {64, 64, 3, 3}, {64}}, ca({1, 1}, {1, 1}, {1, 1}, 1, kActRelu), 1}},
+  };
+  cases.insert(cases.end(), mma.begin(), mma.end());
   // The depthwise kernel on awkward shapes beyond the registry's (whose depthwise cases are in `cases`).
   Attrs bn_dw = ca({2, 2}, {1, 1}, {1, 1}, 5);
   bn_dw.eps = 1e-3;
@@ -233,9 +264,10 @@ int main() {
       {"conv2d_bn_relu", {"dw_c5_13x11_s2_bias_eps1e-3", {{2, 5, 13, 11}, {5, 1, 3, 3}, {5}, {5}, {5}, {5}, {5}}, bn_dw, 1}},
       {"conv2d_gelu_dropout", {"dw_c16_8x16_k3_p0.3", {{2, 16, 8, 16}, {16, 1, 3, 3}, {16}}, drop_dw2, 1}},
   };
-  // EMU_CONV_ONLY=depthwise: the depthwise kernel alone (its cases), for a quick check.
+  // EMU_CONV_ONLY=depthwise: the depthwise kernel alone (its cases), for a quick check; =mma the
+  // tensor-core implicit GEMM alone (every case it takes).
   const char* only = std::getenv("EMU_CONV_ONLY");
-  const bool dw_only = only && std::string(only) == "depthwise";
+  const bool dw_only = only && std::string(only) == "depthwise", mma_only = only && std::string(only) == "mma";
   if (!dw_only) cases.insert(cases.end(), dw.begin(), dw.end());
   else {
     std::vector<std::pair<std::string, TestCase>> keep;
@@ -246,12 +278,22 @@ int main() {
   }
   for (const auto& [name, tc] : cases)
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      if (mma_only) {
+        for (int m = 0; m < 2; ++m) run(name, tc, dt, 3, hc::ConvTile::t64x64, m);
+        continue;
+      }
       if (!dw_only) {
         for (hc::ConvTile t : {hc::ConvTile::t64x64, hc::ConvTile::t128x16, hc::ConvTile::t256x4}) run(name, tc, dt, 0, t);
         run(name, tc, dt, 1, hc::ConvTile::t64x64);
       }
       for (int m = 0; m < kDwModes; ++m) run(name, tc, dt, 2, hc::ConvTile::t64x64, m);
+      if (!dw_only)
+        for (int m = 0; m < 2; ++m) run(name, tc, dt, 3, hc::ConvTile::t64x64, m);
     }
+  if (mma_only) {
+    std::printf("conv (implicit-mma only): %d runs, fails: %d\n", runs, fails);
+    return fails != 0;
+  }
   if (dw_only) {
     std::printf("conv (depthwise only): %d runs, fails: %d\n", runs, fails);
     return fails != 0;
