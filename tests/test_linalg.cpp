@@ -444,6 +444,13 @@ TEST(ConvCuda, AutomaticChoice) {
       EXPECT_NE(grouped.find("conv/direct"), std::string::npos) << grouped;
       const std::string pw = run("conv2d", conv[4], t);  // pointwise_c8_9x9_o70
       EXPECT_NE(pw.find(lt ? "conv/im2col-cublaslt,1x1-no-im2col" : "conv/direct"), std::string::npos) << pw;
+      if (t != DType::f32) {  // C KH KW a multiple of 8: the implicit GEMM on tensor cores
+        for (const auto& tc : conv)
+          if (tc.label.rfind("c8_11x13", 0) == 0 || tc.label.rfind("c16_10x9", 0) == 0) {
+            const std::string v = run("conv2d", tc, t);
+            EXPECT_NE(v.find("conv/implicit-mma"), std::string::npos) << tc.label << ": " << v;
+          }
+      }
       const std::string dp = run("depthwise_pointwise", get_op("depthwise_pointwise").tests[0], t);
       EXPECT_NE(dp.find("conv/depthwise,tile="), std::string::npos) << dp;  // its depthwise part
       if (lt) {

@@ -172,6 +172,10 @@ void register_conv_ops(std::vector<OpDef>& ops) {
                 {"pointwise_c8_9x9_o70", {{2, 8, 9, 9}, {70, 8, 1, 1}, {70}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
                 {"c3_20x20_o4_k5_s2_p2_tanh", {{1, 3, 20, 20}, {4, 3, 5, 5}, {4}}, conv_attrs({2, 2}, {2, 2}, {1, 1}, 1, kActGeluTanh)},
                 {"c17_6x6_o3_k2", {{3, 17, 6, 6}, {3, 17, 2, 2}, {}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
+                // C KH KW a multiple of 8 (the CUDA backend's 16-bit implicit GEMM on tensor cores): tails
+                // of the 128-pixel and 64-channel tiles, stride and dilation.
+                {"c8_11x13_o20_k3_pad1_relu", {{2, 8, 11, 13}, {20, 8, 3, 3}, {20}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 1, kActRelu)},
+                {"c16_10x9_o70_k3_s2_dil2", {{1, 16, 10, 9}, {70, 16, 3, 3}, {}}, conv_attrs({2, 2}, {1, 1}, {2, 2}, 1)},
                 // Depthwise (groups == C: the backends' depthwise kernels): odd sizes, channels not a
                 // multiple of the 16-byte pack, stride 2, dilation 2, multiplier 2, 1x1 images, 5x5,
                 // rows wider than one tile, rows that are whole packs (16-byte loads and stores).
@@ -227,6 +231,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
     };
     op.tests = {{"n2_c3_7x9_o5_k3_pad1_bias", {{2, 3, 7, 9}, {5, 3, 3, 3}, {5}, {5}, {5}, {5}, {5}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 1)},
                 {"g3_s2_p1_nobias", {{1, 6, 9, 8}, {9, 2, 3, 3}, {9}, {9}, {9}, {9}}, conv_attrs({2, 2}, {1, 1}, {1, 1}, 3)},
+                {"c8_7x9_o12_k3_pad1_bias", {{2, 8, 7, 9}, {12, 8, 3, 3}, {12}, {12}, {12}, {12}, {12}}, conv_attrs({1, 1}, {1, 1}, {1, 1}, 1)},
                 {"pointwise_c20_o65_dil", {{2, 20, 5, 7}, {65, 20, 1, 1}, {65}, {65}, {65}, {65}, {65}}, conv_attrs({1, 1}, {0, 0}, {1, 1}, 1)},
                 {"k3_dil2_eps1e-3", {{1, 4, 11, 13}, {7, 4, 3, 3}, {7}, {7}, {7}, {7}}, [] {
                    Attrs a = conv_attrs({1, 1}, {2, 2}, {2, 2}, 1);
@@ -287,6 +292,7 @@ void register_conv_ops(std::vector<OpDef>& ops) {
     op.tests = {{"n2_c3_7x9_o5_k3_p0.3", {{2, 3, 7, 9}, {5, 3, 3, 3}, {5}}, a1},
                 {"g2_s2x1_dil1x2_p0.5", {{1, 4, 9, 10}, {6, 2, 2, 3}, {}}, a2},
                 {"pointwise_o70_p0", {{1, 8, 5, 5}, {70, 8, 1, 1}, {70}}, a3},
+                {"c8_7x9_o12_k3_p0.3", {{1, 8, 7, 9}, {12, 8, 3, 3}, {12}}, a1},
                 {"dw_c6_9x8_s2x1_dil1x2_p0.5", {{1, 6, 9, 8}, {6, 1, 3, 2}, {6}}, a4}};
     Attrs b = conv_attrs({1, 1}, {1, 1}, {1, 1}, 1);
     b.p = 0.1;
