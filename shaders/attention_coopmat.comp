@@ -9,9 +9,8 @@
 // in tiles of BKV. Two forms of the loop:
 //   QUAD (the default where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the
 //   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
-//   of invocations shares rows; in base 2, one FMA and one exp2 a score, masks skipped on tiles that
-//   every row of the subgroup sees in full), P converted to f16 fragments directly; PREFETCH loads the
-//   next K and V into registers during the products.
+//   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
+//   into registers during the products.
 //   generic (any layout), described here: one buffer (query tile, K tile, V tile in turn), scores and
 //   probabilities through shared memory.
 // In both, each tile's P V starts from zero and is added to O in f32 (accumulating across tiles in
@@ -38,9 +37,6 @@
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
-#if QUAD
-#extension GL_KHR_shader_subgroup_vote : enable
-#endif
 #if defined(BF16IN)
 #define DT_BF16
 #else
@@ -82,8 +78,6 @@ const uint HPK = HD / 8u;                    // 16-byte packs per row
 // 1 / (1 - p) up to 8 below f16's largest number; a larger 1 / (1 - p) takes a smaller power of two.
 const float PSCALE_MAX = 4096.0;
 const uint KVROWS = BKV > 32u ? BKV : 32u;   // rows of the staging buffer
-const float LOG2E = 1.44269504088896341, LN2 = 0.69314718055994530942;
-const bool PLAIN = !SOFTCAP && ALIBI == 0u;  // QUAD: the softmax's exp2 takes the raw dot products
 
 DECLARE_BUFFER(0, Q, readonly)
 DECLARE_BUFFER(1, K, readonly)
@@ -189,24 +183,17 @@ Row row_of(uint r, uint nrows, uint hk, uint b, uint qbeg) {
   return x;
 }
 
-// Whether row x sees key j (the masks).
-bool visible(Row x, int j, int jend, int off, uint kbeg) {
+// The score of key j for row x from the raw dot product (NEG_INF where masked).
+float score(Row x, int j, int jend, int off, uint kbeg, float dot) {
   bool vis = x.ok && j < jend;
   if (CAUSAL && j > x.qi + off) vis = false;
   if (WINDOW && x.qi + off - j >= int(pc.window)) vis = false;
   if (BMASK && vis && ws[pc.aux_bmask + (x.global_row / pc.block_size) * pc.nkb + (kbeg + uint(j)) / pc.block_size] == 0u) vis = false;
-  return vis;
-}
-// The score of a visible key j for row x from the raw dot product: scale, soft-capping, ALiBi.
-float score_value(Row x, int j, int off, float dot) {
+  if (!vis) return NEG_INF;
   float s = dot * g_scale;
   if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
   if (ALIBI != 0u) s -= x.slope * abs(float(x.qi + off - j));
   return s;
-}
-// The score of key j for row x from the raw dot product (NEG_INF where masked).
-float score(Row x, int j, int jend, int off, uint kbeg, float dot) {
-  return visible(x, j, jend, off, kbeg) ? score_value(x, j, off, dot) : NEG_INF;
 }
 
 void main() {
@@ -279,23 +266,6 @@ void main() {
     barrier();  // the staged rows are in registers before the next round (or K) overwrites them
   }
 #if QUAD
-  // The softmax in base 2 (as hal/cuda/attention.cu attn_mma): a score s weighs 2^(s c2 - m), m the row's
-  // running max of s c2 (base-2 units, turned into natural units where the epilogue stores it). Without
-  // soft-capping and ALiBi, s is the raw dot product and c2 = scale log2(e) (one FMA and one exp2 a
-  // score); a negative scale negates Q's fragments once instead (the scores come out negated, the scale
-  // positive), and c2 is kept above zero so that a masked -inf stays -inf. With them, s is score_value's
-  // scaled score and c2 = log2(e). P's scale 2^lps (pscale) is folded into the exp2's argument: l sums
-  // the scaled probabilities, divided by pscale before the epilogue.
-  if (g_scale < 0.0) {
-    [[unroll]] for (uint f = 0; f < NF; ++f) qf[f] = qf[f] * float16_t(-1.0);  // (glslc 2023.2 -O crashes on a unary minus)
-    g_scale = -g_scale;
-  }
-  const float c2 = PLAIN ? max(g_scale * LOG2E, 1.17549435e-38) : LOG2E;
-  const float lps = log2(pscale);  // (pscale is a power of two)
-  // The subgroup's rows: whether a tile can skip the masks (the test in the loop, uniform over it).
-  const uint sr0 = r0 + w * 16u;
-  const int sg_qlo = int(sr0 / pc.G), sg_qhi = int((sr0 + 15u) / pc.G);
-  const bool sg_full = !BMASK && sr0 + 15u < nrows;
   FRAG32 acc[NF];
   [[unroll]] for (uint f = 0; f < NF; ++f) acc[f] = FRAG32(0.0);
   float m[2] = float[2](NEG_INF, NEG_INF), l[2] = float[2](0.0, 0.0);
@@ -347,52 +317,36 @@ void main() {
         s[jj] = coopMatMulAddNV(qf[f], kf, s[jj]);
       }
     }
-    // The softmax on the accumulators: this invocation's two rows, reduced over its quad. A tile whose
-    // keys every row of the subgroup sees (none past jend, the causal diagonal and the window not
-    // reached, no block mask, every row a row of the tile) skips the masks.
-    const bool full = sg_full && j0 + int(BKV) <= jend && (!CAUSAL || j0 + int(BKV) - 1 <= sg_qlo + off) &&
-                      (!WINDOW || j0 + int(pc.window) > sg_qhi + off);
+    // The softmax on the accumulators: this invocation's two rows, reduced over its quad.
     float mt[2] = float[2](NEG_INF, NEG_INF);
-    if (full) {
-      [[unroll]] for (uint jj = 0; jj < NJ; ++jj)
-        [[unroll]] for (uint i = 0; i < 8u; ++i) {
-          const uint hh = LH(i);
-          if (!PLAIN) s[jj][i] = score_value(rq[hh], j0 + int(16u * jj + LCOL(lane, i)), off, s[jj][i]);
-          mt[hh] = max(mt[hh], s[jj][i]);
-        }
-    } else {
-      [[unroll]] for (uint jj = 0; jj < NJ; ++jj)
-        [[unroll]] for (uint i = 0; i < 8u; ++i) {
-          const uint hh = LH(i);
-          const int j = j0 + int(16u * jj + LCOL(lane, i));
-          const float v = !visible(rq[hh], j, jend, off, kbeg) ? NEG_INF : PLAIN ? s[jj][i] : score_value(rq[hh], j, off, s[jj][i]);
-          s[jj][i] = v;
-          mt[hh] = max(mt[hh], v);
-        }
-    }
-    // A row with nothing visible yet keeps m = -inf and subtracts 0 (less lps), so that its -inf
-    // scores give 0 without a select.
-    float alpha[2], msub[2], lt[2];
+    [[unroll]] for (uint jj = 0; jj < NJ; ++jj)
+      [[unroll]] for (uint i = 0; i < 8u; ++i) {
+        const uint hh = LH(i);
+        const int j = j0 + int(16u * jj + LCOL(lane, i));
+        const float v = score(rq[hh], j, jend, off, kbeg, s[jj][i]);
+        s[jj][i] = v;
+        mt[hh] = max(mt[hh], v);
+      }
+    float alpha[2], mnew[2], lt[2];
     [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
       mt[hh] = max(mt[hh], subgroupShuffleXor(mt[hh], 1u));
       mt[hh] = max(mt[hh], subgroupShuffleXor(mt[hh], 2u));
-      const float mnew = max(m[hh], mt[hh] * c2);
-      alpha[hh] = mnew == NEG_INF ? 1.0 : exp2(m[hh] - mnew);
-      msub[hh] = (mnew == NEG_INF ? 0.0 : mnew) - lps;
-      m[hh] = mnew;
+      mnew[hh] = max(m[hh], mt[hh]);
+      alpha[hh] = mnew[hh] == NEG_INF ? 1.0 : exp(m[hh] - mnew[hh]);
       lt[hh] = 0.0;
     }
     FRAG16 pf[NJ];
     [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
       [[unroll]] for (uint i = 0; i < 8u; ++i) {
         const uint hh = LH(i);
-        float p = exp2(fma(s[jj][i], c2, -msub[hh]));  // the probability times pscale
+        const float v = s[jj][i];
+        float p = v == NEG_INF ? 0.0 : exp(v - mnew[hh]);
         lt[hh] += p;
         if (DROPOUT && p > 0.0) {
           const uint t = 16u * jj + LCOL(lane, i);
           p = dropout_keep(rq[hh].idx, kbeg + uint(j0) + t) ? p * pc.keep_scale : 0.0;
         }
-        s[jj][i] = p;
+        s[jj][i] = p * pscale;
       }
       pf[jj] = FRAG16(s[jj]);
     }
@@ -400,13 +354,11 @@ void main() {
       lt[hh] += subgroupShuffleXor(lt[hh], 1u);
       lt[hh] += subgroupShuffleXor(lt[hh], 2u);
       l[hh] = l[hh] * alpha[hh] + lt[hh];
+      m[hh] = mnew[hh];
     }
-    // O = O alpha + P V: the tile's product from zero, then added in f32, the rescale skipped where
-    // every factor of the subgroup is 1 (no row's max grew: most later tiles of long rows; the same
-    // bits, a product by 1). (Accumulating every tile in the multiply-add itself drifted: its additions
-    // are not rounded to nearest, and a row of a million keys came out 1.5e-3 off, growing with the
-    // keys; kf-long-attention.) (Elementwise: glslc 2023.2 -O crashes on a sum of two matrices.)
-    const bool rescale = !subgroupAll(alpha[0] == 1.0 && alpha[1] == 1.0);
+    // O = O alpha + P V: the tile's product from zero, then added in f32. (Accumulating every tile in
+    // the multiply-add itself drifted: its additions are not rounded to nearest, and a row of a
+    // million keys came out 1.5e-3 off, growing with the keys; kf-long-attention.)
     [[unroll]] for (uint f = 0; f < NF; ++f) {
       FRAG32 t = FRAG32(0.0);
       [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
@@ -414,20 +366,15 @@ void main() {
         coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
         t = coopMatMulAddNV(pf[kk], vf, t);
       }
-      if (rescale) {
-        [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] = acc[f][i] * alpha[LH(i)] + t[i];
-      } else {
-        [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] += t[i];
-      }
+      [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] = acc[f][i] * alpha[LH(i)] + t[i];
     }
     barrier();  // K and V are read everywhere before the next tiles overwrite them
   }
-  // The rows' m and l for the epilogue's invocation-per-half-row mapping, in natural units (m) and
-  // without P's scale (l), as the generic form's.
+  // The rows' m and l for the epilogue's invocation-per-half-row mapping.
   if ((lane & 3u) == 0u)
     [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
-      rowml[2u * (w * 16u + lane / 4u + 8u * hh)] = m[hh] * LN2;
-      rowml[2u * (w * 16u + lane / 4u + 8u * hh) + 1u] = l[hh] / pscale;
+      rowml[2u * (w * 16u + lane / 4u + 8u * hh)] = m[hh];
+      rowml[2u * (w * 16u + lane / 4u + 8u * hh) + 1u] = l[hh];
     }
   subgroupMemoryBarrierShared();
   subgroupBarrier();
