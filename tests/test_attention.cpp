@@ -519,7 +519,7 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
     for (const char* tuning : {"attn_path=2,attn_wmma=smem,attn_split=1", "attn_path=2,attn_wmma=smem,attn_split=3",
                                "attn_path=2,attn_wmma=regs,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2",
                                "attn_path=2,attn_split=1", "attn_path=2,attn_split=3",
-                               "attn_path=2,attn_rows_per_warp=32,attn_split=1", "attn_path=2,attn_rows_per_warp=32,attn_split=2"}) {
+                               "attn_path=2,attn_rows_per_warp=16,attn_split=1", "attn_path=2,attn_rows_per_warp=16,attn_split=2"}) {
       Context ctx = tuned(d, tuning);
       const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;
       const bool dflt = std::string(tuning).find("attn_wmma=") == std::string::npos;  // flash-mma where it applies
@@ -546,9 +546,9 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           EXPECT_NE(r.variant.find(mma ? "attention/flash-mma," : regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"),
                     std::string::npos)
               << tuning << " " << tc.label << ": " << r.variant;
-          if (mma) {  // flash-mma's form: 16 rows a warp (64 a block) unless attn_rows_per_warp=32
-            EXPECT_NE(r.variant.find(std::string(tuning).find("attn_rows_per_warp=32") != std::string::npos
-                                         ? ",bq=128,bk=64,warp_rows=32" : ",bq=64,bk=64,warp_rows=16"),
+          if (mma) {  // flash-mma's form: 32 rows a warp (128 a block) unless attn_rows_per_warp=16
+            EXPECT_NE(r.variant.find(std::string(tuning).find("attn_rows_per_warp=16") != std::string::npos
+                                         ? ",bq=64,bk=64,warp_rows=16" : ",bq=128,bk=64,warp_rows=32"),
                       std::string::npos)
                 << tuning << " " << tc.label << ": " << r.variant;
           }
@@ -647,8 +647,8 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
       {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16},
       {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_split=1", DType::f16},
       {1, 4, 2, 100, 128, "attn_path=2,attn_wmma=mma,attn_split=2", DType::bf16},
-      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=32,attn_split=1", DType::bf16},
-      {1, 4, 2, 300, 128, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=32,attn_split=2", DType::f16},
+      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=1", DType::bf16},
+      {1, 4, 2, 300, 128, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=2", DType::f16},
   };
   Attrs a;
   a.p = 0.3;
