@@ -1,6 +1,7 @@
 // Device memory of the CUDA/HIP backend: a caching sub-allocator over cudaMalloc (device.hpp says how).
 // One cudaMalloc per slab or large block instead of one per tensor (STYLE.md: Kompute's mistake to
 // avoid), and a freed block is reused without going back to the driver.
+#include <algorithm>
 #include <string>
 
 #include "hal/cuda/device.hpp"
@@ -38,6 +39,23 @@ void* Allocator::device_malloc(size_t bytes) {
 
 Allocator::Block Allocator::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  const Block b = allocate_locked(bytes);
+  live_ += b.size;  // the block's rounded size, as the Vulkan allocator counts its suballocations
+  peak_ = std::max(peak_, live_);
+  return b;
+}
+
+MemoryUsage Allocator::usage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {live_, peak_};
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_ = live_;
+}
+
+Allocator::Block Allocator::allocate_locked(size_t bytes) {
   check(gpuSetDevice(ordinal_), "cudaSetDevice");
   if (bytes == 0) bytes = 1;
   if (bytes <= kMaxSmall) {
@@ -83,6 +101,7 @@ Allocator::Block Allocator::allocate(size_t bytes) {
 void Allocator::release(const Block& b) {
   if (!b.ptr) return;
   std::lock_guard<std::mutex> lock(mu_);
+  live_ -= b.size;
   if (b.size <= kMaxSmall) small_free_[size_class(b.size)].push_back(b.ptr);
   else large_free_.emplace(b.size, b.ptr);
 }

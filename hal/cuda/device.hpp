@@ -55,8 +55,13 @@ class Allocator {
   Block allocate(size_t bytes);
   void release(const Block& b);
   size_t reserved() const;  // bytes obtained from the driver
+  // Bytes of the blocks handed out and not yet released, and their high-water mark (kf-lce-memory,
+  // Context::peak_memory): the rounded sizes, so that the figures compare with the Vulkan backend's.
+  MemoryUsage usage() const;
+  void reset_peak();
 
  private:
+  Block allocate_locked(size_t bytes);  // with mu_ held
   // Frees the cached large blocks (not the slabs), with mu_ held; returns the bytes given back.
   size_t trim();
   void* device_malloc(size_t bytes);  // nullptr when out of memory
@@ -69,6 +74,7 @@ class Allocator {
   std::multimap<size_t, void*> large_free_;
   std::vector<void*> large_all_;
   size_t reserved_ = 0;
+  uint64_t live_ = 0, peak_ = 0;
 };
 
 class CudaBuf final : public Buffer {
@@ -116,6 +122,8 @@ class CudaDevice final : public Device {
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;
   void reset_timestamps() override;
+  MemoryUsage memory_usage() const override { return allocator_->usage(); }
+  void reset_peak_memory() override { allocator_->reset_peak(); }
 
  private:
   void make_current() const;
