@@ -8,7 +8,7 @@
 // is a multiple of the pack: VEC_LOAD; zero outside the image), then each invocation computes VW
 // neighbouring outputs of one row (the 16-byte pack: 4 for f32, 8 for f16 / bf16) with the taps kh, kw
 // in increasing order in float (KWT = 3 or 5: KW with unit stride and dilation along W, each tap row
-// read once into registers), and stores them through conv.comp's epilogue (bias, or the batch norm
+// read once into registers), and stores them through conv_common.glsl's epilogue (bias, or the batch norm
 // folded to a per-channel scale and shift, activation, dropout at the output's NCHW linear index) as
 // one 16-byte pack where OW is a multiple of the pack (VEC_STORE), else element by element.
 // The host (hal/vulkan/kernels_linalg.cpp) plans the tile so that PB * IHT * IWT <= SMEM floats.
@@ -18,50 +18,16 @@
 
 layout(local_size_x = 256) in;
 
-layout(constant_id = 1) const bool HAS_BIAS = false;
-layout(constant_id = 2) const bool BN = false;       // scale and shift per channel (binding 3, f32)
-layout(constant_id = 3) const uint ACT = 0;          // 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu
-layout(constant_id = 4) const bool DROPOUT = false;
 layout(constant_id = 5) const bool VEC_LOAD = false;
 layout(constant_id = 6) const bool VEC_STORE = false;
 layout(constant_id = 7) const uint KWT = 0;          // 0: any KW, stride, dilation; 3 or 5 (see above)
 
-DECLARE_BUFFER(0, X, readonly)
-DECLARE_BUFFER(1, WT, readonly)
-DECLARE_BUFFER(2, BIAS, readonly)
-layout(std430, binding = 3) readonly buffer SS { float ss[]; };
-DECLARE_BUFFER(4, Y, )
-
-layout(push_constant) uniform PC {
-  uint N, C, H, W, O, groups;
-  uint khw, strides, pads, dils;  // {height | width << 16}
-  uint seed_lo, seed_hi, off_lo, off_hi, thr;  // dropout: keep(i) = (word >> 8) >= thr
-  float keep_scale;
-  uint tow, toh, pb, iwt, iht;  // the tile: output columns, rows, planes; the staged window a plane
-  uint wtiles, htiles, tiles;
-} pc;
+// The tile (src/ops/depthwise_tiles.hpp): output columns, rows, planes; the staged window of a plane.
+#define CONV_PUSH_EXTRA uint tow, toh, pb, iwt, iht; uint wtiles, htiles, tiles;
+#include "conv_common.glsl"
 
 const uint SMEM = 4096;  // 16 KiB, the least every Vulkan device offers
 shared float s[SMEM];
-
-float act(float v) {
-  if (ACT == 1u) return relu_f(v);
-  if (ACT == 2u) return gelu_f(v);
-  if (ACT == 3u) return gelu_tanh_f(v);
-  if (ACT == 4u) return silu_f(v);
-  return v;
-}
-
-float epilogue(float v, uint o, uint i) {
-  if (HAS_BIAS) v += float(LOAD_ELEM(BIAS, o));
-  if (BN) v = v * ss[o] + ss[pc.O + o];
-  v = act(v);
-  if (DROPOUT) {
-    const uvec4 r = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
-    v = (r[i & 3u] >> 8) >= pc.thr ? v * pc.keep_scale : 0.0;
-  }
-  return v;
-}
 
 int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 

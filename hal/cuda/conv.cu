@@ -38,6 +38,7 @@
 
 #include "hal/cuda/common.cuh"
 #include "hal/cuda/mma_ptx.cuh"
+#include "ops/depthwise_tiles.hpp"
 
 namespace kf::hal::cuda {
 namespace {
@@ -548,36 +549,15 @@ int launch_conv_direct(Dt dt, const ConvParams& p, ConvTile tile, uint32_t grid_
 DwPlan plan_conv_depthwise(Dt dt, const ConvParams& p, int64_t smem_limit, int items) {
   DwPlan d;
   if (dt != Dt::f32 && dt != Dt::f16 && dt != Dt::bf16) return d;
-  if (p.groups != p.C || p.C < 1 || p.O % p.C != 0 || p.OH < 1 || p.OW < 1) return d;
+  if (p.groups != p.C || p.C < 1 || p.O % p.C != 0) return d;
   const int vpt = dt == Dt::f32 ? 4 : 8;
-  const int64_t planes = p.N * p.C, gx_full = (p.OW + vpt - 1) / vpt;
-  items = std::max(items, 1);
-  int64_t gx = std::min<int64_t>(gx_full, 32);  // up to 32 pieces a tile row (256 / 128 columns)
-  int64_t toh = std::clamp<int64_t>(items / gx, 1, p.OH);
-  int64_t pb = 1;
-  auto balance = [&] {  // toh: the same rows in every row tile; pb: several whole planes when they are small
-    const int64_t ht = (p.OH + toh - 1) / toh;
-    toh = (p.OH + ht - 1) / ht;
-  };
-  balance();
-  if (toh == p.OH && gx == gx_full) pb = std::clamp<int64_t>(items / (gx * p.OH), 1, planes);
-  for (;;) {
-    const int64_t iwt = (gx * vpt - 1) * p.sw + (p.KW - 1) * p.dw + 1, iht = (toh - 1) * p.sh + (p.KH - 1) * p.dh + 1;
-    const int64_t smem = pb * iwt * iht * 4;  // float
-    if (smem <= smem_limit) {
-      d.iwt = static_cast<int>(iwt), d.iht = static_cast<int>(iht), d.smem = smem;
-      break;
-    }
-    if (pb > 1) pb /= 2;
-    else if (toh > 1) toh = (toh + 1) / 2, balance();
-    else if (gx > 1) gx = (gx + 1) / 2;
-    else return d;
-  }
+  const DepthwiseTiles t = plan_depthwise_tiles(vpt, p.N * p.C, p.OH, p.OW, p.KH, p.KW, p.sh, p.sw, p.dh, p.dw,
+                                                smem_limit / 4, items);  // the window staged as float
+  if (!t.ok) return d;
   d.vpt = vpt;
-  d.tow = static_cast<int>(gx == gx_full ? p.OW : gx * vpt);
-  d.toh = static_cast<int>(toh), d.pb = static_cast<int>(pb);
-  d.wtiles = (p.OW + d.tow - 1) / d.tow, d.htiles = (p.OH + toh - 1) / toh, d.ptiles = (planes + pb - 1) / pb;
-  d.tiles = d.wtiles * d.htiles * d.ptiles;
+  d.tow = static_cast<int>(t.tow), d.toh = static_cast<int>(t.toh), d.pb = static_cast<int>(t.pb);
+  d.iwt = static_cast<int>(t.iwt), d.iht = static_cast<int>(t.iht), d.smem = t.pb * t.iwt * t.iht * 4;
+  d.wtiles = t.wtiles, d.htiles = t.htiles, d.ptiles = t.ptiles, d.tiles = t.tiles;
   d.kwt = (p.sw == 1 && p.dw == 1 && (p.KW == 3 || p.KW == 5)) ? static_cast<int>(p.KW) : 0;
   d.vec_load = p.W % vpt == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   d.vec_store = p.OW % vpt == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hal/vulkan/kernels_common.hpp"
+#include "ops/depthwise_tiles.hpp"
 #include "ops/reference_math.hpp"
 
 namespace kf::hal::vk {
@@ -34,50 +35,14 @@ struct ConvPush {
   float keep_scale;
 };
 
-// conv_depthwise.comp's push constants: ConvPush, then the tile (DwPlan).
+// conv_depthwise.comp's push constants: ConvPush, then the tile (src/ops/depthwise_tiles.hpp).
 struct DwPush {
   ConvPush c;
   uint32_t tow, toh, pb, iwt, iht;
   uint32_t wtiles, htiles, tiles;
 };
 
-// conv_depthwise.comp's tile (the same plan as hal/cuda/conv.cu plan_conv_depthwise): pieces of vw outputs
-// along a row, up to 32 a tile row; rows for about `items` pieces a workgroup, the same number in every
-// row tile; several whole planes a workgroup when they are small; halved (planes, rows, columns) until
-// the staged window fits kDwSmem floats. ok false: one row of outputs' window does not fit.
-constexpr int64_t kDwSmem = 4096;  // conv_depthwise.comp SMEM
-struct DwPlan {
-  bool ok = false;
-  int64_t tow = 0, toh = 0, pb = 1, iwt = 0, iht = 0, wtiles = 0, htiles = 0, tiles = 0;
-};
-DwPlan plan_depthwise(int64_t vw, int64_t planes, int64_t OH, int64_t OW, const Shape& ws, const Attrs& a,
-                      int64_t items = 256) {
-  DwPlan d;
-  const int64_t gx_full = (OW + vw - 1) / vw;
-  int64_t gx = std::min<int64_t>(gx_full, 32);
-  int64_t toh = std::clamp<int64_t>(items / gx, 1, OH), pb = 1;
-  auto balance = [&] {
-    const int64_t ht = (OH + toh - 1) / toh;
-    toh = (OH + ht - 1) / ht;
-  };
-  balance();
-  if (toh == OH && gx == gx_full) pb = std::clamp<int64_t>(items / (gx * OH), 1, planes);
-  for (;;) {
-    d.iwt = (gx * vw - 1) * a.stride[1] + (ws[3] - 1) * a.dilation[1] + 1;
-    d.iht = (toh - 1) * a.stride[0] + (ws[2] - 1) * a.dilation[0] + 1;
-    if (pb * d.iwt * d.iht <= kDwSmem) break;
-    if (pb > 1) pb /= 2;
-    else if (toh > 1) toh = (toh + 1) / 2, balance();
-    else if (gx > 1) gx = (gx + 1) / 2;
-    else return d;
-  }
-  d.tow = gx == gx_full ? OW : gx * vw;
-  d.toh = toh, d.pb = pb;
-  d.wtiles = (OW + d.tow - 1) / d.tow, d.htiles = (OH + toh - 1) / toh;
-  d.tiles = d.wtiles * d.htiles * ((planes + pb - 1) / pb);
-  d.ok = true;
-  return d;
-}
+constexpr int64_t kDwSmem = 4096;  // conv_depthwise.comp SMEM: floats of the staged window
 
 struct FoldPush {
   uint32_t O;
@@ -194,7 +159,8 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   const std::string dw_variant = "conv_depthwise_" + std::string(to_string(call.dtype));
   if (tuning().conv_path == 0 && a.groups == xs[1] && has_variant(dw_variant)) {
     const int64_t vw = pack_elems(call.dtype);
-    const DwPlan dp = plan_depthwise(vw, xs[0] * xs[1], ys[2], ys[3], ws, a);
+    const DepthwiseTiles dp = plan_depthwise_tiles(vw, xs[0] * xs[1], ys[2], ys[3], ws[2], ws[3], a.stride[0], a.stride[1],
+                                                   a.dilation[0], a.dilation[1], kDwSmem);
     if (dp.ok) {
       DwPush dpc{pc,
                  static_cast<uint32_t>(dp.tow),
