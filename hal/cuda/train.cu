@@ -618,14 +618,15 @@ __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
 // element, the bias and residual as packs, and one Philox block per 4 elements instead of one per element.
 // The elementwise form above read 16-bit outputs 2 bytes a thread: on an H100 linear 4096 x 8192 + gelu
 // spent 0.14 ms in it, where y's 128 MB read and write take 0.045.
-template <class T>
+template <class T, class I>
 __global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
   using C = typename T::C;
-  using M = Math<C, false>;
+  using M = Math<C, T::FAST>;  // 16-bit outputs take the fast activations, as the elementwise kernels
   constexpr int VW = T::VW;
-  const int64_t npk = p.total / VW;
-  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < npk; k += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i0 = k * VW, ch0 = i0 % p.n;
+  const I npk = static_cast<I>(p.total / VW), n = static_cast<I>(p.n);
+  const bool per_channel = p.bias || p.bn_w;
+  for (I k = I(blockIdx.x) * blockDim.x + threadIdx.x; k < npk; k += I(gridDim.x) * blockDim.x) {
+    const I i0 = k * VW, ch0 = per_channel ? i0 % n : I(0);
     C v[VW], b[VW], r[VW];
     T::unpack(load_pack(p.y, k), v);
     if (p.bias) T::unpack(load_pack(p.bias, ch0 / VW), b);
@@ -655,7 +656,7 @@ __global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
           w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
                             p.seed_lo, p.seed_hi);
         }
-        x = (word_of(w, i0 + e) >> 8) >= p.thr ? x * C(p.keep_scale) : C(0);
+        x = (word_of(w, static_cast<int64_t>(i0) + e) >> 8) >= p.thr ? x * C(p.keep_scale) : C(0);
       }
       if (p.res) x += r[e];
       v[e] = x;
@@ -800,18 +801,24 @@ int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void*
                               : optim_launch<OptimOp::sgd>(dt, p, blocks, s);
 }
 
+template <class I> void epilogue_packs_launch(Dt dt, const EpilogueParams& p, uint32_t pb, gpuStream_t s) {
+  switch (dt) {
+    case Dt::f32: epilogue_packs<F32, I><<<pb, 256, 0, s>>>(p); break;
+    case Dt::f16: epilogue_packs<F16, I><<<pb, 256, 0, s>>>(p); break;
+    case Dt::bf16: epilogue_packs<BF16, I><<<pb, 256, 0, s>>>(p); break;
+    case Dt::f64: epilogue_packs<F64, I><<<pb, 256, 0, s>>>(p); break;
+  }
+}
+
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   const int vw = dt == Dt::f64 ? 2 : dt == Dt::f32 ? 4 : 8;
   const auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
   if (p.inner == 1 && p.n % vw == 0 && p.total % vw == 0 && aligned(p.y) && aligned(p.bias) && aligned(p.res)) {
     const uint32_t pb = std::max<uint32_t>(1, static_cast<uint32_t>(std::min<int64_t>(blocks, (p.total / vw + 255) / 256)));
-    switch (dt) {
-      case Dt::f32: epilogue_packs<F32><<<pb, 256, 0, s>>>(p); break;
-      case Dt::f16: epilogue_packs<F16><<<pb, 256, 0, s>>>(p); break;
-      case Dt::bf16: epilogue_packs<BF16><<<pb, 256, 0, s>>>(p); break;
-      case Dt::f64: epilogue_packs<F64><<<pb, 256, 0, s>>>(p); break;
-    }
+    // 32-bit indices where they fit (a 64-bit remainder is a subroutine call of dozens of instructions).
+    if (p.total < (int64_t(1) << 31)) epilogue_packs_launch<uint32_t>(dt, p, pb, s);
+    else epilogue_packs_launch<int64_t>(dt, p, pb, s);
     return static_cast<int>(gpuGetLastError());
   }
   switch (dt) {
