@@ -9,9 +9,10 @@
 //                                accumulator (cuBLASLt's float output of 16-bit inputs), rounded to the
 //                                dtype at the end
 // then the mean over all rows (the losses added in row order by one block: the same bits whatever the
-// chunks). The count of rows kept comes first, since every chunk's gradient divides by it. The chunks
-// are Vulkan's: rows per chunk a multiple of the granule that keeps each chunk of h 256-byte aligned, as
-// many as fit 256 MiB of logits, or KF_TUNE lce_rows rounded up to the granule. The logits are held in
+// chunks). The count of rows kept comes first, since every chunk's gradient divides by it. Rows per
+// chunk: a multiple of the granule that keeps each chunk of h 256-byte aligned, as many as fit 256 MiB
+// of logits (Vulkan's choice; a 16-bit backward: up to half its d_W accumulator), or KF_TUNE lce_rows
+// rounded up to the granule. The logits are held in
 // the op's dtype (as torch's linear would hold them), so G of a 16-bit op is rounded to that dtype.
 #include <algorithm>
 #include <climits>
@@ -48,14 +49,19 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   if (C > INT32_MAX || D > INT32_MAX || N > (uint64_t(1) << 40))
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": a dimension exceeds the products' limits");
 
-  // Rows per chunk (Vulkan's choice): a multiple of the granule, as many as fit kChunkBytes of logits.
+  // Rows per chunk: a multiple of the granule, as many as fit kChunkBytes of logits (Vulkan's choice).
+  // The backward of a 16-bit op reads and writes d_W's float accumulator (C x d x 4 bytes, held anyway)
+  // once per chunk, so its chunks may hold up to half that in logits: on an H100 (N 8192, d 4096, 131072
+  // classes, f16) 1024 rows a chunk took 44.8-45.6 ms, 2048 39.6-39.9, 4096 36.9-37.9 (NOTES.md,
+  // session 10 probe 4); the peak above the inputs and outputs is then at most 1.5 accumulators.
+  const uint64_t chunk_bytes = grad && half ? std::max<uint64_t>(kChunkBytes, C * D * 2) : kChunkBytes;
   const uint64_t granule = kChunkAlign / std::gcd(kChunkAlign, D * es);
-  if (granule * C * es > kChunkBytes)
+  if (granule * C * es > chunk_bytes)
     throw Error(ErrorCode::Unsupported, op.name + ": " + std::to_string(granule) + " rows of " + std::to_string(C) +
-                                            " logits exceed the chunk limit of " + std::to_string(kChunkBytes) +
+                                            " logits exceed the chunk limit of " + std::to_string(chunk_bytes) +
                                             " bytes (chunking over the classes is not implemented)");
   uint64_t rows = lce_rows_ ? align_up(static_cast<uint64_t>(lce_rows_), granule)
-                            : std::max<uint64_t>(granule, kChunkBytes / (C * es) / granule * granule);
+                            : std::max<uint64_t>(granule, chunk_bytes / (C * es) / granule * granule);
   rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, N));
   const uint64_t nchunks = (N + rows - 1) / rows;
 
