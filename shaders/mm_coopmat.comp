@@ -65,9 +65,11 @@ layout(constant_id = 7) const bool ACC_OUT = false;
 // and shift (f32, scale at word gm of binding 3, shift at word M + gm) before the activation.
 layout(constant_id = 8) const bool BIAS_ROW = false;
 layout(constant_id = 9) const bool ROW_SS = false;
-// bf16 linear (OUT_BF16: bias, residual and C in bf16): A and W come as f16 rows scaled by powers of two
-// (bf16_rows_to_f16.comp); SCALES multiplies each product by the rows' inverse factors first, inv_a[m]
-// at word m and inv_w[n] at word M + n of binding 5.
+// bf16 (OUT_BF16: bias, residual and C in bf16): A and B come as f16 scaled by powers of two per m and
+// per n (bf16_rows_to_f16.comp: A's rows, or its columns when A_KM; W's rows, or B's columns when [K,
+// N]); SCALES multiplies each product by their inverse factors first (before bias, residual and
+// ACC_OUT's C, which are unscaled): inv_a at word bz * M + m of binding 5 (A's rows converted over all
+// batches), inv_b at word scale_b + bz * scale_stride_b + n (stride 0 when B is shared by the batches).
 layout(constant_id = 10) const bool SCALES = false;
 layout(std430, binding = 5) readonly buffer SC_ { float inv_scale[]; };
 
@@ -84,6 +86,7 @@ layout(push_constant) uniform PC {
   uint stride_a, stride_b, stride_c;
   uint seed_lo, seed_hi, off_lo, off_hi, thr;  // dropout: keep(i) = (word >> 8) >= thr
   float keep_scale;                            // 1 / (1 - p)
+  uint scale_b, scale_stride_b;                // SCALES: inv_b's words
 } pc;
 
 const uint K8 = BK / 8u;              // uvec4 per staged row of a slice ([rows, BK])
@@ -260,7 +263,8 @@ void main() {
       float x = uintBitsToFloat(As[stage_tile + r * 4u + c / 4u][c % 4u]);
       const uint gn = gn0 + h;
       if (gm < pc.M && gn < pc.N) {
-        if (SCALES) x *= inv_scale[gm] * inv_scale[pc.M + gn];
+        // (x * inv_a) * inv_b: the factors' product alone could leave f32's range.
+        if (SCALES) x = x * inv_scale[bz * pc.M + gm] * inv_scale[pc.scale_b + bz * pc.scale_stride_b + gn];
         if (HAS_BIAS) x += LOAD_ELEM(BIAS, BIAS_ROW ? gm : gn);
         if (ROW_SS) x = x * uintBitsToFloat(RES_w.w[gm]) + uintBitsToFloat(RES_w.w[pc.M + gm]);
         x = act(x);

@@ -51,8 +51,8 @@ if(coopmat_nv_rc EQUAL 0)
     "c13|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
     "c14|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
   )
-  # bf16 (linear's layout; bias, residual and output in bf16): the same tiles on f16 rows scaled by
-  # powers of two (bf16_rows_to_f16.comp converts A and W first).
+  # bf16 (bias, residual and output in bf16): the same tiles on f16 operands scaled by powers of two
+  # (bf16_rows_to_f16.comp converts A and B first: per row, or per column for operands stored [K, N]).
   foreach(tile IN LISTS kf_coopmat_tiles)
     string(REPLACE "|" ";" t "${tile}")
     list(GET t 0 cname)
@@ -61,6 +61,7 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "mm_coopmat_bf16_${cname}|mm_coopmat.comp|${cdefs},OUT_BF16")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "bf16_rows_to_f16|bf16_rows_to_f16.comp|KF_ROWS_TO_F16")
+  list(APPEND KF_SHADER_VARIANTS "bf16_cols_to_f16|bf16_rows_to_f16.comp|COLS")
   list(APPEND KF_SHADER_VARIANTS
     "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV"
     # Probes of the shared-memory fragment loads (KF_TUNE mm_peak=1..8; mm_coopmat_peak.comp).

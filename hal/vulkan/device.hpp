@@ -103,7 +103,22 @@ class VulkanDevice final : public Device {
   // For kernels.cpp.
   bool has_variant(const std::string& name) const;
   void record(const Launch& launch);
-  std::string dispatch_matmul(const OpCall& call);
+  // B of a bf16 product already converted for the tensor-core path (linear_cross_entropy converts W once
+  // per call): as f16 times powers of two per row (linear's W [N, K]) or per column (matmul's [K, N]),
+  // its inverse factors at word scale_b of `scales`, whose words [0, batches * M) the product takes for
+  // A's. Ignored where the product does not take the tensor-core path.
+  struct ScaledB {
+    std::shared_ptr<Buffer> b, scales;
+    uint32_t scale_b = 0;
+  };
+  std::string dispatch_matmul(const OpCall& call, const ScaledB* scaled_b = nullptr);
+  // A bf16 operand of the tensor-core products (mm_coopmat.comp SCALES): src [batches, rows, cols] as
+  // f16 times a power of two per row (the batches' rows in order) or, by_cols, per column of each batch
+  // into dst (bf16_rows_to_f16.comp), the inverse factors to words scale_off + (batch * cols + col | row)
+  // of `scales`; by_cols takes words [max_off, max_off + batches * cols) of it as scratch.
+  void record_bf16_scaled(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
+                          const std::shared_ptr<Buffer>& scales, uint64_t batches, uint64_t rows, uint64_t cols,
+                          bool by_cols, uint64_t scale_off, uint64_t max_off = 0);
   // Section 4 beyond the tiled products (kernels_linalg.cpp): few-rows / split-K products, convolutions,
   // embedding. supports_linalg / dispatch_linalg serve the ops that is_linalg_op names.
   std::string dispatch_gemv(const OpCall& call);
@@ -121,9 +136,9 @@ class VulkanDevice final : public Device {
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
   std::string dispatch_linear_cross_entropy(const OpCall& call);  // kernels_lce.cpp
-  // C (+)= A^T B on mm.comp with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's
-  // d W; separate from dispatch_matmul (kernels_lce.cpp).
-  void record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
+  // C (+)= A^T B with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's d W;
+  // separate from dispatch_matmul (kernels_lce.cpp). Returns the path taken.
+  std::string record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                           const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
                           bool accumulate);
   // KERNELS.md section 5 (kernels_attn.cpp).
@@ -144,8 +159,9 @@ class VulkanDevice final : public Device {
   void record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset = 0);
   // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp); an op that needs
   // several scratch buffers at once takes them from different slots: 0 the general workspace, 1 and 2
-  // converted operands (bf16 attention's K and V, bf16 linear's A and W, the convolutions' im2col), 3
-  // small per-call tables (bf16 linear's row factors).
+  // converted operands (bf16 attention's K and V, bf16 products' A and B, the convolutions' im2col), 3
+  // small per-call tables (bf16 products' factors), 4 to 6 linear_cross_entropy's W converted once per
+  // call (rows scaled, columns scaled) and their factors.
   std::shared_ptr<Buffer> workspace(size_t bytes, int slot = 0);
 
   VkDevice device() const { return device_; }
@@ -196,7 +212,7 @@ class VulkanDevice final : public Device {
   bool queries_reset_ = false;
   uint64_t timestamp_mask_ = ~0ull;
 
-  std::array<std::shared_ptr<Buffer>, 4> workspace_;  // workspace(): scratch of the multi-pass kernels
+  std::array<std::shared_ptr<Buffer>, 7> workspace_;  // workspace(): scratch of the multi-pass kernels
   std::shared_ptr<Buffer> rope_table_;  // attention's rotary cos/sin table (kernels_attn.cpp), and its key
   std::string rope_key_;
   VkBuffer staging_ = VK_NULL_HANDLE;

@@ -232,8 +232,60 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
          (wide ? ",16B-packs" : ",scalar");
 }
 
-// linear (B = W [N, K]) and matmul (B [.., K, N]) on the portable tiled kernel (shaders/mm.comp).
-std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
+void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
+                                      const std::shared_ptr<Buffer>& scales, uint64_t batches, uint64_t rows,
+                                      uint64_t cols, bool by_cols, uint64_t scale_off, uint64_t max_off) {
+  if (batches * rows * cols / 8 > 0xffffffffull || scale_off + batches * (by_cols ? cols : rows) > 0xffffffffull)
+    throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: " + std::to_string(batches * rows * cols) +
+                                            " elements exceed the 32-bit indices of its conversion");
+  Launch c;
+  c.bindings[0] = src;
+  c.bindings[4] = dst;
+  c.bindings[5] = scales;
+  if (!by_cols) {
+    const uint64_t all = batches * rows;  // the batches' rows follow each other
+    if ((all + 3) / 4 > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: too many rows");
+    struct {
+      uint32_t rows, K, scale_off;
+    } cp{static_cast<uint32_t>(all), static_cast<uint32_t>(cols), static_cast<uint32_t>(scale_off)};
+    c.variant = "bf16_rows_to_f16";
+    c.push = &cp;
+    c.push_bytes = sizeof(cp);
+    c.groups = static_cast<uint32_t>(std::min<uint64_t>((all + 3) / 4, 65535));
+    c.groups_y = static_cast<uint32_t>((all + 4ull * 65535 - 1) / (4ull * 65535));
+    record(c);
+    return;
+  }
+  // Columns: bands of 64 columns; slices of at least 256 rows, as many as make about 8192 workgroups (a
+  // GPU filled several times over, without more atomics than that needs: pass 0 makes one per column
+  // and slice).
+  const uint64_t bands = (cols / 8 + 7) / 8;
+  const uint64_t most = std::max<uint64_t>(1, (rows + 255) / 256);
+  const uint64_t want = std::clamp<uint64_t>(8192 / std::max<uint64_t>(1, bands * batches), 1, most);
+  const uint64_t slice_rows = ((rows + want - 1) / want + 31) / 32 * 32;
+  const uint64_t slices = std::max<uint64_t>(1, (rows + slice_rows - 1) / slice_rows);
+  const uint64_t groups = bands * slices * batches;
+  if (groups > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: too many columns");
+  struct {
+    uint32_t rows, cols, scale_off, max_off, slice_rows, bands, slices, batches;
+  } cp{static_cast<uint32_t>(rows),       static_cast<uint32_t>(cols),  static_cast<uint32_t>(scale_off),
+       static_cast<uint32_t>(max_off),    static_cast<uint32_t>(slice_rows), static_cast<uint32_t>(bands),
+       static_cast<uint32_t>(slices),     static_cast<uint32_t>(batches)};
+  record_fill(scales, 0u, static_cast<size_t>(4 * batches * cols), static_cast<size_t>(4 * max_off));
+  c.variant = "bf16_cols_to_f16";
+  c.push = &cp;
+  c.push_bytes = sizeof(cp);
+  c.groups = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  c.groups_y = static_cast<uint32_t>((groups + 65534) / 65535);
+  for (uint32_t pass : {0u, 1u}) {  // the columns' maxima, then the conversion
+    c.spec = {pass};
+    record(c);
+  }
+}
+
+// linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
+// applies, else the portable tiled kernel (shaders/mm.comp).
+std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* scaled_b) {
   const bool linear = call.op->name == "linear" || call.op->name == "linear_dropout";  // W [N, K]
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
@@ -262,41 +314,40 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : auto_cfg];
   if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[auto_cfg];
   const CoopmatConfig& cfg = *pick;
-  // bf16 (linear's layout only): A's and W's rows as f16 times powers of two (bf16_rows_to_f16.comp),
-  // undone in the epilogue; the output, bias and residual stay bf16.
+  // bf16: A's rows (all batches') and B's rows (linear's W [N, K]) or columns (matmul's [.., K, N], per
+  // batch when B is batched: the factors are per batch, indexed by bz in the epilogue) as f16 times
+  // powers of two (bf16_rows_to_f16.comp), undone in the epilogue; the output, bias and residual stay
+  // bf16.
   const bool bf16 = call.dtype == DType::bf16;
   const std::string cm_variant = bf16 ? "mm_coopmat_bf16_" + std::string(cfg.variant).substr(std::string("mm_coopmat_f16_").size())
                                       : std::string(cfg.variant);
-  const bool coopmat_fits = coopmat_f16_ && (call.dtype == DType::f16 || (bf16 && linear && has_variant("bf16_rows_to_f16"))) &&
-                            K % 8 == 0 && (linear || N % 8 == 0) && has_variant(cm_variant) && M + N <= 0xffffffffull;
+  const uint64_t b_factors = (b_batched ? batches : 1) * N;  // B's inverse factors (words)
+  const bool bf16_fits = bf16 && has_variant("bf16_rows_to_f16") && (linear || has_variant("bf16_cols_to_f16")) &&
+                         batches * M + 2 * b_factors <= 0xffffffffull;
+  const bool coopmat_fits = coopmat_f16_ && (call.dtype == DType::f16 || bf16_fits) && K % 8 == 0 &&
+                            (linear || N % 8 == 0) && has_variant(cm_variant) && M + N <= 0xffffffffull;
   if (tuning().mm_path == 2 && !coopmat_fits)
     throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
-                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 (or bf16 for linear) "
-                                        "and K % 8 == 0");
+                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 or bf16, K % 8 == 0 "
+                                        "and, for B [K, N], N % 8 == 0");
   const bool coopmat = coopmat_fits && tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   std::shared_ptr<Buffer> a_in = call.inputs[0].buffer, b_in = call.inputs[1].buffer, inv_scales;
   if (coopmat && bf16) {
-    a_in = workspace(static_cast<size_t>(M * K * 2), 1);
-    b_in = workspace(static_cast<size_t>(N * K * 2), 2);
-    inv_scales = workspace(static_cast<size_t>((M + N) * 4), 3);
-    for (int which = 0; which < 2; ++which) {
-      const uint64_t rows = which == 0 ? M : N;
-      if ((rows + 3) / 4 > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, call.op->name + ": too many rows");
-      struct {
-        uint32_t rows, K, scale_off;
-      } cp{static_cast<uint32_t>(rows), static_cast<uint32_t>(K), which == 0 ? 0u : static_cast<uint32_t>(M)};
-      Launch c;
-      c.variant = "bf16_rows_to_f16";
-      c.bindings[0] = call.inputs[which].buffer;
-      c.bindings[4] = which == 0 ? a_in : b_in;
-      c.bindings[5] = inv_scales;
-      c.push = &cp;
-      c.push_bytes = sizeof(cp);
-      c.groups = static_cast<uint32_t>(std::min<uint64_t>((rows + 3) / 4, 65535));
-      c.groups_y = static_cast<uint32_t>((rows + 4ull * 65535 - 1) / (4ull * 65535));
-      record(c);
+    a_in = workspace(static_cast<size_t>(batches * M * K * 2), 1);
+    inv_scales = scaled_b ? scaled_b->scales : workspace(static_cast<size_t>((batches * M + 2 * b_factors) * 4), 3);
+    record_bf16_scaled(call.inputs[0].buffer, a_in, inv_scales, 1, batches * M, K, false, 0);
+    if (scaled_b) {
+      b_in = scaled_b->b;
+      pc.scale_b = scaled_b->scale_b;
+    } else {
+      b_in = workspace(static_cast<size_t>(b_factors * K * 2), 2);
+      pc.scale_b = static_cast<uint32_t>(batches * M);
+      // B's factors after A's, then the column maxima (scratch).
+      record_bf16_scaled(call.inputs[1].buffer, b_in, inv_scales, linear ? 1 : b_factors / N, linear ? N : K,
+                         linear ? K : N, !linear, pc.scale_b, pc.scale_b + b_factors);
     }
+    pc.scale_stride_b = b_batched ? static_cast<uint32_t>(N) : 0u;
   }
   Launch l;
   l.variant = coopmat ? cm_variant : variant_name(*call.op, call.dtype, false);
@@ -315,8 +366,11 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call) {
   l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
   record(l);
-  return coopmat ? std::string("vulkan:mm/coopmat-nv-") + cfg.label + (bf16 ? ",bf16-rows-as-scaled-f16" : "")
-                 : "vulkan:mm/portable-tiled-64x64";
+  if (!coopmat) return "vulkan:mm/portable-tiled-64x64";
+  std::string v = std::string("vulkan:mm/coopmat-nv-") + cfg.label;
+  if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";
+  if (bf16 && scaled_b) v += ",b-preconverted";
+  return v;
 }
 
 // The in-register ceiling of the tensor-core path (mm_coopmat_peak.comp): 8 subgroups per workgroup,

@@ -90,6 +90,7 @@ struct MatmulPush {
   uint32_t M, N, K, stride_a, stride_b, stride_c;      // strides: elements between batches
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;  // the dropout epilogue (DROPOUT)
   float keep_scale = 1;
+  uint32_t scale_b = 0, scale_stride_b = 0;  // mm_coopmat.comp SCALES: B's inverse factors (its words)
 };
 
 // mm_coopmat.comp's default tile for an M x N product (kernels.cpp): its variant and tile, by the grid

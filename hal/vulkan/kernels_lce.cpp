@@ -5,15 +5,16 @@
 //   2. the loss pass of loss.comp       per-row losses into the workspace; for the backward, G = d loss /
 //                                       d Z (soft-cap and z-loss included) written over Z in place
 //   3. d_h[chunk] = G W                 the matmul kernel (dispatch_matmul)
-//   4. d_W (+)= G^T h[chunk]            mm.comp with A transposed, accumulating into d_W after the first
-//                                       chunk (record_matmul_at_b)
+//   4. d_W (+)= G^T h[chunk]            A transposed, accumulating into d_W after the first chunk
+//                                       (record_matmul_at_b: tiled, or tensor cores)
 // then the mean over all rows (loss.comp PASS 4). The count of rows kept (PASS 0) comes first, since
 // every chunk's gradient divides by it. Row chunks of h and d_h are buffer views (VkBuf's view
 // constructor), so the existing kernels see them as whole tensors. The chunk of logits and the loss
 // statistics share the device's workspace. The logits are held in the op's dtype (as torch's linear
 // would hold them); a 16-bit gradient chunk stores d Z = (softmax - onehot) / count in that dtype, so for
 // f16 with very many rows and classes its smallest entries fall under f16's range (bf16 and f32 keep
-// them).
+// them). In bf16 on the tensor cores, W's two f16 forms (rows scaled, columns scaled) are made once per
+// call, before the chunks.
 #include <algorithm>
 #include <numeric>
 
@@ -32,29 +33,46 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-void VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
-                                      const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
-                                      uint32_t K, bool accumulate) {
+std::string VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
+                                             const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
+                                             uint32_t K, bool accumulate) {
   MatmulPush pc{M, N, K, 0, 0, 0};
-  // Tensor cores (mm_coopmat.comp's default shape for the grid) for f16 with whole 16-byte rows of A and
-  // B; mm.comp's 64 x 64 tiles otherwise (KF_TUNE mm_path=1 forces those).
+  // Tensor cores (mm_coopmat.comp's default shape for the grid) for f16, and for bf16 with A's and B's
+  // columns (per m, per n) as f16 times powers of two (bf16_rows_to_f16.comp COLS, undone in the
+  // epilogue before C's own values are added), with whole 16-byte rows of A and B; mm.comp's 64 x 64
+  // tiles otherwise (KF_TUNE mm_path=1 forces those).
   uint32_t bm = 64, bn = 64;
-  const std::string cm = default_coopmat_variant(M, N, 1, &bm, &bn);
-  const bool coopmat = coopmat_f16_ && dtype == DType::f16 && M % 8 == 0 && N % 8 == 0 && tuning().mm_path != 1 &&
-                       has_variant(cm);
+  const bool bf16 = dtype == DType::bf16;
+  std::string cm = default_coopmat_variant(M, N, 1, &bm, &bn);
+  if (bf16) cm = "mm_coopmat_bf16_" + cm.substr(std::string("mm_coopmat_f16_").size());
+  const bool coopmat = coopmat_f16_ && (dtype == DType::f16 || (bf16 && has_variant("bf16_cols_to_f16"))) &&
+                       M % 8 == 0 && N % 8 == 0 && tuning().mm_path != 1 && has_variant(cm);
   if (!coopmat) bm = bn = 64;
+  std::shared_ptr<Buffer> a_in = a, b_in = b, scales;
+  if (coopmat && bf16) {
+    // Factors: A's at words [0, M), B's at [M, M + N), then the column maxima (scratch).
+    a_in = workspace(size_t(K) * M * 2, 1);
+    b_in = workspace(size_t(K) * N * 2, 2);
+    scales = workspace((2 * size_t(M) + 2 * size_t(N)) * 4, 3);
+    record_bf16_scaled(a, a_in, scales, 1, K, M, true, 0, uint64_t(M) + N);
+    record_bf16_scaled(b, b_in, scales, 1, K, N, true, M, uint64_t(M) + N);
+    pc.scale_b = M;
+  }
   Launch l;
   l.variant = coopmat ? cm : std::string("mm_") + to_string(dtype);
   // B [K, N] (B_NK off), no bias, residual or activation; A_KM on; ACC_OUT when accumulating.
   l.spec = {256u, 0u, 0u, 0u, 0u, 0u, 1u, accumulate ? 1u : 0u};  // ..., DROPOUT, A_KM, ACC_OUT
-  l.bindings[0] = a;
-  l.bindings[1] = b;
+  if (scales) l.spec.insert(l.spec.end(), {0u, 0u, 1u});          // BIAS_ROW, ROW_SS off; SCALES
+  l.bindings[0] = a_in;
+  l.bindings[1] = b_in;
   l.bindings[4] = c;
+  if (scales) l.bindings[5] = scales;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   l.groups = (N + bn - 1) / bn;
   l.groups_y = (M + bm - 1) / bm;
   record(l);
+  return !coopmat ? "portable-tiled-64x64" : bf16 ? "coopmat-nv,bf16-cols-as-scaled-f16" : "coopmat-nv";
 }
 
 std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
@@ -115,9 +133,31 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
   loss.groups = 1;
   record(loss);
 
+  // bf16 on the tensor-core path: W (C x d, 1 GiB for a 128k vocabulary) converted once per call rather
+  // than in every chunk's products: its rows scaled for Z = h W^T (workspace slot 4), its columns for
+  // d_h = G W (slot 5); their factors in slot 6, after words [0, rows) that each chunk's products take
+  // for A's, then the column maxima (scratch). Where a chunk's product takes another path (few rows:
+  // the decode kernel) it reads W itself, so the results do not depend on this choice.
+  const bool bf16_cm = call.dtype == DType::bf16 && coopmat_f16_ && tuning().mm_path != 1 && tuning().mm_path != 3 &&
+                       has_variant("bf16_rows_to_f16") && has_variant("bf16_cols_to_f16");
+  const bool w_rows = bf16_cm && D % 8 == 0 && (tuning().mm_path == 2 || std::min(rows, N) > 16);
+  const bool w_cols = bf16_cm && grad && D % 8 == 0 && C % 8 == 0;
+  ScaledB zb, db;
+  if (w_rows || w_cols) {
+    const std::shared_ptr<Buffer> sc = workspace(4 * (rows + C + 2 * D), 6);
+    if (w_rows) {
+      zb = {workspace(C * D * 2, 4), sc, static_cast<uint32_t>(rows)};
+      record_bf16_scaled(W.buffer, zb.b, sc, 1, C, D, false, zb.scale_b);
+    }
+    if (w_cols) {
+      db = {workspace(C * D * 2, 5), sc, static_cast<uint32_t>(rows + C)};
+      record_bf16_scaled(W.buffer, db.b, sc, 1, C, D, true, db.scale_b, rows + C + D);
+    }
+  }
+
   const OpDef& linear = get_op("linear");
   const OpDef& matmul = get_op("matmul");
-  std::string mm_variant;
+  std::string mm_variant, dw_variant;
   for (uint64_t r0 = 0; r0 < N; r0 += rows) {
     const uint64_t n = std::min(rows, N - r0);
     const auto part = [&](const TensorArg& t, uint64_t width) -> std::shared_ptr<Buffer> {
@@ -129,7 +169,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     OpCall zc{&linear, call.dtype, {}, {}, Attrs{}};
     zc.inputs = {{hc, {int64_t(n), int64_t(D)}, int64_t(n * D)}, W, {}, {}};
     zc.outputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}};
-    mm_variant = dispatch_matmul(zc);
+    mm_variant = dispatch_matmul(zc, w_rows ? &zb : nullptr);
     // 2. the chunk's losses (and G over Z)
     pc.rows = static_cast<uint32_t>(n);
     pc.row_base = static_cast<uint32_t>(r0);
@@ -149,10 +189,10 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     OpCall dc{&matmul, call.dtype, {}, {}, Attrs{}};
     dc.inputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}, W, {}, {}};
     dc.outputs = {{part(call.outputs[1], D), {int64_t(n), int64_t(D)}, int64_t(n * D)}};
-    dispatch_matmul(dc);
+    dispatch_matmul(dc, w_cols ? &db : nullptr);
     // 4. d_W (+)= G^T h[chunk]
-    record_matmul_at_b(z, hc, call.outputs[2].buffer, call.dtype, static_cast<uint32_t>(C), static_cast<uint32_t>(D),
-                       static_cast<uint32_t>(n), r0 > 0);
+    dw_variant = record_matmul_at_b(z, hc, call.outputs[2].buffer, call.dtype, static_cast<uint32_t>(C),
+                                    static_cast<uint32_t>(D), static_cast<uint32_t>(n), r0 > 0);
   }
   pc.rows = static_cast<uint32_t>(N);  // PASS 4: the mean over every row
   pc.row_base = 0;
@@ -161,7 +201,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
   record(loss);
   return "vulkan:lce/chunks=" + std::to_string(nchunks) + "x" + std::to_string(rows) + "rows," +
          (plan.split ? "split=" + std::to_string(plan.nchunks) : "tpr=" + std::to_string(plan.tpr)) + "," +
-         mm_variant.substr(mm_variant.find('/') + 1);
+         mm_variant.substr(mm_variant.find('/') + 1) + (grad ? ",dW:" + dw_variant : std::string());
 }
 
 }  // namespace kf::hal::vk
