@@ -29,6 +29,7 @@ const std::vector<PathCase> kCases = {
     {"matmul", {{200, 520}, {520, 136}, {}, {}}, kActNone},
     {"linear", {{256, 64}, {128, 64}, {128}, {}}, kActGelu},  // whole 128 x 128 tiles (mm_cfg 11)
     {"matmul", {{2, 128, 48}, {2, 48, 256}, {}, {}}, kActNone},
+    {"matmul", {{3, 40, 24}, {24, 56}, {56}, {3, 40, 56}}, kActRelu},  // B shared by the batches
 };
 
 // Listed once: each listing creates a Vulkan instance, and on an H100 (driver 580) the instance
@@ -53,12 +54,11 @@ void run_path(int path, DType dtype, int cfg = 0) {
     o.validation = true;
     o.tuning = "mm_path=" + std::to_string(path) + (cfg ? ",mm_cfg=" + std::to_string(cfg) : "");
     Context ctx = Context::create(o);
-    // (The tensor-core path in f16 also takes bf16 linear, as f16 rows times powers of two: checked in
-    // the same context, for each tile shape; each context is a Vulkan instance, of which the H100's
-    // driver allowed only so many per process.)
+    // (The tensor-core path in f16 also takes bf16, as f16 times powers of two: A's rows, and W's rows
+    // or B's columns. Checked in the same context, for each tile shape; each context is a Vulkan
+    // instance, of which the H100's driver allowed only so many per process.)
     for (DType t : path == 2 && dtype == DType::f16 ? std::vector<DType>{dtype, DType::bf16} : std::vector<DType>{dtype})
       for (const auto& c : kCases) {
-        if (t == DType::bf16 && path == 2 && std::string(c.op) != "linear") continue;
         const OpDef& op = get_op(c.op);
         TestCase tc{"path", c.shapes, {}, 1};
         tc.attrs.act = c.act;
@@ -71,7 +71,8 @@ void run_path(int path, DType dtype, int cfg = 0) {
                             << " seed " << r.seed;
         EXPECT_NE(r.variant.find(path == 2 ? "coopmat" : "portable"), std::string::npos) << r.variant;
         if (path == 2 && t == DType::bf16) {
-          EXPECT_NE(r.variant.find("bf16-rows-as-scaled-f16"), std::string::npos) << r.variant;
+          const char* want = std::string(c.op) == "linear" ? "bf16-rows-as-scaled-f16" : "bf16-rows-cols-as-scaled-f16";
+          EXPECT_NE(r.variant.find(want), std::string::npos) << r.variant;
         }
       }
   }
@@ -158,13 +159,15 @@ TEST(MatmulPaths, PortableF32) { run_path(1, DType::f32); }
 TEST(MatmulPaths, PortableF16) { run_path(1, DType::f16); }
 TEST(MatmulPaths, PortableBF16) { run_path(1, DType::bf16); }
 TEST(MatmulPaths, CooperativeMatrixF16) { run_path(2, DType::f16); }
-// bf16 linear on the tensor-core path (A's and W's rows as f16 times powers of two; run_path checks
-// every tile shape on the linear cases): rows of very different magnitudes (a row of A, a row of W near
-// 1e-6, others up to 3e5, beyond f16's range), each output compared with the CPU backend's on the same
-// bf16 inputs, relative to the magnitudes of its row and column.
-TEST(MatmulPaths, CooperativeMatrixBf16Magnitudes) {
+// bf16 on the tensor-core path (A's rows, and W's rows or B's columns, as f16 times powers of two;
+// run_path checks every tile shape): rows of A, and rows of W or columns of B, of very different
+// magnitudes (one near 1e-6, others up to 3e5, beyond f16's range), each output compared with the CPU
+// backend's on the same bf16 inputs, relative to the magnitudes of its row and column. matmul: batched
+// B, whose columns' factors are per batch.
+void run_bf16_magnitudes(const char* name) {
   const auto& devices = vulkan_devices();
   if (devices.empty()) GTEST_SKIP() << "no Vulkan device";
+  const bool linear = std::string(name) == "linear";
   int checked = 0;
   for (const auto& d : devices) {
     ContextOptions o;
@@ -175,31 +178,80 @@ TEST(MatmulPaths, CooperativeMatrixBf16Magnitudes) {
     if (!ctx.device().caps.coopmat_nv) continue;
     ++checked;
     Context cpu = Context::create(ContextOptions{.backend = "cpu"});
-    const int64_t M = 70, N = 90, K = 136;
+    const int64_t M = 70, N = linear ? 90 : 88, K = 136, B = linear ? 1 : 2;
     std::mt19937_64 rng(check::fresh_seed());
     std::uniform_real_distribution<double> u(-1.0, 1.0);
-    std::vector<double> a(M * K), w(N * K);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) a[m * K + k] = u(rng) * (m == 3 ? 1e-6 : m == 5 ? 3e5 : 1.0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) w[n * K + k] = u(rng) * (n == 7 ? 1e-6 : n == 11 ? 2e5 : 1.0);
+    // a [B, M, K]; w: linear's W [N, K], or matmul's b [B, K, N]; bw(i, n, k) its element.
+    std::vector<double> a(B * M * K), w(B * N * K);
+    const auto bw = [&](int64_t i, int64_t n, int64_t k) -> double& {
+      return linear ? w[n * K + k] : w[(i * K + k) * N + n];
+    };
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) a[(i * M + m) * K + k] = u(rng) * (m == 3 + i ? 1e-6 : m == 5 ? 3e5 : 1.0);
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) bw(i, n, k) = u(rng) * (n == 7 + i ? 1e-6 : n == 11 ? 2e5 : 1.0);
+    const Shape sa = linear ? Shape{M, K} : Shape{B, M, K}, sw = linear ? Shape{N, K} : Shape{B, K, N};
     std::vector<std::vector<double>> outs;
     for (Context* c : {&ctx, &cpu}) {
-      Tensor ta = c->from_host({M, K}, DType::bf16, a), tw = c->from_host({N, K}, DType::bf16, w);
-      outs.push_back(c->call("linear", {ta, tw}).at(0).to_double());
-      if (c == &ctx) EXPECT_NE(c->last_variant().find("bf16-rows-as-scaled-f16"), std::string::npos) << c->last_variant();
+      Tensor ta = c->from_host(sa, DType::bf16, a), tw = c->from_host(sw, DType::bf16, w);
+      outs.push_back(c->call(name, {ta, tw}).at(0).to_double());
+      if (c == &ctx) {
+        EXPECT_NE(c->last_variant().find(linear ? "bf16-rows-as-scaled-f16" : "bf16-rows-cols-as-scaled-f16"),
+                  std::string::npos) << c->last_variant();
+      }
     }
     // Each output against the magnitude of its row's and column's inputs (bf16 output rounding: 2^-8).
     int bad = 0;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        double am = 0, wm = 0;
-        for (int64_t k = 0; k < K; ++k) am = std::max(am, std::fabs(a[m * K + k])), wm = std::max(wm, std::fabs(w[n * K + k]));
-        const double ref = outs[1][m * N + n], got = outs[0][m * N + n];
-        if (!(std::fabs(got - ref) <= 1e-2 * std::fabs(ref) + 1e-3 * am * wm * std::sqrt(double(K))) && ++bad <= 5)
-          ADD_FAILURE() << "element (" << m << ", " << n << "): vulkan " << got << ", cpu " << ref;
-      }
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double am = 0, wm = 0;
+          for (int64_t k = 0; k < K; ++k)
+            am = std::max(am, std::fabs(a[(i * M + m) * K + k])), wm = std::max(wm, std::fabs(bw(i, n, k)));
+          const int64_t e = (i * M + m) * N + n;
+          const double ref = outs[1][e], got = outs[0][e];
+          if (!(std::fabs(got - ref) <= 1e-2 * std::fabs(ref) + 1e-3 * am * wm * std::sqrt(double(K))) && ++bad <= 5)
+            ADD_FAILURE() << name << " element (" << i << ", " << m << ", " << n << "): vulkan " << got << ", cpu " << ref;
+        }
     EXPECT_EQ(bad, 0);
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
+}
+
+TEST(MatmulPaths, CooperativeMatrixBf16Magnitudes) { run_bf16_magnitudes("linear"); }
+TEST(MatmulPaths, CooperativeMatrixBf16MatmulMagnitudes) { run_bf16_magnitudes("matmul"); }
+
+// bf16 linear_cross_entropy_backward on the tensor cores (kernels_lce.cpp): W converted once per call
+// (rows scaled for Z = h W^T, columns for d_h = G W) and reused by every chunk; d_W = G^T h with G's and
+// h's columns scaled, accumulated over the chunks in bf16. Chunks of 32 rows (the last partial: 70 =
+// 32 + 32 + 6), against the float64 reference.
+TEST(MatmulPaths, CooperativeMatrixBf16LinearCrossEntropy) {
+  const auto& devices = vulkan_devices();
+  if (devices.empty()) GTEST_SKIP() << "no Vulkan device";
+  int checked = 0;
+  for (const auto& d : devices) {
+    ContextOptions o;
+    o.backend = "vulkan";
+    o.device = std::to_string(d.info.index);
+    o.validation = true;
+    o.tuning = "mm_path=2,lce_rows=24";
+    Context ctx = Context::create(o);
+    if (!ctx.device().caps.coopmat_nv) continue;
+    ++checked;
+    for (const char* name : {"linear_cross_entropy", "linear_cross_entropy_backward"}) {
+      TestCase tc{"lce", {{70, 72}, {264, 72}, {70}}, {}, 1};
+      tc.attrs.label_smoothing = 0.1;
+      tc.attrs.z_loss = 1e-3;
+      const auto r = check::run_case(ctx, get_op(name), DType::bf16, tc, check::fresh_seed());
+      EXPECT_TRUE(r.pass) << d.info.name << " " << name << " (" << r.variant << "): " << r.message << " seed " << r.seed;
+      EXPECT_NE(r.variant.find("chunks=3x32rows"), std::string::npos) << r.variant;
+      EXPECT_NE(r.variant.find("bf16-rows-as-scaled-f16,b-preconverted"), std::string::npos) << r.variant;
+      if (std::string(name) == "linear_cross_entropy_backward") {
+        EXPECT_NE(r.variant.find("dW:coopmat-nv,bf16-cols-as-scaled-f16"), std::string::npos) << r.variant;
+      }
+    }
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }

@@ -187,7 +187,12 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                           {"batched_3x17x40_n9", {{3, 17, 40}, {3, 40, 9}, {9}, {3, 17, 9}}},
                           {"bcast_b_2x33x20_n70", {{2, 33, 20}, {20, 70}, {}, {}}},
                           {"m130_k100_n66", {{130, 100}, {100, 66}, {66}, {130, 66}}},
-                          {"m64_k256_n64", {{64, 256}, {256, 64}, {}, {}}}});
+                          {"m64_k256_n64", {{64, 256}, {256, 64}, {}, {}}},
+                          // M, N, K multiples of 8 (not powers of two): the tensor-core path where the
+                          // device has it, bf16 included (B's columns scaled: batched, and shared)
+                          {"m72_k136_n88_all", {{72, 136}, {136, 88}, {88}, {72, 88}}},
+                          {"batched_2x24x40_n56", {{2, 24, 40}, {2, 40, 56}, {}, {}}},
+                          {"bcast_b_3x40x24_n104", {{3, 40, 24}, {24, 104}, {104}, {}}}});
     op.bench = {{"4096", {{4096, 4096}, {4096, 4096}, {}, {}}}};
     ops.push_back(op);
   }

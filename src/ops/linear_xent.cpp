@@ -150,9 +150,9 @@ OpDef linear_cross_entropy(bool grad) {
   std::vector<K> cases = {K{1, 1, 1, 0, 0, 0, -100},          K{17, 5, 33, 0.1, 0, 0, -100},
                           K{37, 24, 1000, 0, 1e-2, 0, -100},  K{33, 70, 130, 0, 0, 3.0, -100},
                           K{65, 16, 257, 0.2, 5e-3, 5.0, -100}, K{20, 33, 67, 0, 0, 0, 4},
-                          // C and d multiples of 8, n not of 32: d W takes the tensor cores where the
-                          // device has them (f16), with a partial K slice
-                          K{40, 64, 264, 0.1, 1e-3, 0, -100}};
+                          // C and d multiples of 8, n not of 32: the three products take the tensor
+                          // cores where the device has them (f16 and bf16), d W with a partial K slice
+                          K{40, 64, 264, 0.1, 1e-3, 0, -100}, K{24, 72, 136, 0, 1e-3, 3.0, -100}};
   if (!grad) cases.push_back(K{6, 8, 10003, 0.05, 1e-3, 2.0, -100});
   for (const K& k : cases) {
     TestCase tc{"n" + std::to_string(k.n) + "_d" + std::to_string(k.d) + "_c" + std::to_string(k.c),
