@@ -1,6 +1,7 @@
 // Normalizations (KERNELS.md section 3) beyond the registry-driven accuracy tests of test_ops: eps and
 // groups checks, the three row regimes of the Vulkan kernels (several rows per workgroup, one workgroup
 // per row, rows split over workgroups) each reached and deterministic, and the in-place aliasing rules.
+#include <algorithm>
 #include <limits>
 
 #include "common.hpp"
@@ -197,6 +198,80 @@ TEST_P(Norm, CoopRows) {
         v[size_t(2 * 65536 + 60000)] = std::numeric_limits<double>::quiet_NaN();
         EXPECT_EQ(run_and_compare(ctx, get_op(name), t, {x}, {v}, {}), "") << name << " " << to_string(t) << " " << tune;
         EXPECT_NE(ctx.last_variant().find("coop="), std::string::npos) << ctx.last_variant();
+      }
+  }
+}
+
+// CUDA on sm_90: long rows on thread-block clusters (hal/cuda/kernels.hpp ClusterPlan), automatically for
+// the rows past a 1024-thread block's registers, and forced to P blocks (KF_TUNE rows_cluster=P) on short
+// rows (parts of a pack or two, blocks left empty) and long ones (parts in shared memory; 8 x 5003 and
+// 8 x 2501 values: parts that are multiples of nothing), every op with a cluster kernel, f32 / f16 /
+// bf16, against the reference, twice (the same bits); rows_cluster=1 never. softmax's special rows: all
+// -inf (zeros; log_softmax NaN, as the reference), the first parts -inf, a NaN in the last part.
+TEST_P(Norm, CudaClusterRows) {
+  if (GetParam().backend != "cuda") GTEST_SKIP() << "thread-block clusters of the CUDA backend";
+  const std::string drv = ctx_->device().driver;
+  const size_t at = drv.find("sm_");
+  if (at == std::string::npos || std::atoi(drv.c_str() + at + 3) < 90)
+    GTEST_SKIP() << "thread-block clusters need compute capability 9.0 (" << drv << ")";
+  struct Case {
+    std::string op;
+    Shape x;
+  };
+  const std::vector<Case> long_rows = {
+      {"layer_norm", {2, 65536}},  {"rms_norm", {3, 40024}},      {"layer_norm_gelu", {2, 65536}},
+      {"rms_norm_silu", {1, 200000}}, {"add_layer_norm", {2, 40024}}, {"add_rms_norm", {2, 65536}},
+      {"layer_norm_relu", {3, 40024}}, {"layer_norm_silu", {1, 65536}}, {"rms_norm_gelu", {2, 40024}},
+      {"softmax", {2, 65536}},     {"log_softmax", {3, 20008}},   {"softmax", {2, 20008}}};
+  const std::vector<Case> short_rows = {{"layer_norm", {5, 8}},     {"rms_norm", {3, 40}}, {"add_layer_norm", {2, 24}},
+                                        {"add_rms_norm", {4, 4096}}, {"softmax", {5, 16}},  {"log_softmax", {3, 4104}}};
+  for (const char* tune : {"", "rows_cluster=2", "rows_cluster=3", "rows_cluster=8", "rows_cluster=1"}) {
+    ContextOptions co = options_for(GetParam());
+    co.tuning = tune;
+    Context ctx = Context::create(co);
+    ValidationCheck vc(ctx);
+    const bool never = std::string(tune) == "rows_cluster=1", forced = *tune != '\0' && !never;
+    std::vector<Case> cases = long_rows;
+    if (forced) cases.insert(cases.end(), short_rows.begin(), short_rows.end());
+    for (const Case& c : cases)
+      for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+        SCOPED_TRACE(::testing::Message() << c.op << " " << to_string(t) << " " << to_string(c.x) << " '" << tune << "'");
+        const OpDef& op = get_op(c.op);
+        std::vector<Shape> shapes = {c.x};
+        if (c.op.rfind("add_", 0) == 0) shapes.push_back(c.x);
+        const int n_affine = c.op.find("softmax") != std::string::npos ? 0 : c.op.find("layer_norm") != std::string::npos ? 2 : 1;
+        for (int j = 0; j < n_affine; ++j) shapes.push_back({c.x.back()});
+        TestCase tc{"cluster", shapes};
+        check::CaseOptions o;
+        o.repeat = true;
+        o.check_validation = false;
+        const uint64_t seed = fresh_seed();
+        const auto r = check::run_case(ctx, op, t, tc, seed, o);
+        EXPECT_TRUE(r.pass && r.deterministic) << "seed " << seed << " (variant " << r.variant << "):\n" << r.message;
+        // Forced: P blocks where a part fits the shared memory (as kernels.hpp cluster_plan: 256 threads,
+        // 4 packs a thread in registers, 2 and twice the bytes for the add forms, the rest in shared memory).
+        const int P = forced ? std::atoi(tune + 13) : 0;
+        const bool add = c.op.rfind("add_", 0) == 0;
+        const int64_t npk = c.x.back() / (16 / int64_t(dtype_size(t))), regs = add ? 2 : 4;
+        const int64_t per = ((P ? (npk + P - 1) / P : 0) + 255) / 256;
+        const bool fits = 512 + std::max<int64_t>(0, per - regs) * 256 * (add ? 32 : 16) <= ctx.device().caps.max_shared_bytes;
+        EXPECT_EQ(r.variant.find(",cluster=") != std::string::npos, !never && (!forced || fits)) << r.variant;
+        if (forced && fits) {
+          EXPECT_NE(r.variant.find(",cluster=" + std::to_string(P)), std::string::npos) << r.variant;
+        }
+      }
+    if (never) continue;
+    for (const char* name : {"softmax", "log_softmax"})
+      for (DType t : {DType::f32, DType::bf16}) {
+        const Shape x = {3, 65536};
+        std::mt19937_64 rng(fresh_seed());
+        std::vector<double> v = uniform(size_t(numel(x)), 4, rng);
+        const double inf = std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < 65536; ++j) v[size_t(j)] = -inf;
+        for (int64_t j = 0; j < 40000; ++j) v[size_t(65536 + j)] = -inf;
+        v[size_t(2 * 65536 + 60000)] = std::numeric_limits<double>::quiet_NaN();
+        EXPECT_EQ(run_and_compare(ctx, get_op(name), t, {x}, {v}, {}), "") << name << " " << to_string(t) << " '" << tune << "'";
+        EXPECT_NE(ctx.last_variant().find(",cluster="), std::string::npos) << ctx.last_variant();
       }
   }
 }

@@ -220,8 +220,9 @@ bool lt_epilogues_of(const std::string& tuning) {
   return true;
 }
 
-// KF_TUNE attn_path, attn_split, attn_rows, attn_decode, conv_path, lce_rows (the Vulkan backend's knobs of the same names): a
-// non-negative integer, 0 (absent) meaning automatic.
+// KF_TUNE attn_path, attn_split, attn_rows, attn_decode, conv_path, lce_rows (the Vulkan backend's knobs of the same names),
+// rows_cluster (kernels.hpp ClusterPlan: 1 never, N clusters of N blocks): a non-negative integer, 0 (absent)
+// meaning automatic.
 int attn_knob(const std::string& tuning, const std::string& key, int max) {
   int value = 0;
   size_t at = 0;
@@ -283,7 +284,8 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
       lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
       attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
       conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
-      attn_rows_per_warp_(attn_rows_per_warp_of(o.tuning)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)) {
+      attn_rows_per_warp_(attn_rows_per_warp_of(o.tuning)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)),
+      rows_cluster_(attn_knob(o.tuning, "rows_cluster", kClusterMax)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {
@@ -301,6 +303,7 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
   max_shared_optin_ = static_cast<int64_t>(p.sharedMemPerBlock);
 #else
   max_shared_optin_ = static_cast<int64_t>(std::max(p.sharedMemPerBlockOptin, p.sharedMemPerBlock));
+  cc_ = p.major * 10 + p.minor;
 #endif
   check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "cudaStreamCreateWithFlags");
   allocator_ = std::make_shared<Allocator>(ordinal_);
@@ -359,6 +362,14 @@ void CudaDevice::wait_event(gpuEvent_t ev, const char* what) {
 
 void CudaDevice::check_launch(int err, const std::string& kernel) {
   if (err != 0) throw_error(static_cast<gpuError_t>(err), "launching " + kernel);
+}
+
+void CudaDevice::no_clusters(const std::string& op) const {
+  if (rows_cluster_ < 2 || cc_ >= 90) return;
+  throw Error(ErrorCode::Unsupported,
+              std::string(kBackend) + ": " + op + ": KF_TUNE rows_cluster=" + std::to_string(rows_cluster_) +
+                  " needs thread-block clusters (CUDA, compute capability 9.0 or newer); " + info_.name +
+                  (cc_ ? " has " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) : " has none"));
 }
 
 std::shared_ptr<Buffer> CudaDevice::allocate(size_t bytes) {

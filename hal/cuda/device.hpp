@@ -131,6 +131,8 @@ class CudaDevice final : public Device {
   void wait_stream(const char* what);
   void wait_event(gpuEvent_t e, const char* what);
   void check_launch(int err, const std::string& kernel);
+  // KF_TUNE rows_cluster=N (N >= 2) on a device without thread-block clusters: Unsupported, naming op.
+  void no_clusters(const std::string& op) const;
   // linear and matmul (matmul.cpp): whether cuBLASLt could be loaded (why not), and the dispatch.
   bool matmul_supported(std::string* why) const;
   std::string dispatch_matmul(const OpCall& call);
@@ -181,6 +183,8 @@ class CudaDevice final : public Device {
   int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-mma where it applies), 1 regs, 2 smem, 3 mma
   int attn_rows_per_warp_ = 0;   // KF_TUNE attn_rows_per_warp: flash-mma's query rows per warp, 16 or 32 (0: absent, 32)
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
+  int rows_cluster_ = 0;  // KF_TUNE rows_cluster: long rows on clusters, 0 automatic, 1 never, N of N blocks
+  int cc_ = 0;            // compute capability x 10 (0: HIP)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   int64_t l2_bytes_ = 0;                   // the L2 cache (bytes; 0: unknown)
   std::string rope_key_;

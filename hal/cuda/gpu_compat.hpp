@@ -117,4 +117,64 @@ KF_DEV unsigned kf_pack_bf162(float lo, float hi) {
 // rounding is a thousand times coarser.
 KF_DEV float kf_fast_exp(float x) { return __expf(x); }
 KF_DEV float kf_fast_div(float a, float b) { return __fdividef(a, b); }
+
+// ---- Thread-block clusters (CUDA, sm_90 and newer): the blocks of a cluster share a barrier and read
+// each other's shared memory. KF_HAVE_CLUSTER_LAUNCH: the host side may launch cluster kernels (CUDA;
+// never HIP). KF_CLUSTERS: the device code being compiled has clusters (sm_90 and newer); elsewhere a
+// cluster kernel's body is empty, and the host launches it only where kf_cluster_code() says the code
+// the device loaded has them (the compute_80 PTX that newer GPUs JIT-compile does not).
+#if !defined(KF_HIP)
+#define KF_HAVE_CLUSTER_LAUNCH 1
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KF_CLUSTERS 1
+#include <cooperative_groups.h>
+KF_DEV unsigned kf_cluster_rank() { return cooperative_groups::this_cluster().block_rank(); }
+// p (this block's shared memory) as the same variable of the cluster's block `rank`.
+template <class T> KF_DEV T* kf_cluster_map(T* p, unsigned rank) {
+  return cooperative_groups::this_cluster().map_shared_rank(p, rank);
+}
+// Every thread of the cluster: arrive (release: this thread's earlier writes and reads of shared memory
+// are done) and wait (acquire: every thread's have happened); kf_cluster_sync() both.
+KF_DEV void kf_cluster_sync() { cooperative_groups::this_cluster().sync(); }
+KF_DEV void kf_cluster_arrive() { (void)cooperative_groups::this_cluster().barrier_arrive(); }
+KF_DEV void kf_cluster_wait() { cooperative_groups::this_cluster().barrier_wait(); }
+#else
+#define KF_CLUSTERS 0
+#endif
+#else
+#define KF_HAVE_CLUSTER_LAUNCH 0
+#define KF_CLUSTERS 0
+#endif
+#endif
+
+// ---- Host side of the clusters (CUDA sources only).
+#if defined(__CUDACC__) && !defined(KF_HIP)
+// Launches kernel on grid blocks in clusters of `cluster` (1-D; grid a multiple of it).
+template <class Params>
+inline gpuError_t kf_launch_cluster(void (*kernel)(Params), unsigned grid, unsigned block, size_t smem, gpuStream_t s,
+                                    unsigned cluster, const Params& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+// Whether the code of kernel that the current device runs was compiled for sm_90 or newer (its cluster
+// body is there): false for the compute_80 PTX that a GPU without matching SASS JIT-compiles.
+inline bool kf_cluster_code(const void* kernel) {
+  cudaFuncAttributes a;
+  if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.ptxVersion >= 90 && a.binaryVersion >= 90;
+}
 #endif

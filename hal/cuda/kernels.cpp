@@ -227,11 +227,14 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       }
       if (p.rows == 0) return prefix + "norm/empty";
       p.smem_limit = max_shared_optin_, p.l2_bytes = l2_bytes_;
+      p.cluster = rows_cluster_, p.cc = cc_;
+      if (kern == Kern::Norm) no_clusters(op.name);
       const int block = row_block(p.feat);
       NormLaunch l;
       check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_, &l), "norm " + op.name);
       if (l.block)
         return prefix + "norm/register-cache,16B-packs,block=" + std::to_string(l.block) +
+               (l.cluster ? ",cluster=" + std::to_string(l.cluster) : "") +
                (l.cache == 4 ? "" : ",regs=" + std::to_string(l.cache)) +
                (l.smem_packs ? ",smem=" + std::to_string(l.smem_packs) : "") +
                (l.streamed ? ",streamed=" + std::to_string(l.streamed) + ",grid=" + std::to_string(l.grid) : "");
@@ -918,9 +921,15 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   while (int64_t(tpr) * per_thread(cache) < units && tpr < 256) tpr *= 2;
   if (int64_t(tpr) * per_thread(cache) < units) block = tpr = 1024;
   p.tpr = tpr;
+  p.cluster = rows_cluster_, p.cc = cc_, p.smem_limit = max_shared_optin_;
+  if (!sums) no_clusters(op.name);
   const int64_t rpb = block / tpr;
   const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((p.rows + rpb - 1) / rpb, 1, int64_t(1) << 30));
-  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_), "rows " + op.name);
+  ClusterPlan cl;
+  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_, &cl), "rows " + op.name);
+  if (cl.P)  // (tpr: the row's threads, over the cluster)
+    return prefix + "rows/warp-shuffle,tpr=" + std::to_string(cl.P * cl.block) + ",block=" + std::to_string(cl.block) +
+           ",cluster=" + std::to_string(cl.P) + (cl.smem ? ",smem=" + std::to_string(cl.smem) : "") + ",16B-packs";
   return prefix + "rows/warp-shuffle,tpr=" + std::to_string(tpr) + ",block=" + std::to_string(block) +
          (sums || block == 1024 ? "" : ",cache=" + std::to_string(cache)) + (p.wide ? ",16B-packs" : ",scalar");
 }

@@ -59,6 +59,10 @@ struct RowsParams {
   int wide = 1;       // feat is a multiple of the pack: rows are read and written as 16-byte packs
   float scale = 1;    // softmax / log_softmax scale
   double scale_d = 1;
+  int cluster = 0;    // KF_TUNE rows_cluster: 0 automatic, 1 never, N clusters of N blocks (see ClusterPlan)
+  int cc = 0;         // the device's compute capability x 10 (0: HIP, no clusters)
+  int64_t smem_limit = 48 * 1024;  // shared memory a block may opt in to (the cluster kernel's packs)
+  int cluster_p = 0, cluster_part = 0, smem_packs = 0;  // set by rows.cu's cluster launch (ClusterPlan)
 };
 
 // Threads per block of the row kernels: 256 for rows that a block caches (16 or 32 32-bit values' worth
@@ -66,6 +70,40 @@ struct RowsParams {
 // ones. Rows of whole 16-byte packs cache rows_values / 4 packs per thread in every dtype (16-bit packs
 // raw); others rows_values values (f64 half as many).
 constexpr int kRowCache256 = 16, kRowCache1024 = 32;
+
+// Long rows on thread-block clusters (sm_90; norm.cu and rows.cu): a row of npk 16-byte packs is cut
+// into P parts of `part` packs (the last ones may be shorter or empty), one block of `block` threads
+// each; thread t holds packs t + u block of its part, `regs` of them in registers and `smem` in shared
+// memory. The blocks reduce their parts, exchange the parts' statistics through distributed shared
+// memory and combine them in rank order (the same bits in every block and every run), then write their
+// parts. Small blocks (up to 256 threads at 64 registers: 4 a multiprocessor, each another row's part)
+// keep loads in flight while other blocks reduce, where a 1024-thread block per row left the memory idle.
+// Automatic: P = packs / (256 x 2 regs), 2 to 8 (rows of 65536: 8 parts of 2048 packs in f32, 4 in
+// 16-bit); rows_cluster=N: P = N. None (P = 0) when a part does not fit the shared memory.
+constexpr int kClusterBlock = 256, kClusterMax = 8;
+constexpr int64_t kClusterHeader = 512;  // bytes of dynamic shared memory before the packs: block sums, statistics
+struct ClusterPlan {
+  int P = 0, block = 0, part = 0, smem = 0;
+  int64_t smem_bytes = 0;
+};
+// slot: bytes of shared memory per pack (16; 32 for the add forms, which keep x and r).
+inline ClusterPlan cluster_plan(int64_t npk, int regs, int64_t slot, int64_t smem_limit, int want) {
+  ClusterPlan c;
+  if (npk < 1) return c;
+  const int64_t target = int64_t(kClusterBlock) * 2 * regs;
+  int64_t P = want >= 2 ? want : (npk + target - 1) / target;
+  P = P < 2 ? 2 : P > kClusterMax ? kClusterMax : P;
+  const int64_t part = (npk + P - 1) / P;
+  int block = 32;
+  while (block < kClusterBlock && int64_t(block) * regs < part) block *= 2;
+  const int64_t per = (part + block - 1) / block;
+  const int64_t smem = per > regs ? per - regs : 0;
+  const int64_t bytes = kClusterHeader + smem * block * slot;
+  if (bytes > smem_limit) return c;
+  c.P = static_cast<int>(P), c.block = block, c.part = static_cast<int>(part), c.smem = static_cast<int>(smem);
+  c.smem_bytes = bytes;
+  return c;
+}
 
 // ---- Sections 3 and 6 (norm.cu, train.cu). One block per row for the row kernels (fixed-order block
 // sums: the same bits every run); the host picks the block size (a power of two, 32 to 1024).
@@ -87,6 +125,9 @@ struct NormParams {
   // the L2 cache (0: unknown); smem_packs is set by the launch (packs per thread in shared memory).
   int64_t smem_limit = 48 * 1024, l2_bytes = 0;
   int smem_packs = 0;
+  int cluster = 0;       // KF_TUNE rows_cluster: 0 automatic, 1 never, N clusters of N blocks (ClusterPlan)
+  int cc = 0;            // the device's compute capability x 10 (0: HIP, no clusters)
+  int cluster_p = 0, cluster_part = 0;  // set by the cluster launch: blocks per cluster, packs per block
 };
 
 // How launch_norm ran the cached kernel (block 0: norm_kernel, element by element): threads per row,
@@ -94,6 +135,7 @@ struct NormParams {
 struct NormLaunch {
   int block = 0, cache = 0, smem_packs = 0, streamed = 0;
   uint32_t grid = 0;
+  int cluster = 0;  // blocks per cluster (0: one block per row)
 };
 
 // layer_norm_backward / rms_norm_backward. Two plans (plan_norm_backward picks one; norm.cu says why):
@@ -347,7 +389,9 @@ int attn_decode_blocks_per_sm(Dt dt, const AttnParams& p);
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch
 // (0 when it was accepted): kernels.cpp turns it into a kf::Error.
 int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, void* stream);
-int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream);
+// clusters (optional): the cluster launch's plan when it ran (softmax, log_softmax), else P = 0.
+int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream,
+                ClusterPlan* clusters = nullptr);
 
 // cached (optional): the cached kernel's layout when it ran, else block 0.
 int launch_norm(NormOp op, Dt dt, const NormParams& p, int block, void* stream, NormLaunch* cached = nullptr);

@@ -393,6 +393,148 @@ __global__ void __launch_bounds__(1024) norm_cached_kernel(const NormParams p) {
   }
 }
 
+#if KF_HAVE_CLUSTER_LAUNCH
+// norm_cached_kernel's long rows on thread-block clusters (kernels.hpp ClusterPlan; layer and rms norm,
+// not group_norm): block `rank` of a cluster of P holds packs [rank part, (rank + 1) part) of the row,
+// thread t packs t + u B of those (u < R in registers, then p.smem_packs in shared memory by cp.async),
+// all loads issued before any arithmetic. Each block reduces its part: rms sum(x^2); layer (h, c, m2),
+// h the part's mean (a block sum), c = sum(x - h), m2 = sum((x - h)^2) - c^2 / n (norm_kernel's
+// corrected two-pass, over the part). The parts combine in rank order (Chan, Golub and LeVeque): the
+// row's mean as hi + lo with hi = h_0 and lo = sum(c_k + n_k (h_k - hi)) / L, and M2 = sum(m2_k + n_k
+// e_k^2) with e_k = (h_k - hi) + c_k / n_k - lo, each part's mean less the row's (no cancellation: rows
+// far from zero keep their precision, as norm_kernel). Every block computes the same statistics, the
+// same bits every run. One exchange a row: the cluster's barrier after the statistics are published,
+// and its arrive after they are read, waited for only before they are overwritten (next row) or the
+// block exits. One dynamic shared array (block sums, statistics, packs): the host emulation runs a
+// cluster's blocks at once, each with its own.
+template <NormOp OP, class T>
+__global__ void __launch_bounds__(kClusterBlock, 4) norm_cluster_kernel(const NormParams p) {
+#if KF_CLUSTERS
+  using C = typename T::C;
+  constexpr int VW = T::VW;
+  constexpr bool ADD = kAdd<OP>;
+  constexpr int R = ADD ? 2 : 4;  // packs a thread in registers (the add forms hold x and r)
+  extern __shared__ __align__(16) unsigned char norm_cluster_smem[];
+  C* const sm = reinterpret_cast<C*>(norm_cluster_smem);  // block sums: 64 values
+  C* const st = sm + 64;                                    // this part's statistics, read by the cluster
+  const int B = blockDim.x, t = threadIdx.x, S = p.smem_packs;
+  uint4* const sx = reinterpret_cast<uint4*>(norm_cluster_smem + kClusterHeader);  // slot u B + t: x
+  uint4* const sr = sx + B * S;                                                    // the add forms: r
+  const int P = p.cluster_p, part = p.cluster_part, rank = static_cast<int>(kf_cluster_rank());
+  const int npk = static_cast<int>(p.feat / VW);
+  const auto packs_of = [&](int k) { return max(0, min(part, npk - k * part)); };
+  const int j0 = rank * part, n = packs_of(rank);
+  const C L = C(p.feat), eps = static_cast<C>(p.eps);
+  for (int64_t row = blockIdx.x / P; row < p.rows; row += gridDim.x / P) {
+    const int64_t base = row * npk + j0;  // the part's first pack
+    // The register loads first: issued after the copies, ptxas placed them after the copies' wait (two
+    // round trips where one does).
+    uint4 cx[R], cr[ADD ? R : 1];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const int j = t + u * B;
+      cx[u] = cr[ADD ? u : 0] = make_uint4(0, 0, 0, 0);
+      if (j < n) {
+        cx[u] = load_pack(p.x, base + j);
+        if constexpr (ADD) cr[u] = load_pack(p.r, base + j);
+      }
+    }
+#pragma unroll 1
+    for (int u = 0; u < S; ++u) {  // (not unrolled: registers for the addresses spilled 16-bit layer norms)
+      const int j = t + (R + u) * B;
+      if (j < n) {
+        kf_copy16(sx + u * B + t, static_cast<const uint4*>(p.x) + base + j);
+        if constexpr (ADD) kf_copy16(sr + u * B + t, static_cast<const uint4*>(p.r) + base + j);
+      }
+    }
+    kf_copy_wait();
+    // f(j, v) on each pack of this thread (j within the part): registers, then shared memory.
+    const auto each = [&](auto&& f) {
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const int j = t + u * B;
+        if (j < n) {
+          C v[VW];
+          pack_values<OP, T>(cx[u], cr[ADD ? u : 0], v);
+          f(j, v);
+        }
+      }
+      for (int u = 0; u < S; ++u) {
+        const int j = t + (R + u) * B;
+        if (j < n) {
+          C v[VW];
+          pack_values<OP, T>(sx[u * B + t], ADD ? sr[u * B + t] : sx[u * B + t], v);
+          f(j, v);
+        }
+      }
+    };
+    C hi = C(0), lo = C(0), m2 = C(0);
+    if constexpr (kRms<OP>) {
+      C ss = C(0);
+      each([&](int, const C(&v)[VW]) {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) ss += v[k] * v[k];
+      });
+      ss = block_sum(ss, sm);
+      if (t == 0) st[0] = ss;
+      kf_cluster_sync();
+      for (int k = 0; k < P; ++k) m2 += kf_cluster_map(st, k)[0];
+    } else {
+      C sum = C(0);
+      each([&](int, const C(&v)[VW]) {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) sum += v[k];
+      });
+      sum = block_sum(sum, sm);
+      // (The approximate division where a quotient only shifts or corrects: the accurate one's slow path
+      // spilled f32's registers.)
+      const C cnt = C(int64_t(n) * VW);
+      const C h = n > 0 ? kf_fast_div(sum, cnt) : C(0);  // any shift near the mean: c, m2 are about it
+      C c = C(0), d2 = C(0);
+      each([&](int, const C(&v)[VW]) {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const C d = v[k] - h;
+          c += d, d2 += d * d;
+        }
+      });
+      block_sum2(c, d2, sm);
+      C pm2 = n > 0 ? d2 - c * kf_fast_div(c, cnt) : C(0);
+      if (pm2 < C(0)) pm2 = C(0);
+      if (t == 0) st[0] = h, st[1] = c, st[2] = pm2;
+      kf_cluster_sync();
+      hi = kf_cluster_map(st, 0)[0];
+      C cs = C(0);
+      for (int k = 0; k < P; ++k) {
+        const C* q = kf_cluster_map(st, k);
+        cs += q[1] + C(int64_t(packs_of(k)) * VW) * (q[0] - hi);
+      }
+      lo = kf_fast_div(cs, L);
+      for (int k = 0; k < P; ++k) {
+        const C nk = C(int64_t(packs_of(k)) * VW);
+        if (nk > C(0)) {
+          const C* q = kf_cluster_map(st, k);
+          const C e = (q[0] - hi) + kf_fast_div(q[1], nk) - lo;
+          m2 += q[2] + nk * e * e;
+        }
+      }
+    }
+    kf_cluster_arrive();  // (this block is done with the cluster's statistics)
+    const C rstd = C(1) / m_sqrt(m2 / L + eps);
+    // (The add forms store s = x + r here, not before the statistics: the cluster barrier's release,
+    // MEMBAR.ALL.GPU on sm_90, would wait for them.)
+    each([&](int j, const C(&v)[VW]) {
+      norm_store<OP, T>(p, j0 + j, base + j, v, hi, lo, rstd);
+      if constexpr (ADD) store_pack(p.s, base + j, T::pack(v));
+    });
+    kf_cluster_wait();  // (every block done with this one's statistics: st may change, or go)
+  }
+#else
+  (void)p;
+#endif
+}
+#endif
+
 // g = dy w rounded before it is used: contracted into sum(g) or into g - mean(g) (nvcc fuses a * b + c
 // by default), the product would keep digits the other side lacks; on an H100 that left 2.8e-5 where a
 // one-element row's gradient is exactly 0 (as norm_bwd.comp's `precise`).
@@ -934,9 +1076,49 @@ int norm_cached_launch(const NormParams& p0, const NormLaunch& l, gpuStream_t s)
   return static_cast<int>(gpuGetLastError());
 }
 
+#if KF_HAVE_CLUSTER_LAUNCH
+// The cluster kernel for rows of whole packs that norm_layout took (layer and rms norm, 32-bit compute
+// types), on devices with clusters (compute capability 9.0, code for sm_90): automatically for the rows
+// that would take the 1024-thread LONG kernel, on any such row with rows_cluster=N. False (nothing
+// launched) where it does not apply or the launch was refused: the other kernels then.
+template <NormOp OP, class T> bool norm_cluster_launch(const NormParams& p0, const NormLaunch& l, gpuStream_t s, NormLaunch* used) {
+  if constexpr (sizeof(typename T::C) != 4) {
+    return false;
+  } else {
+    const bool long_row = l.block == 1024 && !npk_fits_short<T>(p0);
+    if (p0.groups != 1 || p0.inner != 1 || p0.cc < 90 || p0.cluster == 1 || (p0.cluster == 0 && !long_row)) return false;
+    const ClusterPlan c = cluster_plan(p0.feat / T::VW, kAdd<OP> ? 2 : 4, kAdd<OP> ? 32 : 16, p0.smem_limit, p0.cluster);
+    const auto k = &norm_cluster_kernel<OP, T>;
+    if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
+    NormParams p = p0;
+    p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part;
+    if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(c.smem_bytes)) != gpuSuccess) {
+      (void)gpuGetLastError();
+      return false;
+    }
+    const int64_t clusters = std::min<int64_t>(p.rows, int64_t(1) << 27);  // (blocks stride over the rest)
+    if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
+                          static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
+      (void)gpuGetLastError();  // (refused, e.g. no room for the cluster: the other kernels)
+      return false;
+    }
+    if (used) {
+      *used = NormLaunch{};
+      used->block = c.block, used->cache = kAdd<OP> ? 2 : 4, used->smem_packs = c.smem;
+      used->grid = static_cast<uint32_t>(clusters * c.P), used->cluster = c.P;
+    }
+    return true;
+  }
+}
+#endif
+
 template <NormOp OP, class T> int norm_launch(const NormParams& p, int block, gpuStream_t s, NormLaunch* used) {
   NormLaunch l;
   if (norm_layout<OP, T>(p, l)) {
+#if KF_HAVE_CLUSTER_LAUNCH
+    if (norm_cluster_launch<OP, T>(p, l, s, used)) return 0;
+#endif
     if (used) *used = l;
     if ((l.block < 1024 || npk_fits_short<T>(p)) && !use_wide<OP, T>(p))
       return norm_cached_launch<OP, T, 4, false>(p, l, s);

@@ -12,6 +12,8 @@
 // (exp(s x - max) = exp2(fma(x, s log2 e, -M))); f64 computes in double with exp and log.
 #include <math.h>
 
+#include <algorithm>
+
 #include "hal/cuda/common.cuh"
 
 namespace kf::hal::cuda {
@@ -297,6 +299,107 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
   }
 }
 
+#if KF_HAVE_CLUSTER_LAUNCH
+// softmax, log_softmax of long rows of whole packs on thread-block clusters (kernels.hpp ClusterPlan):
+// block `rank` of a cluster of P holds packs [rank part, (rank + 1) part) of the row, thread t packs
+// t + u B of those, R in registers and p.smem_packs in shared memory (cp.async), raw (16-bit packs cost
+// half their floats), all loaded before any arithmetic. The block's (max, sum) pair (row_combine over
+// the block), published to the cluster; every block combines the P pairs in rank order (the same bits
+// in every block and every run), then writes its part, exp(s x - M) recomputed from the raw values.
+// One dynamic shared array (the host emulation runs a cluster's blocks at once, each with its own).
+template <RowOp OP, class T>
+__global__ void __launch_bounds__(kClusterBlock, 4) rows_cluster_kernel(const RowsParams p) {
+#if KF_CLUSTERS
+  using C = typename T::C;
+  constexpr int VW = T::VW, R = 4;
+  extern __shared__ __align__(16) unsigned char rows_cluster_smem[];
+  C* const red_m = reinterpret_cast<C*>(rows_cluster_smem);  // row_combine: a pair per warp
+  C* const red_s = red_m + kClusterBlock / KF_WARP;
+  C* const pair = red_s + kClusterBlock / KF_WARP;  // this part's (max, sum), read by the cluster
+  const int B = blockDim.x, t = threadIdx.x, S = p.smem_packs;
+  uint4* const sx = reinterpret_cast<uint4*>(rows_cluster_smem + kClusterHeader);  // slot u B + t
+  const int P = p.cluster_p, part = p.cluster_part, rank = static_cast<int>(kf_cluster_rank());
+  const int npk = static_cast<int>(p.feat / VW);
+  const int j0 = rank * part, n = max(0, min(part, npk - j0));
+  const Stats<C> st(p);
+  const C NEG_INF = -C(INFINITY);
+  for (int64_t row = blockIdx.x / P; row < p.rows; row += gridDim.x / P) {
+    const int64_t base = row * npk + j0;  // the part's first pack
+    // (The register loads before the copies: after them, ptxas placed them after the copies' wait.)
+    uint4 cx[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const int j = t + u * B;
+      if (j < n) cx[u] = load_pack(p.in, base + j);
+    }
+    for (int u = 0; u < S; ++u) {
+      const int j = t + (R + u) * B;
+      if (j < n) kf_copy16(sx + u * B + t, static_cast<const uint4*>(p.in) + base + j);
+    }
+    kf_copy_wait();
+    const auto each = [&](auto&& f) {
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const int j = t + u * B;
+        if (j < n) {
+          C x[VW];
+          T::unpack(cx[u], x);
+          f(j, x);
+        }
+      }
+      for (int u = 0; u < S; ++u) {
+        const int j = t + (R + u) * B;
+        if (j < n) {
+          C x[VW];
+          T::unpack(sx[u * B + t], x);
+          f(j, x);
+        }
+      }
+    };
+    C m = NEG_INF, s = C(0);
+    each([&](int, const C(&x)[VW]) {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) m = fmax(m, st.logit(x[k]));
+    });
+    const C mr = m == NEG_INF ? C(0) : m;  // (as softmax_row: NaN must still reach the sum)
+    each([&](int, const C(&x)[VW]) {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) s += st.exp_rel(x[k], mr);
+    });
+    row_combine(m, s, B, 0, red_m, red_s);
+    if (t == 0) pair[0] = m, pair[1] = s;
+    kf_cluster_sync();
+    const C* q = kf_cluster_map(pair, 0);
+    C M = q[0], Sum = q[1];
+    for (int k = 1; k < P; ++k) {
+      q = kf_cluster_map(pair, k);
+      combine(M, Sum, q[0], q[1]);
+    }
+    kf_cluster_arrive();  // (this block is done with the cluster's pairs)
+    if (OP == RowOp::softmax) {
+      const bool zeros = M == NEG_INF;  // all -inf (NaN aside): zeros
+      const C inv = C(1) / Sum;
+      each([&](int j, C(&x)[VW]) {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) x[k] = zeros ? C(0) : st.exp_rel(x[k], M) * inv;
+        store_pack(p.out, base + j, T::pack(x));
+      });
+    } else {
+      const C lse = st.lse(M, Sum), sc = st.s;
+      each([&](int j, C(&x)[VW]) {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) x[k] = sc * x[k] - lse;
+        store_pack(p.out, base + j, T::pack(x));
+      });
+    }
+    kf_cluster_wait();  // (every block done with this one's pair: it may change, or go)
+  }
+#else
+  (void)p;
+#endif
+}
+#endif
+
 // One kernel per op, dtype, block size, row layout (WIDE: 16-byte packs) and, for 256-thread blocks,
 // the registers of its row each thread caches (CACHE_VALUES 32-bit values' worth, 16 or 32: KF_TUNE
 // rows_values; as packs, CACHE_VALUES / 4 of them in every dtype, the 16-bit ones raw; element by
@@ -328,6 +431,41 @@ __global__ void __launch_bounds__(BLOCK, BLOCK == 1024 ? 1 : (CACHE_VALUES > 16 
   }
 }
 
+#if KF_HAVE_CLUSTER_LAUNCH
+// The cluster kernel for softmax / log_softmax rows of whole packs (32-bit compute types) on devices
+// with clusters (compute capability 9.0, code for sm_90): automatically where the rows would take the
+// 1024-thread blocks, on any such row with rows_cluster=N. False (nothing launched) where it does not
+// apply or the launch was refused: rows_kernel then.
+template <RowOp OP, class T>
+bool rows_cluster_launch(const RowsParams& p0, int block, gpuStream_t s, ClusterPlan* used) {
+  if constexpr (OP == RowOp::sum_squared || OP == RowOp::mean_abs || sizeof(typename T::C) != 4) {
+    return false;
+  } else {
+    if (p0.cc < 90 || p0.cluster == 1 || (p0.cluster == 0 && block != 1024)) return false;
+    const int64_t npk = p0.feat / T::VW;
+    if (npk > INT32_MAX / 2) return false;
+    const ClusterPlan c = cluster_plan(npk, 4, 16, p0.smem_limit, p0.cluster);
+    const auto k = &rows_cluster_kernel<OP, T>;
+    if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
+    RowsParams p = p0;
+    p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part;
+    if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(c.smem_bytes)) != gpuSuccess) {
+      (void)gpuGetLastError();
+      return false;
+    }
+    const int64_t clusters = std::min<int64_t>(p.rows, int64_t(1) << 27);  // (blocks stride over the rest)
+    if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
+                          static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
+      (void)gpuGetLastError();  // (refused, e.g. no room for the cluster: rows_kernel)
+      return false;
+    }
+    if (used) *used = c;
+    return true;
+  }
+}
+#endif
+
 template <RowOp OP, class T, bool WIDE>
 void launch_layout(const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s) {
   constexpr bool sums = OP == RowOp::sum_squared || OP == RowOp::mean_abs;  // no cache: one kernel
@@ -337,30 +475,37 @@ void launch_layout(const RowsParams& p, int block, int cache, uint32_t blocks, g
 }
 
 template <RowOp OP, class T>
-int launch_dtype(const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s) {
+int launch_dtype(const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s, ClusterPlan* clusters) {
+#if KF_HAVE_CLUSTER_LAUNCH
+  if (p.wide && rows_cluster_launch<OP, T>(p, block, s, clusters)) return 0;
+#else
+  (void)clusters;
+#endif
   if (p.wide) launch_layout<OP, T, true>(p, block, cache, blocks, s);
   else launch_layout<OP, T, false>(p, block, cache, blocks, s);
   return static_cast<int>(gpuGetLastError());
 }
 
 template <RowOp OP>
-int launch_op(Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s) {
+int launch_op(Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, gpuStream_t s, ClusterPlan* c) {
   switch (dt) {
-    case Dt::f32: return launch_dtype<OP, F32>(p, block, cache, blocks, s);
-    case Dt::f16: return launch_dtype<OP, F16>(p, block, cache, blocks, s);
-    case Dt::bf16: return launch_dtype<OP, BF16>(p, block, cache, blocks, s);
-    case Dt::f64: return launch_dtype<OP, F64>(p, block, cache, blocks, s);
+    case Dt::f32: return launch_dtype<OP, F32>(p, block, cache, blocks, s, c);
+    case Dt::f16: return launch_dtype<OP, F16>(p, block, cache, blocks, s, c);
+    case Dt::bf16: return launch_dtype<OP, BF16>(p, block, cache, blocks, s, c);
+    case Dt::f64: return launch_dtype<OP, F64>(p, block, cache, blocks, s, c);
   }
   return -1;
 }
 
 }  // namespace
 
-int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream) {
+int launch_rows(RowOp op, Dt dt, const RowsParams& p, int block, int cache, uint32_t blocks, void* stream,
+                ClusterPlan* clusters) {
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  if (clusters) *clusters = ClusterPlan{};
   switch (op) {
 #define KF_CUDA_CASE(name) \
-  case RowOp::name: return launch_op<RowOp::name>(dt, p, block, cache, blocks, s);
+  case RowOp::name: return launch_op<RowOp::name>(dt, p, block, cache, blocks, s, clusters);
     KF_CUDA_ROW_OPS(KF_CUDA_CASE)
 #undef KF_CUDA_CASE
     case RowOp::count: break;

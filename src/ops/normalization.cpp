@@ -61,10 +61,11 @@ const char* act_suffix(Act a) {
 // Shapes that cover the three row regimes of the kernels: several rows per subgroup or workgroup
 // (short rows), one workgroup per row, and rows split over several workgroups with a combine pass
 // (longer than one workgroup's register cache, 8192 values by default), with row lengths that are and
-// are not multiples of the 16-byte pack.
+// are not multiples of the 16-byte pack. (2, 40024): 8 x 5003 values, split into parts that are
+// multiples of nothing, the last one shorter (CUDA's clusters on sm_90: 5 parts in f32, 3 in 16-bit).
 std::vector<Shape> norm_row_shapes() {
   return {{1, 1},    {300, 17}, {8, 4096}, {2, 200000}, {5, 3, 40}, {64, 1000},
-          {7, 9000}, {1, 65536}, {3, 100003}, {1000, 1}, {4, 33}};
+          {7, 9000}, {1, 65536}, {3, 100003}, {1000, 1}, {4, 33}, {2, 40024}};
 }
 
 // layer_norm / rms_norm and their fusions: [x, (r), w?, b?].

@@ -15,7 +15,10 @@ std::vector<TestCase> row_tests() {
   return {{"rows1x1", {{1, 1}}},          {"rows3x17", {{3, 17}}},       {"n1000003", {{1000003}}, {}, 0.25},
           {"rows1x65536", {{1, 65536}}},  {"rows64x1000", {{64, 1000}}}, {"rows5x3x40", {{5, 3, 40}}},
           {"rows2x4096", {{2, 4096}}},    {"rows1000x1", {{1000, 1}}},   {"rows7x9000", {{7, 9000}}},
-          {"rows3x131", {{3, 131}}, {}, 8}};
+          {"rows3x131", {{3, 131}}, {}, 8},
+          // 8 x 2501 values: parts of a split row that are multiples of nothing, the last one shorter
+          // (CUDA's clusters on sm_90: 3 parts in f32, 2 in 16-bit)
+          {"rows3x20008", {{3, 20008}}}};
 }
 
 // Applies fn(row input, row output) over rows in parallel.

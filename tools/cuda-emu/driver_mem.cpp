@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string>
@@ -148,6 +149,7 @@ const void* ptr(const std::vector<Buf>& in, size_t k) { return k < in.size() && 
 // ---- Sections 3 (norm.cu), as CudaDevice::dispatch_training's Kern::Norm / GroupNorm.
 struct NormKnobs {
   int64_t smem_limit = 227 * 1024, l2_bytes = 50 << 20;
+  int cc = 0, cluster = 0;  // compute capability x 10 (90: the cluster kernel), KF_TUNE rows_cluster
 };
 Launch norm_launch(const std::string& name, DType dt, const Attrs& attrs, NormKnobs knobs) {
   return [=](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
@@ -177,11 +179,15 @@ Launch norm_launch(const std::string& name, DType dt, const Attrs& attrs, NormKn
       p.feat = x.back(), p.rows = numel(x) / p.feat;
     }
     p.smem_limit = knobs.smem_limit, p.l2_bytes = knobs.l2_bytes;
+    p.cc = knobs.cc, p.cluster = knobs.cluster;
     int block = 32;
     while (block < 1024 && int64_t(block) * 4 < p.feat) block *= 2;
     hc::NormLaunch l;
     hc::launch_norm(group ? hc::NormOp::layer : static_cast<hc::NormOp>(id), dt_of(dt), p, block, nullptr, &l);
     if (!l.block) return "block-per-row," + std::to_string(block);
+    if (l.cluster)
+      return "cluster=" + std::to_string(l.cluster) + ",block=" + std::to_string(l.block) + ",regs=" +
+             std::to_string(l.cache) + ",smem=" + std::to_string(l.smem_packs) + ",grid=" + std::to_string(l.grid);
     return "cached,block=" + std::to_string(l.block) + ",regs=" + std::to_string(l.cache) + ",smem=" +
            std::to_string(l.smem_packs) + ",streamed=" + std::to_string(l.streamed) + ",grid=" + std::to_string(l.grid);
   };
@@ -198,8 +204,10 @@ void norms(const std::string& only) {
     // with a partial last round of packs, 1003 and 65537 not whole packs (norm_kernel).
     struct S { int64_t rows, feat; int affine; };
     // (16384 and 32768: norm.cu's 512-thread layout with 4 packs in shared memory, f32 and 16-bit.)
+    // (20008 and 40024: cluster parts not multiples of anything, the last one shorter.)
     std::vector<S> shapes = {{3, 4104, 2}, {2, 33 * 8, 1}, {5, 8, 2}, {1, 16, 0}, {2, 1003, 2}, {1, 1, 2},
-                             {2, 16384, 2}, {1, 32768, 1}, {3, 65536, 2}, {1, 65536 + 1024 + 8, 0}, {2, 65537, 1}};
+                             {2, 16384, 2}, {1, 32768, 1}, {3, 65536, 2}, {1, 65536 + 1024 + 8, 0}, {2, 65537, 1},
+                             {3, 20008, 2}, {2, 40024, 1}};
     for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
       for (const S& s : shapes) {
         if (s.feat == 65537 && dt != DType::f32) continue;  // (norm_kernel, unchanged: one dtype)
@@ -210,6 +218,22 @@ void norms(const std::string& only) {
         const std::string label = "[" + std::to_string(s.rows) + "," + std::to_string(s.feat) + "]a" + std::to_string(given);
         Attrs a;
         run(name, label, in, a, dt, 2, norm_launch(name, dt, a, {}));
+        // The cluster kernel (sm_90): automatic (the rows past 1024 x 4 packs), and forced to P blocks on
+        // short rows (parts of a pack or two, blocks left empty) and long ones (shared memory).
+        if (dt != DType::f64 && s.feat % (16 / int64_t(dtype_size(dt))) == 0) {
+          NormKnobs k;
+          k.cc = 90;
+          if (s.feat > 16384) run(name, label + "_cluster", in, a, dt, 2, norm_launch(name, dt, a, k));
+          for (int P : {2, 3, 8}) {
+            if (s.feat >= 65536 && P != 3) continue;  // (emulated threads: one forced P on the longest rows)
+            k.cluster = P;
+            run(name, label + "_cluster" + std::to_string(P), in, a, dt, 2, norm_launch(name, dt, a, k));
+          }
+          if (s.feat >= 65536) {  // parts that do not fit 40 KiB: the other kernels
+            k.cluster = 2, k.smem_limit = 40 * 1024;
+            run(name, label + "_cluster2_smem40k", in, a, dt, 2, norm_launch(name, dt, a, k));
+          }
+        }
         if (s.feat >= 65536) {
           // Little shared memory: rows streamed (read twice), on a grid of one and two blocks.
           run(name, label + "_smem40k_l2", in, a, dt, 2, norm_launch(name, dt, a, {40 * 1024, 1}));
@@ -231,6 +255,10 @@ void norms(const std::string& only) {
         };
         run(name, "[2," + std::to_string(feat) + "]_mean100_sd0.006", in, a, dt, 1,
             norm_launch(name, dt, a, {16 * 1024, 1}), 99, shift);
+        NormKnobs k;  // the cluster kernel: parts' statistics combined about the first part's mean
+        k.cc = 90, k.cluster = feat > 16384 ? 0 : 3;
+        run(name, "[2," + std::to_string(feat) + "]_mean100_sd0.006_cluster", in, a, dt, 1, norm_launch(name, dt, a, k),
+            99, shift);
       }
     }
   }
@@ -375,15 +403,30 @@ void rows(const std::string& only) {
     for (const TestCase& tc : op.tests)
       if (numel(tc.inputs[0]) <= (int64_t(1) << 20)) cases.push_back(tc);
     for (const Shape& x : {Shape{3, 4096}, Shape{2, 4104}, Shape{5, 1003}, Shape{1, 1}, Shape{4, 17}, Shape{9, 64},
-                           Shape{2, 65536}, Shape{1, 65536 + 8}, Shape{2, 20000}}) {
+                           Shape{2, 65536}, Shape{1, 65536 + 8}, Shape{2, 20000}, Shape{5, 8}, Shape{3, 24}}) {
       TestCase tc{"x" + to_string(x), {x}, {}, id == 0 ? 1.0 : 3.0};  // (sum_squared of 65544 values of up to 3: past f16's range)
       if (id >= 2) tc.attrs.scale = 0.7;
       cases.push_back(tc);
     }
+    // softmax's special rows for the cluster kernel: all -inf (zeros; log_softmax NaN, as the reference),
+    // the first parts -inf, a NaN in the last part.
+    const Prep special_prep = [](std::vector<std::vector<double>>& v) {
+      const double inf = std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < 20000; ++j) v[0][size_t(j)] = -inf;
+      for (int64_t j = 0; j < 12000; ++j) v[0][size_t(20000 + j)] = -inf;
+      v[0][size_t(2 * 20000 + 15000)] = std::numeric_limits<double>::quiet_NaN();
+    };
+    if (id >= 2) cases.push_back({"x[3,20000]_special", {{3, 20000}}, {}, 3.0});
     for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
       for (const TestCase& tc : cases)
-        for (int cache : {16, 32}) {
+        // cache 16, 32; 0: the cluster kernel (sm_90) where it applies; 2, 3, 8: forced to P blocks
+        for (int cache : {16, 32, 0, 2, 3, 8}) {
           if (cache == 32 && numel(tc.inputs[0]) > 300000) continue;
+          const int64_t feat = tc.inputs[0].empty() ? 1 : tc.inputs[0].back();
+          const bool special = tc.label.find("_special") != std::string::npos;
+          if (special && cache != 0) continue;
+          if (cache < 16 && (id < 2 || dt == DType::f64 || feat % (16 / int64_t(dtype_size(dt))) != 0)) continue;
+          if (cache > 0 && cache < 16 && cache != 3 && feat >= 65536) continue;  // (emulated threads: one forced P on the longest)
           const Launch l = [&](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
                                const std::vector<Shape>&) -> std::string {
             hc::RowsParams p;
@@ -401,17 +444,24 @@ void rows(const std::string& only) {
               if (p.wide) return cv / 4;
               return std::max<int64_t>(1, cv / per_value);
             };
+            const int values = cache < 16 ? 16 : cache;
             int block = 256, tpr = 32;
-            while (int64_t(tpr) * per_thread(cache) < units && tpr < 256) tpr *= 2;
-            if (int64_t(tpr) * per_thread(cache) < units) block = tpr = 1024;
+            while (int64_t(tpr) * per_thread(values) < units && tpr < 256) tpr *= 2;
+            if (int64_t(tpr) * per_thread(values) < units) block = tpr = 1024;
             p.tpr = tpr;
+            if (cache < 16) p.cc = 90, p.cluster = cache == 0 ? 0 : cache, p.smem_limit = 227 * 1024;
             const int64_t rpb = block / tpr;
             const uint32_t blocks = uint32_t(std::clamp<int64_t>((p.rows + rpb - 1) / rpb, 1, 2));  // blocks stride
-            hc::launch_rows(static_cast<hc::RowOp>(id), dt_of(dt), p, block, cache, blocks, nullptr);
-            return "tpr=" + std::to_string(tpr) + ",block=" + std::to_string(block) + ",cache=" + std::to_string(cache) +
+            hc::ClusterPlan c;
+            hc::launch_rows(static_cast<hc::RowOp>(id), dt_of(dt), p, block, values, blocks, nullptr, &c);
+            if (c.P)
+              return "cluster=" + std::to_string(c.P) + ",block=" + std::to_string(c.block) + ",part=" +
+                     std::to_string(c.part) + ",smem=" + std::to_string(c.smem);
+            return "tpr=" + std::to_string(tpr) + ",block=" + std::to_string(block) + ",cache=" + std::to_string(values) +
                    (p.wide ? ",wide" : "");
           };
-          run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, l);
+          run(name, tc.label + (cache < 16 ? "_cluster" + std::to_string(cache) : ""), tc.inputs, tc.attrs, dt, tc.range,
+              l, 1234, special ? special_prep : Prep{});
         }
   }
 }

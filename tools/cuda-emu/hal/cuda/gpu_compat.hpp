@@ -1,13 +1,17 @@
 // Part of tools/cuda-emu (see run.sh): the emulated CUDA dialect, standing in for hal/cuda/gpu_compat.hpp.
 // Host emulation of the CUDA dialect: each block runs as blockDim std::threads with std::barrier for
-// __syncthreads / __syncwarp; blocks run one after another. For checking kernel logic on a CPU only.
+// __syncthreads / __syncwarp; blocks run one after another, or a cluster's blocks at once (one barrier
+// for the cluster, each block's dynamic shared memory readable by the others). For checking kernel logic
+// on a CPU only.
 #pragma once
 #include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 #include <algorithm>
 
@@ -30,37 +34,70 @@ struct dim3 {
 struct uint4 { unsigned x, y, z, w; };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 
-inline thread_local dim3 threadIdx;
-inline dim3 blockIdx, blockDim, gridDim;
-inline std::barrier<>* emu_block_bar = nullptr;
-inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bar;
-inline unsigned char* emu_dyn_smem = nullptr;
-inline double emu_xchg[1024];
+// One block's barriers and shuffle exchange; each thread points at its block's (and its dynamic shared
+// memory, and its blockIdx: a cluster's blocks run at once).
+struct EmuBlock {
+  explicit EmuBlock(unsigned n) : bar(n) {
+    for (unsigned w = 0; w < (n + 31) / 32; ++w) warp_bar.emplace_back(new std::barrier<>(std::min(32u, n - 32 * w)));
+  }
+  std::barrier<> bar;
+  std::vector<std::unique_ptr<std::barrier<>>> warp_bar;
+  double xchg[1024];
+  unsigned vote[1024];
+};
+inline thread_local dim3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+inline thread_local EmuBlock* emu_blk = nullptr;
+inline thread_local unsigned char* emu_dyn_smem = nullptr;
 
-inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
-inline void __syncwarp() { emu_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+inline void __syncthreads() { emu_blk->bar.arrive_and_wait(); }
+inline void __syncwarp() { emu_blk->warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
 template <class T> inline T emu_shfl_xor(T v, int mask) {
   const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
   __syncwarp();
-  emu_xchg[threadIdx.x] = double(v);
+  emu_blk->xchg[threadIdx.x] = double(v);
   __syncwarp();
-  const T r = T(emu_xchg[base + (lane ^ unsigned(mask))]);
+  const T r = T(emu_blk->xchg[base + (lane ^ unsigned(mask))]);
   __syncwarp();
   return r;
 }
 #define KF_SHFL_XOR(v, mask) emu_shfl_xor((v), (mask))
-inline unsigned emu_vote_xchg[1024];
 // Whether pred holds in every lane of the warp; every lane takes part, as the kernels use it.
 inline bool __all_sync(unsigned, int pred) {
   const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
   __syncwarp();
-  emu_vote_xchg[threadIdx.x] = pred ? 1u : 0u;
+  emu_blk->vote[threadIdx.x] = pred ? 1u : 0u;
   __syncwarp();
   bool r = true;
-  for (unsigned l = 0; l < 32; ++l) r = r && emu_vote_xchg[base + l] != 0;
+  for (unsigned l = 0; l < 32; ++l) r = r && emu_blk->vote[base + l] != 0;
   __syncwarp();
   return r;
 }
+
+// Thread-block clusters (hal/cuda/gpu_compat.hpp): one barrier for all the cluster's threads; a block's
+// dynamic shared memory mapped to another's at the same offset.
+#define KF_HAVE_CLUSTER_LAUNCH 1
+#define KF_CLUSTERS 1
+struct EmuCluster {
+  explicit EmuCluster(unsigned n) : bar(n) {}
+  std::barrier<> bar;
+  std::vector<unsigned char*> smem;  // each block's dynamic shared memory
+};
+inline thread_local EmuCluster* emu_clu = nullptr;
+inline thread_local unsigned emu_clu_rank = 0;
+inline thread_local std::optional<std::barrier<>::arrival_token> emu_clu_token;
+inline unsigned kf_cluster_rank() { return emu_clu_rank; }
+template <class T> inline T* kf_cluster_map(T* p, unsigned rank) {
+  const auto off = reinterpret_cast<unsigned char*>(const_cast<std::remove_const_t<T>*>(p)) - emu_dyn_smem;
+  return reinterpret_cast<T*>(emu_clu->smem.at(rank) + off);
+}
+inline void kf_cluster_sync() { emu_clu->bar.arrive_and_wait(); }
+inline void kf_cluster_arrive() { emu_clu_token.emplace(emu_clu->bar.arrive()); }
+inline void kf_cluster_wait() {
+  emu_clu->bar.wait(std::move(*emu_clu_token));
+  emu_clu_token.reset();
+}
+inline bool kf_cluster_code(const void*) { return true; }
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -117,27 +154,68 @@ inline int gpuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void*, int
 template <class K, class P>
 void emu_launch(K kernel, dim3 grid, dim3 block, size_t shared, void*, const P& p) {
   std::vector<unsigned char> smem(shared + 256);
-  emu_dyn_smem = smem.data() + (128 - (reinterpret_cast<uintptr_t>(smem.data()) % 128));
+  unsigned char* const dyn = smem.data() + (128 - (reinterpret_cast<uintptr_t>(smem.data()) % 128));
   gridDim = grid;
   blockDim = block;
   const unsigned n = block.x;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        blockIdx = dim3(x, y, z);
-        std::barrier<> bb(n);
-        emu_block_bar = &bb;
-        emu_warp_bar.clear();
-        for (unsigned w = 0; w < (n + 31) / 32; ++w) emu_warp_bar.emplace_back(new std::barrier<>(std::min(32u, n - 32 * w)));
-        std::memset(emu_dyn_smem, 0xcd, shared);  // garbage, as the GPU would have
+        EmuBlock blk(n);
+        std::memset(dyn, 0xcd, shared);  // garbage, as the GPU would have
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < n; ++t)
           ts.emplace_back([&, t] {
             threadIdx = dim3(t);
+            blockIdx = dim3(x, y, z);
+            emu_blk = &blk;
+            emu_dyn_smem = dyn;
             kernel(p);
-            emu_warp_bar[t / 32]->arrive_and_drop();
-            emu_block_bar->arrive_and_drop();
+            blk.warp_bar[t / 32]->arrive_and_drop();
+            blk.bar.arrive_and_drop();
           });
         for (auto& t : ts) t.join();
       }
+}
+
+// A 1-D grid in clusters of `cluster` blocks: each cluster's blocks run at once (cluster x block.x
+// threads), one cluster after another.
+template <class K, class P>
+void emu_launch_cluster(K kernel, unsigned grid, unsigned block, size_t shared, unsigned cluster, const P& p) {
+  if (cluster < 1 || grid % cluster != 0) std::abort();  // (the runtime refuses such a launch)
+  std::vector<std::vector<unsigned char>> smem(cluster, std::vector<unsigned char>(shared + 256));
+  std::vector<unsigned char*> dyn;
+  for (auto& m : smem) dyn.push_back(m.data() + (128 - (reinterpret_cast<uintptr_t>(m.data()) % 128)));
+  gridDim = dim3(grid);
+  blockDim = dim3(block);
+  for (unsigned c = 0; c < grid / cluster; ++c) {
+    EmuCluster clu(cluster * block);
+    clu.smem = dyn;
+    std::vector<std::unique_ptr<EmuBlock>> blks;
+    for (unsigned r = 0; r < cluster; ++r) {
+      blks.emplace_back(new EmuBlock(block));
+      std::memset(dyn[r], 0xcd, shared);
+    }
+    std::vector<std::thread> ts;
+    for (unsigned r = 0; r < cluster; ++r)
+      for (unsigned t = 0; t < block; ++t)
+        ts.emplace_back([&, r, t] {
+          threadIdx = dim3(t);
+          blockIdx = dim3(c * cluster + r);
+          emu_blk = blks[r].get();
+          emu_dyn_smem = dyn[r];
+          emu_clu = &clu;
+          emu_clu_rank = r;
+          kernel(p);
+          emu_blk->warp_bar[t / 32]->arrive_and_drop();
+          emu_blk->bar.arrive_and_drop();
+          clu.bar.arrive_and_drop();
+        });
+    for (auto& t : ts) t.join();
+  }
+}
+template <class K, class P>
+int kf_launch_cluster(K kernel, unsigned grid, unsigned block, size_t shared, gpuStream_t, unsigned cluster, const P& p) {
+  emu_launch_cluster(kernel, grid, block, shared, cluster, p);
+  return 0;
 }
