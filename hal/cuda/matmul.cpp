@@ -367,10 +367,12 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   if (it == lt.chosen.end()) {
     // The heuristic's first algorithm. (Timing its first 16 on the operands and keeping the fastest was
     // measured on an H100 and was no faster: bench/results/h100-vulkan/NOTES.md, session 7.)
-    cublasLtMatmulHeuristicResult_t result{};
+    // KF_TUNE mm_algo=N takes the N-th answer instead (the last one where it gives fewer), to compare them.
+    cublasLtMatmulHeuristicResult_t results[32]{};
+    const int wanted = std::max(1, mm_algo_);
     int found = 0;
     const cublasStatus_t hs =
-        api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found);
+        api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, wanted, results, &found);
     // A type combination this cuBLASLt rejects (float D from 16-bit inputs, say): the caller's fallback.
     if (g.soft_fail && (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE)) return -1;
     chk(hs, "cublasLtMatmulAlgoGetHeuristic");
@@ -379,13 +381,13 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
       // the epilogue).
       epi = CUBLASLT_EPILOGUE_DEFAULT;
       chk(api.cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "set EPILOGUE");
-      chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, 1, &result, &found),
+      chk(api.cublasLtMatmulAlgoGetHeuristic(lt.handle, d.op, d.A, d.B, d.C, d.D, d.pref, wanted, results, &found),
           "cublasLtMatmulAlgoGetHeuristic");
     }
     LtChoice c;
     c.epilogue = epi;
     c.found = found > 0;
-    if (found > 0) c.algo = result.algo;
+    if (found > 0) c.algo = results[std::min(found, wanted) - 1].algo;
     it = lt.chosen.emplace(key, c).first;
   } else if (it->second.epilogue != epi) {
     epi = it->second.epilogue;
