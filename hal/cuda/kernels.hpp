@@ -78,19 +78,23 @@ constexpr int kRowCache256 = 16, kRowCache1024 = 32;
 // memory and combine them in rank order (the same bits in every block and every run), then write their
 // parts. Small blocks (up to 256 threads at 64 registers: 4 a multiprocessor, each another row's part)
 // keep loads in flight while other blocks reduce, where a 1024-thread block per row left the memory idle.
-// Automatic: P = packs / (256 x 2 regs), 2 to 8 (rows of 65536: 8 parts of 2048 packs in f32, 4 in
-// 16-bit); rows_cluster=N: P = N. None (P = 0) when a part does not fit the shared memory.
+// Automatic: P = packs / target, 2 to 8, target (packs a block) 4096 for softmax and the layer norms,
+// 2048 for the rms norms and the add forms: the best of P = 2, 4, 8 on an H100 over rows of 65536 in
+// every dtype, measured twice (bench/results/h100/session11/probes/probe2: softmax 0.86 -> 0.91-0.99 of
+// copy against 2048, f32 layer_norm 0.84 -> 0.86; rms_norm 0.92 against 0.82-0.83 with 4096, add forms
+// 0.97-1.0 against 0.81-0.88). rows_cluster=N: P = N. None (P = 0) when a part does not fit the shared
+// memory.
 constexpr int kClusterBlock = 256, kClusterMax = 8;
 constexpr int64_t kClusterHeader = 512;  // bytes of dynamic shared memory before the packs: block sums, statistics
 struct ClusterPlan {
   int P = 0, block = 0, part = 0, smem = 0;
   int64_t smem_bytes = 0;
 };
-// slot: bytes of shared memory per pack (16; 32 for the add forms, which keep x and r).
-inline ClusterPlan cluster_plan(int64_t npk, int regs, int64_t slot, int64_t smem_limit, int want) {
+// slot: bytes of shared memory per pack (16; 32 for the add forms, which keep x and r); target: packs a
+// block when automatic.
+inline ClusterPlan cluster_plan(int64_t npk, int regs, int64_t slot, int64_t target, int64_t smem_limit, int want) {
   ClusterPlan c;
   if (npk < 1) return c;
-  const int64_t target = int64_t(kClusterBlock) * 2 * regs;
   int64_t P = want >= 2 ? want : (npk + target - 1) / target;
   P = P < 2 ? 2 : P > kClusterMax ? kClusterMax : P;
   const int64_t part = (npk + P - 1) / P;

@@ -15,6 +15,11 @@ namespace kf::hal::cuda {
 namespace {
 
 template <NormOp OP> constexpr bool kAdd = OP == NormOp::add_layer || OP == NormOp::add_rms;
+// The cluster kernel's packs a block when automatic (kernels.hpp ClusterPlan): 4096 for the layer norms
+// (mean and deviation), 2048 for the rms norms and the add forms, the faster of each on an H100.
+template <NormOp OP>
+constexpr bool kClusterLayerTarget = OP == NormOp::layer || OP == NormOp::layer_relu || OP == NormOp::layer_gelu ||
+                                     OP == NormOp::layer_silu;
 template <NormOp OP>
 constexpr bool kRms = OP == NormOp::rms || OP == NormOp::rms_gelu || OP == NormOp::rms_silu || OP == NormOp::add_rms;
 
@@ -1087,7 +1092,8 @@ template <NormOp OP, class T> bool norm_cluster_launch(const NormParams& p0, con
   } else {
     const bool long_row = l.block == 1024 && !npk_fits_short<T>(p0);
     if (p0.groups != 1 || p0.inner != 1 || p0.cc < 90 || p0.cluster == 1 || (p0.cluster == 0 && !long_row)) return false;
-    const ClusterPlan c = cluster_plan(p0.feat / T::VW, kAdd<OP> ? 2 : 4, kAdd<OP> ? 32 : 16, p0.smem_limit, p0.cluster);
+    const ClusterPlan c = cluster_plan(p0.feat / T::VW, kAdd<OP> ? 2 : 4, kAdd<OP> ? 32 : 16, kClusterLayerTarget<OP> ? 4096 : 2048,
+                                         p0.smem_limit, p0.cluster);
     const auto k = &norm_cluster_kernel<OP, T>;
     if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
     NormParams p = p0;

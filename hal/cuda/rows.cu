@@ -444,7 +444,7 @@ bool rows_cluster_launch(const RowsParams& p0, int block, gpuStream_t s, Cluster
     if (p0.cc < 90 || p0.cluster == 1 || (p0.cluster == 0 && block != 1024)) return false;
     const int64_t npk = p0.feat / T::VW;
     if (npk > INT32_MAX / 2) return false;
-    const ClusterPlan c = cluster_plan(npk, 4, 16, p0.smem_limit, p0.cluster);
+    const ClusterPlan c = cluster_plan(npk, 4, 16, 4096, p0.smem_limit, p0.cluster);
     const auto k = &rows_cluster_kernel<OP, T>;
     if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
     RowsParams p = p0;
