@@ -39,6 +39,9 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_events import warm_up  # noqa: E402
+
 torch = None  # imported by load_torch(): --plan-only runs without PyTorch
 F = None
 
@@ -309,9 +312,11 @@ class Timer:
         self.cuda = device.type == "cuda"
 
     def time(self, fn, warmup, reps):
-        for _ in range(warmup):
-            fn()
-        self.sync()
+        if self.cuda:
+            warm_up(torch, fn, warmup)
+        else:
+            for _ in range(warmup):
+                fn()
         ms = []
         if self.cuda:
             events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
