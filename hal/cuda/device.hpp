@@ -183,6 +183,8 @@ class CudaDevice final : public Device {
   int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-mma where it applies), 1 regs, 2 smem, 3 mma
   int attn_rows_per_warp_ = 0;   // KF_TUNE attn_rows_per_warp: flash-mma's query rows per warp, 16 or 32 (0: absent, 32)
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
+  int optim_items_ = 0;   // KF_TUNE optim_items: adamw / sgd packs a thread per tile (1, 2, 4; 0: 2)
+  int optim_blocks_ = 0;  // KF_TUNE optim_blocks: their blocks per multiprocessor at most (0: 32)
   int mm_algo_ = 0;     // KF_TUNE mm_algo: 0 cuBLASLt's first heuristic answer, N its N-th (clamped to those it gives)
   int rows_cluster_ = 0;  // KF_TUNE rows_cluster: long rows on clusters, 0 automatic, 1 never, N of N blocks
   int cc_ = 0;            // compute capability x 10 (0: HIP)

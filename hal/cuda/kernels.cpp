@@ -339,8 +339,13 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
         p.momentum_on = a.momentum != 0, p.nesterov = a.nesterov, p.first_step = a.step == 1;
       }
       if (p.n == 0) return prefix + "optim/empty";
-      check_launch(launch_optim(static_cast<OptimOp>(id), dt, p, elt_blocks, stream_), op.name);
-      return prefix + "optim/elementwise";
+      p.items = optim_items_;
+      const uint32_t blocks = optim_blocks_ ? static_cast<uint32_t>(std::clamp<int64_t>(
+                                                  (x.numel + 255) / 256, 1, int64_t(sm_count_) * optim_blocks_))
+                                            : elt_blocks;
+      check_launch(launch_optim(static_cast<OptimOp>(id), dt, p, blocks, stream_), op.name);
+      return prefix + "optim/elementwise" + (optim_items_ ? ",items=" + std::to_string(optim_items_) : "") +
+             (optim_blocks_ ? ",blocks_per_sm=" + std::to_string(optim_blocks_) : "");
     }
     default: break;
   }

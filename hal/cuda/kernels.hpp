@@ -260,6 +260,7 @@ struct OptimParams {
   // sgd
   double lr = 0, weight_decay = 0, momentum = 0, one_minus_dampening = 1;
   int momentum_on = 0, nesterov = 0, first_step = 0;
+  int items = 0;  // KF_TUNE optim_items: packs of each tensor a thread per tile (1, 2 or 4; 0: kOptimItems)
 };
 
 // The matrix products' own epilogue (where cuBLASLt's fused ones do not apply): y = act(y + bias) + res,

@@ -552,10 +552,10 @@ __global__ void __launch_bounds__(256) optim_kernel(const OptimParams p) {
 // all loaded before any is computed; the last partial pack element by element. (Element by element,
 // adamw's 7 streams of 16-bit values ran at 0.49-0.55 of copy on an H100, sgd's at 0.57.)
 constexpr int kOptimItems = 2;
-template <OptimOp OP, class T>
+template <OptimOp OP, class T, int IT>
 __global__ void __launch_bounds__(256) optim_packs(const OptimParams p) {
   using C = typename T::C;
-  constexpr int VW = T::VW, IT = kOptimItems;
+  constexpr int VW = T::VW;
   constexpr bool ADAM = OP == OptimOp::adamw;
   const int64_t npk = p.n / VW;
   const int64_t tile = int64_t(blockDim.x) * IT;
@@ -713,9 +713,16 @@ template <OptimOp OP, class T> void optim_launch_t(const OptimParams& p, uint32_
   const bool adam = OP == OptimOp::adamw;
   if (aligned(p.p) && aligned(p.g) && aligned(p.m) && aligned(p.p_out) && aligned(p.m_out) &&
       (!adam || (aligned(p.v) && aligned(p.v_out)))) {
-    const int64_t tiles = (p.n / T::VW + 256 * kOptimItems - 1) / (256 * kOptimItems);
+    const int it = p.items == 1 || p.items == 4 ? p.items : kOptimItems;
+    const int64_t tiles = (p.n / T::VW + 256 * it - 1) / (256 * it);
     const uint32_t g = static_cast<uint32_t>(tiles < 1 ? 1 : tiles < int64_t(blocks) ? tiles : int64_t(blocks));
-    optim_packs<OP, T><<<g, 256, 0, s>>>(p);
+    if (it == 1) {
+      optim_packs<OP, T, 1><<<g, 256, 0, s>>>(p);
+    } else if (it == 4) {
+      optim_packs<OP, T, 4><<<g, 256, 0, s>>>(p);
+    } else {
+      optim_packs<OP, T, kOptimItems><<<g, 256, 0, s>>>(p);
+    }
   } else {
     optim_kernel<OP, T><<<blocks, 256, 0, s>>>(p);
   }

@@ -324,12 +324,14 @@ void optimizers(const std::string& only) {
     }
     for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
       for (const TestCase& tc : cases)
-        for (bool inplace : {false, true}) {
+        for (int form = 0; form < 4; ++form) {  // separate, in place; in place with 1 and 4 packs a thread
+          const bool inplace = form > 0;
           const Launch l = [&](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
                                const std::vector<Shape>&) -> std::string {
             const Attrs& a = tc.attrs;
             hc::OptimParams p;
             p.n = numel(shapes[0]);
+            p.items = form == 2 ? 1 : form == 3 ? 4 : 0;
             const size_t bytes = size_t(p.n) * dtype_size(dt);
             // In place: the outputs hold the inputs' values and serve as both.
             const size_t nout = adam ? 3 : 2;
@@ -351,7 +353,7 @@ void optimizers(const std::string& only) {
             }
             const uint32_t blocks = uint32_t(std::clamp<int64_t>((p.n + 255) / 256, 1, 3));
             hc::launch_optim(adam ? hc::OptimOp::adamw : hc::OptimOp::sgd, dt_of(dt), p, blocks, nullptr);
-            return inplace ? "in-place" : "separate";
+            return std::string(inplace ? "in-place" : "separate") + (p.items ? ",items=" + std::to_string(p.items) : "");
           };
           run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, l);
         }
