@@ -190,6 +190,9 @@ LCE = [("n8192_d4096_c131072", [[8192, 4096], [131072, 4096], [8192]], {})]
 # Ops whose inputs are not all of the op's dtype: input index -> dtype (class indices are int32).
 INPUT_DTYPES = {"cross_entropy": {1: "i32"}, "linear_cross_entropy": {2: "i32"},
                 "linear_cross_entropy_backward": {2: "i32"}}
+# Inputs never negative (src/ops OpDef::nonneg_inputs: adamw's second moment, batch_norm's variance):
+# squares of the uniform values, as kf-bench draws them.
+NONNEG = {"adamw_step": {3}, "batch_norm_relu": {4}}
 # Ops that need more than a function of their inputs: maker(mode, attrs, inputs, args) -> (call, variant).
 MAKERS = {"adamw_step": adamw_maker}
 
@@ -352,6 +355,9 @@ def make_inputs(op, shapes, dtype, device, gen):
             ins.append(None)
         elif in_dt.get(k) == "i32":
             ins.append(torch.randint(0, classes, s, device=device, generator=gen))
+        elif k in NONNEG.get(op, ()):
+            t = random_tensor(s, dtype, device, gen)
+            ins.append(t * t)
         else:
             ins.append(random_tensor(s, dtype, device, gen))
     return ins

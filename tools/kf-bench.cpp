@@ -104,7 +104,8 @@ std::string utc_now() {
 
 // Inputs: uniform in [-1, 1] from a counter-based hash (fast and parallel: the benchmark moves GiBs),
 // cached by shape and slot so that ops of the same shapes share their inputs. An input pinned to i32
-// (OpDef::input_dtypes: cross_entropy's targets) holds indices into the last dimension of the first input.
+// (OpDef::input_dtypes: cross_entropy's targets) holds indices into the last dimension of the first input;
+// one of OpDef::nonneg_inputs (adamw's second moment) the squares of those values.
 // The caches belong to main() and go before the context (a static one would free device memory after the
 // driver has unloaded).
 using TensorCache = std::map<std::string, Tensor>;
@@ -119,9 +120,10 @@ std::vector<Tensor> random_inputs(Context& ctx, TensorCache& cache, const std::v
     }
     const DType dtype = op ? op->input_dtype(k, op_dtype) : op_dtype;
     const bool index = dtype == DType::i32;
+    const bool nonneg = op && std::find(op->nonneg_inputs.begin(), op->nonneg_inputs.end(), int(k)) != op->nonneg_inputs.end();
     const double classes = static_cast<double>(shapes[0].back());
     const std::string key = to_string(s) + to_string(dtype) + "#" + std::to_string(k) +
-                            (index ? "<" + std::to_string(shapes[0].back()) : "");
+                            (index ? "<" + std::to_string(shapes[0].back()) : "") + (nonneg ? "+" : "");
     if (auto it = cache.find(key); it != cache.end()) {
       in.push_back(it->second);
       continue;
@@ -137,7 +139,8 @@ std::vector<Tensor> random_inputs(Context& ctx, TensorCache& cache, const std::v
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         z ^= z >> 31;
         const double u = static_cast<double>(z >> 11) * 0x1p-53;  // [0, 1)
-        store_element(dtype, raw.data() + i * es, index ? std::floor(u * classes) : 2 * u - 1);
+        const double x = 2 * u - 1;
+        store_element(dtype, raw.data() + i * es, index ? std::floor(u * classes) : nonneg ? x * x : x);
       }
     });
     t.upload(raw.data(), raw.size());

@@ -184,6 +184,7 @@ OpDef batch_norm_relu() {
     for (auto& e : v[4]) e = std::fabs(e) + 0.05;
     for (auto& e : v[2]) e = std::fabs(e) - 0.5;
   };
+  op.nonneg_inputs = {4};
   for (const Shape& s : {Shape{2, 3, 4, 5}, Shape{4, 16}, Shape{2, 5, 7, 3}, Shape{1, 64, 32, 32}, Shape{3, 7, 1},
                          Shape{2, 3, 1000003}, Shape{2, 8, 2, 2, 2}}) {
     TestCase tc{"x" + to_string(s), {s}, {}, 2};

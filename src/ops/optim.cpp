@@ -84,6 +84,7 @@ OpDef adamw_step() {
   op.prepare_inputs = [](const std::vector<Shape>&, const Attrs&, std::vector<std::vector<double>>& v) {
     for (auto& e : v[3]) e = e * e;
   };
+  op.nonneg_inputs = {3};
   std::vector<Attrs> forms(3);
   forms[1].lr = 1e-2, forms[1].weight_decay = 1e-2, forms[1].step = 10;
   forms[2].lr = 3e-4, forms[2].beta1 = 0.8, forms[2].beta2 = 0.95, forms[2].eps = 1e-6, forms[2].step = 1000;

@@ -65,6 +65,12 @@ struct OpDef {
   // In-place exception (optimizers): output `first` may be the same tensor as input `second`. The core
   // rejects every other output that is an input. A kernel must give the same result either way.
   std::vector<std::pair<int, int>> in_place;
+  // Inputs whose values are never negative (adamw's second moment, batch_norm's variance): kf-bench
+  // (and bench/torch_bench.py) draw them as squares of the uniform values, as prepare_inputs does for the
+  // tests. Drawn in [-1, 1], adamw's sqrt(v) was NaN for half the values, and the benchmark timed CUDA's
+  // division taking its slow path on NaN (H100: 0.66-0.84 ms by launch shape where Vulkan's approximate
+  // division took 0.63).
+  std::vector<int> nonneg_inputs;
   // Makes random test inputs valid for the op, in place (class indices in range with some ignored,
   // variances positive, ...). The conformance checks call it after drawing uniform values; empty when
   // any values are valid.
