@@ -1,10 +1,12 @@
 // Training ops (KERNELS.md section 6) beyond the registry-driven accuracy tests of test_ops: the
 // documented behaviour of cross_entropy's targets (out of range, all ignored, dtype), and the optimizers
 // stepped in place ten times against their float64 reference stepped the same way.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "common.hpp"
 
@@ -49,6 +51,82 @@ TEST_P(Training, CrossEntropyTargetOutOfRange) {
       for (int64_t c = 0; c < s[1]; c += 997) {
         const double v = g[static_cast<size_t>(r * s[1] + c)];
         if (r == bad_row) EXPECT_TRUE(std::isnan(v)) << "row " << r << " col " << c;
+        else EXPECT_TRUE(std::isfinite(v)) << "row " << r << " col " << c << ": " << v;
+      }
+  }
+}
+
+// cross_entropy_backward's long rows on thread-block clusters (CUDA, sm_90: train.cu xent_cluster_kernel):
+// automatic on rows past a 512-thread block's registers and shared memory, forced with rows_cluster=N on
+// every row with a pack, never with rows_cluster=1; rows not 16-byte aligned (classes off the pack),
+// label smoothing, ignore_index, a target out of range (a NaN row). The same bits twice.
+TEST_P(Training, CudaCrossEntropyClusterRows) {
+  if (GetParam().backend != "cuda") GTEST_SKIP() << "thread-block clusters of the CUDA backend";
+  const std::string drv = ctx_->device().driver;
+  const size_t at = drv.find("sm_");
+  if (at == std::string::npos || std::atoi(drv.c_str() + at + 3) < 90)
+    GTEST_SKIP() << "thread-block clusters need compute capability 9.0 (" << drv << ")";
+  struct Case {
+    int64_t n, c;
+    double smoothing;
+    int64_t ignore;
+  };
+  const std::vector<Case> long_rows = {{2, 131072 + 5, 0.1, -100}, {3, 40003, 0, 7}, {2, 65536, 0, -100},
+                                       {2, 262144, 0.05, -100}, {3, 100003, 0.2, -100}};
+  const std::vector<Case> short_rows = {{5, 4104, 0, -100}, {3, 17, 0.1, -100}, {33, 10, 0.05, 3}, {4, 20000, 0, -100}};
+  const OpDef& op = get_op("cross_entropy_backward");
+  for (const char* tune : {"", "rows_cluster=2", "rows_cluster=3", "rows_cluster=8", "rows_cluster=1"}) {
+    ContextOptions co = options_for(GetParam());
+    co.tuning = tune;
+    Context ctx = Context::create(co);
+    ValidationCheck vc(ctx);
+    const bool never = std::string(tune) == "rows_cluster=1", forced = *tune != '\0' && !never;
+    const int64_t smem = ctx.device().caps.max_shared_bytes;
+    std::vector<Case> cases = long_rows;
+    if (forced) cases.insert(cases.end(), short_rows.begin(), short_rows.end());
+    for (const Case& k : cases)
+      for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+        TestCase tc{"cluster", {{k.n, k.c}, {k.n}}, {}, 4};
+        tc.attrs.label_smoothing = k.smoothing;
+        tc.attrs.ignore_index = k.ignore;
+        SCOPED_TRACE(::testing::Message() << to_string(t) << " " << to_string(tc.inputs[0]) << " '" << tune << "'");
+        check::CaseOptions o;
+        o.repeat = true;
+        o.check_validation = false;
+        const uint64_t seed = fresh_seed();
+        const auto r = check::run_case(ctx, op, t, tc, seed, o);
+        EXPECT_TRUE(r.pass && r.deterministic) << "seed " << seed << " (variant " << r.variant << "):\n" << r.message;
+        // The kernel expected (train.cu: automatic where xent_plan gives 1024 threads; P blocks of up to
+        // 256 threads, 4 packs a thread in registers and the rest in shared memory, where that fits).
+        const int64_t npk = k.c / (16 / int64_t(dtype_size(t)));
+        const bool long_row = npk > 512 * (6 + std::min<int64_t>(13, smem / (512 * 16)));
+        int64_t P = forced ? std::atoi(tune + 13) : (npk + 4095) / 4096;
+        P = std::clamp<int64_t>(P, 2, 8);
+        const int64_t part = (npk + P - 1) / P;
+        int64_t block = 32;
+        while (block < 256 && block * 4 < part) block *= 2;
+        const bool fits = 512 + std::max<int64_t>(0, (part + block - 1) / block - 4) * block * 16 <= smem;
+        const bool want = !never && (forced || long_row) && fits && npk >= 1;
+        EXPECT_EQ(r.variant.find(",cluster=") != std::string::npos, want) << r.variant;
+        if (want) {
+          EXPECT_NE(r.variant.find(",cluster=" + std::to_string(P)), std::string::npos) << r.variant;
+        }
+      }
+    if (never) continue;
+    // A target out of range on the cluster path: that row's gradient NaN, the loss NaN, the others finite.
+    const Shape s = {3, 40003};
+    std::mt19937_64 rng(fresh_seed());
+    Tensor logits = ctx.from_host(s, DType::f32, uniform(size_t(numel(s)), 4, rng));
+    Tensor target = ctx.from_host({3}, DType::i32, {5, double(s[1]), double(s[1] - 1)});
+    Tensor loss = ctx.empty({}, DType::f32), grad = ctx.empty(s, DType::f32);
+    ctx.run("cross_entropy_backward", {logits, target}, {loss, grad});
+    EXPECT_NE(ctx.last_variant().find(",cluster="), std::string::npos) << ctx.last_variant();
+    EXPECT_TRUE(std::isnan(loss.to_double()[0]));
+    const auto g = grad.to_double();
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c < s[1]; c += 997) {
+        const double v = g[size_t(r * s[1] + c)];
+        if (r == 1) EXPECT_TRUE(std::isnan(v)) << "row " << r << " col " << c;
         else EXPECT_TRUE(std::isfinite(v)) << "row " << r << " col " << c << ": " << v;
       }
   }

@@ -303,9 +303,17 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       const auto ws = scratch(acc * size_t(xent_ws_values(dt, p.rows, p.classes, id == 1)));
       p.ws = ptr_of(ws);
       // train.cu's layout: the forward streams each row (long rows split over several blocks), the
-      // backward holds it in registers and shared memory (read once where it fits).
+      // backward holds it in registers and shared memory (read once where it fits; long rows on sm_90:
+      // thread-block clusters).
+      if (id == 1) {
+        p.cluster = rows_cluster_, p.cc = cc_;
+        no_clusters(op.name);
+      }
       XentLaunch l;
       check_launch(launch_cross_entropy(dt, p, max_shared_optin_, stream_, &l), op.name);
+      if (l.cluster)
+        return prefix + "xent/cluster-per-row,block=" + std::to_string(l.block) + ",cluster=" + std::to_string(l.cluster) +
+               ",regs=" + std::to_string(l.regs) + ",smem=" + std::to_string(l.smem_packs);
       return prefix + "xent/block-per-row,block=" + std::to_string(l.block) +
              (id == 1 ? ",regs=" + std::to_string(l.regs) + ",smem=" + std::to_string(l.smem_packs)
                       : ",splits=" + std::to_string(l.splits));

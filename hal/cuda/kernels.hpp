@@ -207,17 +207,25 @@ struct XentParams {
   // soft-capping c tanh(z / c) of the logits (0: off) and the z-loss z_loss lse^2 per kept row.
   int64_t row_base = 0;
   double softcap = 0, z_loss = 0;
-  // Set by train.cu from its plan (xent_plan), not by the callers.
+  // cross_entropy_backward's long rows on thread-block clusters (train.cu xent_cluster_kernel; ClusterPlan):
+  // KF_TUNE rows_cluster (0 automatic, 1 never, N clusters of N blocks) and the device's compute capability
+  // x 10 (0: HIP, or a caller that wants no clusters: linear_cross_entropy).
+  int cluster = 0, cc = 0;
+  // Set by train.cu from its plan (xent_plan, cluster_plan), not by the callers.
   int32_t smem_packs = 0, splits = 1, count_in_final = 0;
   int64_t split_packs = 0;
+  int64_t smem_limit = 48 * 1024;
+  int cluster_p = 0, cluster_part = 0;
 };
 
 // The row pass's layout (train.cu xent_plan): `block` threads per row; the backward holds `regs` 16-byte
 // packs a thread in registers and `smem_packs` in shared memory (the row read once), the rest (if any)
 // read again for the gradient; the forward streams the row, split over `splits` blocks (partial
-// statistics combined by the final pass) where the row is long.
+// statistics combined by the final pass) where the row is long; cluster > 0: the backward's
+// cluster kernel ran, `cluster` blocks of `block` threads a row, `regs` and `smem_packs` packs a thread.
 struct XentLaunch {
   int block = 0, regs = 0, smem_packs = 0, splits = 1;
+  int cluster = 0;  // blocks per cluster (the backward's cluster kernel; 0: one block per row)
 };
 
 // linear_cross_entropy's d_W for 16-bit outputs: mode 0: acc (+)= src (dtype; first: acc = src);

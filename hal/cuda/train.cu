@@ -460,6 +460,236 @@ template <class T> int xent_rows_pass(const XentParams& p, const XentLaunch& l, 
   return cap ? xent_rows_launch<T, kXentP<T, true>, true>(p, l, s) : xent_rows_launch<T, kXentP<T, false>, false>(p, l, s);
 }
 
+#if KF_HAVE_CLUSTER_LAUNCH
+// cross_entropy_backward's long rows on thread-block clusters (kernels.hpp ClusterPlan), as norm.cu's
+// norm_cluster_kernel and rows.cu's rows_cluster_kernel: block `rank` of a cluster of P holds packs
+// [rank part, (rank + 1) part) of the row's whole packs (the packs after the row's head, as xent_rows:
+// rows need not start on a 16-byte boundary), thread t packs t + u B of those, kXentClusterR in
+// registers and p.smem_packs in shared memory (cp.async), raw, all loads issued before any arithmetic;
+// rank 0 also takes the row's head and rank P - 1 its tail (fewer than a pack each, element by element).
+// Each block reduces its part to (max, sum of exp, sum) as xent_rows (batches of 16 values, the block's
+// fixed-order reduction), publishes it in its shared memory; after the cluster barrier every block reads
+// the P triples through distributed shared memory and combines them in rank order (XentMath::combine:
+// the same bits in every block and every run), then writes its part of the gradient (xent_rows' formulas:
+// label smoothing, soft-capping from the raw logit, z-loss, ignored rows zero, a target out of range a
+// NaN row). Rank 0's thread 0 reads x_t before the barrier and writes the row's loss. In place (grad ==
+// logits) as xent_rows: every gradient element is written after the barrier by the thread that read it.
+// One dynamic shared array (the host emulation runs a cluster's blocks at once, each with its own).
+template <bool CAP> constexpr int kXentClusterR = 4;  // packs a thread in registers
+constexpr int64_t kXentClusterTarget = 4096;          // packs a block when automatic
+
+template <class T, bool CAP>
+__global__ void __launch_bounds__(kClusterBlock, 4) xent_cluster_kernel(const XentParams p) {
+#if KF_CLUSTERS
+  using C = typename T::C;
+  using XM = XentMath<T>;
+  constexpr int VW = T::VW, G = kXentG<T>, R = kXentClusterR<CAP>;
+  static_assert(R % G == 0, "register packs in whole batches");
+  extern __shared__ __align__(16) unsigned char xent_cluster_smem[];
+  C* const red = reinterpret_cast<C*>(xent_cluster_smem);  // block_reduce: 96 values
+  C* const part3 = red + 96;                               // this part's (max, sum of exp, sum)
+  uint4* const sp = reinterpret_cast<uint4*>(xent_cluster_smem + kClusterHeader);  // slot v B + tid
+  const int B = blockDim.x, tid = threadIdx.x, S = p.smem_packs;
+  const int P = p.cluster_p, part = p.cluster_part, rank = static_cast<int>(kf_cluster_rank());
+  const bool first = rank == 0, last = rank == P - 1;
+  const int64_t N = p.classes;
+  C* ws = static_cast<C*>(p.ws);
+  const C eps = static_cast<C>(p.smoothing), eps_c = static_cast<C>(p.smoothing / double(p.classes));
+  const C cap = static_cast<C>(p.softcap), zl = static_cast<C>(p.z_loss);
+  const bool smooth = p.smoothing != 0;
+  const auto capped = [&](C z) {
+    if constexpr (CAP) return cap * Math<C, false>::tanh(z / cap);
+    else return z;
+  };
+  const auto values = [&](const uint4& r, C(&v)[VW], bool valid) {
+    T::unpack(r, v);
+    if constexpr (CAP) {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) v[k] = valid ? capped(v[k]) : -C(INFINITY);
+    }
+  };
+  for (int64_t row = blockIdx.x / P; row < p.rows; row += gridDim.x / P) {
+    const unsigned char* xrow = static_cast<const unsigned char*>(p.logits) + row * N * T::ES;
+    const int head = static_cast<int>(min(N, static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(xrow) & 15)) & 15) / T::ES)));
+    const int npk = static_cast<int>((N - head) / VW), tail0 = head + npk * VW;
+    const int ntail = static_cast<int>(N - tail0);
+    const int j0 = rank * part, n = max(0, min(part, npk - j0));  // this part: packs [j0, j0 + n)
+    const uint4* xp = reinterpret_cast<const uint4*>(xrow + head * T::ES);
+    const uint4* xq = xp + j0;
+    const int32_t t = p.target[p.row_base + row];
+    const bool ignored = t == p.ignore_index, bad = !ignored && (t < 0 || int64_t(t) >= N);
+    C xt = C(0);
+    if (first && tid == 0 && !ignored && !bad) xt = capped(T::load(p.logits, row * N + t));
+    // The register loads first (as rows_cluster_kernel: issued after the copies, ptxas placed them after
+    // the copies' wait), then the copies.
+    uint4 r[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const int j = tid + u * B;
+      r[u] = j < n ? load_pack(xq, j) : NinfPack<T>::get();
+    }
+#pragma unroll 1
+    for (int v = 0; v < S; ++v) {
+      const int j = tid + (R + v) * B;
+      if (j < n) kf_copy16(sp + v * B + tid, xq + j);
+    }
+    const bool has_h = first && tid < head, has_t = last && tid < ntail;
+    XSt<C> st{-C(INFINITY), C(0), C(0)};
+#pragma unroll
+    for (int g = 0; g < R; g += G) {
+      C v[G][VW];
+      int nv = 0;
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const bool ok = tid + (g + u) * B < n;
+        nv += ok;
+        values(r[g + u], v[u], ok);
+      }
+      XM::template add<G>(st, v, nv, smooth);
+    }
+    if (S > 0) {
+      kf_copy_wait();
+      for (int v0 = 0; v0 < S; v0 += G) {
+        C v[G][VW];
+        int nv = 0;
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+          const bool ok = v0 + u < S && tid + (R + v0 + u) * B < n;
+          nv += ok;
+          values(ok ? sp[(v0 + u) * B + tid] : NinfPack<T>::get(), v[u], ok);
+        }
+        XM::template add<G>(st, v, nv, smooth);
+      }
+    }
+    if (has_h) XM::add1(st, capped(T::load(xrow, tid)));
+    if (has_t) XM::add1(st, capped(T::load(xrow, tail0 + tid)));
+    XM::block_reduce(st, red);  // (every thread ends with the same bits)
+    if (tid == 0) part3[0] = st.m, part3[1] = st.s, part3[2] = st.x;
+    kf_cluster_sync();
+    {
+      const C* q = kf_cluster_map(part3, 0);
+      st.m = q[0], st.s = q[1], st.x = q[2];
+      for (int k = 1; k < P; ++k) {
+        q = kf_cluster_map(part3, k);
+        XM::combine(st, q[0], q[1], q[2]);
+      }
+    }
+    kf_cluster_arrive();  // (this block is done with the cluster's triples)
+    const C lse = st.m + m_log(st.s);
+    if (first && tid == 0) {
+      C loss = C(0);
+      if (bad) loss = nan_of<C>();
+      else if (!ignored) loss = lse - (C(1) - eps) * xt - eps_c * st.x + zl * lse * lse;
+      ws[1 + p.row_base + row] = loss;
+    }
+    const C count = ws[0];
+    const C pscale = C(1) + C(2) * zl * lse;
+    const C ga = pscale / count, gb = eps_c / count, gt = (C(1) - eps) / count, lseL = XM::scaled(lse);
+    const C fill = bad ? nan_of<C>() : C(0);
+    const bool plain = !bad && !ignored;
+    const auto grad_of = [&](C z, bool is_t) -> C {
+      if constexpr (CAP) {
+        C g = m_exp(capped(z) - lse) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
+        const C ch = m_cosh(z / cap);
+        return g / (ch * ch) / count;
+      } else {
+        const C g = XM::exp_shift(z, lse, lseL) * ga - gb;
+        return is_t ? g - gt : g;
+      }
+    };
+    unsigned char* grow = static_cast<unsigned char*>(p.grad) + row * N * T::ES;
+    unsigned char* gbody = grow + head * T::ES;
+    const bool galigned = (reinterpret_cast<uintptr_t>(gbody) & 15) == 0;
+    const auto put = [&](int j, const uint4& raw) {  // j: the pack within the row
+      C v[VW];
+      if (plain) {
+        const int rel = t - (head + j * VW);
+        const bool has_tg = static_cast<unsigned>(rel) < static_cast<unsigned>(VW);
+        if constexpr (CAP) {
+          C x[VW];
+          T::unpack(raw, x);
+#pragma unroll
+          for (int k = 0; k < VW; ++k) v[k] = grad_of(x[k], has_tg && k == rel);
+        } else {
+          T::unpack(raw, v);
+#pragma unroll
+          for (int k = 0; k < VW; ++k) v[k] = grad_of(v[k], false);
+          if (has_tg) {
+#pragma unroll
+            for (int k = 0; k < VW; ++k)
+              if (k == rel) v[k] -= gt;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) v[k] = fill;
+      }
+      if (galigned) {
+        store_pack(gbody, j, T::pack(v));
+      } else {
+#pragma unroll
+        for (int k = 0; k < VW; ++k) T::store(gbody, int64_t(j) * VW + k, v[k]);
+      }
+    };
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const int j = tid + u * B;
+      if (j < n) put(j0 + j, r[u]);
+    }
+    for (int v = 0; v < S; ++v) {
+      const int j = tid + (R + v) * B;
+      if (j < n) put(j0 + j, sp[v * B + tid]);
+    }
+    if (has_h) T::store(grow, tid, plain ? grad_of(T::load(xrow, tid), tid == t) : fill);
+    if (has_t) T::store(grow, tail0 + tid, plain ? grad_of(T::load(xrow, tail0 + tid), tail0 + tid == t) : fill);
+    kf_cluster_wait();  // (every block done with this one's triple: it may change, or go)
+  }
+#else
+  (void)p;
+#endif
+}
+
+// The cluster kernel for cross_entropy_backward (f32, f16, bf16) on devices with clusters (compute
+// capability 9.0, code for sm_90): automatically for the rows that xent_plan gives the 1024-thread block
+// (past what a 512-thread block holds in registers and shared memory: f32 rows over 38912 classes, 16-bit
+// over 77824 on an H100), on every row with rows_cluster=N (N blocks; 1: never). The part of each block
+// from the row's whole packs counted as if the row started aligned (classes / VW: a row with a head has
+// one pack fewer at most, the last part shorter). False (nothing launched) where it does not apply, a part
+// does not fit the shared memory, or the launch was refused: xent_rows then.
+template <class T, bool CAP> bool xent_cluster_launch_t(const XentParams& p0, gpuStream_t s, XentLaunch* used) {
+  const ClusterPlan c = cluster_plan(p0.classes / T::VW, kXentClusterR<CAP>, 16, kXentClusterTarget, p0.smem_limit, p0.cluster);
+  const auto k = &xent_cluster_kernel<T, CAP>;
+  if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
+  XentParams p = p0;
+  p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part, p.splits = 1;
+  if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(c.smem_bytes)) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return false;
+  }
+  const int64_t clusters = std::min<int64_t>(p.rows, int64_t(1) << 27);  // (clusters stride over the rest)
+  if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
+                        static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
+    (void)gpuGetLastError();  // (refused, e.g. no room for the cluster: xent_rows)
+    return false;
+  }
+  if (used) {
+    *used = XentLaunch{};
+    used->block = c.block, used->regs = kXentClusterR<CAP>, used->smem_packs = c.smem, used->cluster = c.P;
+  }
+  return true;
+}
+template <class T> bool xent_cluster_launch(const XentParams& p, const XentLaunch& l, gpuStream_t s, XentLaunch* used) {
+  if constexpr (sizeof(typename T::C) != 4) {
+    return false;
+  } else {
+    if (!p.grad || p.rows == 0 || p.cc < 90 || p.cluster == 1 || (p.cluster == 0 && l.block != 1024)) return false;
+    if (p.classes / T::VW > INT32_MAX / 2) return false;
+    return p.softcap > 0 ? xent_cluster_launch_t<T, true>(p, s, used) : xent_cluster_launch_t<T, false>(p, s, used);
+  }
+}
+#endif
+
 // ---- mse: p.blocks partial sums of (a - b)^2 (grid-stride, fixed grid), then one block adds them.
 // PACKS (a and b 16-byte aligned): each thread loads kMseItems 16-byte packs of a and of b before using
 // any, then the elements past the last whole pack one by one. (Element by element, a 16-bit thread had
@@ -670,6 +900,7 @@ __global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
 template <class T> int xent_launch(const XentParams& p0, int64_t smem_limit, gpuStream_t s, XentLaunch* plan) {
   using C = typename T::C;
   XentParams p = p0;
+  p.smem_limit = smem_limit;
   const XentLaunch l = xent_plan(T::VW, kXentP<T, false>, p, smem_limit, true);
   if (plan) *plan = l;
   if (p.grad) {
@@ -679,8 +910,14 @@ template <class T> int xent_launch(const XentParams& p0, int64_t smem_limit, gpu
   } else {
     p.count_in_final = 1;
   }
-  const int e = xent_rows_pass<T>(p, l, s);
-  if (e) return e;
+#if KF_HAVE_CLUSTER_LAUNCH
+  if (!xent_cluster_launch<T>(p, l, s, plan)) {
+#endif
+    const int e = xent_rows_pass<T>(p, l, s);
+    if (e) return e;
+#if KF_HAVE_CLUSTER_LAUNCH
+  }
+#endif
   xent_final<T><<<1, 1024, 0, s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }

@@ -620,7 +620,79 @@ void softmax_backward(const std::string& only) {
 // 1, 3, 17, 1000, 4104, 32768, 131072 + 5; ignore_index rows, label smoothing, targets equal to
 // ignore_index 0), every dtype, with the device's shared memory at 227 KiB, 40 KiB and none (the backward's
 // rows streamed past their registers), the logits 1 element past 16-byte alignment (every row's head and
-// tail) and the gradient misaligned against them.
+// tail) and the gradient misaligned against them. The backward's cluster kernel (sm_90: cc 90) in f32,
+// f16 and bf16: automatic (the rows xent_plan gives 1024 threads), forced to 2, 3 and 8 blocks (every row
+// with a pack), and both on misaligned rows; those runs set row 0's target to the last class and make it
+// the row's largest logit, row 1 ignored, row 2's target class 0, and fail when the kernel that ran is
+// not the one expected (xent_cluster_expect).
+struct XentVariant {
+  int64_t smem = 227 * 1024;
+  bool misaligned = false;
+  int cc = 0, cluster = 0;  // cc 90: clusters; cluster: KF_TUNE rows_cluster
+  const char* tag = "";
+};
+// The blocks per cluster the backward should take (0: xent_rows), as train.cu's choice: automatic where
+// xent_plan gives 1024 threads, forced P wherever a part fits the shared memory (kernels.hpp cluster_plan:
+// 4 packs a thread in registers, the rest in shared memory).
+int xent_cluster_expect(DType dt, int64_t C, const XentVariant& v) {
+  const int64_t vw = 16 / int64_t(dtype_size(dt)), npk = C / vw;
+  if (v.cc < 90 || v.cluster == 1 || dt == DType::f64 || npk < 1) return 0;
+  const int64_t s512 = std::min<int64_t>(13, v.smem / (512 * 16));
+  if (v.cluster == 0 && npk <= 512 * (6 + s512)) return 0;
+  int64_t P = v.cluster >= 2 ? v.cluster : (npk + 4095) / 4096;
+  P = std::clamp<int64_t>(P, 2, 8);
+  const int64_t part = (npk + P - 1) / P;
+  int64_t block = 32;
+  while (block < 256 && block * 4 < part) block *= 2;
+  const int64_t per = (part + block - 1) / block;
+  return 512 + std::max<int64_t>(0, per - 4) * block * 16 <= v.smem ? int(P) : 0;
+}
+// One backward / forward launch as kernels.cpp's Kern::Xent (softcap, z_loss: as lce.cpp sets them).
+std::string xent_launch(DType dt, bool grad, const XentVariant& v, const std::vector<Buf>& in, const std::vector<Shape>& shapes,
+                        std::vector<Buf>& out, const Attrs& attrs, double softcap = 0, double z_loss = 0) {
+  hc::XentParams p;
+  const size_t es = dtype_size(dt);
+  p.rows = shapes[0][0], p.classes = shapes[0][1];
+  Buf shifted, gshift;
+  p.logits = ptr(in, 0);
+  if (v.misaligned) {  // logits one element past 16-byte alignment; the gradient 2 elements
+    shifted = alloc(size_t(p.rows * p.classes) * es + 32, 0);
+    std::memcpy(shifted.data() + es, in[0].data(), size_t(p.rows * p.classes) * es);
+    p.logits = shifted.data() + es;
+  }
+  p.target = static_cast<const int32_t*>(ptr(in, 1));
+  p.loss = out[0].data();
+  if (grad) {
+    p.grad = out[1].data();
+    if (v.misaligned) {
+      gshift = alloc(size_t(p.rows * p.classes) * es + 32, 0xff);
+      p.grad = gshift.data() + 2 * es;
+    }
+  }
+  p.ignore_index = int32_t(attrs.ignore_index);
+  p.smoothing = attrs.label_smoothing;
+  p.softcap = softcap, p.z_loss = z_loss;
+  p.cc = v.cc, p.cluster = v.cluster;
+  const hc::Dt d = dt_of(dt);
+  std::vector<double> ws(size_t(hc::xent_ws_values(d, p.rows, p.classes, grad)) + 2, std::nan(""));
+  p.ws = ws.data();
+  hc::XentLaunch x;
+  hc::launch_cross_entropy(d, p, v.smem, nullptr, &x);
+  if (v.misaligned && grad) std::memcpy(out[1].data(), gshift.data() + 2 * es, size_t(p.rows * p.classes) * es);
+  if (grad) {  // the kernel that ran must be the one expected
+    const int want = xent_cluster_expect(dt, p.classes, v);
+    ++runs;
+    if (x.cluster != want) {
+      ++fails;
+      std::printf("FAIL cross_entropy_backward %s C=%lld%s: cluster=%d ran, %d expected\n", to_string(dt),
+                  (long long)p.classes, v.tag, x.cluster, want);
+    }
+  }
+  return (x.cluster ? "cluster=" + std::to_string(x.cluster) + "," : std::string()) + "block=" + std::to_string(x.block) +
+         ",regs=" + std::to_string(x.regs) + ",smem=" + std::to_string(x.smem_packs) + ",splits=" + std::to_string(x.splits) +
+         (v.misaligned ? ",misaligned" : "");
+}
+
 void cross_entropy(const std::string& only) {
   for (const char* name : {"cross_entropy", "cross_entropy_backward"}) {
     if (std::string(name).find(only) == std::string::npos) continue;
@@ -631,7 +703,8 @@ void cross_entropy(const std::string& only) {
       if (numel(tc.inputs[0]) <= (int64_t(1) << 19)) cases.push_back(tc);
     struct X { int64_t n, c; double smoothing; int64_t ignore; };
     for (const X& x : {X{3, 1, 0, -100}, X{5, 3, 0.1, -100}, X{9, 17, 0, -100}, X{7, 1000, 0.2, 0}, X{4, 4104, 0, -100},
-                       X{3, 32768, 0.1, -100}, X{2, 32768, 0, 5}, X{2, 131072 + 5, 0.1, -100}, X{2, 65536, 0, -100}}) {
+                       X{3, 32768, 0.1, -100}, X{2, 32768, 0, 5}, X{2, 131072 + 5, 0.1, -100}, X{2, 65536, 0, -100},
+                       X{3, 40003, 0.1, 7}}) {
       TestCase tc{"n" + std::to_string(x.n) + "_c" + std::to_string(x.c), {{x.n, x.c}, {x.n}}, {}, 4};
       tc.attrs.label_smoothing = x.smoothing;
       tc.attrs.ignore_index = x.ignore;
@@ -639,49 +712,121 @@ void cross_entropy(const std::string& only) {
       if (x.ignore != -100) tc.label += "_ign" + std::to_string(x.ignore);
       cases.push_back(tc);
     }
+    std::vector<XentVariant> variants = {{}, {40 * 1024}, {0}, {227 * 1024, true}};
+    if (grad)
+      for (const XentVariant& v : {XentVariant{227 * 1024, false, 90, 0, "_cluster"}, XentVariant{227 * 1024, false, 90, 2, "_cluster2"},
+                                   XentVariant{227 * 1024, false, 90, 3, "_cluster3"}, XentVariant{227 * 1024, false, 90, 8, "_cluster8"},
+                                   XentVariant{227 * 1024, true, 90, 0, "_cluster_misaligned"},
+                                   XentVariant{227 * 1024, true, 90, 3, "_cluster3_misaligned"},
+                                   XentVariant{40 * 1024, false, 90, 0, "_cluster_smem40k"}})
+        variants.push_back(v);
     for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::f64})
       for (const TestCase& tc : cases)
-        for (int variant : {0, 1, 2, 3}) {  // 0: 227 KiB; 1: 40 KiB; 2: no shared memory; 3: misaligned
-          const int64_t C = tc.inputs[0][1];
-          if (variant && C < 1000) continue;
-          if (variant && numel(tc.inputs[0]) > 300000 && dt != DType::f32 && variant != 3) continue;
+        for (size_t vi = 0; vi < variants.size(); ++vi) {
+          const XentVariant& v = variants[vi];
+          const int64_t C = tc.inputs[0][1], n = numel(tc.inputs[0]);
+          if (vi >= 4) {  // the cluster kernel
+            if (dt == DType::f64 || C < 8) continue;
+            if (v.cluster >= 2 && n > 300000 && v.cluster != 8) continue;  // (emulated threads: one forced P on the longest)
+            // (automatic: only rows that would take the 1024-thread block; smem40k: where the parts do not fit)
+            if (v.cluster == 0 && xent_cluster_expect(dt, C, XentVariant{227 * 1024, false, 90, 0}) == 0) continue;
+          } else {
+            if (vi && C < 1000) continue;
+            if (vi && n > 300000 && dt != DType::f32 && vi != 3) continue;
+          }
+          const Prep prep = vi < 4 ? Prep{} : Prep([&](std::vector<std::vector<double>>& in) {
+            const int64_t rows = tc.inputs[0][0];
+            in[1][0] = double(C - 1);  // row 0: the last class, the row's largest logit
+            in[0][size_t(C - 1)] = 2 * tc.range;
+            if (rows > 1) in[1][1] = double(tc.attrs.ignore_index);
+            if (rows > 2) in[1][2] = 0;
+          });
           const Launch l = [&](const std::vector<Buf>& in, const std::vector<Shape>& shapes, std::vector<Buf>& out,
                                const std::vector<Shape>&) -> std::string {
-            hc::XentParams p;
-            const size_t es = dtype_size(dt);
-            p.rows = shapes[0][0], p.classes = shapes[0][1];
-            Buf shifted, gshift;
-            p.logits = ptr(in, 0);
-            if (variant == 3) {  // logits one element past 16-byte alignment; the gradient 2 elements
-              shifted = alloc(size_t(p.rows * p.classes) * es + 32, 0);
-              std::memcpy(shifted.data() + es, in[0].data(), size_t(p.rows * p.classes) * es);
-              p.logits = shifted.data() + es;
-            }
-            p.target = static_cast<const int32_t*>(ptr(in, 1));
-            p.loss = out[0].data();
-            if (grad) {
-              p.grad = out[1].data();
-              if (variant == 3) {
-                gshift = alloc(size_t(p.rows * p.classes) * es + 32, 0xff);
-                p.grad = gshift.data() + 2 * es;
-              }
-            }
-            p.ignore_index = int32_t(tc.attrs.ignore_index);
-            p.smoothing = tc.attrs.label_smoothing;
-            const hc::Dt d = dt_of(dt);
-            std::vector<double> ws(size_t(hc::xent_ws_values(d, p.rows, p.classes, grad)) + 2, std::nan(""));
-            p.ws = ws.data();
-            const int64_t smem = variant == 1 ? 40 * 1024 : variant == 2 ? 0 : 227 * 1024;
-            hc::XentLaunch x;
-            hc::launch_cross_entropy(d, p, smem, nullptr, &x);
-            if (variant == 3 && grad) std::memcpy(out[1].data(), gshift.data() + 2 * es, size_t(p.rows * p.classes) * es);
-            return "block=" + std::to_string(x.block) + ",regs=" + std::to_string(x.regs) + ",smem=" +
-                   std::to_string(x.smem_packs) + ",splits=" + std::to_string(x.splits) +
-                   (variant == 3 ? ",misaligned" : "");
+            return xent_launch(dt, grad, v, in, shapes, out, tc.attrs);
           };
-          run(name, tc.label, tc.inputs, tc.attrs, dt, tc.range, l);
+          run(name, tc.label + v.tag, tc.inputs, tc.attrs, dt, tc.range, l, 1234, prep);
         }
   }
+}
+
+// cross_entropy_backward with soft-capping and z-loss (linear_cross_entropy's row pass: KERNELS.md section
+// 6; the registry's cross_entropy has neither), against a float64 reference computed here: z' = c tanh(z /
+// c), lse over z', loss = lse - (1 - eps) z'_t - eps / C sum z' + zl lse^2, d z = (exp(z' - lse)(1 + 2 zl
+// lse) - eps / C - [j = t](1 - eps)) sech^2(z / c) / count. The block-per-row kernel and the cluster
+// kernel (automatic, forced 3, misaligned), f32 / f16 / bf16.
+void cross_entropy_capped(const std::string& only) {
+  if (std::string("cross_entropy_backward").find(only) == std::string::npos) return;
+  struct X { int64_t n, c; double smoothing, cap, zl; };
+  const std::vector<XentVariant> variants = {{227 * 1024, false, 0, 0, "_softcap"},
+                                             {227 * 1024, false, 90, 0, "_softcap_cluster"},
+                                             {227 * 1024, false, 90, 3, "_softcap_cluster3"},
+                                             {227 * 1024, true, 90, 0, "_softcap_cluster_misaligned"}};
+  for (const X& x : {X{3, 131072 + 5, 0.1, 3.0, 1e-3}, X{4, 40003, 0, 2.5, 0}, X{3, 4104, 0.2, 3.0, 1e-4}})
+    for (DType dt : {DType::f32, DType::f16, DType::bf16})
+      for (const XentVariant& v : variants) {
+        const int64_t N = x.n, C = x.c;
+        if (v.cc && v.cluster == 0 && xent_cluster_expect(dt, C, v) == 0) continue;
+        const double ign = -100;
+        std::vector<double> z(static_cast<size_t>(N * C)), tg(static_cast<size_t>(N));
+        uint64_t st = 0x9e3779b97f4a7c15ull * uint64_t(C + N);
+        for (double& e : z) {
+          st = st * 6364136223846793005ull + 1442695040888963407ull;
+          e = check::round_to(dt, (double((st >> 11) & ((1ull << 53) - 1)) / double(1ull << 53) * 2 - 1) * 8);
+        }
+        for (int64_t r = 0; r < N; ++r) tg[size_t(r)] = double((r * 7919 + 13) % C);
+        tg[0] = double(C - 1);
+        z[size_t(C - 1)] = check::round_to(dt, 12);  // past the cap: z' near c
+        if (N > 1) tg[1] = ign;
+        // The reference.
+        std::vector<double> gref(size_t(N * C), 0.0);
+        double total = 0, count = 0;
+        for (int64_t r = 0; r < N; ++r) count += tg[size_t(r)] != ign;
+        for (int64_t r = 0; r < N; ++r) {
+          const double* zr = &z[size_t(r * C)];
+          std::vector<double> zc(static_cast<size_t>(C));
+          double m = -INFINITY, s = 0, sx = 0;
+          for (int64_t j = 0; j < C; ++j) zc[size_t(j)] = x.cap * std::tanh(zr[j] / x.cap), m = std::max(m, zc[size_t(j)]);
+          for (int64_t j = 0; j < C; ++j) s += std::exp(zc[size_t(j)] - m), sx += zc[size_t(j)];
+          const double lse = m + std::log(s);
+          if (tg[size_t(r)] == ign) continue;
+          const int64_t t = int64_t(tg[size_t(r)]);
+          total += lse - (1 - x.smoothing) * zc[size_t(t)] - x.smoothing / double(C) * sx + x.zl * lse * lse;
+          for (int64_t j = 0; j < C; ++j) {
+            const double ch = std::cosh(zr[j] / x.cap);
+            gref[size_t(r * C + j)] = (std::exp(zc[size_t(j)] - lse) * (1 + 2 * x.zl * lse) - x.smoothing / double(C) -
+                                       (j == t ? 1 - x.smoothing : 0.0)) / (ch * ch) / count;
+          }
+        }
+        const std::vector<double> lref = {total / count};
+        // The kernels.
+        std::vector<Buf> in = {alloc(size_t(N * C) * dtype_size(dt), 0), alloc(size_t(N) * 4, 0)};
+        for (size_t i = 0; i < z.size(); ++i) store(in[0].data(), i, dt, z[i]);
+        for (int64_t r = 0; r < N; ++r) {
+          const int32_t iv = int32_t(tg[size_t(r)]);
+          std::memcpy(in[1].data() + r * 4, &iv, 4);
+        }
+        std::vector<Buf> out = {alloc(dtype_size(dt), 0xff), alloc(size_t(N * C) * dtype_size(dt), 0xff)};
+        Attrs a;
+        a.label_smoothing = x.smoothing;
+        a.ignore_index = int64_t(ign);
+        const std::string variant = xent_launch(dt, true, v, in, {{N, C}, {N}}, out, a, x.cap, x.zl);
+        const std::string label = "n" + std::to_string(N) + "_c" + std::to_string(C) + v.tag;
+        for (int k = 0; k < 2; ++k) {
+          const std::vector<double>& ref = k ? gref : lref;
+          std::vector<double> o(ref.size());
+          for (size_t i = 0; i < o.size(); ++i) o[i] = load(out[size_t(k)].data(), i, dt);
+          const check::Comparison c = check::compare(o, ref, dt, double(C));
+          ++runs;
+          fails += !c.pass;
+          if (!c.pass || std::getenv("EMU_VERBOSE"))
+            std::printf("%s %-18s %-28s %-4s %-6s %-44s err %.3g (limit %.3g) worst %.3g at %lld (got %g want %g)\n",
+                        c.pass ? "ok  " : "FAIL", "cross_entropy_backward", label.c_str(), to_string(dt),
+                        k ? "d_logits" : "loss", variant.c_str(), c.err, c.err_limit, c.worst, (long long)c.worst_index,
+                        c.worst_out, c.worst_ref);
+        }
+        std::fflush(stdout);
+      }
 }
 
 // ---- layer_norm_backward / rms_norm_backward (norm.cu), as Kern::NormBwd: the fused plan (rows of whole
@@ -791,6 +936,7 @@ int main(int argc, char** argv) {
   eltwise(only);
   softmax_backward(only);
   cross_entropy(only);
+  cross_entropy_capped(only);
   norm_backwards(only);
   std::printf("mem: %d comparisons, fails: %d\n", runs, fails);
   return fails != 0;
