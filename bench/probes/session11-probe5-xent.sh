@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 12 (branch xent-cluster), for an H100: cross_entropy_backward's cluster kernel (train.cu
+# Session 11, fifth probe (H100; a helper's branch xent-cluster, merged): cross_entropy_backward's cluster kernel (train.cu
 # xent_cluster_kernel), never run on a GPU when written. (1) Training.CudaCrossEntropyClusterRows and the
 # cross_entropy tests, kf-conformance for cross_entropy(_backward) on cuda; (2) kf-bench of both bench
 # cases, f32 / f16 / bf16, automatic and rows_cluster = 1 (the block-per-row kernel), 2, 4, 8, twice each in
 # alternation (before: n1024_c131072 f32 0.77 of copy, 16-bit 0.96; n4096_c32768 0.98).
-# Usage (device machine, bundle from tools/gpu-bundle.sh carried in .gpu): tar xf .gpu/kf.tar.xz; bash bench/probes/session12-xent-cluster.sh
+# Usage (device machine, bundle from tools/gpu-bundle.sh carried in .gpu): tar xf .gpu/kf.tar.xz; bash bench/probes/session11-probe5-xent.sh
 set -u
 out=${OUT:-/tmp/probe}; mkdir -p "$out/j"
 export LD_LIBRARY_PATH=$PWD/build
