@@ -464,7 +464,10 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       while (lk < npk && lk < 32) lk *= 2;
       p.dec_lk = lk;
       p.dec_ppl = static_cast<int>((npk + lk - 1) / lk);
-      p.dec_nchunk = static_cast<int>((G + 7) / 8);
+      // Query heads a block: up to 8 (KF_TUNE attn_decode_heads=1|2|4|8 caps it lower: K and V are then
+      // read once per chunk of heads, with fewer registers a block).
+      const int64_t max_heads = attn_decode_heads_ ? attn_decode_heads_ : 8;
+      p.dec_nchunk = static_cast<int>((G + max_heads - 1) / max_heads);
       p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
       p.dec_gc = 1;
       while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
