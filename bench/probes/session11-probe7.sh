@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 11, seventh probe (H100): the CUDA decode kernel loading the next step's K and V before this
+# Session 11, seventh probe (H100; the knob was removed after it: no gain): the CUDA decode kernel loading the next step's K and V before this
 # step's arithmetic (KF_TUNE attn_decode_prefetch=1; 16-bit registers: 4 heads 168 -> 189, 2 heads 96 -> 128,
 # 1 head 64 -> 96, no spills), alone and with 2 query heads a block, twice each in alternation, on the
 # decode cases; then the CUDA attention conformance and test_attention's decode tests with it.

@@ -293,9 +293,7 @@ KF_DEV uint4 load_stream(const void* p, int64_t k) {
 #endif
 }
 
-// PF: the next step's K and V rows are loaded before this step's arithmetic (KF_TUNE attn_decode_prefetch=1:
-// twice the bytes in flight a warp, U x PPL x 2 more 16-byte registers).
-template <class T, int PPL, int GC, bool PF>
+template <class T, int PPL, int GC>
 __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;
@@ -348,8 +346,10 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   const int64_t kvrow0 = (int64_t(g.b) * p.Hkv + hk) * p.SkT;
   const bool plain = p.softcap <= 0 && !p.alibi;
 
-  // The U key rows and U value rows of the step at jk (zeros past jend).
-  const auto load_step = [&](int jk, uint4(&kr)[U * PPL], uint4(&vr)[U * PPL]) {
+  for (int j0 = jbeg; j0 < jend; j0 += NKG * U) {
+    const int jk = j0 + kg * U;
+    // All loads of the step first: U key rows and U value rows.
+    uint4 kr[U * PPL], vr[U * PPL];
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -364,18 +364,6 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
           vr[u * PPL + pp] = make_uint4(0, 0, 0, 0);
         }
       }
-  };
-  uint4 kr[U * PPL], vr[U * PPL];
-  if constexpr (PF) load_step(jbeg + kg * U, kr, vr);
-  for (int j0 = jbeg; j0 < jend; j0 += NKG * U) {
-    const int jk = j0 + kg * U;
-    // All loads of the step first (PF: the next step's, this one's came with the previous step).
-    uint4 kn[PF ? U * PPL : 1], vn[PF ? U * PPL : 1];
-    if constexpr (PF) {
-      load_step(jk + NKG * U, kn, vn);
-    } else {
-      load_step(jk, kr, vr);
-    }
     // This lane's partial dot products, then the butterfly over the key group's lanes.
     C s[GC * U];
 #pragma unroll
@@ -440,11 +428,6 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
 #pragma unroll
           for (int e = 0; e < VW; ++e) acc[(hh * PPL + pp) * VW + e] += pr[hh * U + u] * x[e];
       }
-    if constexpr (PF) {
-#pragma unroll
-      for (int t = 0; t < U * PPL; ++t) kr[t] = kn[t], vr[t] = vn[t];
-    }
-    (void)kn, (void)vn;
   }
 
   // The key groups merged in shared memory, in key-group order.
@@ -625,33 +608,26 @@ int launch_combine(const AttnParams& p, gpuStream_t s) {
 
 
 template <class T, int PPL, int GC>
-const void* decode_kernel_of_pf(bool pf) {
-  return pf ? reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, true>)
-            : reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, false>);
-}
+const void* decode_kernel_of() { return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC>); }
 
 // The decode kernel's instance for p's dec_ppl and dec_gc (null where none is built).
 template <class T>
 const void* decode_kernel(const AttnParams& p) {
   constexpr int PMAX = T::VW == 8 ? 1 : 2;  // 16-bit: D <= 256 is at most 32 packs; f32: 64 packs
   if (p.dec_ppl < 1 || p.dec_ppl > PMAX) return nullptr;
-  const bool two = p.dec_ppl == 2, pf = p.dec_prefetch != 0;
+  const bool two = p.dec_ppl == 2;
   switch (p.dec_gc) {
-    case 1: return two ? decode_kernel_of_pf<T, PMAX, 1>(pf) : decode_kernel_of_pf<T, 1, 1>(pf);
-    case 2: return two ? decode_kernel_of_pf<T, PMAX, 2>(pf) : decode_kernel_of_pf<T, 1, 2>(pf);
-    case 4: return two ? decode_kernel_of_pf<T, PMAX, 4>(pf) : decode_kernel_of_pf<T, 1, 4>(pf);
-    case 8: return two ? decode_kernel_of_pf<T, PMAX, 8>(pf) : decode_kernel_of_pf<T, 1, 8>(pf);
+    case 1: return two ? decode_kernel_of<T, PMAX, 1>() : decode_kernel_of<T, 1, 1>();
+    case 2: return two ? decode_kernel_of<T, PMAX, 2>() : decode_kernel_of<T, 1, 2>();
+    case 4: return two ? decode_kernel_of<T, PMAX, 4>() : decode_kernel_of<T, 1, 4>();
+    case 8: return two ? decode_kernel_of<T, PMAX, 8>() : decode_kernel_of<T, 1, 8>();
     default: return nullptr;
   }
 }
 
 template <class T, int PPL, int GC>
 void launch_decode_inst(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
-  if (p.dec_prefetch) {
-    attn_decode<T, PPL, GC, true><<<grid, kDecThreads, shared, s>>>(p);
-  } else {
-    attn_decode<T, PPL, GC, false><<<grid, kDecThreads, shared, s>>>(p);
-  }
+  attn_decode<T, PPL, GC><<<grid, kDecThreads, shared, s>>>(p);
 }
 
 template <class T>

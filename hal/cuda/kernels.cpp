@@ -468,7 +468,6 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       // read once per chunk of heads, with fewer registers a block).
       const int64_t max_heads = attn_decode_heads_ ? attn_decode_heads_ : 8;
       p.dec_nchunk = static_cast<int>((G + max_heads - 1) / max_heads);
-      p.dec_prefetch = attn_decode_prefetch_;
       p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
       p.dec_gc = 1;
       while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;

@@ -369,7 +369,6 @@ struct AttnParams {
   // lane, dec_ng query heads per block (dec_nchunk chunks of the G heads of a kv head), dec_gc the
   // kernel's register room for heads (a power of two >= dec_ng).
   int dec_lk = 0, dec_ppl = 0, dec_ng = 0, dec_gc = 0, dec_nchunk = 0;
-  int dec_prefetch = 0;  // KF_TUNE attn_decode_prefetch=1: the next step's K and V loaded before this step's arithmetic
 };
 
 // The attention kernels of attention.cu:

@@ -123,7 +123,6 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
     p.dec_ng = int((G + p.dec_nchunk - 1) / p.dec_nchunk);
     p.dec_gc = 1;
     while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
-    p.dec_prefetch = std::getenv("EMU_DEC_PREFETCH") ? 1 : 0;  // KF_TUNE attn_decode_prefetch=1's kernels
     const int64_t base = g.B * g.Hkv * p.dec_nchunk;
     const int64_t per_sm = std::clamp(hc::attn_decode_blocks_per_sm(dt_of(dt), p), 1, 8);
     int64_t nsplit = split_force;

@@ -15,8 +15,7 @@
 #     (KF_TUNE attn_rows_per_warp; EMU_MMA_RW=16 or 32 runs one form) on the registry's D 64 / 128 cases
 #     without RoPE and awkward shapes (those whose label contains LABEL); decode: the
 #     decode kernel (attn_decode + its combine pass) on one-query-row cases (D 8 to 256, G 1 to 16, key
-#     lengths, window, ALiBi, soft-capping, sinks, lse), f32 / f16 / bf16, automatic and forced splits
-#     (EMU_DEC_PREFETCH=1: the kernels that load a step ahead, KF_TUNE attn_decode_prefetch=1); bwd:
+#     lengths, window, ALiBi, soft-capping, sinks, lse), f32 / f16 / bf16, automatic and forced splits; bwd:
 #     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
 #     contains LABEL) and a few awkward shapes, each tile, every dtype; lce: linear_cross_entropy and its
 #     backward as hal/cuda/lce.cpp runs them (driver_lce.cpp), train.cu's row pass emulated and cuBLASLt
