@@ -425,4 +425,29 @@ template <class T> KF_DEV typename T::C epilogue_value(typename T::C v, int64_t 
   return v;
 }
 
+#if KF_HAVE_CLUSTER_LAUNCH
+// The launch shared by the long-row cluster kernels (norm.cu, rows.cu, train.cu; kernels.hpp ClusterPlan):
+// k on clusters of c.P blocks of c.block threads, its parameters' smem_packs, cluster_p and cluster_part
+// set from c, min(rows, 2^27) clusters striding over the rows. False, nothing launched and the error
+// cleared, where there is no plan, the code has no cluster body (compute_80 PTX), the shared memory cannot
+// be had or the launch is refused: the caller's other kernels then.
+template <class Params>
+inline bool launch_on_clusters(void (*k)(Params), const ClusterPlan& c, Params p, gpuStream_t s) {
+  if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
+  p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part;
+  if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(c.smem_bytes)) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return false;
+  }
+  const int64_t clusters = p.rows < (int64_t(1) << 27) ? p.rows : (int64_t(1) << 27);
+  if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
+                        static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
+    (void)gpuGetLastError();  // (refused, e.g. no room for the cluster)
+    return false;
+  }
+  return true;
+}
+#endif
+
 }  // namespace kf::hal::cuda

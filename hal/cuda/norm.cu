@@ -1094,25 +1094,11 @@ template <NormOp OP, class T> bool norm_cluster_launch(const NormParams& p0, con
     if (p0.groups != 1 || p0.inner != 1 || p0.cc < 90 || p0.cluster == 1 || (p0.cluster == 0 && !long_row)) return false;
     const ClusterPlan c = cluster_plan(p0.feat / T::VW, kAdd<OP> ? 2 : 4, kAdd<OP> ? 32 : 16, kClusterLayerTarget<OP> ? 4096 : 2048,
                                          p0.smem_limit, p0.cluster);
-    const auto k = &norm_cluster_kernel<OP, T>;
-    if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
-    NormParams p = p0;
-    p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part;
-    if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
-                            static_cast<int>(c.smem_bytes)) != gpuSuccess) {
-      (void)gpuGetLastError();
-      return false;
-    }
-    const int64_t clusters = std::min<int64_t>(p.rows, int64_t(1) << 27);  // (blocks stride over the rest)
-    if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
-                          static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
-      (void)gpuGetLastError();  // (refused, e.g. no room for the cluster: the other kernels)
-      return false;
-    }
+    if (!launch_on_clusters(&norm_cluster_kernel<OP, T>, c, p0, s)) return false;
     if (used) {
       *used = NormLaunch{};
       used->block = c.block, used->cache = kAdd<OP> ? 2 : 4, used->smem_packs = c.smem;
-      used->grid = static_cast<uint32_t>(clusters * c.P), used->cluster = c.P;
+      used->grid = static_cast<uint32_t>(std::min<int64_t>(p0.rows, int64_t(1) << 27) * c.P), used->cluster = c.P;
     }
     return true;
   }

@@ -445,21 +445,7 @@ bool rows_cluster_launch(const RowsParams& p0, int block, gpuStream_t s, Cluster
     const int64_t npk = p0.feat / T::VW;
     if (npk > INT32_MAX / 2) return false;
     const ClusterPlan c = cluster_plan(npk, 4, 16, 4096, p0.smem_limit, p0.cluster);
-    const auto k = &rows_cluster_kernel<OP, T>;
-    if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
-    RowsParams p = p0;
-    p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part;
-    if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
-                            static_cast<int>(c.smem_bytes)) != gpuSuccess) {
-      (void)gpuGetLastError();
-      return false;
-    }
-    const int64_t clusters = std::min<int64_t>(p.rows, int64_t(1) << 27);  // (blocks stride over the rest)
-    if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
-                          static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
-      (void)gpuGetLastError();  // (refused, e.g. no room for the cluster: rows_kernel)
-      return false;
-    }
+    if (!launch_on_clusters(&rows_cluster_kernel<OP, T>, c, p0, s)) return false;
     if (used) *used = c;
     return true;
   }

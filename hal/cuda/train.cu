@@ -658,21 +658,9 @@ __global__ void __launch_bounds__(kClusterBlock, 4) xent_cluster_kernel(const Xe
 // does not fit the shared memory, or the launch was refused: xent_rows then.
 template <class T, bool CAP> bool xent_cluster_launch_t(const XentParams& p0, gpuStream_t s, XentLaunch* used) {
   const ClusterPlan c = cluster_plan(p0.classes / T::VW, kXentClusterR<CAP>, 16, kXentClusterTarget, p0.smem_limit, p0.cluster);
-  const auto k = &xent_cluster_kernel<T, CAP>;
-  if (!c.P || !kf_cluster_code(reinterpret_cast<const void*>(k))) return false;
   XentParams p = p0;
-  p.smem_packs = c.smem, p.cluster_p = c.P, p.cluster_part = c.part, p.splits = 1;
-  if (gpuFuncSetAttribute(reinterpret_cast<const void*>(k), gpuFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(c.smem_bytes)) != gpuSuccess) {
-    (void)gpuGetLastError();
-    return false;
-  }
-  const int64_t clusters = std::min<int64_t>(p.rows, int64_t(1) << 27);  // (clusters stride over the rest)
-  if (kf_launch_cluster(k, static_cast<unsigned>(clusters * c.P), static_cast<unsigned>(c.block),
-                        static_cast<size_t>(c.smem_bytes), s, static_cast<unsigned>(c.P), p) != gpuSuccess) {
-    (void)gpuGetLastError();  // (refused, e.g. no room for the cluster: xent_rows)
-    return false;
-  }
+  p.splits = 1;
+  if (!launch_on_clusters(&xent_cluster_kernel<T, CAP>, c, p, s)) return false;
   if (used) {
     *used = XentLaunch{};
     used->block = c.block, used->regs = kXentClusterR<CAP>, used->smem_packs = c.smem, used->cluster = c.P;
