@@ -280,6 +280,16 @@ int attn_rows_per_warp_of(const std::string& tuning) {
   return v;
 }
 
+// KF_TUNE optim_items=1 | 2 | 4: packs of each tensor a thread per tile in adamw / sgd (train.cu
+// optim_packs has those three forms). Returns 0 when absent (2).
+int optim_items_of(const std::string& tuning) {
+  const int v = attn_knob(tuning, "optim_items", 4);
+  if (v == 3)
+    throw Error(ErrorCode::InvalidArgument, std::string(kBackend) +
+                                                ": KF_TUNE 'optim_items=3': the optimizers take 1, 2 or 4 packs a thread");
+  return v;
+}
+
 }  // namespace
 
 CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
@@ -288,7 +298,7 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
       attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
       conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
       attn_rows_per_warp_(attn_rows_per_warp_of(o.tuning)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)),
-      optim_items_(attn_knob(o.tuning, "optim_items", 4)), optim_blocks_(attn_knob(o.tuning, "optim_blocks", 64)),
+      optim_items_(optim_items_of(o.tuning)), optim_blocks_(attn_knob(o.tuning, "optim_blocks", 64)),
       attn_decode_heads_(attn_knob(o.tuning, "attn_decode_heads", 8)), mm_algo_(attn_knob(o.tuning, "mm_algo", 32)), rows_cluster_(attn_knob(o.tuning, "rows_cluster", kClusterMax)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
