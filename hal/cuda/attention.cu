@@ -293,10 +293,8 @@ KF_DEV uint4 load_stream(const void* p, int64_t k) {
 #endif
 }
 
-// MINB: blocks an SM that __launch_bounds__ asks registers for (4: at most 128 registers a thread; the
-// GC = 4 instance needs 168 without the cap, 3 blocks an SM; KF_TUNE attn_decode_minb=4).
-template <class T, int PPL, int GC, int MINB = 1>
-__global__ void __launch_bounds__(kDecThreads, MINB) attn_decode(const AttnParams p) {
+template <class T, int PPL, int GC>
+__global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;
   constexpr int VW = T::VW, U = kDecU;
@@ -610,12 +608,7 @@ int launch_combine(const AttnParams& p, gpuStream_t s) {
 
 
 template <class T, int PPL, int GC>
-const void* decode_kernel_of(int minb) {
-  if constexpr (GC == 4) {
-    if (minb == 4) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 4>);
-  }
-  return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC>);
-}
+const void* decode_kernel_of() { return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC>); }
 
 // The decode kernel's instance for p's dec_ppl and dec_gc (null where none is built).
 template <class T>
@@ -624,22 +617,16 @@ const void* decode_kernel(const AttnParams& p) {
   if (p.dec_ppl < 1 || p.dec_ppl > PMAX) return nullptr;
   const bool two = p.dec_ppl == 2;
   switch (p.dec_gc) {
-    case 1: return two ? decode_kernel_of<T, PMAX, 1>(p.dec_minb) : decode_kernel_of<T, 1, 1>(p.dec_minb);
-    case 2: return two ? decode_kernel_of<T, PMAX, 2>(p.dec_minb) : decode_kernel_of<T, 1, 2>(p.dec_minb);
-    case 4: return two ? decode_kernel_of<T, PMAX, 4>(p.dec_minb) : decode_kernel_of<T, 1, 4>(p.dec_minb);
-    case 8: return two ? decode_kernel_of<T, PMAX, 8>(p.dec_minb) : decode_kernel_of<T, 1, 8>(p.dec_minb);
+    case 1: return two ? decode_kernel_of<T, PMAX, 1>() : decode_kernel_of<T, 1, 1>();
+    case 2: return two ? decode_kernel_of<T, PMAX, 2>() : decode_kernel_of<T, 1, 2>();
+    case 4: return two ? decode_kernel_of<T, PMAX, 4>() : decode_kernel_of<T, 1, 4>();
+    case 8: return two ? decode_kernel_of<T, PMAX, 8>() : decode_kernel_of<T, 1, 8>();
     default: return nullptr;
   }
 }
 
 template <class T, int PPL, int GC>
 void launch_decode_inst(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
-  if constexpr (GC == 4) {
-    if (p.dec_minb == 4) {
-      attn_decode<T, PPL, GC, 4><<<grid, kDecThreads, shared, s>>>(p);
-      return;
-    }
-  }
   attn_decode<T, PPL, GC><<<grid, kDecThreads, shared, s>>>(p);
 }
 

@@ -369,7 +369,6 @@ struct AttnParams {
   // lane, dec_ng query heads per block (dec_nchunk chunks of the G heads of a kv head), dec_gc the
   // kernel's register room for heads (a power of two >= dec_ng).
   int dec_lk = 0, dec_ppl = 0, dec_ng = 0, dec_gc = 0, dec_nchunk = 0;
-  int dec_minb = 0;  // 4: the GC = 4 kernel built for 4 blocks an SM (KF_TUNE attn_decode_minb)
 };
 
 // The attention kernels of attention.cu:
