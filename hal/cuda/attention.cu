@@ -276,6 +276,15 @@ __global__ void __launch_bounds__(256) attn_combine(const AttnParams p) {
 // key groups are merged in shared memory in key-group order, and the block writes its partial (the
 // accumulator, then (m, l)) in attn_combine's format; attn_decode_combine merges the splits, adds the
 // sinks, normalizes and writes o and lse. The same bits every run (fixed orders throughout).
+// RS (where LK = GC U: 16-bit D = 128 with 4 heads a block, the GQA shapes): the partial dot products are
+// reduce-scattered instead of all-reduced, so that lane lk of a key group ends with the one full score
+// t = lk (head lk / U, key lk % U) and computes that score's softmax step alone; the U lanes of a head
+// combine their max and sum by xor shuffles, and the probabilities and the heads' rescale factors are
+// gathered back to every lane for p v. The all-reduce butterfly and the softmax of every score in every
+// lane took most of the issue slots of a step (Nsight Compute, H100: the kernel issue-bound at 0.78 of
+// copy, about 975 instructions a warp per step of 8 keys where its 256 FMAs and 64 conversions are the
+// irreducible part): this cuts log2(LK) x GC U shuffles and adds to about 2 GC U, and GC U exps and
+// selects to one each.
 constexpr int kDecThreads = 128;
 constexpr int kDecU = 4;  // keys in flight per key group and step
 constexpr int kDecMaxSplits = 256;
@@ -293,7 +302,7 @@ KF_DEV uint4 load_stream(const void* p, int64_t k) {
 #endif
 }
 
-template <class T, int PPL, int GC>
+template <class T, int PPL, int GC, bool RS>
 __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;
@@ -336,6 +345,11 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
     }
     slope[hh] = p.alibi && hh < ng ? alibi_slope<T>(h0 + hh, p) : C(0);
   }
+  // RS: this lane's score in each step is head own_h's, key jk + own_u; m_own and l_own its head's state.
+  const int own_h = lk / U, own_u = lk % U;
+  const C own_slope = RS && p.alibi && own_h < ng ? alibi_slope<T>(h0 + own_h, p) : C(0);
+  const int kg_lane0 = (tid % KF_WARP) & ~(LK - 1);  // the key group's first lane in the warp
+  C m_own = neg_inf<C>(), l_own = C(0);
 
   C m[GC], l[GC];
   C acc[GC * PPL * VW];
@@ -384,11 +398,45 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
         s[hh * U + u] = d;
       }
     }
+    C pr[GC * U];
+    if constexpr (RS) {
+      // Reduce-scatter: at offset o the lane keeps the half of its values that bit o of lk selects and
+      // adds its partner's copy of them (LK = GC U, so the halves end at one value: score t = lk).
+#pragma unroll
+      for (int o = GC * U / 2; o >= 1; o >>= 1) {
+        const bool upper = (lk & o) != 0;
+#pragma unroll
+        for (int i = 0; i < o; ++i) {
+          const C send = upper ? s[i] : s[i + o], keep = upper ? s[i + o] : s[i];
+          s[i] = keep + KF_SHFL_XOR(send, o);
+        }
+      }
+      const int j = jk + own_u;
+      const C sv = plain ? (j < jend ? s[0] : neg_inf<C>()) : score_of<T>(s[0], j < jend, 0, j, 0, own_slope, p, g);
+      C mt = sv;
+#pragma unroll
+      for (int o = 1; o < U; o <<= 1) mt = m_max(mt, KF_SHFL_XOR(mt, o));  // the head's U lanes
+      const C mnew = m_max(m_own, mt);
+      const C alpha = mnew == neg_inf<C>() ? C(1) : M::exp(m_own - mnew);
+      const C pv = sv == neg_inf<C>() ? C(0) : M::exp(sv - mnew);
+      C lt = pv;
+#pragma unroll
+      for (int o = 1; o < U; o <<= 1) lt += KF_SHFL_XOR(lt, o);  // xor order: the same bits in the U lanes
+      l_own = l_own * alpha + lt;
+      m_own = mnew;
+#pragma unroll
+      for (int t = 0; t < GC * U; ++t) pr[t] = KF_SHFL_IDX(pv, kg_lane0 + t);
+#pragma unroll
+      for (int hh = 0; hh < GC; ++hh) {
+        const C a = KF_SHFL_IDX(alpha, kg_lane0 + hh * U);
+#pragma unroll
+        for (int k = 0; k < PPL * VW; ++k) acc[hh * PPL * VW + k] *= a;
+      }
+    } else {
     for (int o = 1; o < LK; o <<= 1)
 #pragma unroll
       for (int t = 0; t < GC * U; ++t) s[t] += KF_SHFL_XOR(s[t], o);
     // Scores and the online softmax per query head.
-    C pr[GC * U];
 #pragma unroll
     for (int hh = 0; hh < GC; ++hh) {
       C mt = neg_inf<C>();
@@ -416,6 +464,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
 #pragma unroll
       for (int k = 0; k < PPL * VW; ++k) acc[hh * PPL * VW + k] *= alpha;
     }
+    }
     // p v into this lane's packs.
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -431,16 +480,20 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   }
 
   // The key groups merged in shared memory, in key-group order.
-  if (lk == 0)
+  if constexpr (RS) {
+    if (own_u == 0) Ms[kg * GC + own_h] = m_own, Ls[kg * GC + own_h] = l_own;
+  } else if (lk == 0) {
 #pragma unroll
     for (int hh = 0; hh < GC; ++hh) Ms[kg * GC + hh] = m[hh], Ls[kg * GC + hh] = l[hh];
+  }
   __syncthreads();
   C f[GC];
 #pragma unroll
   for (int hh = 0; hh < GC; ++hh) {
     C mm = neg_inf<C>();
     for (int k = 0; k < NKG; ++k) mm = m_max(mm, Ms[k * GC + hh]);
-    f[hh] = m[hh] == neg_inf<C>() ? C(0) : M::exp(m[hh] - mm);
+    const C mh = RS ? Ms[kg * GC + hh] : m[hh];
+    f[hh] = mh == neg_inf<C>() ? C(0) : M::exp(mh - mm);
   }
   for (int k = 0; k < NKG; ++k) {
     if (kg == k) {
@@ -607,8 +660,17 @@ int launch_combine(const AttnParams& p, gpuStream_t s) {
 }
 
 
+// RS where the key group's lanes are as many as its scores (LK = GC kDecU) and p.dec_rs allows it; not
+// for 8 heads (LK = 32: ptxas put that instance's arrays in local memory).
+inline bool decode_rs(const AttnParams& p, int gc) { return p.dec_rs && gc <= 4 && p.dec_lk == gc * kDecU; }
+
 template <class T, int PPL, int GC>
-const void* decode_kernel_of() { return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC>); }
+const void* decode_kernel_of(const AttnParams& p) {
+  if constexpr (GC <= 4) {
+    if (decode_rs(p, GC)) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, true>);
+  }
+  return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, false>);
+}
 
 // The decode kernel's instance for p's dec_ppl and dec_gc (null where none is built).
 template <class T>
@@ -617,17 +679,23 @@ const void* decode_kernel(const AttnParams& p) {
   if (p.dec_ppl < 1 || p.dec_ppl > PMAX) return nullptr;
   const bool two = p.dec_ppl == 2;
   switch (p.dec_gc) {
-    case 1: return two ? decode_kernel_of<T, PMAX, 1>() : decode_kernel_of<T, 1, 1>();
-    case 2: return two ? decode_kernel_of<T, PMAX, 2>() : decode_kernel_of<T, 1, 2>();
-    case 4: return two ? decode_kernel_of<T, PMAX, 4>() : decode_kernel_of<T, 1, 4>();
-    case 8: return two ? decode_kernel_of<T, PMAX, 8>() : decode_kernel_of<T, 1, 8>();
+    case 1: return two ? decode_kernel_of<T, PMAX, 1>(p) : decode_kernel_of<T, 1, 1>(p);
+    case 2: return two ? decode_kernel_of<T, PMAX, 2>(p) : decode_kernel_of<T, 1, 2>(p);
+    case 4: return two ? decode_kernel_of<T, PMAX, 4>(p) : decode_kernel_of<T, 1, 4>(p);
+    case 8: return two ? decode_kernel_of<T, PMAX, 8>(p) : decode_kernel_of<T, 1, 8>(p);
     default: return nullptr;
   }
 }
 
 template <class T, int PPL, int GC>
 void launch_decode_inst(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
-  attn_decode<T, PPL, GC><<<grid, kDecThreads, shared, s>>>(p);
+  if constexpr (GC <= 4) {
+    if (decode_rs(p, GC)) {
+      attn_decode<T, PPL, GC, true><<<grid, kDecThreads, shared, s>>>(p);
+      return;
+    }
+  }
+  attn_decode<T, PPL, GC, false><<<grid, kDecThreads, shared, s>>>(p);
 }
 
 template <class T>

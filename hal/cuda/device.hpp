@@ -185,6 +185,7 @@ class CudaDevice final : public Device {
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int optim_items_ = 0;   // KF_TUNE optim_items: adamw / sgd packs a thread per tile (1, 2, 4; 0: 2)
   int optim_blocks_ = 0;  // KF_TUNE optim_blocks: their blocks per multiprocessor at most (0: 32)
+  int attn_decode_rs_ = 0;     // KF_TUNE attn_decode_rs=1: the decode kernel's all-reduce form only
   int attn_decode_heads_ = 0;  // KF_TUNE attn_decode_heads: the decode kernel's query heads a block at most (0: 8)
   int mm_algo_ = 0;     // KF_TUNE mm_algo: 0 cuBLASLt's first heuristic answer, N its N-th (clamped to those it gives)
   int rows_cluster_ = 0;  // KF_TUNE rows_cluster: long rows on clusters, 0 automatic, 1 never, N of N blocks

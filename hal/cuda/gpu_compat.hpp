@@ -89,9 +89,11 @@
 #define KF_WARP 64
 #endif
 #define KF_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#define KF_SHFL_IDX(v, src) __shfl((v), (src))
 #else
 #define KF_WARP 32
 #define KF_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define KF_SHFL_IDX(v, src) __shfl_sync(0xffffffffu, (v), (src))  // src: a lane of the warp
 #endif
 
 // IEEE half <-> float through the vendor's conversion instructions (round to nearest even); pairs in

@@ -471,6 +471,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
       p.dec_gc = 1;
       while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
+      p.dec_rs = attn_decode_rs_ != 1;
       // Key splits: every block resident at once (one wave: blocks of equal work end together), as many
       // as the multiprocessors hold (at most 8 each), each split at least 256 keys and a whole number of
       // the block's steps (128 / lk key groups x 4 keys); at most 256 splits.
@@ -489,7 +490,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       check_launch(launch_attention(AttnKernel::Decode, dt, p, 0, 0, 0, stream_), "attention");
       return prefix + "attention/decode,lk=" + std::to_string(lk) + ",heads=" + std::to_string(p.dec_ng) +
              (p.dec_nchunk > 1 ? "x" + std::to_string(p.dec_nchunk) : std::string()) + ",split=" + std::to_string(nsplit) +
-             "x" + std::to_string(split_len);
+             "x" + std::to_string(split_len) + (p.dec_rs && p.dec_gc <= 4 && p.dec_lk == 4 * p.dec_gc ? ",reduce-scatter" : "");
     }
   }
 

@@ -369,6 +369,7 @@ struct AttnParams {
   // lane, dec_ng query heads per block (dec_nchunk chunks of the G heads of a kv head), dec_gc the
   // kernel's register room for heads (a power of two >= dec_ng).
   int dec_lk = 0, dec_ppl = 0, dec_ng = 0, dec_gc = 0, dec_nchunk = 0;
+  int dec_rs = 1;  // the reduce-scatter form where dec_lk = dec_gc x 4 (attention.cu; KF_TUNE attn_decode_rs=1: never)
 };
 
 // The attention kernels of attention.cu:

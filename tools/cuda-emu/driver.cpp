@@ -256,7 +256,14 @@ int main(int argc, char** argv) {
         {"g4_d8_sk7_causal", qkv(2, 4, 1, 7, 8), {}, 2},
         {"g3_d96_sk777", qkv(1, 6, 2, 777, 96), {}, 2},
         {"g4_d128_sk2500_bench_like", qkv(1, 8, 2, 2500, 128), {}, 2},
+        // the reduce-scatter form (LK = 4 x heads a block: 16-bit D = 128 with 4 heads, D = 64 with 2)
+        // (slopes as an input: the default slopes of 8 heads over 700 keys make scores near -300, where
+        // f32's rounding of the scores alone exceeds its 1e-6 tolerance on the output)
+        {"g4_d128_sk999_slopes_softcap_window_lens_lse", with(with(qkv(2, 8, 2, 999, 128), 4, {2}), 3, {8}), {}, 1},
+        {"g2_d64_sk1500_sinks_lse", with(qkv(2, 4, 2, 1500, 64), 7, {4}), {}, 1},
     };
+    cases[11].attrs.softcap = 5, cases[11].attrs.window = 700, cases[11].attrs.return_lse = true;
+    cases[12].attrs.return_lse = true;
     cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
     cases[3].attrs.return_lse = true;
     cases[4].attrs.softcap = 3, cases[4].attrs.return_lse = true;

@@ -62,6 +62,16 @@ template <class T> inline T emu_shfl_xor(T v, int mask) {
   return r;
 }
 #define KF_SHFL_XOR(v, mask) emu_shfl_xor((v), (mask))
+template <class T> inline T emu_shfl_idx(T v, int src) {
+  const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
+  __syncwarp();
+  emu_blk->xchg[threadIdx.x] = double(v);
+  __syncwarp();
+  const T r = T(emu_blk->xchg[base + (unsigned(src) & 31u)]);
+  __syncwarp();
+  return r;
+}
+#define KF_SHFL_IDX(v, src) emu_shfl_idx((v), (src))
 // Whether pred holds in every lane of the warp; every lane takes part, as the kernels use it.
 inline bool __all_sync(unsigned, int pred) {
   const unsigned lane = threadIdx.x % 32, base = threadIdx.x - lane;
