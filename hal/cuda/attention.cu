@@ -276,9 +276,10 @@ __global__ void __launch_bounds__(256) attn_combine(const AttnParams p) {
 // key groups are merged in shared memory in key-group order, and the block writes its partial (the
 // accumulator, then (m, l)) in attn_combine's format; attn_decode_combine merges the splits, adds the
 // sinks, normalizes and writes o and lse. The same bits every run (fixed orders throughout).
-// RS (where LK = GC U: 16-bit D = 128 with 4 heads a block, the GQA shapes): the partial dot products are
-// reduce-scattered instead of all-reduced, so that lane lk of a key group ends with the one full score
-// t = lk (head lk / U, key lk % U) and computes that score's softmax step alone; the U lanes of a head
+// RS (where the GC U scores of a step are at most the LK lanes of a key group and GC <= 4: 16-bit D = 128
+// with up to 4 heads a block): the partial dot products are all-reduced over the lane offsets >= GC U and
+// reduce-scattered over the rest, so that lane lk of a key group ends with the one full score
+// t = lk mod GC U (head t / U, key t % U) and computes that score's softmax step alone; the U lanes of a head
 // combine their max and sum by xor shuffles, and the probabilities and the heads' rescale factors are
 // gathered back to every lane for p v. The all-reduce butterfly and the softmax of every score in every
 // lane took most of the issue slots of a step (Nsight Compute, H100: the kernel issue-bound at 0.78 of
@@ -302,7 +303,9 @@ KF_DEV uint4 load_stream(const void* p, int64_t k) {
 #endif
 }
 
-template <class T, int PPL, int GC, bool RS>
+// RS: 0 the all-reduce form, 1 the reduce-scatter form with LK = GC U, 2 with LK > GC U (a separate
+// instance: the all-reduce loop over a run-time count cost the LK = GC U case 30 registers).
+template <class T, int PPL, int GC, int RS>
 __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;
@@ -346,8 +349,8 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
     slope[hh] = p.alibi && hh < ng ? alibi_slope<T>(h0 + hh, p) : C(0);
   }
   // RS: this lane's score in each step is head own_h's, key jk + own_u; m_own and l_own its head's state.
-  const int own_h = lk / U, own_u = lk % U;
-  const C own_slope = RS && p.alibi && own_h < ng ? alibi_slope<T>(h0 + own_h, p) : C(0);
+  const int own_h = (lk % (GC * U)) / U, own_u = lk % U;
+  const C own_slope = RS != 0 && p.alibi && own_h < ng ? alibi_slope<T>(h0 + own_h, p) : C(0);
   const int kg_lane0 = (tid % KF_WARP) & ~(LK - 1);  // the key group's first lane in the warp
   C m_own = neg_inf<C>(), l_own = C(0);
 
@@ -399,9 +402,14 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
       }
     }
     C pr[GC * U];
-    if constexpr (RS) {
-      // Reduce-scatter: at offset o the lane keeps the half of its values that bit o of lk selects and
-      // adds its partner's copy of them (LK = GC U, so the halves end at one value: score t = lk).
+    if constexpr (RS != 0) {
+      // All-reduce over the offsets >= GC U (lanes lk and lk + GC U then hold the same sums), then
+      // reduce-scatter: at offset o the lane keeps the half of its values that bit o of lk selects and
+      // adds its partner's copy of them, ending at one value: score t = lk mod GC U.
+      if constexpr (RS == 2)
+        for (int o = LK / 2; o >= GC * U; o >>= 1)
+#pragma unroll
+          for (int t = 0; t < GC * U; ++t) s[t] += KF_SHFL_XOR(s[t], o);
 #pragma unroll
       for (int o = GC * U / 2; o >= 1; o >>= 1) {
         const bool upper = (lk & o) != 0;
@@ -480,8 +488,8 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   }
 
   // The key groups merged in shared memory, in key-group order.
-  if constexpr (RS) {
-    if (own_u == 0) Ms[kg * GC + own_h] = m_own, Ls[kg * GC + own_h] = l_own;
+  if constexpr (RS != 0) {
+    if (own_u == 0 && lk < GC * U) Ms[kg * GC + own_h] = m_own, Ls[kg * GC + own_h] = l_own;
   } else if (lk == 0) {
 #pragma unroll
     for (int hh = 0; hh < GC; ++hh) Ms[kg * GC + hh] = m[hh], Ls[kg * GC + hh] = l[hh];
@@ -492,7 +500,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   for (int hh = 0; hh < GC; ++hh) {
     C mm = neg_inf<C>();
     for (int k = 0; k < NKG; ++k) mm = m_max(mm, Ms[k * GC + hh]);
-    const C mh = RS ? Ms[kg * GC + hh] : m[hh];
+    const C mh = RS != 0 ? Ms[kg * GC + hh] : m[hh];
     f[hh] = mh == neg_inf<C>() ? C(0) : M::exp(mh - mm);
   }
   for (int k = 0; k < NKG; ++k) {
@@ -660,16 +668,20 @@ int launch_combine(const AttnParams& p, gpuStream_t s) {
 }
 
 
-// RS where the key group's lanes are as many as its scores (LK = GC kDecU) and p.dec_rs allows it; not
-// for 8 heads (LK = 32: ptxas put that instance's arrays in local memory).
-inline bool decode_rs(const AttnParams& p, int gc) { return p.dec_rs && gc <= 4 && p.dec_lk == gc * kDecU; }
+// RS where a key group's lanes are at least its scores (LK >= GC kDecU) and p.dec_rs allows it; not for
+// 8 heads (LK = 32: ptxas put that instance's arrays in local memory).
+int decode_rs(const AttnParams& p, int gc) {
+  if (!p.dec_rs || gc > 4 || p.dec_lk < gc * kDecU) return 0;
+  return p.dec_lk == gc * kDecU ? 1 : 2;
+}
 
 template <class T, int PPL, int GC>
 const void* decode_kernel_of(const AttnParams& p) {
   if constexpr (GC <= 4) {
-    if (decode_rs(p, GC)) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, true>);
+    if (decode_rs(p, GC) == 1) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 1>);
+    if (decode_rs(p, GC) == 2) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 2>);
   }
-  return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, false>);
+  return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 0>);
 }
 
 // The decode kernel's instance for p's dec_ppl and dec_gc (null where none is built).
@@ -690,12 +702,10 @@ const void* decode_kernel(const AttnParams& p) {
 template <class T, int PPL, int GC>
 void launch_decode_inst(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
   if constexpr (GC <= 4) {
-    if (decode_rs(p, GC)) {
-      attn_decode<T, PPL, GC, true><<<grid, kDecThreads, shared, s>>>(p);
-      return;
-    }
+    if (decode_rs(p, GC) == 1) return attn_decode<T, PPL, GC, 1><<<grid, kDecThreads, shared, s>>>(p);
+    if (decode_rs(p, GC) == 2) return attn_decode<T, PPL, GC, 2><<<grid, kDecThreads, shared, s>>>(p);
   }
-  attn_decode<T, PPL, GC, false><<<grid, kDecThreads, shared, s>>>(p);
+  attn_decode<T, PPL, GC, 0><<<grid, kDecThreads, shared, s>>>(p);
 }
 
 template <class T>
@@ -722,6 +732,8 @@ int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D) {
   const int64_t cs = dt == Dt::f64 ? 8 : 4;
   return cs * ((int64_t(bq) + bk) * (D + 1) + 2 * int64_t(bq) * bk);
 }
+
+bool attn_decode_rs_form(const AttnParams& p) { return decode_rs(p, p.dec_gc) != 0; }
 
 int64_t attn_decode_shared_bytes(const AttnParams& p) {
   const int nkg = kDecThreads / std::max(p.dec_lk, 1);

@@ -490,7 +490,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       check_launch(launch_attention(AttnKernel::Decode, dt, p, 0, 0, 0, stream_), "attention");
       return prefix + "attention/decode,lk=" + std::to_string(lk) + ",heads=" + std::to_string(p.dec_ng) +
              (p.dec_nchunk > 1 ? "x" + std::to_string(p.dec_nchunk) : std::string()) + ",split=" + std::to_string(nsplit) +
-             "x" + std::to_string(split_len) + (p.dec_rs && p.dec_gc <= 4 && p.dec_lk == 4 * p.dec_gc ? ",reduce-scatter" : "");
+             "x" + std::to_string(split_len) + (attn_decode_rs_form(p) ? ",reduce-scatter" : "");
     }
   }
 

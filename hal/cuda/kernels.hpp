@@ -398,6 +398,8 @@ bool attn_wmma_built();
 // The decode kernel's shared memory (bytes) and how many of its blocks a multiprocessor holds at once
 // (the runtime's occupancy answer; 0 when it gave none), for p's dec_* fields and dtype (f32, f16, bf16).
 int64_t attn_decode_shared_bytes(const AttnParams& p);
+// Whether the decode kernel runs its reduce-scatter form for p's dec_* fields (attention.cu).
+bool attn_decode_rs_form(const AttnParams& p);
 int attn_decode_blocks_per_sm(Dt dt, const AttnParams& p);
 
 // Launches on `stream` (a cudaStream_t / hipStream_t). Return the runtime's error code of the launch

@@ -257,12 +257,12 @@ int main(int argc, char** argv) {
         {"g3_d96_sk777", qkv(1, 6, 2, 777, 96), {}, 2},
         {"g4_d128_sk2500_bench_like", qkv(1, 8, 2, 2500, 128), {}, 2},
         // the reduce-scatter form (LK = 4 x heads a block: 16-bit D = 128 with 4 heads, D = 64 with 2)
-        // (slopes as an input: the default slopes of 8 heads over 700 keys make scores near -300, where
-        // f32's rounding of the scores alone exceeds its 1e-6 tolerance on the output)
+        // (a window of 60 keys: ALiBi over hundreds of keys makes scores of -100s, where f32's rounding
+        // of the scores alone exceeds its 1e-6 tolerance on the output, in either form)
         {"g4_d128_sk999_slopes_softcap_window_lens_lse", with(with(qkv(2, 8, 2, 999, 128), 4, {2}), 3, {8}), {}, 1},
         {"g2_d64_sk1500_sinks_lse", with(qkv(2, 4, 2, 1500, 64), 7, {4}), {}, 1},
     };
-    cases[11].attrs.softcap = 5, cases[11].attrs.window = 700, cases[11].attrs.return_lse = true;
+    cases[11].attrs.softcap = 5, cases[11].attrs.window = 60, cases[11].attrs.return_lse = true;
     cases[12].attrs.return_lse = true;
     cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
     cases[3].attrs.return_lse = true;
