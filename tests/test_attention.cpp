@@ -3,6 +3,8 @@
 // chosen automatically, the automatic choice of the split (decode) path, determinism, the argument checks, and the float64 reference against the same
 // computation composed of other ops.
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "common.hpp"
@@ -219,6 +221,46 @@ std::vector<TestCase> decode_cases() {
   return cases;
 }
 
+// Cases for the decode kernels' reduce-scatter form (a key group's lanes = 4 x its query heads): with
+// 8-lane subgroups (lavapipe) G 2 at D 64 (16 packs in f32, 8 in 16-bit: 8 lanes a key) and G 1 at
+// 16-bit D 32 or f32 D 16 (4 packs: 4 lanes); with 32-lane subgroups the 16-bit G 2 D 64 and the G 1
+// cases. ALiBi's bias stays small (default slopes under a window of 48 keys; given slopes with at most
+// 200 keys), where f32 holds its 1e-6 tolerance (with a window of 200 and key lengths, the all-reduce
+// form failed it as the reduce-scatter one did, 1.35e-6); key lengths leave one batch empty.
+std::vector<TestCase> decode_rs_cases() {
+  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
+    return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
+  };
+  const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
+    s.resize(std::max(s.size(), k + 1));
+    s[k] = x;
+    return s;
+  };
+  std::vector<TestCase> cases = {
+      {"rs_g2_d64_sk300_alibi_window_softcap_lse", qkv(2, 4, 2, 300, 64), {}, 1},
+      {"rs_g1_d32_sk200_slopes_causal_sinks_lse", with(with(qkv(2, 3, 3, 200, 32), 3, {3}), 7, {3}), {}, 1},
+      {"rs_g1_d16_sk77_softcap_slopes_lens_lse", with(with(qkv(2, 2, 2, 77, 16), 3, {2}), 4, {2}), {}, 1},
+      {"rs_g2_d64_sk70_window_lens", with(qkv(3, 4, 2, 70, 64), 4, {3}), {}, 2},
+      // Many steps a key group (the heads' rescale factors gathered back to every lane).
+      {"rs_g2_d64_sk1000_slopes_softcap_lse", with(qkv(1, 4, 2, 1000, 64), 3, {4}), {}, 1},
+  };
+  cases[0].attrs.alibi = true, cases[0].attrs.window = 48, cases[0].attrs.softcap = 5, cases[0].attrs.return_lse = true;
+  cases[1].attrs.causal = true, cases[1].attrs.return_lse = true;
+  cases[2].attrs.softcap = 3, cases[2].attrs.return_lse = true;
+  cases[3].attrs.window = 60;
+  cases[4].attrs.softcap = 4, cases[4].attrs.return_lse = true;
+  return cases;
+}
+
+// Whether a decode variant "...,lk=L,heads=G[xN],..." qualifies for the reduce-scatter form (L = 4 G).
+bool decode_rs_shape(const std::string& variant) {
+  const auto num = [&](const char* key) {
+    const size_t at = variant.find(key);
+    return at == std::string::npos ? -1 : std::atoi(variant.c_str() + at + std::strlen(key));
+  };
+  return num(",lk=") > 0 && num(",lk=") == 4 * num(",heads=");
+}
+
 // Calls a forced decode kernel (KF_TUNE attn_decode=2) does not take: each an Unsupported error naming
 // the reason, nothing written.
 void expect_decode_refusals(const DeviceRef& d) {
@@ -242,19 +284,28 @@ void expect_decode_refusals(const DeviceRef& d) {
                   {"attention", "attn_decode=2", "dropout"}, {o1});
 }
 
-// The Vulkan decode kernel (attention_decode.comp) forced (KF_TUNE attn_decode=2) on decode_cases() in
-// f32, f16 and bf16; then with forced key splits (some empty, some one key long).
+// The Vulkan decode kernel (attention_decode.comp) forced (KF_TUNE attn_decode=2) on decode_cases() and
+// decode_rs_cases() in f32, f16 and bf16; then with forced key splits (some empty, some one key long);
+// then the reduce-scatter cases with that form turned off (KF_TUNE attn_decode_rs=1). The variant ends
+// in ",reduce-scatter" exactly where its lanes per key are 4 x its heads and the form is allowed, and
+// the reduce-scatter cases take that form on a device whose subgroups have 4 lanes or more.
 TEST(AttentionPaths, DecodeKernel) {
-  const std::vector<TestCase> cases = decode_cases();
+  std::vector<TestCase> cases = decode_cases();
+  const std::vector<TestCase> rs_cases = decode_rs_cases();
+  cases.insert(cases.end(), rs_cases.begin(), rs_cases.end());
   int checked = 0;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_split=5"}) {
+    int rs_runs = 0;
+    uint32_t subgroup = 0;
+    for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_split=5", "attn_decode=2,attn_decode_rs=1"}) {
       Context ctx = tuned(d, tuning);
       ValidationCheck vc(ctx);
       const bool forced_split = std::string(tuning).find("attn_split") != std::string::npos;
+      const bool no_rs = std::string(tuning).find("attn_decode_rs=1") != std::string::npos;
+      subgroup = ctx.device().caps.subgroup_size;
       for (DType t : forced_split ? std::vector<DType>{DType::f32} : std::vector<DType>{DType::f32, DType::f16, DType::bf16})
-        for (const TestCase& tc : cases) {
+        for (const TestCase& tc : no_rs ? rs_cases : cases) {
           const uint64_t seed = fresh_seed();
           check::CaseOptions o;
           o.repeat = true;
@@ -266,8 +317,12 @@ TEST(AttentionPaths, DecodeKernel) {
           EXPECT_EQ(r.variant.rfind("vulkan:attention/decode,", 0), 0u) << tc.label << ": " << r.variant;
           if (forced_split) EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"),
                                       std::string::npos) << r.variant;
+          const bool rs = r.variant.find(",reduce-scatter") != std::string::npos;
+          EXPECT_EQ(rs, !no_rs && decode_rs_shape(r.variant)) << tuning << " " << tc.label << ": " << r.variant;
+          rs_runs += rs;
         }
     }
+    if (subgroup >= 4) EXPECT_GT(rs_runs, 0) << "no case took the reduce-scatter form";
     expect_decode_refusals(d);
   }
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";

@@ -75,6 +75,8 @@ struct Tuning {
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   uint32_t attn_decode = 0;     // decode kernel (Sq = 1): 0 automatic, 1 never, 2 forced (Unsupported if the call
                                 //   does not qualify); with attn_decode=2, attn_split=N sets its key splits
+  uint32_t attn_decode_rs = 0;  // the decode kernel's reduce-scatter form (where its lanes per key = 4 x its heads):
+                                //   0 there, 1 never (the all-reduce form only)
   static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
 };
 

@@ -6,7 +6,9 @@
 // attention.comp's COMBINE pass (sinks, lse). Chosen automatically unless a knob of the flash kernel
 // (attn_path, attn_split, attn_rows) is set; KF_TUNE attn_decode=1 never, attn_decode=2 always (an
 // Unsupported error naming the reason when the call does not qualify; attn_split=N then sets its
-// splits). Its splits: about 512 workgroups in all, each split at least 512 keys.
+// splits). Its splits: about 512 workgroups in all, each split at least 512 keys. Its reduce-scatter
+// form where the key group's lanes are 4 x its heads (variant ",reduce-scatter"; KF_TUNE
+// attn_decode_rs=1 never).
 // attention, otherwise: the tile (query rows BQ per workgroup, keys BK per shared-memory tile) is chosen from D and
 // the device's shared memory; when the grid would be small (decoding: few query rows, long caches) the
 // keys are split over workgroups, each writing a partial (m, l, accumulator) to the workspace, and a
@@ -369,11 +371,15 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
                                       0u,
                                       lse ? 1u : 0u,
                                       1u};
+  // The reduce-scatter form (attention_decode.comp's RS) where the key group's lanes are as many as its
+  // scores (lk = 4 gc) unless KF_TUNE attn_decode_rs=1.
+  const bool rs = dev.tuning().attn_decode_rs != 1 && dp.lk == 4 * dp.gc;
   Launch l;
   l.variant = std::string("attn_decode_") + to_string(call.dtype);
   l.spec = spec;
   l.spec.push_back(dp.lk);
   l.spec.push_back(dp.gc);
+  l.spec.push_back(rs ? 1u : 0u);
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   l.bindings[2] = call.inputs[2].buffer;
@@ -389,7 +395,7 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   record_combine(dev, call, spec, ws, pc, rows, D);
   return "vulkan:attention/decode,lk=" + std::to_string(dp.lk) + ",heads=" + std::to_string(dp.gc) +
          (dp.nchunk > 1 ? "x" + std::to_string(dp.nchunk) : std::string()) + ",split=" + std::to_string(nsplit) + "x" +
-         std::to_string(split_len);
+         std::to_string(split_len) + (rs ? ",reduce-scatter" : "");
 }
 
 }  // namespace
