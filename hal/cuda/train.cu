@@ -840,14 +840,16 @@ __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
 // issued before any is used or stored (a load after the previous pack's store waits a round trip, as the
 // compiler must assume the store may alias it: one pack a thread at a time read 0.56 of DRAM's peak under
 // Nsight Compute on linear 16384 x 8192 x 8192 bf16 + gelu, 272 us where bias_gelu's kernel takes 180),
-// and the activation a template argument (no switch per element).
-template <class T, class I, int ACT>
+// and the activation a template argument (no switch per element). EXTRA: the batch norm and the dropout
+// compiled in (linear_dropout, the convolutions); without them the common bias + activation form holds
+// fewer registers (their code took 66-76 where eltwise.cu's bias_gelu takes 42).
+template <class T, class I, int ACT, bool EXTRA>
 __global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;  // 16-bit outputs take the fast activations, as the elementwise kernels
   constexpr int VW = T::VW, ITEMS = kEltwiseItems, WG = 256;
   const I npk = static_cast<I>(p.total / VW), n = static_cast<I>(p.n);
-  const bool per_channel = p.bias || p.bn_w;
+  const bool per_channel = p.bias || (EXTRA && p.bn_w);
   const I tile = I(WG) * ITEMS;
   for (I t0 = I(blockIdx.x) * tile; t0 < npk; t0 += I(gridDim.x) * tile) {
     uint4 ry[ITEMS], rb[ITEMS], rr[ITEMS];
@@ -873,7 +875,7 @@ __global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
       for (int e = 0; e < VW; ++e) {
         C x = v[e];
         if (p.bias) x += b[e];
-        if (p.bn_w) {
+        if (EXTRA && p.bn_w) {
           const int64_t ch = ch0 + e;
           const C sc = T::load(p.bn_w, ch) / m_sqrt(T::load(p.bn_var, ch) + C(p.eps));
           x = (x - T::load(p.bn_mean, ch)) * sc + T::load(p.bn_b, ch);
@@ -882,7 +884,7 @@ __global__ void __launch_bounds__(256) epilogue_packs(const EpilogueParams p) {
         else if constexpr (ACT == 2) x = gelu_f<M>(x);
         else if constexpr (ACT == 3) x = gelu_tanh_f<M>(x);
         else if constexpr (ACT == 4) x = silu_f<M>(x);
-        if (p.thr != 0u) {
+        if (EXTRA && p.thr != 0u) {
           // i0 is a multiple of 4 (VW >= 4) or of 2 with both elements in one block (f64): a new block
           // at e = 0 and every 4th element.
           if ((e & 3) == 0) {
@@ -1050,13 +1052,17 @@ int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void*
                               : optim_launch<OptimOp::sgd>(dt, p, blocks, s);
 }
 
-template <class I, int ACT> void epilogue_packs_launch(Dt dt, const EpilogueParams& p, uint32_t pb, gpuStream_t s) {
+template <class I, int ACT, bool EXTRA> void epilogue_packs_launch(Dt dt, const EpilogueParams& p, uint32_t pb, gpuStream_t s) {
   switch (dt) {
-    case Dt::f32: epilogue_packs<F32, I, ACT><<<pb, 256, 0, s>>>(p); break;
-    case Dt::f16: epilogue_packs<F16, I, ACT><<<pb, 256, 0, s>>>(p); break;
-    case Dt::bf16: epilogue_packs<BF16, I, ACT><<<pb, 256, 0, s>>>(p); break;
-    case Dt::f64: epilogue_packs<F64, I, ACT><<<pb, 256, 0, s>>>(p); break;
+    case Dt::f32: epilogue_packs<F32, I, ACT, EXTRA><<<pb, 256, 0, s>>>(p); break;
+    case Dt::f16: epilogue_packs<F16, I, ACT, EXTRA><<<pb, 256, 0, s>>>(p); break;
+    case Dt::bf16: epilogue_packs<BF16, I, ACT, EXTRA><<<pb, 256, 0, s>>>(p); break;
+    case Dt::f64: epilogue_packs<F64, I, ACT, EXTRA><<<pb, 256, 0, s>>>(p); break;
   }
+}
+template <class I, int ACT> void epilogue_packs_launch(Dt dt, const EpilogueParams& p, uint32_t pb, gpuStream_t s) {
+  if (p.bn_w || p.thr != 0u) epilogue_packs_launch<I, ACT, true>(dt, p, pb, s);
+  else epilogue_packs_launch<I, ACT, false>(dt, p, pb, s);
 }
 template <class I> void epilogue_packs_launch(Dt dt, const EpilogueParams& p, uint32_t pb, gpuStream_t s) {
   switch (p.act) {
