@@ -225,11 +225,13 @@ __global__ void __launch_bounds__(kEltwiseThreads) eltwise_kernel(const EltwiseP
   // A bias over the features as whole packs: its element offset (pk VW) mod feat is found once a tile
   // and stepped by WG VW from item to item (a remainder by the run-time feat is some 25 instructions; one
   // a pack took 8 % of 16-bit bias_gelu_dropout's issue slots, Nsight Compute, session 12).
-  const bool feat_packs = kBias1<OP> && p.mode1 == kFeatures && !p.gather && !p.packed;
-  const int64_t feat_step = feat_packs ? mod_feat(int64_t(WG) * VW, p.feat) : 0;
+  // (32-bit offsets: 64-bit ones cost the 16-bit bias ops 2 registers, over 64: 3 blocks an SM, not 4.)
+  const bool feat_packs = kBias1<OP> && p.mode1 == kFeatures && !p.gather && !p.packed && p.feat < (int64_t(1) << 31);
+  const uint32_t feat = static_cast<uint32_t>(p.feat);
+  const uint32_t feat_step = feat_packs ? static_cast<uint32_t>(mod_feat(int64_t(WG) * VW, p.feat)) : 0u;
   for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
     const int64_t p0 = t * tile + threadIdx.x;
-    int64_t f = feat_packs ? mod_feat(p0 * VW, p.feat) : 0;
+    uint32_t f = feat_packs ? static_cast<uint32_t>(mod_feat(p0 * VW, p.feat)) : 0u;
     uint4 r0[ITEMS], r1[ITEMS], r2[ITEMS];
 #pragma unroll
     for (int it = 0; it < ITEMS; ++it) {
@@ -247,8 +249,8 @@ __global__ void __launch_bounds__(kEltwiseThreads) eltwise_kernel(const EltwiseP
         if constexpr (kBias1<OP>) {
           if (feat_packs) {
             r1[it] = in ? load_pack(p.in1, f / VW) : make_uint4(0, 0, 0, 0);
-            f += feat_step;  // both below feat: one subtraction brings the sum back
-            if (f >= p.feat) f -= p.feat;
+            f += feat_step;  // both below feat < 2^31: one subtraction brings the sum back
+            if (f >= feat) f -= feat;
           } else {
             r1[it] = in && !p.packed ? load_raw<T>(p.in1, p.mode1, p, pk) : make_uint4(0, 0, 0, 0);
           }
