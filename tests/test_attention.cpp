@@ -185,31 +185,31 @@ TEST(AttentionPaths, CooperativeMatrixBf16Magnitudes) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
+// A decode call's q, k, v shapes (one query row per sequence), and shapes with input k set to x.
+std::vector<Shape> decode_qkv(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) { return qkv(B, Hq, Hkv, 1, Sk, D); }
+std::vector<Shape> with(std::vector<Shape> s, size_t k, const Shape& x) {
+  s.resize(std::max(s.size(), k + 1));
+  s[k] = x;
+  return s;
+}
+
 // The one-query-row cases of the decode kernels (Vulkan's attention_decode.comp, CUDA's attn_decode):
 // head dimensions 8 to 256, G = Hq / Hkv of 1, 4, 8 and above 8, key counts 1, 7, 1000, 4099, key
 // lengths (one sequence empty), windows, ALiBi (default slopes, H a power of two or not, and given
 // slopes), soft-capping, causal, sinks and lse.
 std::vector<TestCase> decode_cases() {
-  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
-    return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
-  };
-  const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
-    s.resize(std::max(s.size(), k + 1));
-    s[k] = x;
-    return s;
-  };
   std::vector<TestCase> cases = {
-      {"g1_d64_sk1", qkv(2, 2, 2, 1, 64), {}, 2},
-      {"g4_d80_sk7_lens", with(qkv(3, 4, 1, 7, 80), 4, {3}), {}, 2},
-      {"g8_d128_sk1000_window_alibi", qkv(1, 8, 1, 1000, 128), {}, 1},
+      {"g1_d64_sk1", decode_qkv(2, 2, 2, 1, 64), {}, 2},
+      {"g4_d80_sk7_lens", with(decode_qkv(3, 4, 1, 7, 80), 4, {3}), {}, 2},
+      {"g8_d128_sk1000_window_alibi", decode_qkv(1, 8, 1, 1000, 128), {}, 1},
       // Not key lengths with ALiBi over 4099 keys: the nearest visible key's bias reaches -2000, where
       // f32 rounds the scores to 1e-4 (any f32 kernel fails the 1e-6 tolerance there).
-      {"g4_d256_sk4099_slopes_lse", with(qkv(2, 8, 2, 4099, 256), 3, {8}), {}, 1},
-      {"g1_d128_sk4099_softcap_sinks_lens_lse", with(with(qkv(2, 2, 2, 4099, 128), 7, {2}), 4, {2}), {}, 1},
-      {"g8_d64_sk1000_causal_sinks_lens", with(with(qkv(2, 8, 1, 1000, 64), 7, {8}), 4, {2}), {}, 1},
-      {"g12_d80_sk1000_alibi_window_softcap", qkv(1, 12, 1, 1000, 80), {}, 1},
-      {"g16_d64_sk7_lse", qkv(1, 16, 1, 7, 64), {}, 2},
-      {"g4_d8_sk7_causal", qkv(2, 4, 1, 7, 8), {}, 2},
+      {"g4_d256_sk4099_slopes_lse", with(decode_qkv(2, 8, 2, 4099, 256), 3, {8}), {}, 1},
+      {"g1_d128_sk4099_softcap_sinks_lens_lse", with(with(decode_qkv(2, 2, 2, 4099, 128), 7, {2}), 4, {2}), {}, 1},
+      {"g8_d64_sk1000_causal_sinks_lens", with(with(decode_qkv(2, 8, 1, 1000, 64), 7, {8}), 4, {2}), {}, 1},
+      {"g12_d80_sk1000_alibi_window_softcap", decode_qkv(1, 12, 1, 1000, 80), {}, 1},
+      {"g16_d64_sk7_lse", decode_qkv(1, 16, 1, 7, 64), {}, 2},
+      {"g4_d8_sk7_causal", decode_qkv(2, 4, 1, 7, 8), {}, 2},
   };
   cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
   cases[3].attrs.return_lse = true;
@@ -228,24 +228,16 @@ std::vector<TestCase> decode_cases() {
 // 200 keys), where f32 holds its 1e-6 tolerance (with a window of 200 and key lengths, the all-reduce
 // form failed it as the reduce-scatter one did, 1.35e-6); key lengths leave one batch empty.
 std::vector<TestCase> decode_rs_cases() {
-  const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
-    return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
-  };
-  const auto with = [](std::vector<Shape> s, size_t k, const Shape& x) {
-    s.resize(std::max(s.size(), k + 1));
-    s[k] = x;
-    return s;
-  };
   std::vector<TestCase> cases = {
-      {"rs_g2_d64_sk300_alibi_window_softcap_lse", qkv(2, 4, 2, 300, 64), {}, 1},
-      {"rs_g1_d32_sk200_slopes_causal_sinks_lse", with(with(qkv(2, 3, 3, 200, 32), 3, {3}), 7, {3}), {}, 1},
-      {"rs_g1_d16_sk77_softcap_slopes_lens_lse", with(with(qkv(2, 2, 2, 77, 16), 3, {2}), 4, {2}), {}, 1},
-      {"rs_g2_d64_sk70_window_lens", with(qkv(3, 4, 2, 70, 64), 4, {3}), {}, 2},
+      {"rs_g2_d64_sk300_alibi_window_softcap_lse", decode_qkv(2, 4, 2, 300, 64), {}, 1},
+      {"rs_g1_d32_sk200_slopes_causal_sinks_lse", with(with(decode_qkv(2, 3, 3, 200, 32), 3, {3}), 7, {3}), {}, 1},
+      {"rs_g1_d16_sk77_softcap_slopes_lens_lse", with(with(decode_qkv(2, 2, 2, 77, 16), 3, {2}), 4, {2}), {}, 1},
+      {"rs_g2_d64_sk70_window_lens", with(decode_qkv(3, 4, 2, 70, 64), 4, {3}), {}, 2},
       // Many steps a key group (the heads' rescale factors gathered back to every lane). No ALiBi here:
       // with slopes drawn near 2^-8 all 1000 keys weigh alike under biases to -4, and f32's error comes
       // near its 1e-6 tolerance (the likeliest cause of one failure, its message not kept, in about 40
       // lavapipe runs of an earlier form of this case with slopes).
-      {"rs_g2_d64_sk1000_softcap_lse", qkv(1, 4, 2, 1000, 64), {}, 1},
+      {"rs_g2_d64_sk1000_softcap_lse", decode_qkv(1, 4, 2, 1000, 64), {}, 1},
   };
   cases[0].attrs.alibi = true, cases[0].attrs.window = 48, cases[0].attrs.softcap = 5, cases[0].attrs.return_lse = true;
   cases[1].attrs.causal = true, cases[1].attrs.return_lse = true;
