@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "common.hpp"
 #include "ops/reference_math.hpp"
@@ -357,6 +358,62 @@ TEST(AttentionPaths, AutomaticDecodeKernel) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with subgroup shuffles";
+}
+
+// KF_TUNE set for its lifetime; then the process's own value (or none) again.
+class ScopedKfTune {
+ public:
+  explicit ScopedKfTune(const char* value) {
+    if (const char* v = std::getenv("KF_TUNE")) had_ = true, old_ = v;
+    setenv("KF_TUNE", value, 1);
+  }
+  ~ScopedKfTune() {
+    if (had_) setenv("KF_TUNE", old_.c_str(), 1);
+    else unsetenv("KF_TUNE");
+  }
+  ScopedKfTune(const ScopedKfTune&) = delete;
+  ScopedKfTune& operator=(const ScopedKfTune&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// Knobs given through ContextOptions::tuning (as tuned() gives them) replace KF_TUNE's, so that the tests
+// here run the paths they name whatever KF_TUNE is set to; a context given no knobs takes KF_TUNE's.
+// Under KF_TUNE=no_such_knob=1 a context with knobs of its own opens and one without raises
+// InvalidArgument naming the knob; under KF_TUNE=attn_decode=1 a context with attn_decode=2 runs a
+// one-query-row case on the decode kernel, and one without knobs does not.
+TEST(AttentionPaths, OptionKnobsReplaceKfTune) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ++checked;
+    {
+      ScopedKfTune env("no_such_knob=1");
+      EXPECT_NO_THROW(tuned(d, "attn_split=1"));
+      try {
+        tuned(d, "");
+        ADD_FAILURE() << "KF_TUNE=no_such_knob=1 raised nothing: KF_TUNE was not read";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("no_such_knob"), std::string::npos) << e.what();
+      }
+    }
+    ScopedKfTune env("attn_decode=1");
+    const TestCase tc = decode_cases()[0];  // g1_d64_sk1
+    for (const char* tuning : {"attn_decode=2", ""}) {
+      Context ctx = tuned(d, tuning);
+      if (!ctx.device().caps.subgroup_shuffle) break;  // (no decode kernel)
+      ValidationCheck vc(ctx);
+      const bool own = *tuning != '\0';
+      const uint64_t seed = fresh_seed();
+      const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f32, tc, seed);
+      EXPECT_TRUE(r.pass) << "'" << tuning << "' (variant " << r.variant << "), seed " << seed << ":\n" << r.message;
+      EXPECT_EQ(r.variant.rfind("vulkan:attention/decode,", 0) == 0, own) << "'" << tuning << "': " << r.variant;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
 }
 
 // Decoding (one query row, a long cache) takes the key-split path by itself (the decode kernel, which

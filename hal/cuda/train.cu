@@ -155,6 +155,79 @@ template <> struct NinfPack<BF16> {
 template <class T> constexpr int kXentG = T::VW == 4 ? 4 : 2;
 template <class T> constexpr int kXentU = T::VW == 8 ? 8 : 4;
 
+// The backward's gradient of one row, written by xent_rows and xent_cluster_kernel alike (one copy of
+// the arithmetic: the same operations in the same order, the same bits from either kernel): d loss / d x
+// of each logit from the row's lse (label smoothing, soft-capping from the raw logit, z-loss), the
+// target's term subtracted where the pack holds it; an ignored row zero, a target out of range a NaN row.
+// row: the row of p.grad (N values); head: its elements before its first whole pack; count: ws[0].
+template <class T, bool CAP> struct XentGrad {
+  using C = typename T::C;
+  static constexpr int VW = T::VW;
+  C eps, eps_c, cap, lse, count, pscale, ga, gb, gt, lseL, fill;  // (initialized in the kernels' former order)
+  int t, head;
+  bool plain;
+  unsigned char* grow;
+  unsigned char* gbody;
+  bool galigned;
+
+  KF_DEV XentGrad(const XentParams& p, int64_t row, int64_t N, int head_, int32_t t_, bool bad, bool ignored, C lse_,
+                  C count_, C eps_, C eps_c_, C cap_, C zl)
+      : eps(eps_), eps_c(eps_c_), cap(cap_), lse(lse_), count(count_), pscale(C(1) + C(2) * zl * lse_),
+        ga(pscale / count_), gb(eps_c_ / count_), gt((C(1) - eps_) / count_), lseL(XentMath<T>::scaled(lse_)),
+        fill(bad ? nan_of<C>() : C(0)), t(t_), head(head_), plain(!bad && !ignored),
+        grow(static_cast<unsigned char*>(p.grad) + row * N * T::ES), gbody(grow + head_ * T::ES),
+        galigned((reinterpret_cast<uintptr_t>(gbody) & 15) == 0) {}
+
+  // d loss / d x of the raw logit z, is_t: z is the target's. (Not soft-capped, put passes false and
+  // subtracts the target's term, (1 - eps) / count, once per pack: only where the pack holds the target.)
+  KF_DEV C of(C z, bool is_t) const {
+    if constexpr (CAP) {
+      C g = m_exp(cap * Math<C, false>::tanh(z / cap) - lse) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
+      const C ch = m_cosh(z / cap);  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit
+      return g / (ch * ch) / count;
+    } else {
+      const C g = XentMath<T>::exp_shift(z, lse, lseL) * ga - gb;
+      return is_t ? g - gt : g;
+    }
+  }
+  // Whole pack j of the row (raw: its logits as read).
+  KF_DEV void put(int j, const uint4& raw) const {
+    C v[VW];
+    if (plain) {
+      const int rel = t - (head + j * VW);  // the target's place in the pack
+      const bool has_t = static_cast<unsigned>(rel) < static_cast<unsigned>(VW);
+      if constexpr (CAP) {
+        C x[VW];
+        T::unpack(raw, x);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) v[k] = of(x[k], has_t && k == rel);
+      } else {
+        T::unpack(raw, v);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) v[k] = of(v[k], false);
+        if (has_t) {
+#pragma unroll
+          for (int k = 0; k < VW; ++k)
+            if (k == rel) v[k] -= gt;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) v[k] = fill;
+    }
+    if (galigned) {
+      store_pack(gbody, j, T::pack(v));
+    } else {
+#pragma unroll
+      for (int k = 0; k < VW; ++k) T::store(gbody, int64_t(j) * VW + k, v[k]);
+    }
+  }
+  // Element i of the row (its head or tail, fewer than a pack each), read again from the logits' row.
+  KF_DEV void put1(const unsigned char* xrow, int i) const {
+    T::store(grow, i, plain ? of(T::load(xrow, i), i == t) : fill);
+  }
+};
+
 template <class T, int P, bool CAP>
 __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
   using C = typename T::C;
@@ -287,75 +360,25 @@ __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
       ws[1 + p.row_base + row] = loss;
     }
     if constexpr (GRAD) {
-      const C count = ws[0];
-      const C pscale = C(1) + C(2) * zl * lse;
-      const C ga = pscale / count, gb = eps_c / count, gt = (C(1) - eps) / count, lseL = XM::scaled(lse);
-      const C fill = bad ? nan_of<C>() : C(0);  // the whole row's gradient when bad or ignored
-      const bool plain = !bad && !ignored;
-      // d loss / d x of the raw logit z, without the target's term (-(1 - eps) / count, applied once per
-      // pack: only where the pack holds the target).
-      const auto grad_of = [&](C z, bool is_t) -> C {
-        if constexpr (CAP) {
-          C g = m_exp(capped(z) - lse) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
-          const C ch = m_cosh(z / cap);  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit
-          return g / (ch * ch) / count;
-        } else {
-          const C g = XM::exp_shift(z, lse, lseL) * ga - gb;
-          return is_t ? g - gt : g;
-        }
-      };
-      unsigned char* grow = static_cast<unsigned char*>(p.grad) + row * N * T::ES;
-      unsigned char* gbody = grow + head * T::ES;
-      const bool galigned = (reinterpret_cast<uintptr_t>(gbody) & 15) == 0;
-      const auto put = [&](int j, const uint4& raw) {
-        C v[VW];
-        if (plain) {
-          const int rel = t - (head + j * VW);  // the target's place in the pack
-          const bool has_t = static_cast<unsigned>(rel) < static_cast<unsigned>(VW);
-          if constexpr (CAP) {
-            C x[VW];
-            T::unpack(raw, x);
-#pragma unroll
-            for (int k = 0; k < VW; ++k) v[k] = grad_of(x[k], has_t && k == rel);
-          } else {
-            T::unpack(raw, v);
-#pragma unroll
-            for (int k = 0; k < VW; ++k) v[k] = grad_of(v[k], false);
-            if (has_t) {
-#pragma unroll
-              for (int k = 0; k < VW; ++k)
-                if (k == rel) v[k] -= gt;
-            }
-          }
-        } else {
-#pragma unroll
-          for (int k = 0; k < VW; ++k) v[k] = fill;
-        }
-        if (galigned) {
-          store_pack(gbody, j, T::pack(v));
-        } else {
-#pragma unroll
-          for (int k = 0; k < VW; ++k) T::store(gbody, int64_t(j) * VW + k, v[k]);
-        }
-      };
+      const XentGrad<T, CAP> xg(p, row, N, head, t, bad, ignored, lse, ws[0], eps, eps_c, cap, zl);
       // The streamed packs first: the nearer their first read, the likelier the L2 cache still holds them.
       // (Not for f64: there ptxas then spills.)
       constexpr bool kStreamFirst = VW != 2;
       if constexpr (kStreamFirst)
-        for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
+        for (int j = js + tid; j < j1; j += B) xg.put(j, load_pack(xp, j));
 #pragma unroll
       for (int u = 0; u < P; ++u) {
         const int j = u * B + tid;
-        if (j < j1) put(j, r[u]);
+        if (j < j1) xg.put(j, r[u]);
       }
       for (int v = 0; v < S; ++v) {
         const int j = (P + v) * B + tid;
-        if (j < j1) put(j, sp[v * B + tid]);
+        if (j < j1) xg.put(j, sp[v * B + tid]);
       }
       if constexpr (!kStreamFirst)
-        for (int j = js + tid; j < j1; j += B) put(j, load_pack(xp, j));
-      if (has_h) T::store(grow, tid, plain ? grad_of(T::load(xrow, tid), tid == t) : fill);
-      if (has_t) T::store(grow, tail0 + tid, plain ? grad_of(T::load(xrow, tail0 + tid), tail0 + tid == t) : fill);
+        for (int j = js + tid; j < j1; j += B) xg.put(j, load_pack(xp, j));
+      if (has_h) xg.put1(xrow, tid);
+      if (has_t) xg.put1(xrow, tail0 + tid);
     }
   }
 }
@@ -470,7 +493,7 @@ template <class T> int xent_rows_pass(const XentParams& p, const XentLaunch& l, 
 // Each block reduces its part to (max, sum of exp, sum) as xent_rows (batches of 16 values, the block's
 // fixed-order reduction), publishes it in its shared memory; after the cluster barrier every block reads
 // the P triples through distributed shared memory and combines them in rank order (XentMath::combine:
-// the same bits in every block and every run), then writes its part of the gradient (xent_rows' formulas:
+// the same bits in every block and every run), then writes its part of the gradient (XentGrad, as xent_rows:
 // label smoothing, soft-capping from the raw logit, z-loss, ignored rows zero, a target out of range a
 // NaN row). Rank 0's thread 0 reads x_t before the barrier and writes the row's loss. In place (grad ==
 // logits) as xent_rows: every gradient element is written after the barrier by the thread that read it.
@@ -582,66 +605,18 @@ __global__ void __launch_bounds__(kClusterBlock, 4) xent_cluster_kernel(const Xe
       else if (!ignored) loss = lse - (C(1) - eps) * xt - eps_c * st.x + zl * lse * lse;
       ws[1 + p.row_base + row] = loss;
     }
-    const C count = ws[0];
-    const C pscale = C(1) + C(2) * zl * lse;
-    const C ga = pscale / count, gb = eps_c / count, gt = (C(1) - eps) / count, lseL = XM::scaled(lse);
-    const C fill = bad ? nan_of<C>() : C(0);
-    const bool plain = !bad && !ignored;
-    const auto grad_of = [&](C z, bool is_t) -> C {
-      if constexpr (CAP) {
-        C g = m_exp(capped(z) - lse) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
-        const C ch = m_cosh(z / cap);
-        return g / (ch * ch) / count;
-      } else {
-        const C g = XM::exp_shift(z, lse, lseL) * ga - gb;
-        return is_t ? g - gt : g;
-      }
-    };
-    unsigned char* grow = static_cast<unsigned char*>(p.grad) + row * N * T::ES;
-    unsigned char* gbody = grow + head * T::ES;
-    const bool galigned = (reinterpret_cast<uintptr_t>(gbody) & 15) == 0;
-    const auto put = [&](int j, const uint4& raw) {  // j: the pack within the row
-      C v[VW];
-      if (plain) {
-        const int rel = t - (head + j * VW);
-        const bool has_tg = static_cast<unsigned>(rel) < static_cast<unsigned>(VW);
-        if constexpr (CAP) {
-          C x[VW];
-          T::unpack(raw, x);
-#pragma unroll
-          for (int k = 0; k < VW; ++k) v[k] = grad_of(x[k], has_tg && k == rel);
-        } else {
-          T::unpack(raw, v);
-#pragma unroll
-          for (int k = 0; k < VW; ++k) v[k] = grad_of(v[k], false);
-          if (has_tg) {
-#pragma unroll
-            for (int k = 0; k < VW; ++k)
-              if (k == rel) v[k] -= gt;
-          }
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < VW; ++k) v[k] = fill;
-      }
-      if (galigned) {
-        store_pack(gbody, j, T::pack(v));
-      } else {
-#pragma unroll
-        for (int k = 0; k < VW; ++k) T::store(gbody, int64_t(j) * VW + k, v[k]);
-      }
-    };
+    const XentGrad<T, CAP> xg(p, row, N, head, t, bad, ignored, lse, ws[0], eps, eps_c, cap, zl);
 #pragma unroll
     for (int u = 0; u < R; ++u) {
       const int j = tid + u * B;
-      if (j < n) put(j0 + j, r[u]);
+      if (j < n) xg.put(j0 + j, r[u]);
     }
     for (int v = 0; v < S; ++v) {
       const int j = tid + (R + v) * B;
-      if (j < n) put(j0 + j, sp[v * B + tid]);
+      if (j < n) xg.put(j0 + j, sp[v * B + tid]);
     }
-    if (has_h) T::store(grow, tid, plain ? grad_of(T::load(xrow, tid), tid == t) : fill);
-    if (has_t) T::store(grow, tail0 + tid, plain ? grad_of(T::load(xrow, tail0 + tid), tail0 + tid == t) : fill);
+    if (has_h) xg.put1(xrow, tid);
+    if (has_t) xg.put1(xrow, tail0 + tid);
     kf_cluster_wait();  // (every block done with this one's triple: it may change, or go)
   }
 #else

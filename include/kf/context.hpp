@@ -72,7 +72,9 @@ struct ContextOptions {
   bool allow_cpu_fallback = false;  // an op the device cannot run goes to the CPU backend instead of raising
   std::string pipeline_cache_dir;   // "" = $KF_CACHE_DIR, else $XDG_CACHE_HOME/kf, else ~/.cache/kf
   double timeout_s = 120;           // bound on every wait for the device
-  std::string tuning;               // developer knobs of a backend, "key=value,..." (KF_TUNE); see docs
+  // Developer knobs of a backend, "key=value,..." (README, Environment). "" = $KF_TUNE; knobs given
+  // here take precedence: KF_TUNE is then not read at all (its knobs are not merged with these).
+  std::string tuning;
 };
 
 // A device a backend can open, as kf-info lists it.

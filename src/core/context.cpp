@@ -16,7 +16,9 @@ ContextOptions apply_environment(ContextOptions o) {
   if (const char* v = std::getenv("KF_VALIDATION"); v && *v) o.validation = std::string(v) != "0";
   if (const char* v = std::getenv("KF_CPU_FALLBACK"); v && *v) o.allow_cpu_fallback = std::string(v) != "0";
   if (const char* v = std::getenv("KF_TIMEOUT_S"); v && *v) o.timeout_s = std::atof(v);
-  if (const char* v = std::getenv("KF_TUNE"); v && *v) o.tuning = v;
+  // KF_TUNE only where the options give no knobs: knobs a program or a test sets itself replace the
+  // environment's (ContextOptions::tuning).
+  if (const char* v = std::getenv("KF_TUNE"); v && *v && o.tuning.empty()) o.tuning = v;
   if (o.pipeline_cache_dir.empty()) {
     if (const char* v = std::getenv("KF_CACHE_DIR"); v && *v) {
       o.pipeline_cache_dir = v;
