@@ -1,20 +1,23 @@
 # The CUDA backend (hal/cuda/), added to the kf target; or the same sources built as the HIP backend.
 #  - KF_CUDA (set in CMakeLists.txt: ON when check_language(CUDA) found nvcc): device code for
-#    KF_CUDA_ARCHITECTURES (SASS for sm_90, H100/H200, plus compute_80 PTX that newer GPUs JIT-compile).
+#    KF_CUDA_ARCHITECTURES (SASS for sm_90a, H100/H200, with the Hopper-only instructions the
+#    attention kernel attention_wgmma.cu uses, plus compute_80 PTX that other GPUs JIT-compile; an
+#    architecture list without 90a builds no warpgroup kernel: KF_CUDA_WGMMA unset).
 #    The CUDA runtime is linked statically (CUDA::cudart_static) and its symbols kept inside libkf, so
 #    libkf loads on machines without CUDA; there the backend lists no usable device.
 #  - KF_HIP: hal/cuda/ built as the HIP backend instead ("hip"): the same .cu files compiled by hipcc for
 #    KF_HIP_ARCHITECTURES. tools/check-hip.sh compiles them without CMake, target by target.
 # A missing compiler is a configure-time message, never an error.
 option(KF_HIP "Build hal/cuda/ as the HIP backend (ROCm) instead of the CUDA backend" OFF)
-set(KF_CUDA_ARCHITECTURES "90-real;80-virtual" CACHE STRING
+set(KF_CUDA_ARCHITECTURES "90a-real;80-virtual" CACHE STRING
     "CUDA architectures of the CUDA backend (CMAKE_CUDA_ARCHITECTURES syntax)")
 set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets of the HIP backend")
 
 set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp
                          hal/cuda/lce.cpp)
 set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
-                          hal/cuda/attention.cu hal/cuda/attention_bwd.cu hal/cuda/conv.cu)
+                          hal/cuda/attention.cu hal/cuda/attention_bwd.cu hal/cuda/attention_wgmma.cu
+                          hal/cuda/conv.cu)
 
 # The project's warning and sanitizer flags are for the host compiler: keep them from nvcc (it rejects
 # -Wall) and hand the warnings to nvcc's host compiler instead.
@@ -89,6 +92,9 @@ elseif(KF_CUDA)
     endif()
   endforeach()
   string(REPLACE ";" "," kf_archs_text "${KF_CUDA_ARCHITECTURES}")
+  if(KF_CUDA_ARCHITECTURES MATCHES "90a")  # attention_wgmma.cu's kernel exists (kernels.cpp may pick it)
+    target_compile_definitions(kf PRIVATE KF_CUDA_WGMMA)
+  endif()
   target_compile_definitions(kf PRIVATE KF_HAVE_CUDA KF_CUDA_MIN_ARCH=${kf_min_arch}
                                         "KF_CUDA_ARCHS=\"${kf_archs_text}\"")
   # cuBLASLt (linear, matmul) is opened at run time by hal/cuda/matmul.cpp (dlopen), not linked: only its

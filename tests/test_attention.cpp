@@ -604,32 +604,65 @@ TEST(AttentionCuda, PortableKernelOnEveryCase) {
   }
 }
 
-// The tensor-core kernels (KF_TUNE attn_path=2, f16 and bf16: flash-mma, the default where it applies
-// (D 64 / 128, no RoPE); flash-wmma-regs with attn_wmma=regs and elsewhere; flash-wmma with attn_wmma=smem) on every registry case whose head dimension is a multiple of 16, in one
-// pass and with key splits, and on cases spanning several 64-row query tiles
-// and key tiles; D = 8 must be refused (Unsupported, saying why).
+// Whether the device runs the warpgroup kernel (flash-wgmma: an sm_90 GPU and a build with sm_90a code),
+// asked by forcing it on a small case; where it does not run, the refusal must say why.
+bool wgmma_runs(const DeviceRef& d) {
+  Context ctx = tuned(d, "attn_path=2,attn_wmma=wgmma,attn_split=1");
+  const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f16, attention_op().tests[0], fresh_seed());
+  if (r.pass) {
+    EXPECT_NE(r.variant.find("attention/flash-wgmma,bq=128,bk=128"), std::string::npos) << r.variant;
+    return true;
+  }
+  EXPECT_NE(r.message.find("warpgroup kernel was forced"), std::string::npos) << r.message;
+  // An sm_90 GPU refuses it only for a build without sm_90a code.
+  const std::string driver = ctx.device().driver;
+  if (driver.find(", sm_90,") != std::string::npos) {
+    EXPECT_NE(r.message.find("no sm_90a code"), std::string::npos) << driver << ": " << r.message;
+  }
+  return false;
+}
+
+// The tensor-core kernels (KF_TUNE attn_path=2, f16 and bf16) on every registry case whose head dimension
+// is a multiple of 16, in one pass and with key splits, and on cases spanning several query and key tiles;
+// D = 8 must be refused (Unsupported, saying why). Which kernel: by default flash-wgmma where it runs and
+// applies (D 64 / 128, no RoPE, dropout, soft-capping, ALiBi or block mask), else flash-mma where that
+// applies (D 64 / 128, no RoPE), else flash-wmma-regs; attn_wmma=wgmma / mma force those two (refused,
+// saying why, where they do not apply), regs flash-wmma-regs, smem flash-wmma.
 TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
   std::vector<TestCase> big = multi_tile_cases();
   big.push_back({"sq200_sk200_d128_causal_lse", qkv(1, 1, 1, 200, 200, 128), {}, 2});
   big.back().attrs.causal = true, big.back().attrs.return_lse = true;
-  // flash-mma's awkward shapes: GQA over several 64-row tiles with Sq != Sk, causal both ways, dropout.
+  // flash-mma's and flash-wgmma's awkward shapes: GQA over several query tiles with Sq != Sk, causal both
+  // ways, windows, key lengths, sinks, packed sequences, dropout.
   big.push_back({"gqa_h6_kv2_sq150_sk200_d128_causal", qkv(2, 6, 2, 150, 200, 128), {}, 2});
   big.back().attrs.causal = true;
   big.push_back({"sq200_sk70_d64_causal_lse", qkv(1, 2, 1, 200, 70, 64), {}, 2});
   big.back().attrs.causal = true, big.back().attrs.return_lse = true;
   big.push_back({"sq70_sk190_d128_dropout_lse", qkv(1, 2, 2, 70, 190, 128), {}, 2});
   big.back().attrs.p = 0.25, big.back().attrs.return_lse = true;
-  int checked = 0, refused = 0;
+  big.push_back({"gqa_h6_kv2_sq300_sk333_d128_causal_window100", qkv(1, 6, 2, 300, 333, 128), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.window = 100;
+  big.push_back({"b2_sq260_sk520_d64_key_lengths_sinks_lse",
+                 {{2, 4, 260, 64}, {2, 4, 520, 64}, {2, 4, 520, 64}, {}, {2}, {}, {}, {4}}, {}, 2});
+  big.back().attrs.return_lse = true;
+  big.push_back({"varlen_4seq_sq400_sk500_d128_causal", {{1, 2, 400, 128}, {1, 2, 500, 128}, {1, 2, 500, 128}, {}, {}, {5}, {5}}, {}, 2});
+  big.back().attrs.causal = true;
+  int checked = 0, refused = 0, wgmma_checked = 0;
   for (const auto& d : devs) {
+    const bool wg_runs = wgmma_runs(d);
     for (const char* tuning : {"attn_path=2,attn_wmma=smem,attn_split=1", "attn_path=2,attn_wmma=smem,attn_split=3",
                                "attn_path=2,attn_wmma=regs,attn_split=1", "attn_path=2,attn_wmma=regs,attn_split=2",
                                "attn_path=2,attn_split=1", "attn_path=2,attn_split=3",
-                               "attn_path=2,attn_rows_per_warp=16,attn_split=1", "attn_path=2,attn_rows_per_warp=16,attn_split=2"}) {
+                               "attn_path=2,attn_wmma=wgmma,attn_split=1", "attn_path=2,attn_wmma=wgmma,attn_split=2",
+                               "attn_path=2,attn_wmma=mma,attn_split=1", "attn_path=2,attn_wmma=mma,attn_split=3",
+                               "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=1",
+                               "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=2"}) {
       Context ctx = tuned(d, tuning);
-      const bool regs = std::string(tuning).find("attn_wmma=smem") == std::string::npos;
-      const bool dflt = std::string(tuning).find("attn_wmma=") == std::string::npos;  // flash-mma where it applies
+      const std::string tn(tuning);
+      const bool f_smem = tn.find("attn_wmma=smem") != std::string::npos, f_regs = tn.find("attn_wmma=regs") != std::string::npos;
+      const bool f_wg = tn.find("attn_wmma=wgmma") != std::string::npos, f_mma = tn.find("attn_wmma=mma") != std::string::npos;
       std::vector<TestCase> cases = attention_op().tests;
       cases.insert(cases.end(), big.begin(), big.end());
       for (DType t : {DType::f16, DType::bf16})
@@ -640,30 +673,43 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
           if (!r.pass && r.message.find("this build has no tensor-core") != std::string::npos)
             GTEST_SKIP() << d.name << ": " << r.message;
-          if (tc.inputs[0][3] % 16 != 0) {
+          const int64_t D = tc.inputs[0][3];
+          if (D % 16 != 0) {
             EXPECT_FALSE(r.pass) << tc.label << ": forced onto the tensor-core kernel with D % 16 != 0";
             EXPECT_NE(r.message.find("multiple of 16"), std::string::npos) << r.message;
+            ++refused;
+            continue;
+          }
+          const auto has = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
+          const bool mma_ok = (D == 64 || D == 128) && tc.attrs.rope == 0;
+          const bool wg_ok = wg_runs && mma_ok && tc.attrs.p == 0 && tc.attrs.softcap == 0 && !tc.attrs.alibi && !has(3) && !has(8);
+          if ((f_wg && !wg_ok) || (f_mma && !mma_ok)) {
+            EXPECT_FALSE(r.pass) << tuning << " " << tc.label << ": ran (" << r.variant << ") where it should be refused";
+            EXPECT_NE(r.message.find(f_wg ? "warpgroup kernel was forced" : "FlashAttention-2 kernel was forced"), std::string::npos)
+                << r.message;
             ++refused;
             continue;
           }
           ++checked;
           EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant
                               << "), seed " << seed << ":\n" << r.message;
-          const bool mma = dflt && (tc.inputs[0][3] == 64 || tc.inputs[0][3] == 128) && tc.attrs.rope == 0;
-          EXPECT_NE(r.variant.find(mma ? "attention/flash-mma," : regs ? "attention/flash-wmma-regs," : "attention/flash-wmma,"),
-                    std::string::npos)
-              << tuning << " " << tc.label << ": " << r.variant;
-          if (mma) {  // flash-mma's form: 32 rows a warp (128 a block) unless attn_rows_per_warp=16
-            EXPECT_NE(r.variant.find(std::string(tuning).find("attn_rows_per_warp=16") != std::string::npos
-                                         ? ",bq=64,bk=64,warp_rows=16" : ",bq=128,bk=64,warp_rows=32"),
-                      std::string::npos)
-                << tuning << " " << tc.label << ": " << r.variant;
-          }
+          const std::string want = f_smem ? "attention/flash-wmma,"
+                                   : f_regs ? "attention/flash-wmma-regs,"
+                                   : f_wg || (!f_mma && wg_ok) ? "attention/flash-wgmma,bq=128,bk=128"
+                                   : f_mma || mma_ok ? (tn.find("attn_rows_per_warp=16") != std::string::npos
+                                                           ? "attention/flash-mma,bq=64,bk=64,warp_rows=16"
+                                                           : "attention/flash-mma,bq=128,bk=64,warp_rows=32")
+                                                     : "attention/flash-wmma-regs,";
+          EXPECT_NE(r.variant.find(want), std::string::npos) << tuning << " " << tc.label << ": " << r.variant << ", wanted " << want;
+          wgmma_checked += want.find("wgmma") != std::string::npos;
         }
       // f32 is refused by the forced tensor-core kernel.
       const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f32, attention_op().tests[0], fresh_seed());
       EXPECT_FALSE(r.pass);
       EXPECT_NE(r.message.find("f16 and bf16 only"), std::string::npos) << r.message;
+    }
+    if (wg_runs) {
+      EXPECT_GT(wgmma_checked, 0);
     }
   }
   EXPECT_GT(checked, 0);
@@ -705,7 +751,8 @@ TEST(AttentionCuda, DecodeKernel) {
 }
 
 // The automatic choice: decoding (one query row, a long cache) takes the decode kernel with key splits; an
-// f16 / bf16 prefill with D = 64 takes the FlashAttention-2 kernel (flash-mma) in one pass; f32 stays portable.
+// f16 / bf16 prefill with D = 64 takes a tensor-core flash kernel (flash-wgmma on an sm_90 GPU, else
+// flash-mma) in one pass; f32 stays portable.
 TEST(AttentionCuda, AutomaticChoice) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
@@ -726,7 +773,8 @@ TEST(AttentionCuda, AutomaticChoice) {
       const check::CaseResult r = check::run_case(ctx, attention_op(), t, prefill, fresh_seed());
       EXPECT_TRUE(r.pass) << to_string(t) << ": " << r.message;
       EXPECT_EQ(r.variant.find(",split="), std::string::npos) << r.variant;
-      if (t != DType::f32 && r.variant.find("flash-mma") == std::string::npos && d.backend == "cuda")
+      if (t != DType::f32 && r.variant.find("flash-mma") == std::string::npos && r.variant.find("flash-wgmma") == std::string::npos &&
+          d.backend == "cuda")
         ADD_FAILURE() << to_string(t) << " prefill did not take the tensor-core kernel: " << r.variant;
     }
   }

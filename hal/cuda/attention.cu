@@ -1535,7 +1535,9 @@ int launch_attention(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk
       default: return -1;
     }
   }
-  if (kern == AttnKernel::Mma) {
+  if (kern == AttnKernel::Wgmma) {
+    err = launch_attention_wgmma(dt, p, qtiles, stream);
+  } else if (kern == AttnKernel::Mma) {
 #if defined(KF_HIP)
     return -1;
 #else

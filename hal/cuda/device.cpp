@@ -244,12 +244,13 @@ int attn_knob(const std::string& tuning, const std::string& key, int max) {
   return value;
 }
 
-// KF_TUNE attn_wmma=mma | regs | smem: which tensor-core attention kernel runs. Absent: flash-mma (the
-// FlashAttention-2 kernel: mma.sync, the softmax and O in registers) where it applies (f16 / bf16, D 64 or
-// 128, no RoPE), else flash-wmma-regs. mma forces flash-mma (Unsupported, saying why, where it does not
-// apply); regs flash-wmma-regs (the accumulator in wmma fragments; 1.2x flash-wmma on an H100,
-// bench/results/h100/kf-cuda-attn-regs.txt); smem flash-wmma (the accumulator in shared memory).
-// Returns 0 (absent), 1 regs, 2 smem, 3 mma.
+// KF_TUNE attn_wmma=wgmma | mma | regs | smem: which tensor-core attention kernel runs. Absent:
+// flash-wgmma (Hopper's warpgroup instructions) where it applies (kernels.cpp), else flash-mma (the
+// FlashAttention-2 kernel: mma.sync, the softmax and O in registers) where that applies (f16 / bf16, D 64
+// or 128, no RoPE), else flash-wmma-regs. wgmma forces flash-wgmma and mma flash-mma (Unsupported, saying
+// why, where it does not apply); regs flash-wmma-regs (the accumulator in wmma fragments; 1.2x flash-wmma
+// on an H100, bench/results/h100/kf-cuda-attn-regs.txt); smem flash-wmma (the accumulator in shared
+// memory). Returns 0 (absent), 1 regs, 2 smem, 3 mma, 4 wgmma.
 int attn_wmma_mode_of(const std::string& tuning) {
   int mode = 0;
   size_t at = 0;
@@ -261,9 +262,10 @@ int attn_wmma_mode_of(const std::string& tuning) {
     if (item == "attn_wmma=regs") mode = 1;
     else if (item == "attn_wmma=smem") mode = 2;
     else if (item == "attn_wmma=mma") mode = 3;
+    else if (item == "attn_wmma=wgmma") mode = 4;
     else
       throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
-                                                  "': attn_wmma is 'mma', 'regs' or 'smem'");
+                                                  "': attn_wmma is 'wgmma', 'mma', 'regs' or 'smem'");
   }
   return mode;
 }

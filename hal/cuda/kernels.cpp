@@ -521,9 +521,29 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
              " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
   if (wmma && attn_wmma_mode_ == 3 && !no_mma.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention: the FlashAttention-2 kernel was forced (KF_TUNE attn_wmma=mma) but " + no_mma);
-  const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3);
+  const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3 || attn_wmma_mode_ == 4);
+  // flash-wgmma (attention_wgmma.cu: Hopper's warpgroup instructions) in place of flash-mma where the
+  // device is sm_90 and the build has its sm_90a code, for what flash-mma takes but dropout,
+  // soft-capping, ALiBi and block masks; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
+  std::string no_wg;
+  if (attn_wgmma_shared_bytes(static_cast<int>(D)) == 0)
+    no_wg = D != 64 && D != 128 ? "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")"
+                                : std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
+  else if (cc_ != 90)
+    no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
+  else if (!no_mma.empty()) no_wg = no_mma;
+  else if (p.dropout) no_wg = "it does not apply dropout";
+  else if (p.softcap > 0 || p.alibi || p.bmask) no_wg = "it does not take soft-capping, ALiBi or a block mask";
+  else if (attn_wgmma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
+    no_wg = "its " + std::to_string(attn_wgmma_shared_bytes(static_cast<int>(D))) +
+            " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
+  if (wmma && attn_wmma_mode_ == 4 && !no_wg.empty())
+    throw Error(ErrorCode::Unsupported, prefix + " attention: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but " + no_wg);
+  const bool wg = mma && no_wg.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 4);
   int bq = 0, bk = 0;
-  if (mma) {
+  if (wg) {
+    bq = 128, bk = 128;
+  } else if (mma) {
     bq = 4 * mma_rw, bk = 64;
   } else if (wmma) {
     bq = 64, bk = wmma_bk;
@@ -572,12 +592,16 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
     p.rope_pos0 = static_cast<int>(-pmin);
   }
-  const AttnKernel kern = !wmma ? AttnKernel::Simt : mma ? AttnKernel::Mma : attn_wmma_regs_ ? AttnKernel::WmmaRegs : AttnKernel::Wmma;
+  const AttnKernel kern = !wmma ? AttnKernel::Simt
+                          : wg  ? AttnKernel::Wgmma
+                          : mma ? AttnKernel::Mma
+                          : attn_wmma_regs_ ? AttnKernel::WmmaRegs
+                                            : AttnKernel::Wmma;
   check_launch(launch_attention(kern, dt, p, bq, bk, static_cast<uint32_t>(qtiles), stream_), "attention");
   std::string variant = prefix + "attention/" +
-                        (!wmma ? "flash-simt" : mma ? "flash-mma" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
+                        (!wmma ? "flash-simt" : wg ? "flash-wgmma" : mma ? "flash-mma" : attn_wmma_regs_ ? "flash-wmma-regs" : "flash-wmma") +
                         ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
-  if (mma) variant += ",warp_rows=" + std::to_string(mma_rw);
+  if (mma && !wg) variant += ",warp_rows=" + std::to_string(mma_rw);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
   return variant;
 }

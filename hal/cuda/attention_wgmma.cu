@@ -1,0 +1,288 @@
+// The attention forward on Hopper's warpgroup matrix instructions (AttnKernel::Wgmma, flash-wgmma; sm_90a:
+// H100 / H200), with exactly the semantics of attention.cu's kernels and src/ops/attention.cpp.
+//
+// Why a kernel of its own: mma.sync, which attn_mma (FlashAttention-2's form) is built on, is issued by
+// each warp for each 16 x 8 tile and reaches about half of an H100's tensor-core rate; wgmma.mma_async
+// multiplies a 64-row warpgroup tile by a whole shared-memory operand in one asynchronous instruction.
+// bench/probes/wgmma/proto.cu measured this loop at 340-434 TFLOP/s on an H100 where attn_mma and
+// PyTorch's FlashAttention-2 backend ran 270-340 (bench/results/h100-vulkan/NOTES.md, session 14).
+//
+// Shape: blocks of 256 threads, two warpgroups of 64 query rows each (BQ = 128 rows a block: the GQA row
+// grouping of the other kernels, row r of the tile = query qb + (rb + r) / G of head hk G + (rb + r) % G);
+// key tiles of BN = 128 keys, double-buffered in shared memory by cp.async (zero-filled past the visible
+// keys; every thread loads, one block barrier a tile). Per tile and warpgroup:
+//   S = Q K^T: D / 16 wgmma.m64n128k16, Q and K both read from shared memory (K-major descriptors);
+//   the scores in the accumulator registers (64 a thread: rows 16 w + g and + 8 of the warpgroup's warp w,
+//   keys 8 j + 2 t + (0, 1)); masks only on tiles a mask reaches; the online softmax in base 2 with
+//   conditional rescaling as attn_mma (m moves only when a tile's max exceeds it by 2^8);
+//   O += P V: BN / 16 wgmma.m64nDk16 with P's A fragments straight from the score registers (the
+//   accumulator layout of two n8 column groups is the A layout of one k16 step) and V read from shared
+//   memory as an MN-major (transposed) operand: V stays [keys][D] as loaded.
+// Shared memory: Q, K and V in 128-byte swizzled atoms ([D / 64][rows][64 elements], the 16-byte unit u of
+// row r stored at u ^ (r % 8)), so that wgmma reads them without bank conflicts; D = 128: Q 32 KiB, two
+// stages of K and V 128 KiB (one block a multiprocessor, 8 warps). Registers (ptxas, sm_90a): see
+// kernels.hpp. Not taken here (attn_mma serves them): dropout, soft-capping, ALiBi, block masks, RoPE.
+// The same bits every run (fixed orders throughout).
+#include <type_traits>
+
+#include "hal/cuda/attention_common.cuh"
+
+#if !defined(KF_HIP) && defined(KF_CUDA_WGMMA)
+#include "hal/cuda/mma_ptx.cuh"
+#include "hal/cuda/wgmma_ptx.cuh"
+#endif
+
+namespace kf::hal::cuda {
+namespace {
+// Compiled only where the build has sm_90a code (KF_CUDA_WGMMA, cmake/Cuda.cmake); elsewhere (HIP, other
+// architecture lists, the CUDA emulator) this file is the two functions at its end, saying "none".
+#if !defined(KF_HIP) && defined(KF_CUDA_WGMMA)
+constexpr int kWgBq = 128, kWgBn = 128;
+
+template <int D>
+__host__ __device__ constexpr int wg_smem_bytes() {
+  return (kWgBq + 4 * kWgBn) * D * 2 + 1024;  // + the alignment of the atoms to 1024 bytes
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
+#if defined(KF_HAS_WGMMA)
+  static_assert(D == 64 || D == 128, "head dimensions 64 and 128");
+  constexpr bool BF = std::is_same_v<T, BF16>;
+  using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
+  using M = Math<float, true>;
+  constexpr int BQ = kWgBq, BN = kWgBn, NPK = D / 8, ND = D / 8;  // 16-byte units a row; n8 groups of O
+  constexpr unsigned QB = BQ * D * 2, TB = BN * D * 2;             // bytes of Q, of one K or V tile
+  extern __shared__ unsigned char wg_smem[];
+  const unsigned base = (smem_u32(wg_smem) + 1023u) & ~1023u;
+  const unsigned qs = base, ks = qs + QB, vs = ks + 2 * TB;
+  const int tid = threadIdx.x, wg = tid / 128, w = (tid / 32) % 4, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int seq = blockIdx.z / p.nsplit, split = blockIdx.z % p.nsplit;
+  const int hk = blockIdx.y;
+  const int64_t r0 = int64_t(blockIdx.x) * BQ;
+  Geo g;
+  if (!block_geometry(p, seq, split, r0, BQ, g)) return;  // uniform over the block
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  const int qb = static_cast<int>(r0 / p.G), rb = static_cast<int>(r0 - int64_t(qb) * p.G);
+  const auto row_of = [&](int tr, int& h, int& q) {
+    const int rr = rb + tr;
+    q = qb + rr / p.G;
+    h = hk * p.G + rr % p.G;
+    return (int64_t(g.b) * p.Hq + h) * p.SqT + g.qbeg + q;
+  };
+  // The 16-byte unit u of row r of a swizzled operand of `rows` rows.
+  const auto sw = [](int r, int u, int rows) {
+    return unsigned((u / 8) * rows * 128 + r * 128 + (((u % 8) ^ (r % 8)) << 4));
+  };
+  for (int e = tid; e < BQ * NPK; e += 256) {
+    const int t = e / NPK, u = e % NPK;
+    const bool ok = r0 + t < g.nrows;
+    int h, q;
+    const int64_t qrow = ok ? row_of(t, h, q) : 0;
+    cp_async16(qs + sw(t, u, BQ), static_cast<const uint4*>(p.q) + qrow * NPK + u, ok ? 16 : 0);
+  }
+  // This thread's units of a K / V tile: rows t0 + i KR, unit u0 (the same swizzle row r % 8 for every i).
+  constexpr int KR = 256 / NPK;
+  const int t0 = tid / NPK, u0 = tid % NPK;
+  const unsigned so = sw(t0, u0, BN);
+  const auto load_kv = [&](int j0, int buf) {
+    const int64_t at0 = (kvbase + j0) * NPK + u0;  // row j0 (a key: j0 < jend), unit u0
+    const uint4 *kp = static_cast<const uint4*>(p.k) + at0, *vp = static_cast<const uint4*>(p.v) + at0;
+    const int left = g.jend - j0 - t0;  // this thread's rows i KR < left are keys; the rest zero-filled
+#pragma unroll
+    for (int i = 0; i < BN / KR; ++i) {
+      const bool ok = i * KR < left;
+      const int at = ok ? (t0 + i * KR) * NPK : 0;
+      cp_async16(ks + buf * TB + so + i * KR * 128, kp + at, ok ? 16 : 0);
+      cp_async16(vs + buf * TB + so + i * KR * 128, vp + at, ok ? 16 : 0);
+    }
+  };
+  if (g.jbeg < g.jend) load_kv(g.jbeg, 0);
+  cp_async_commit();
+
+  // This thread's rows (the warpgroup's rows 16 w + gq + 8 x) and the warpgroup's first and last queries.
+  const int wr = 64 * wg + 16 * w;
+  int qi[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) qi[x] = qb + (rb + wr + gq + 8 * x) / p.G;
+  const int g_n = static_cast<int>(m_min(int64_t(64), g.nrows - r0 - 64 * wg));  // rows of the warpgroup
+  const bool g_any = g_n > 0;
+  const int g_qlo = qb + (rb + 64 * wg) / p.G, g_qhi = qb + (rb + 64 * wg + m_max(g_n, 1) - 1) / p.G;
+
+  float o[D / 2], s[64];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  // Base 2 on unscaled scores, as attn_mma: a score s weighs 2^(s c2 - m); a negative scale negates s.
+  constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.69314718055994530942f;
+  const float scale = static_cast<float>(p.scale);
+  const bool neg = scale < 0.0f;
+  const float c2 = fmaxf(fabsf(scale) * kLog2e, 1.17549435e-38f);
+
+  for (int j0 = g.jbeg, buf = 0; j0 < g.jend; j0 += BN, buf ^= 1) {
+    cp_async_wait<0>();
+    fence_proxy_async();  // the tile's cp.async writes before wgmma's reads (the async proxy)
+    __syncthreads();      // ... of every thread; and both warpgroups are done with the other buffer
+    if (j0 + BN < g.jend) load_kv(j0 + BN, buf ^ 1);
+    cp_async_commit();
+    // The warpgroup skips a tile none of its rows sees (uniform over the warpgroup).
+    if (!g_any || (p.causal && int64_t(j0) > int64_t(g_qhi) + g.off) ||
+        (p.window > 0 && int64_t(j0) + BN - 1 <= int64_t(g_qlo) + g.off - p.window))
+      continue;
+    // S = Q K^T over D / 16 k steps of 16 (the k step's 32 bytes inside the 128-byte atom row).
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = wgmma_desc(qs + (kk / 4) * BQ * 128 + 64 * wg * 128 + (kk % 4) * 32, 16, 1024);
+      const uint64_t db = wgmma_desc(ks + buf * TB + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024);
+      if constexpr (BF) wgmma_ss_n128_bf16(s, da, db, kk > 0);
+      else wgmma_ss_n128_f16(s, da, db, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    if (neg) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) s[i] = -s[i];
+    }
+    // Masks where the tile reaches the end of the keys, the causal diagonal or the window's start.
+    const bool full = j0 + BN <= g.jend && (!p.causal || int64_t(j0) + BN - 1 <= int64_t(g_qlo) + g.off) &&
+                      (p.window <= 0 || int64_t(j0) > int64_t(g_qhi) + g.off - p.window);
+    if (!full) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key = j0 + 8 * j + 2 * tq + (i & 1), q = qi[i / 2];
+          const bool vis = key < g.jend && (!p.causal || key <= q + g.off) &&
+                           (p.window <= 0 || int64_t(q) + g.off - key < p.window);
+          if (!vis) s[4 * j + i] = -INFINITY;
+        }
+    }
+    // The online softmax per row (a row's 128 scores on the 4 lanes of a quad).
+    constexpr float kRescale = 8.0f;
+    float alpha[2];
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * x], s[4 * j + 2 * x + 1]));
+      mx = fmaxf(mx, KF_SHFL_XOR(mx, 1));
+      mx = fmaxf(mx, KF_SHFL_XOR(mx, 2));
+      const bool up = mx * c2 > m[x] + kRescale;  // never while both are -inf
+      const float mnew = up ? mx * c2 : m[x];
+      alpha[x] = up ? ex2_ftz(m[x] - mnew) : 1.0f;
+      const float msub = mnew == -INFINITY ? 0.0f : mnew;
+      float lt = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& sv = s[4 * j + 2 * x + c];
+          sv = ex2_ftz(fmaf(sv, c2, -msub));
+          lt += sv;
+        }
+      l[x] = l[x] * alpha[x] + lt;
+      m[x] = mnew;
+    }
+    if (!__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {
+#pragma unroll
+      for (int j = 0; j < ND; ++j) o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0], o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+    }
+    // O += P V: every A fragment converted before the first wgmma (no register an in-flight wgmma reads
+    // is written; ptxas would otherwise serialize them), V as an MN-major operand: the D / 64 atoms of a
+    // key row lie BN 128 bytes apart (leading byte offset), 8 key rows 1024 (stride byte offset).
+    unsigned a[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      a[kk][0] = Cv::pack2(s[8 * kk], s[8 * kk + 1]);
+      a[kk][1] = Cv::pack2(s[8 * kk + 2], s[8 * kk + 3]);
+      a[kk][2] = Cv::pack2(s[8 * kk + 4], s[8 * kk + 5]);
+      a[kk][3] = Cv::pack2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t db = wgmma_desc(vs + buf * TB + kk * 16 * 128, BN * 128, 1024);
+      if constexpr (D == 128) {
+        if constexpr (BF) wgmma_rs_n128_bf16(o, a[kk], db, 1);
+        else wgmma_rs_n128_f16(o, a[kk], db, 1);
+      } else {
+        if constexpr (BF) wgmma_rs_n64_bf16(o, a[kk], db, 1);
+        else wgmma_rs_n64_f16(o, a[kk], db, 1);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();  // before the next tile's barrier hands this buffer to the loads
+  }
+
+  // The rows' sums over their quads, then partials (splits), or sink, normalization, o and lse.
+  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    l[x] += KF_SHFL_XOR(l[x], 1);
+    l[x] += KF_SHFL_XOR(l[x], 2);
+    if (r0 + wr + gq + 8 * x >= g.nrows) continue;
+    int hx, qx;
+    const int64_t rowidx = row_of(wr + gq + 8 * x, hx, qx);
+    if (p.nsplit > 1) {
+      const int64_t part = int64_t(split) * rows + rowidx;
+      float* accs = static_cast<float*>(p.part);
+      float* ml = accs + int64_t(p.nsplit) * rows * D;
+#pragma unroll
+      for (int n = 0; n < ND; ++n)
+        accs[part * D + n * 8 + 2 * tq] = o[4 * n + 2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[4 * n + 2 * x + 1];
+      if (tq == 0) ml[2 * part] = m[x] * kLn2, ml[2 * part + 1] = l[x];  // natural units
+      continue;
+    }
+    float mm = m[x] * kLn2, ll = l[x], af = 1.0f;
+    if (p.sinks) af = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
+    const float inv = ll > 0.0f ? af / ll : 0.0f;
+    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
+#pragma unroll
+    for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
+    if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+  }
+#else
+  // Compiled for another architecture than sm_90a (the PTX of other GPUs): never launched there
+  // (kernels.cpp checks the device), and loud if it were.
+  __trap();
+#endif
+}
+
+template <class T, int D>
+int launch_wgmma_d(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+  const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
+  constexpr int bytes = wg_smem_bytes<D>();
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_wgmma<T, D>),
+                                           gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e != gpuSuccess) return static_cast<int>(e);
+  attn_wgmma<T, D><<<grid, 256, static_cast<size_t>(bytes), s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+#endif
+}  // namespace
+
+int64_t attn_wgmma_shared_bytes(int D) {
+#if defined(KF_HIP) || !defined(KF_CUDA_WGMMA)
+  (void)D;
+  return 0;
+#else
+  return D == 64 ? wg_smem_bytes<64>() : D == 128 ? wg_smem_bytes<128>() : 0;
+#endif
+}
+
+int launch_attention_wgmma(Dt dt, const AttnParams& p, uint32_t qtiles, void* stream) {
+#if defined(KF_HIP) || !defined(KF_CUDA_WGMMA)
+  (void)dt, (void)p, (void)qtiles, (void)stream;
+  return -1;
+#else
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  if (dt == Dt::f16) return p.D == 64 ? launch_wgmma_d<F16, 64>(p, qtiles, s) : launch_wgmma_d<F16, 128>(p, qtiles, s);
+  if (dt == Dt::bf16) return p.D == 64 ? launch_wgmma_d<BF16, 64>(p, qtiles, s) : launch_wgmma_d<BF16, 128>(p, qtiles, s);
+  return -1;
+#endif
+}
+
+}  // namespace kf::hal::cuda
