@@ -18,6 +18,7 @@
 //   O += P V: BN / 16 wgmma.m64nDk16 with P's A fragments straight from the score registers (the
 //   accumulator layout of two n8 column groups is the A layout of one k16 step) and V read from shared
 //   memory as an MN-major (transposed) operand: V stays [keys][D] as loaded.
+// Head dimensions: built for 64 and 128; any multiple of 8 up to 128 runs on the next of them, zero-padded.
 // Shared memory: Q, K and V in 128-byte swizzled atoms ([D / 64][rows][64 elements], the 16-byte unit u of
 // row r stored at u ^ (r % 8)), so that wgmma reads them without bank conflicts; D = 128: Q 32 KiB, two
 // stages of K and V 128 KiB (one block a multiprocessor, 8 warps). Registers (ptxas, sm_90a): see
@@ -44,6 +45,9 @@ __host__ __device__ constexpr int wg_smem_bytes() {
   return (kWgBq + 4 * kWgBn) * D * 2 + 1024;  // + the alignment of the atoms to 1024 bytes
 }
 
+// D: the head dimension the kernel is built for, 64 or 128; p.D may be any multiple of 8 up to D (48, 80,
+// 96, ...): the staged rows are zero-filled past p.D (zero terms in Q K^T, zero columns of O, never
+// stored) and the k steps of Q K^T past p.D skipped.
 template <class T, int D>
 __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
 #if defined(KF_HAS_WGMMA)
@@ -74,25 +78,26 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   const auto sw = [](int r, int u, int rows) {
     return unsigned((u / 8) * rows * 128 + r * 128 + (((u % 8) ^ (r % 8)) << 4));
   };
+  const int npk = p.D / 8;  // the rows' 16-byte units in memory (<= NPK)
   for (int e = tid; e < BQ * NPK; e += 256) {
     const int t = e / NPK, u = e % NPK;
-    const bool ok = r0 + t < g.nrows;
+    const bool ok = r0 + t < g.nrows && u < npk;
     int h, q;
     const int64_t qrow = ok ? row_of(t, h, q) : 0;
-    cp_async16(qs + sw(t, u, BQ), static_cast<const uint4*>(p.q) + qrow * NPK + u, ok ? 16 : 0);
+    cp_async16(qs + sw(t, u, BQ), static_cast<const uint4*>(p.q) + (ok ? qrow * npk + u : 0), ok ? 16 : 0);
   }
   // This thread's units of a K / V tile: rows t0 + i KR, unit u0 (the same swizzle row r % 8 for every i).
   constexpr int KR = 256 / NPK;
   const int t0 = tid / NPK, u0 = tid % NPK;
   const unsigned so = sw(t0, u0, BN);
   const auto load_kv = [&](int j0, int buf) {
-    const int64_t at0 = (kvbase + j0) * NPK + u0;  // row j0 (a key: j0 < jend), unit u0
+    const int64_t at0 = (kvbase + j0) * npk + (u0 < npk ? u0 : 0);  // row j0 (a key: j0 < jend)
     const uint4 *kp = static_cast<const uint4*>(p.k) + at0, *vp = static_cast<const uint4*>(p.v) + at0;
-    const int left = g.jend - j0 - t0;  // this thread's rows i KR < left are keys; the rest zero-filled
+    const int left = u0 < npk ? g.jend - j0 - t0 : 0;  // rows i KR < left are keys; the rest zero-filled
 #pragma unroll
     for (int i = 0; i < BN / KR; ++i) {
       const bool ok = i * KR < left;
-      const int at = ok ? (t0 + i * KR) * NPK : 0;
+      const int at = ok ? (t0 + i * KR) * npk : 0;
       cp_async16(ks + buf * TB + so + i * KR * 128, kp + at, ok ? 16 : 0);
       cp_async16(vs + buf * TB + so + i * KR * 128, vp + at, ok ? 16 : 0);
     }
@@ -135,6 +140,7 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
+      if (kk > 0 && kk * 16 >= p.D) break;  // zero padding past p.D (uniform)
       const uint64_t da = wgmma_desc(qs + (kk / 4) * BQ * 128 + 64 * wg * 128 + (kk % 4) * 32, 16, 1024);
       const uint64_t db = wgmma_desc(ks + buf * TB + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024);
       if constexpr (BF) wgmma_ss_n128_bf16(s, da, db, kk > 0);
@@ -229,19 +235,21 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     if (p.nsplit > 1) {
       const int64_t part = int64_t(split) * rows + rowidx;
       float* accs = static_cast<float*>(p.part);
-      float* ml = accs + int64_t(p.nsplit) * rows * D;
+      float* ml = accs + int64_t(p.nsplit) * rows * p.D;
 #pragma unroll
       for (int n = 0; n < ND; ++n)
-        accs[part * D + n * 8 + 2 * tq] = o[4 * n + 2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[4 * n + 2 * x + 1];
+        if (n * 8 < p.D)
+          accs[part * p.D + n * 8 + 2 * tq] = o[4 * n + 2 * x], accs[part * p.D + n * 8 + 2 * tq + 1] = o[4 * n + 2 * x + 1];
       if (tq == 0) ml[2 * part] = m[x] * kLn2, ml[2 * part + 1] = l[x];  // natural units
       continue;
     }
     float mm = m[x] * kLn2, ll = l[x], af = 1.0f;
     if (p.sinks) af = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
     const float inv = ll > 0.0f ? af / ll : 0.0f;
-    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
+    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (p.D / 2);
 #pragma unroll
-    for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
+    for (int n = 0; n < ND; ++n)
+      if (n * 8 < p.D) orow[n * 4 + tq] = Cv::pack2(o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
     if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
   }
 #else
@@ -269,7 +277,8 @@ int64_t attn_wgmma_shared_bytes(int D) {
   (void)D;
   return 0;
 #else
-  return D == 64 ? wg_smem_bytes<64>() : D == 128 ? wg_smem_bytes<128>() : 0;
+  if (D <= 0 || D % 8 != 0 || D > 128) return 0;
+  return D <= 64 ? wg_smem_bytes<64>() : wg_smem_bytes<128>();
 #endif
 }
 
@@ -279,8 +288,9 @@ int launch_attention_wgmma(Dt dt, const AttnParams& p, uint32_t qtiles, void* st
   return -1;
 #else
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
-  if (dt == Dt::f16) return p.D == 64 ? launch_wgmma_d<F16, 64>(p, qtiles, s) : launch_wgmma_d<F16, 128>(p, qtiles, s);
-  if (dt == Dt::bf16) return p.D == 64 ? launch_wgmma_d<BF16, 64>(p, qtiles, s) : launch_wgmma_d<BF16, 128>(p, qtiles, s);
+  if (p.D <= 0 || p.D % 8 != 0 || p.D > 128) return -1;
+  if (dt == Dt::f16) return p.D <= 64 ? launch_wgmma_d<F16, 64>(p, qtiles, s) : launch_wgmma_d<F16, 128>(p, qtiles, s);
+  if (dt == Dt::bf16) return p.D <= 64 ? launch_wgmma_d<BF16, 64>(p, qtiles, s) : launch_wgmma_d<BF16, 128>(p, qtiles, s);
   return -1;
 #endif
 }

@@ -521,17 +521,18 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
              " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
   if (wmma && attn_wmma_mode_ == 3 && !no_mma.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention: the FlashAttention-2 kernel was forced (KF_TUNE attn_wmma=mma) but " + no_mma);
-  const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3 || attn_wmma_mode_ == 4);
-  // flash-wgmma (attention_wgmma.cu: Hopper's warpgroup instructions) in place of flash-mma where the
-  // device is sm_90 and the build has its sm_90a code, for what flash-mma takes but dropout,
-  // soft-capping, ALiBi and block masks; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
+  const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3);
+  // flash-wgmma (attention_wgmma.cu: Hopper's warpgroup instructions) ahead of flash-mma where the
+  // device is sm_90 and the build has its sm_90a code: f16 / bf16, no RoPE, dropout, soft-capping, ALiBi
+  // or block mask; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
+  // Head dimensions: multiples of 8 up to 128 (64 and 128 native, the others zero-padded to the next).
   std::string no_wg;
   if (attn_wgmma_shared_bytes(static_cast<int>(D)) == 0)
-    no_wg = D != 64 && D != 128 ? "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")"
-                                : std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
+    no_wg = D % 8 != 0 || D > 128 ? "it takes head dimensions that are multiples of 8 up to 128 (got " + std::to_string(D) + ")"
+                                  : std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
   else if (cc_ != 90)
     no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
-  else if (!no_mma.empty()) no_wg = no_mma;
+  else if (a.rope) no_wg = "it does not apply RoPE";
   else if (p.dropout) no_wg = "it does not apply dropout";
   else if (p.softcap > 0 || p.alibi || p.bmask) no_wg = "it does not take soft-capping, ALiBi or a block mask";
   else if (attn_wgmma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
@@ -539,7 +540,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
             " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
   if (wmma && attn_wmma_mode_ == 4 && !no_wg.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but " + no_wg);
-  const bool wg = mma && no_wg.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 4);
+  const bool wg = wmma && no_wg.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 4);
   int bq = 0, bk = 0;
   if (wg) {
     bq = 128, bk = 128;
