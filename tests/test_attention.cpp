@@ -628,7 +628,7 @@ bool wgmma_runs(const DeviceRef& d) {
 // applies (D <= 128, no RoPE, dropout, soft-capping, ALiBi or block mask), else flash-mma where that
 // applies (D 64 / 128, no RoPE), else flash-wmma-regs; attn_wmma=wgmma / mma force those two (refused,
 // saying why, where they do not apply), regs flash-wmma-regs, smem flash-wmma. flash-wgmma takes head
-// dimensions that are multiples of 8 up to 128 (80 and 96 zero-padded to 128).
+// dimensions that are multiples of 8 up to 256 (80 and 96 zero-padded to 128).
 TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
@@ -653,6 +653,8 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   big.push_back({"sq150_sk260_d80_causal", qkv(2, 2, 2, 150, 260, 80), {}, 2});
   big.back().attrs.causal = true;
   big.push_back({"sq130_sk140_d32", qkv(1, 3, 3, 130, 140, 32), {}, 2});
+  big.push_back({"gqa_h4_kv2_sq150_sk270_d256_causal_lse", qkv(1, 4, 2, 150, 270, 256), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.return_lse = true;
   big.push_back({"varlen_4seq_sq400_sk500_d128_causal", {{1, 2, 400, 128}, {1, 2, 500, 128}, {1, 2, 500, 128}, {}, {}, {5}, {5}}, {}, 2});
   big.back().attrs.causal = true;
   int checked = 0, refused = 0, wgmma_checked = 0;
@@ -688,7 +690,7 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           }
           const auto has = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
           const bool mma_ok = (D == 64 || D == 128) && tc.attrs.rope == 0;
-          const bool wg_ok = wg_runs && D % 8 == 0 && D <= 128 && tc.attrs.rope == 0 && tc.attrs.p == 0 && tc.attrs.softcap == 0 && !tc.attrs.alibi && !has(3) && !has(8);
+          const bool wg_ok = wg_runs && D % 8 == 0 && D <= 256 && tc.attrs.rope == 0 && tc.attrs.p == 0 && tc.attrs.softcap == 0 && !tc.attrs.alibi && !has(3) && !has(8);
           if ((f_wg && !wg_ok) || (f_mma && !mma_ok)) {
             EXPECT_FALSE(r.pass) << tuning << " " << tc.label << ": ran (" << r.variant << ") where it should be refused";
             EXPECT_NE(r.message.find(f_wg ? "warpgroup kernel was forced" : "FlashAttention-2 kernel was forced"), std::string::npos)
@@ -701,7 +703,7 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
                               << "), seed " << seed << ":\n" << r.message;
           const std::string want = f_smem ? "attention/flash-wmma,"
                                    : f_regs ? "attention/flash-wmma-regs,"
-                                   : f_wg || (!f_mma && wg_ok) ? "attention/flash-wgmma,bq=128,bk=128"
+                                   : f_wg || (!f_mma && wg_ok) ? (D > 128 ? "attention/flash-wgmma,bq=128,bk=64" : "attention/flash-wgmma,bq=128,bk=128")
                                    : f_mma || mma_ok ? (tn.find("attn_rows_per_warp=16") != std::string::npos
                                                            ? "attention/flash-mma,bq=64,bk=64,warp_rows=16"
                                                            : "attention/flash-mma,bq=128,bk=64,warp_rows=32")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 14, fourth probe (H100): flash-wgmma on head dimensions between the native ones (D = 96, zero-padded
+# Session 14, fourth and fifth probes (H100): flash-wgmma on head dimensions between the native ones (D = 96, zero-padded
 # to 128) against the kernel that served them before (flash-wmma-regs, KF_TUNE attn_wmma=regs), with D = 128
 # for reference, PyTorch in the same call; then the CUDA attention tests and the CUDA conformance.
 set -u
@@ -7,7 +7,7 @@ out=${OUT:-/tmp/probe}; mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/build
 run() {  # $1: label, $2: KF_TUNE
   echo "== $1"
-  KF_TUNE=$2 build/tools/kf-bench --backend cuda --no-unfused --reps 15 --dtypes f16,bf16 --ops '^attention$' --cases '^b4_h32_s4096_d(96_causal|128)$' --json "$out/kf-$1.json" 2>&1 | grep -E '^attention'
+  KF_TUNE=$2 build/tools/kf-bench --backend cuda --no-unfused --reps 15 --dtypes f16,bf16 --ops '^attention$' --cases '^b4_h(32_s4096_d(96_causal|128)|16_s4096_d256_causal)$' --json "$out/kf-$1.json" 2>&1 | grep -E '^attention'
 }
 {
 nvidia-smi --query-gpu=name,driver_version --format=csv

@@ -9,7 +9,7 @@
 //
 // Shape: blocks of 256 threads, two warpgroups of 64 query rows each (BQ = 128 rows a block: the GQA row
 // grouping of the other kernels, row r of the tile = query qb + (rb + r) / G of head hk G + (rb + r) % G);
-// key tiles of BN = 128 keys, double-buffered in shared memory by cp.async (zero-filled past the visible
+// key tiles of BN = 128 keys (64 at D = 256), double-buffered in shared memory by cp.async (zero-filled past the visible
 // keys; every thread loads, one block barrier a tile). Per tile and warpgroup:
 //   S = Q K^T: D / 16 wgmma.m64n128k16, Q and K both read from shared memory (K-major descriptors);
 //   the scores in the accumulator registers (64 a thread: rows 16 w + g and + 8 of the warpgroup's warp w,
@@ -18,7 +18,7 @@
 //   O += P V: BN / 16 wgmma.m64nDk16 with P's A fragments straight from the score registers (the
 //   accumulator layout of two n8 column groups is the A layout of one k16 step) and V read from shared
 //   memory as an MN-major (transposed) operand: V stays [keys][D] as loaded.
-// Head dimensions: built for 64 and 128; any multiple of 8 up to 128 runs on the next of them, zero-padded.
+// Head dimensions: built for 64, 128 and 256; any multiple of 8 up to 256 runs on the next of them, zero-padded.
 // Shared memory: Q, K and V in 128-byte swizzled atoms ([D / 64][rows][64 elements], the 16-byte unit u of
 // row r stored at u ^ (r % 8)), so that wgmma reads them without bank conflicts; D = 128: Q 32 KiB, two
 // stages of K and V 128 KiB (one block a multiprocessor, 8 warps). Registers (ptxas, sm_90a): see
@@ -38,24 +38,27 @@ namespace {
 // Compiled only where the build has sm_90a code (KF_CUDA_WGMMA, cmake/Cuda.cmake); elsewhere (HIP, other
 // architecture lists, the CUDA emulator) this file is the two functions at its end, saying "none".
 #if !defined(KF_HIP) && defined(KF_CUDA_WGMMA)
-constexpr int kWgBq = 128, kWgBn = 128;
+constexpr int kWgBq = 128;
+// Keys a tile: 128, or 64 at D = 256 (O's 128 accumulators a thread leave room for 32 scores, not 64;
+// and two stages of 128-key tiles would not fit shared memory).
+__host__ __device__ constexpr int wg_bn(int D) { return D > 128 ? 64 : 128; }
 
 template <int D>
 __host__ __device__ constexpr int wg_smem_bytes() {
-  return (kWgBq + 4 * kWgBn) * D * 2 + 1024;  // + the alignment of the atoms to 1024 bytes
+  return (kWgBq + 4 * wg_bn(D)) * D * 2 + 1024;  // + the alignment of the atoms to 1024 bytes
 }
 
-// D: the head dimension the kernel is built for, 64 or 128; p.D may be any multiple of 8 up to D (48, 80,
-// 96, ...): the staged rows are zero-filled past p.D (zero terms in Q K^T, zero columns of O, never
-// stored) and the k steps of Q K^T past p.D skipped.
+// D: the head dimension the kernel is built for, 64, 128 or 256; p.D may be any multiple of 8 up to D
+// (48, 80, 96, ...): the staged rows are zero-filled past p.D (zero terms in Q K^T, zero columns of O,
+// never stored) and the k steps of Q K^T past p.D skipped.
 template <class T, int D>
 __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
 #if defined(KF_HAS_WGMMA)
-  static_assert(D == 64 || D == 128, "head dimensions 64 and 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head dimensions 64, 128 and 256");
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
   using M = Math<float, true>;
-  constexpr int BQ = kWgBq, BN = kWgBn, NPK = D / 8, ND = D / 8;  // 16-byte units a row; n8 groups of O
+  constexpr int BQ = kWgBq, BN = wg_bn(D), NS = BN / 8, NPK = D / 8, ND = D / 8;  // NS: n8 groups of S  // 16-byte units a row; n8 groups of O
   constexpr unsigned QB = BQ * D * 2, TB = BN * D * 2;             // bytes of Q, of one K or V tile
   extern __shared__ unsigned char wg_smem[];
   const unsigned base = (smem_u32(wg_smem) + 1023u) & ~1023u;
@@ -114,11 +117,11 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   const bool g_any = g_n > 0;
   const int g_qlo = qb + (rb + 64 * wg) / p.G, g_qhi = qb + (rb + 64 * wg + m_max(g_n, 1) - 1) / p.G;
 
-  float o[D / 2], s[64];
+  float o[D / 2], s[BN / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   // Base 2 on unscaled scores, as attn_mma: a score s weighs 2^(s c2 - m); a negative scale negates s.
   constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.69314718055994530942f;
@@ -136,28 +139,40 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     if (!g_any || (p.causal && int64_t(j0) > int64_t(g_qhi) + g.off) ||
         (p.window > 0 && int64_t(j0) + BN - 1 <= int64_t(g_qlo) + g.off - p.window))
       continue;
-    // S = Q K^T over D / 16 k steps of 16 (the k step's 32 bytes inside the 128-byte atom row).
-    wgmma_fence();
+    // S = Q K^T over D / 16 k steps of 16 (the k step's 32 bytes inside the 128-byte atom row); where p.D
+    // < D, the k steps past p.D are skipped in a separate copy of the loop: a branch between the wgmma of
+    // one product makes ptxas wait for each before the next (warpgroup.arrive), which the full loop avoids.
+    const auto qk = [&](auto padded) {
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk > 0 && kk * 16 >= p.D) break;  // zero padding past p.D (uniform)
-      const uint64_t da = wgmma_desc(qs + (kk / 4) * BQ * 128 + 64 * wg * 128 + (kk % 4) * 32, 16, 1024);
-      const uint64_t db = wgmma_desc(ks + buf * TB + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024);
-      if constexpr (BF) wgmma_ss_n128_bf16(s, da, db, kk > 0);
-      else wgmma_ss_n128_f16(s, da, db, kk > 0);
-    }
+      for (int kk = 0; kk < D / 16; ++kk) {
+        if constexpr (decltype(padded)::value)
+          if (kk > 0 && kk * 16 >= p.D) break;
+        const uint64_t da = wgmma_desc(qs + (kk / 4) * BQ * 128 + 64 * wg * 128 + (kk % 4) * 32, 16, 1024);
+        const uint64_t db = wgmma_desc(ks + buf * TB + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024);
+        if constexpr (BN == 128) {
+          if constexpr (BF) wgmma_ss_n128_bf16(s, da, db, kk > 0);
+          else wgmma_ss_n128_f16(s, da, db, kk > 0);
+        } else {
+          if constexpr (BF) wgmma_ss_n64_bf16(s, da, db, kk > 0);
+          else wgmma_ss_n64_f16(s, da, db, kk > 0);
+        }
+      }
+    };
+    if (p.D == D) qk(std::false_type());
+    else qk(std::true_type());
     wgmma_commit();
     wgmma_wait<0>();
     if (neg) {
 #pragma unroll
-      for (int i = 0; i < 64; ++i) s[i] = -s[i];
+      for (int i = 0; i < BN / 2; ++i) s[i] = -s[i];
     }
     // Masks where the tile reaches the end of the keys, the causal diagonal or the window's start.
     const bool full = j0 + BN <= g.jend && (!p.causal || int64_t(j0) + BN - 1 <= int64_t(g_qlo) + g.off) &&
                       (p.window <= 0 || int64_t(j0) > int64_t(g_qhi) + g.off - p.window);
     if (!full) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j)
+      for (int j = 0; j < NS; ++j)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int key = j0 + 8 * j + 2 * tq + (i & 1), q = qi[i / 2];
@@ -173,7 +188,7 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     for (int x = 0; x < 2; ++x) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * x], s[4 * j + 2 * x + 1]));
+      for (int j = 0; j < NS; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * x], s[4 * j + 2 * x + 1]));
       mx = fmaxf(mx, KF_SHFL_XOR(mx, 1));
       mx = fmaxf(mx, KF_SHFL_XOR(mx, 2));
       const bool up = mx * c2 > m[x] + kRescale;  // never while both are -inf
@@ -182,7 +197,7 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
       const float msub = mnew == -INFINITY ? 0.0f : mnew;
       float lt = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 16; ++j)
+      for (int j = 0; j < NS; ++j)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           float& sv = s[4 * j + 2 * x + c];
@@ -211,7 +226,10 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       const uint64_t db = wgmma_desc(vs + buf * TB + kk * 16 * 128, BN * 128, 1024);
-      if constexpr (D == 128) {
+      if constexpr (D == 256) {
+        if constexpr (BF) wgmma_rs_n256_bf16(o, a[kk], db, 1);
+        else wgmma_rs_n256_f16(o, a[kk], db, 1);
+      } else if constexpr (D == 128) {
         if constexpr (BF) wgmma_rs_n128_bf16(o, a[kk], db, 1);
         else wgmma_rs_n128_f16(o, a[kk], db, 1);
       } else {
@@ -277,8 +295,8 @@ int64_t attn_wgmma_shared_bytes(int D) {
   (void)D;
   return 0;
 #else
-  if (D <= 0 || D % 8 != 0 || D > 128) return 0;
-  return D <= 64 ? wg_smem_bytes<64>() : wg_smem_bytes<128>();
+  if (D <= 0 || D % 8 != 0 || D > 256) return 0;
+  return D <= 64 ? wg_smem_bytes<64>() : D <= 128 ? wg_smem_bytes<128>() : wg_smem_bytes<256>();
 #endif
 }
 
@@ -288,9 +306,13 @@ int launch_attention_wgmma(Dt dt, const AttnParams& p, uint32_t qtiles, void* st
   return -1;
 #else
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
-  if (p.D <= 0 || p.D % 8 != 0 || p.D > 128) return -1;
-  if (dt == Dt::f16) return p.D <= 64 ? launch_wgmma_d<F16, 64>(p, qtiles, s) : launch_wgmma_d<F16, 128>(p, qtiles, s);
-  if (dt == Dt::bf16) return p.D <= 64 ? launch_wgmma_d<BF16, 64>(p, qtiles, s) : launch_wgmma_d<BF16, 128>(p, qtiles, s);
+  if (p.D <= 0 || p.D % 8 != 0 || p.D > 256) return -1;
+  if (dt == Dt::f16)
+    return p.D <= 64 ? launch_wgmma_d<F16, 64>(p, qtiles, s) : p.D <= 128 ? launch_wgmma_d<F16, 128>(p, qtiles, s)
+                                                                       : launch_wgmma_d<F16, 256>(p, qtiles, s);
+  if (dt == Dt::bf16)
+    return p.D <= 64 ? launch_wgmma_d<BF16, 64>(p, qtiles, s) : p.D <= 128 ? launch_wgmma_d<BF16, 128>(p, qtiles, s)
+                                                                        : launch_wgmma_d<BF16, 256>(p, qtiles, s);
   return -1;
 #endif
 }

@@ -525,10 +525,10 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   // flash-wgmma (attention_wgmma.cu: Hopper's warpgroup instructions) ahead of flash-mma where the
   // device is sm_90 and the build has its sm_90a code: f16 / bf16, no RoPE, dropout, soft-capping, ALiBi
   // or block mask; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
-  // Head dimensions: multiples of 8 up to 128 (64 and 128 native, the others zero-padded to the next).
+  // Head dimensions: multiples of 8 up to 256 (64, 128 and 256 native, the others zero-padded to the next).
   std::string no_wg;
   if (attn_wgmma_shared_bytes(static_cast<int>(D)) == 0)
-    no_wg = D % 8 != 0 || D > 128 ? "it takes head dimensions that are multiples of 8 up to 128 (got " + std::to_string(D) + ")"
+    no_wg = D % 8 != 0 || D > 256 ? "it takes head dimensions that are multiples of 8 up to 256 (got " + std::to_string(D) + ")"
                                   : std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
   else if (cc_ != 90)
     no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
@@ -543,7 +543,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const bool wg = wmma && no_wg.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 4);
   int bq = 0, bk = 0;
   if (wg) {
-    bq = 128, bk = 128;
+    bq = 128, bk = D > 128 ? 64 : 128;  // attention_wgmma.cu wg_bn
   } else if (mma) {
     bq = 4 * mma_rw, bk = 64;
   } else if (wmma) {

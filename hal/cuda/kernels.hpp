@@ -389,16 +389,16 @@ struct AttnParams {
 //    mma.sync.m16n8k16 with ldmatrix, the softmax and O in registers, P passed to P V in registers.
 //    launch_attention's bq picks the form.
 //  - Wgmma: the Hopper kernel (attention_wgmma.cu; sm_90a code on a compute capability 9.0 GPU, f16 and
-//    bf16, D a multiple of 8 up to 128 (64 and 128 native, others zero-padded to them), no RoPE, dropout,
+//    bf16, D a multiple of 8 up to 256 (64, 128, 256 native, others zero-padded to them), no RoPE, dropout,
 //    soft-capping, ALiBi or block mask): 128 query rows a block of
-//    two warpgroups, key tiles of 128 keys double-buffered by cp.async in swizzled shared memory, both
+//    two warpgroups, key tiles of 128 keys (64 at D 256) double-buffered by cp.async in swizzled shared memory, both
 //    products by wgmma.mma_async (P from registers), the softmax and O in registers.
 enum class AttnKernel : int { Simt, Wmma, WmmaRegs, Decode, Mma, Wgmma };
 // Shared memory of the kernels (bytes) for a tile.
 int64_t attn_simt_shared_bytes(Dt dt, int bq, int bk, int D);
 int64_t attn_wmma_shared_bytes(int bk, int D);
 int64_t attn_mma_shared_bytes(int D, int rows_per_warp);  // 0 where the kernel does not take D (or 16 / 32)
-// 0 where the kernel does not take D (a multiple of 8 up to 128) or this build has no sm_90a code (KF_CUDA_WGMMA).
+// 0 where the kernel does not take D (a multiple of 8 up to 256) or this build has no sm_90a code (KF_CUDA_WGMMA).
 int64_t attn_wgmma_shared_bytes(int D);
 int launch_attention_wgmma(Dt dt, const AttnParams& p, uint32_t qtiles, void* stream);
 // Whether this build has the tensor-core kernel (false for HIP).

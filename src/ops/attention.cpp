@@ -383,6 +383,7 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"b4_h32_s16384_d128_causal", qkv(4, 32, 32, 16384, 16384, 128), attn({{"causal", 1}})},
         // A head dimension between the native ones (the CUDA warpgroup kernel pads it to 128).
         {"b4_h32_s4096_d96_causal", qkv(4, 32, 32, 4096, 4096, 96), attn({{"causal", 1}})},
+        {"b4_h16_s4096_d256_causal", qkv(4, 16, 16, 4096, 4096, 256), attn({{"causal", 1}})},
         {"decode_b4_h32_kv8_32k_d128", qkv(4, 32, 8, 1, 32768, 128)},
         {"decode_b1_h32_32k_d128", qkv(1, 32, 32, 1, 32768, 128)},
         {"decode_b4_h32_kv8_128k_d128", qkv(4, 32, 8, 1, 131072, 128)},
