@@ -1080,7 +1080,6 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
   static_assert(RW == 16 || RW == 32, "16 or 32 rows per warp");
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
-  using M = Math<float, true>;
   constexpr int MT = RW / 16, BQ = 4 * RW, KN = mma_kn(RW), SWP = KN + 4;
   constexpr int LD = D + 8, NPK = D / 8, NT = KN / 8, KD = D / 16, ND = D / 8;
   constexpr bool QREG = MT == 1;  // Q's A fragments held in registers (else re-read at every k step)
@@ -1208,7 +1207,7 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
   // row's running max of s c. One FFMA and one ex2.approx.ftz a score: Nsight Compute counted about 30
   // instructions a score before (the scale's FMUL, __expf's range tests, a -inf select), half of them
   // FP32 and predicate work around the tensor cores' 13 % (bench/results/h100-vulkan/NOTES.md, session 9).
-  constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.69314718055994530942f;
+  constexpr float kLog2e = 1.44269504088896341f;
   const bool neg = scale < 0.0f;
   const float c2 = plain ? fmaxf(fabsf(scale) * kLog2e, 1.17549435e-38f) : kLog2e;
 
@@ -1418,7 +1417,6 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
   }
 
   // The rows' sums over their quads, then partials (splits), or sink, normalization, o and lse.
-  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1428,25 +1426,8 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
       if (r0 + wr + 16 * mt + gq + 8 * x >= g.nrows) continue;
       int hx, qx;
       const int64_t rowidx = row_of(wr + 16 * mt + gq + 8 * x, hx, qx);
-      if (p.nsplit > 1) {
-        const int64_t part = int64_t(split) * rows + rowidx;
-        float* accs = static_cast<float*>(p.part);
-        float* ml = accs + int64_t(p.nsplit) * rows * D;
-#pragma unroll
-        for (int n = 0; n < ND; ++n)
-          accs[part * D + n * 8 + 2 * tq] = o[mt][n][2 * x], accs[part * D + n * 8 + 2 * tq + 1] = o[mt][n][2 * x + 1];
-        if (tq == 0) ml[2 * part] = m[mt][x] * kLn2, ml[2 * part + 1] = l[mt][x];  // natural units
-        continue;
-      }
-      float mm = m[mt][x] * kLn2, ll = l[mt][x], a = 1.0f;
-      if (p.sinks) {
-        a = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
-      }
-      const float inv = ll > 0.0f ? a / ll : 0.0f;
-      unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (D / 2);
-#pragma unroll
-      for (int n = 0; n < ND; ++n) orow[n * 4 + tq] = Cv::pack2(o[mt][n][2 * x] * inv, o[mt][n][2 * x + 1] * inv);
-      if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+      finish_quad_row<T, Cv, ND>(p, rowidx, hx, split, tq, m[mt][x], l[mt][x],
+                                 [&](int n, int c) { return o[mt][n][2 * x + c]; });
     }
 #endif
 }

@@ -132,6 +132,34 @@ KF_DEV typename T::C score_of(typename T::C dot, bool vis, int qi, int j, int ro
   return s;
 }
 
+// The end of a row of the tensor-core flash kernels (attention.cu attn_mma, attention_wgmma.cu attn_wgmma),
+// whose output sits in the quad layout of the mma / wgmma accumulators: lane tq holds columns 8 n + 2 tq and
+// + 1 of each n8 group n (at(n, c) reads them; groups at or past p.D are padding, never stored). Writes the
+// row's partial (splits: the unnormalized accumulator, then m in natural units and l), or folds the sink,
+// normalizes and stores o and lse. m2: the row's max in the kernels' base-2 units; l: its sum over the quad.
+template <class T, class Cv, int ND, class At>
+KF_DEV void finish_quad_row(const AttnParams& p, int64_t rowidx, int h, int split, int tq, float m2, float l, At at) {
+  constexpr float kLn2 = 0.69314718055994530942f;
+  if (p.nsplit > 1) {
+    const int64_t rows = int64_t(p.B) * p.Hq * p.SqT, part = int64_t(split) * rows + rowidx;
+    float* accs = static_cast<float*>(p.part);
+    float* ml = accs + int64_t(p.nsplit) * rows * p.D;
+#pragma unroll
+    for (int n = 0; n < ND; ++n)
+      if (n * 8 < p.D) accs[part * p.D + n * 8 + 2 * tq] = at(n, 0), accs[part * p.D + n * 8 + 2 * tq + 1] = at(n, 1);
+    if (tq == 0) ml[2 * part] = m2 * kLn2, ml[2 * part + 1] = l;
+    return;
+  }
+  float mm = m2 * kLn2, ll = l, a = 1.0f;
+  if (p.sinks) a = fold_sink<Math<float, true>>(mm, ll, float(T::load(p.sinks, h)));
+  const float inv = ll > 0.0f ? a / ll : 0.0f;
+  unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (p.D / 2);
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+    if (n * 8 < p.D) orow[n * 4 + tq] = Cv::pack2(at(n, 0) * inv, at(n, 1) * inv);
+  if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+}
+
 // Rotates rows [0, n) of a staged tile X (row stride ld) in place: key row t is at position first + t;
 // query tile row t (row first + t of the block's rows) at its query's position i + off. sgn = -1 rotates
 // back (the inverse rotation: the backward's gradients).

@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   static_assert(D == 64 || D == 128 || D == 256, "head dimensions 64, 128 and 256");
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
-  using M = Math<float, true>;
-  constexpr int BQ = kWgBq, BN = wg_bn(D), NS = BN / 8, NPK = D / 8, ND = D / 8;  // NS: n8 groups of S  // 16-byte units a row; n8 groups of O
+  // NS, ND: the n8 column groups of S and of O; NPK: 16-byte units of a staged row.
+  constexpr int BQ = kWgBq, BN = wg_bn(D), NS = BN / 8, NPK = D / 8, ND = D / 8;
   constexpr unsigned QB = BQ * D * 2, TB = BN * D * 2;             // bytes of Q, of one K or V tile
   extern __shared__ unsigned char wg_smem[];
   const unsigned base = (smem_u32(wg_smem) + 1023u) & ~1023u;
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   for (int i = 0; i < BN / 2; ++i) s[i] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   // Base 2 on unscaled scores, as attn_mma: a score s weighs 2^(s c2 - m); a negative scale negates s.
-  constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.69314718055994530942f;
+  constexpr float kLog2e = 1.44269504088896341f;
   const float scale = static_cast<float>(p.scale);
   const bool neg = scale < 0.0f;
   const float c2 = fmaxf(fabsf(scale) * kLog2e, 1.17549435e-38f);
@@ -244,7 +244,6 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   }
 
   // The rows' sums over their quads, then partials (splits), or sink, normalization, o and lse.
-  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     l[x] += KF_SHFL_XOR(l[x], 1);
@@ -252,25 +251,7 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     if (r0 + wr + gq + 8 * x >= g.nrows) continue;
     int hx, qx;
     const int64_t rowidx = row_of(wr + gq + 8 * x, hx, qx);
-    if (p.nsplit > 1) {
-      const int64_t part = int64_t(split) * rows + rowidx;
-      float* accs = static_cast<float*>(p.part);
-      float* ml = accs + int64_t(p.nsplit) * rows * p.D;
-#pragma unroll
-      for (int n = 0; n < ND; ++n)
-        if (n * 8 < p.D)
-          accs[part * p.D + n * 8 + 2 * tq] = o[4 * n + 2 * x], accs[part * p.D + n * 8 + 2 * tq + 1] = o[4 * n + 2 * x + 1];
-      if (tq == 0) ml[2 * part] = m[x] * kLn2, ml[2 * part + 1] = l[x];  // natural units
-      continue;
-    }
-    float mm = m[x] * kLn2, ll = l[x], af = 1.0f;
-    if (p.sinks) af = fold_sink<M>(mm, ll, float(T::load(p.sinks, hx)));
-    const float inv = ll > 0.0f ? af / ll : 0.0f;
-    unsigned* orow = static_cast<unsigned*>(p.o) + rowidx * (p.D / 2);
-#pragma unroll
-    for (int n = 0; n < ND; ++n)
-      if (n * 8 < p.D) orow[n * 4 + tq] = Cv::pack2(o[4 * n + 2 * x] * inv, o[4 * n + 2 * x + 1] * inv);
-    if (p.lse && tq == 0) T::store(p.lse, rowidx, ll > 0.0f ? mm + logf(ll) : -INFINITY);
+    finish_quad_row<T, Cv, ND>(p, rowidx, hx, split, tq, m[x], l[x], [&](int n, int c) { return o[4 * n + 2 * x + c]; });
   }
 #else
   // Compiled for another architecture than sm_90a (the PTX of other GPUs): never launched there
