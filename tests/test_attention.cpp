@@ -724,6 +724,26 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   EXPECT_GT(refused, 0);
 }
 
+// A KF_TUNE attn_wmma value the CUDA backend does not know is refused (InvalidArgument naming the knob
+// and the values it takes) when the context is made; a context with a known value still works.
+TEST(AttentionCuda, UnknownKernelKnobRefused) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  for (const auto& d : devs) {
+    try {
+      Context bad = tuned(d, "attn_wmma=wgmmma");
+      ADD_FAILURE() << "KF_TUNE attn_wmma=wgmmma was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("attn_wmma=wgmmma"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'wgmma', 'mma', 'regs' or 'smem'"), std::string::npos) << e.what();
+    }
+    Context ok = tuned(d, "attn_path=2,attn_wmma=mma");
+    const check::CaseResult r = check::run_case(ok, attention_op(), DType::f16, attention_op().tests[0], fresh_seed());
+    EXPECT_TRUE(r.pass) << r.message;
+  }
+}
+
 // The decode kernel (attention.cu attn_decode) forced (KF_TUNE attn_decode=2) on one-query-row cases in
 // f32, f16 and bf16, as AttentionPaths.DecodeKernel does for the Vulkan one (head dimensions 8 to 256, G
 // of 1, 4, 8 and above 8, key lengths, windows, ALiBi, soft-capping, causal, sinks, lse), then with forced
