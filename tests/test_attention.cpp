@@ -880,30 +880,70 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
     }
 }
 
-// ---- attention_backward on the CUDA backend (hal/cuda/attention_bwd.cu: PRE, dK/dV, dQ passes): every
-// registry case in every dtype with the automatic tile and with 8 x 8 tiles (KF_TUNE attn_rows=8), the
-// same bits twice, against the float64 reference; then awkward shapes (odd lengths spanning several
-// tiles, GQA with 3 heads a group, Sq != Sk both ways, D = 8 and D = 256 (whose f64 tiles need more
-// than 48 KiB of shared memory: the opt-in path), dropout, RoPE, window, ALiBi, soft-capping).
+// ---- attention_backward on the CUDA backend (PRE, dK/dV, dQ passes; the tensor-core kernels of
+// attention_bwd_mma.cu where they apply, else the portable ones of attention_bwd.cu): every registry case in
+// every dtype automatically, with the portable kernels forced (KF_TUNE attn_path=1), with their 8 x 8 tiles
+// (attn_rows=8) and with the tensor-core kernels forced (attn_path=2: refused, saying why, where they do
+// not apply), the same bits twice, against the float64 reference; then awkward shapes (odd lengths
+// spanning several tiles, GQA with 3 heads a group, Sq != Sk both ways, D = 8 and D = 256 (whose f64 tiles
+// need more than 48 KiB of shared memory: the opt-in path), dropout, RoPE, window, ALiBi, soft-capping,
+// and several 64-row / 64-key tiles of the tensor-core kernels with GQA, causal, window and key lengths).
 const OpDef& attention_backward_op() { return get_op("attention_backward"); }
 
 std::vector<Shape> bwd_shapes(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
   return {{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}, {B, Hq, Sq, D}, {B, Hq, Sq, D}, {B, Hq, Sq}};
 }
 
+// Why the tensor-core backward does not take the case ("" where it does): f16 / bf16, D 64 or 128, none of
+// dropout, soft-capping, ALiBi, block mask, RoPE (the order of hal/cuda/kernels.cpp's checks).
+std::string bwd_mma_refusal(const TestCase& tc, DType t) {
+  const Attrs& a = tc.attrs;
+  const int64_t D = tc.inputs[0][3];
+  const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
+  if (t != DType::f16 && t != DType::bf16) return "it takes f16 and bf16 only";
+  if (D != 64 && D != 128) return "it takes head dimensions 64 and 128";
+  if (a.p > 0) return "it does not apply dropout";
+  if (a.softcap > 0) return "it does not apply soft-capping";
+  if (a.alibi || given(6)) return "it does not apply ALiBi";
+  if (given(11)) return "it does not take a block mask";
+  if (a.rope) return "it does not apply RoPE";
+  return "";
+}
+
+// kernel: "auto" (the tensor-core kernels where bwd_mma_refusal says they apply and the device runs them,
+// mma_runs), "simt" or "mma" (forced: refused, saying why, where they do not apply).
 void run_backward_cases(Context& ctx, const std::vector<TestCase>& cases, const std::vector<DType>& dtypes,
-                        const std::string& what, const std::string& want_tile) {
+                        const std::string& what, const std::string& want_tile, const std::string& kernel = "simt",
+                        bool mma_runs = true) {
   for (DType t : dtypes)
     for (const TestCase& tc : cases) {
       const uint64_t seed = fresh_seed();
       check::CaseOptions o;
       o.repeat = true;  // fixed summation order: the same bits twice
       const check::CaseResult r = check::run_case(ctx, attention_backward_op(), t, tc, seed, o);
+      const std::string why = bwd_mma_refusal(tc, t);
+      if (kernel == "mma" && !why.empty()) {
+        EXPECT_FALSE(r.pass) << what << " " << to_string(t) << " " << tc.label << ": ran " << r.variant;
+        EXPECT_NE(r.message.find("the tensor-core kernel was forced (KF_TUNE attn_path=2) but " + why), std::string::npos)
+            << what << " " << to_string(t) << " " << tc.label << ": " << r.message;
+        continue;
+      }
       EXPECT_TRUE(r.pass) << what << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
                           << seed << ":\n" << r.message;
-      EXPECT_NE(r.variant.find("attention_backward/simt,"), std::string::npos) << r.variant;
+      const bool mma = kernel == "mma" || (kernel == "auto" && why.empty() && mma_runs);
+      EXPECT_NE(r.variant.find(mma ? "attention_backward/flash-mma,bq=64,bk=64" : "attention_backward/simt,"), std::string::npos)
+          << what << " " << to_string(t) << " " << tc.label << ": " << r.variant;
       if (!want_tile.empty()) EXPECT_NE(r.variant.find(want_tile), std::string::npos) << what << ": " << r.variant;
     }
+}
+
+// Whether this device runs the tensor-core backward (compute capability 8.0 or newer; a CUDA build).
+bool bwd_mma_runs(const DeviceRef& d) {
+  Context ctx = tuned(d, "attn_path=2");
+  const check::CaseResult r = check::run_case(ctx, attention_backward_op(), DType::f16, attention_backward_op().tests[0], fresh_seed());
+  if (r.pass) return true;
+  EXPECT_NE(r.message.find("compute capability"), std::string::npos) << r.message;
+  return false;
 }
 
 TEST(AttentionCuda, BackwardOnEveryCase) {
@@ -911,7 +951,15 @@ TEST(AttentionCuda, BackwardOnEveryCase) {
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
   for (const auto& d : devs) {
     Context& ctx = context_for(d);
-    run_backward_cases(ctx, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "automatic tile", "");
+    const bool mma_runs = bwd_mma_runs(d);
+    run_backward_cases(ctx, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "automatic",
+                       "", "auto", mma_runs);
+    Context simt = tuned(d, "attn_path=1");
+    run_backward_cases(simt, attention_backward_op().tests, {DType::f16, DType::bf16}, "attn_path=1", "");
+    if (mma_runs) {
+      Context mma = tuned(d, "attn_path=2");
+      run_backward_cases(mma, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16}, "attn_path=2", "", "mma");
+    }
     Context small = tuned(d, "attn_rows=8");
     run_backward_cases(small, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "attn_rows=8",
                        "bq=8,bk=8");
@@ -927,7 +975,15 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
       {"sq19_sk45_d256_rope_alibi_softcap", bwd_shapes(1, 2, 1, 19, 45, 256), {}, 2},
       {"sq3_sk70_d24_rope_interleaved_dropout_causal", bwd_shapes(1, 3, 3, 3, 70, 24), {}, 2},
       {"gqa_h4_kv2_sq150_sk200_d128_causal_dropout", bwd_shapes(1, 4, 2, 150, 200, 128), {}, 2},
+      // The tensor-core kernels' tiles of 64: several of each, partial ones, rows of a group in one tile.
+      {"gqa_h4_kv1_sq70_sk150_d64_causal", bwd_shapes(1, 4, 1, 70, 150, 64), {}, 2},
+      {"b2_sq100_sk90_d128_window_key_lengths", bwd_shapes(2, 2, 2, 100, 90, 128), {}, 2},
+      {"sq130_sk130_d64", bwd_shapes(1, 1, 1, 130, 130, 64), {}, 2},
+      {"gqa_h6_kv2_sq65_sk200_d128_causal", bwd_shapes(1, 6, 2, 65, 200, 128), {}, 2},
   };
+  cases[6].inputs.resize(8);
+  cases[6].inputs[7] = {2};  // key lengths
+  cases[5].attrs.causal = true, cases[6].attrs.window = 20, cases[8].attrs.causal = true;
   cases[0].attrs.causal = true;
   cases[1].attrs.p = 0.3, cases[1].attrs.seed = 99, cases[1].attrs.offset = 7, cases[1].attrs.window = 11;
   cases[2].attrs.rope = 1, cases[2].attrs.alibi = true, cases[2].attrs.softcap = 2.5;
@@ -935,7 +991,9 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
   cases[4].attrs.causal = true, cases[4].attrs.p = 0.1, cases[4].attrs.seed = 31, cases[4].attrs.offset = 1;
   for (const auto& d : devs) {
     Context& ctx = context_for(d);
-    run_backward_cases(ctx, cases, {DType::f32, DType::f16, DType::bf16, DType::f64}, "awkward", "");
+    run_backward_cases(ctx, cases, {DType::f32, DType::f16, DType::bf16, DType::f64}, "awkward", "", "auto", bwd_mma_runs(d));
+    Context simt = tuned(d, "attn_path=1");
+    run_backward_cases(simt, {cases.begin() + 5, cases.end()}, {DType::f16, DType::bf16}, "awkward, attn_path=1", "");
     // D = 256 in f64: even the 8 x 8 tile takes 65 KiB, so the automatic choice opts in above 48 KiB and
     // takes the largest tile under the device's opt-in limit (16 x 16, 133 KiB, on an A100 / H100).
     const check::CaseResult r = check::run_case(ctx, attention_backward_op(), DType::f64, cases[2], fresh_seed());

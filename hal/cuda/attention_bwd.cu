@@ -348,17 +348,21 @@ __global__ void __launch_bounds__(128) attn_bwd_dq(const AttnBwdParams P) {
 }
 
 template <class T>
+int launch_pre(const AttnBwdParams& P, gpuStream_t st) {
+  const AttnParams& p = P.a;
+  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
+  if (rows <= 0) return 0;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((rows + 255) / 256, int64_t(1) << 20));
+  attn_bwd_pre<T><<<blocks, 256, 0, st>>>(P);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T>
 int launch_bwd(AttnBwdParams P, int bq, int bk, gpuStream_t st) {
   P.bq = bq, P.bk = bk;
   const AttnParams& p = P.a;
   const size_t shared = static_cast<size_t>(attn_bwd_shared_bytes(sizeof(typename T::C) == 8 ? Dt::f64 : Dt::f32, bq, bk, p.D));
-  const int64_t rows = int64_t(p.B) * p.Hq * p.SqT;
-  if (rows > 0) {
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((rows + 255) / 256, int64_t(1) << 20));
-    attn_bwd_pre<T><<<blocks, 256, 0, st>>>(P);
-    const int e = static_cast<int>(gpuGetLastError());
-    if (e != 0) return e;
-  }
+  if (const int e = launch_pre<T>(P, st); e != 0) return e;
   // Above 48 KiB a block's dynamic shared memory must be opted in to (the host checked the device's limit).
   gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_bwd_dkv<T>),
                                      gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
@@ -386,6 +390,17 @@ int launch_bwd(AttnBwdParams P, int bq, int bk, gpuStream_t st) {
 int64_t attn_bwd_shared_bytes(Dt dt, int bq, int bk, int D) {
   const int64_t cs = dt == Dt::f64 ? 8 : 4;
   return cs * (2 * (int64_t(bq) + bk) * (D + 1) + 2 * int64_t(bq) * bk + 2 * int64_t(bq));
+}
+
+int launch_attention_backward_pre(Dt dt, const AttnBwdParams& p, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (dt) {
+    case Dt::f32: return launch_pre<F32>(p, s);
+    case Dt::f16: return launch_pre<F16>(p, s);
+    case Dt::bf16: return launch_pre<BF16>(p, s);
+    case Dt::f64: return launch_pre<F64>(p, s);
+  }
+  return -1;
 }
 
 int launch_attention_backward(Dt dt, const AttnBwdParams& p, int bq, int bk, void* stream) {

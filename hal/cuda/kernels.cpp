@@ -755,7 +755,9 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
 }
 
 // attention_backward (attention_bwd.cu): PRE (D = rowsum(do * o) into a workspace), dK/dV over key tiles,
-// dQ over query tiles, as the Vulkan backend's attention_bwd.comp. The tile (bq, bk) is the largest of
+// dQ over query tiles, as the Vulkan backend's attention_bwd.comp; on the tensor cores (attention_bwd_mma.cu)
+// where that applies (f16 / bf16, D 64 or 128, no dropout, soft-capping, ALiBi, block mask or RoPE), else
+// on the portable kernels (attention_bwd.cu). Their tile (bq, bk) is the largest of
 // 16 x 16, 8 x 16, 16 x 8, 8 x 8 whose shared memory fits 48 KiB, else the device's opt-in limit;
 // KF_TUNE attn_rows=8 forces 8 x 8 (the knob of the forward's portable kernel).
 std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
@@ -828,6 +830,29 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   if (g.varlen)
     for (size_t k = 0; k < 3; ++k)
       fill_bytes(*call.outputs[k].buffer, 0, static_cast<size_t>(call.outputs[k].numel) * dtype_size(call.dtype));
+  // The tensor-core kernels (attention_bwd_mma.cu) where they apply; KF_TUNE attn_path=1 (or attn_rows, the
+  // portable tile) keeps the portable ones, attn_path=2 forces them (Unsupported, saying why, where they
+  // do not apply).
+  std::string no_mma;
+  const int64_t mma_bytes = attn_bwd_mma_shared_bytes(static_cast<int>(D));
+  if (call.dtype != DType::f16 && call.dtype != DType::bf16) no_mma = "it takes f16 and bf16 only";
+  else if (D != 64 && D != 128) no_mma = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
+  else if (p.dropout) no_mma = "it does not apply dropout";
+  else if (p.softcap > 0) no_mma = "it does not apply soft-capping";
+  else if (p.alibi) no_mma = "it does not apply ALiBi";
+  else if (p.bmask) no_mma = "it does not take a block mask";
+  else if (p.rope_mode) no_mma = "it does not apply RoPE";
+  else if (mma_bytes == 0) no_mma = "this build has no tensor-core backward (HIP)";
+  else if (cc_ < 80) no_mma = "it needs compute capability 8.0 or newer";
+  else if (mma_bytes > max_shared_optin_)
+    no_mma = "its " + std::to_string(mma_bytes) + " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
+  if (attn_path_ == 2 && !no_mma.empty())
+    throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the tensor-core kernel was forced (KF_TUNE attn_path=2) but " + no_mma);
+  if (no_mma.empty() && attn_path_ != 1 && (attn_rows_ == 0 || attn_path_ == 2)) {
+    check_launch(launch_attention_backward_pre(dt, P, stream_), "attention_backward");
+    check_launch(launch_attention_backward_mma(dt, P, stream_), "attention_backward");
+    return prefix + "attention_backward/flash-mma,bq=64,bk=64";
+  }
   check_launch(launch_attention_backward(dt, P, bq, bk, stream_), "attention_backward");
   return prefix + "attention_backward/simt,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }

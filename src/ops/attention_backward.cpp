@@ -225,7 +225,9 @@ void register_attention_backward(std::vector<OpDef>& ops) {
     bm.block_size = 16;
     op.tests.push_back({"s65_d64_block_mask16", with(qkv(1, 2, 2, 65, 65, 64), 11, {5, 5}), bm, 2});
   }
-  op.bench = {{"b4_h32_s1024_d128_causal", qkv(4, 32, 32, 1024, 1024, 128), causal}};
+  op.bench = {{"b4_h32_s1024_d128_causal", qkv(4, 32, 32, 1024, 1024, 128), causal},
+              {"b4_h32_s4096_d128", qkv(4, 32, 32, 4096, 4096, 128), {}},
+              {"b4_h32_s4096_d128_causal", qkv(4, 32, 32, 4096, 4096, 128), causal}};
   ops.push_back(op);
 }
 

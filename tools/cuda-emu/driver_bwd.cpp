@@ -27,6 +27,7 @@ namespace {
 
 int bwd_fails = 0;
 
+// bq == 0: the tensor-core passes (attention_bwd_mma.cu, tiles of 64) after the PRE pass.
 void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   const OpDef& op = get_op("attention_backward");
   Context cpu = Context::create(ContextOptions{.backend = "cpu"});
@@ -88,7 +89,13 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   }
   std::vector<unsigned char> dsum(g.B * g.Hq * g.SqT * 8 + 16, 0xcd);
   P.dsum = dsum.data();
-  const int err = hc::launch_attention_backward(dt_of(dt), P, bq, bk, nullptr);
+  int err = 0;
+  if (bq == 0) {
+    err = hc::launch_attention_backward_pre(dt_of(dt), P, nullptr);
+    if (err == 0) err = hc::launch_attention_backward_mma(dt_of(dt), P, nullptr);
+  } else {
+    err = hc::launch_attention_backward(dt_of(dt), P, bq, bk, nullptr);
+  }
   const double terms = op.terms(shapes);
   const char* names[3] = {"dq", "dk", "dv"};
   for (int k = 0; k < 3; ++k) {
@@ -106,6 +113,13 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
 
 std::vector<Shape> qkv(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
   return {{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}, {B, Hq, Sq, D}, {B, Hq, Sq, D}, {B, Hq, Sq}};
+}
+
+// Key lengths [B] (1 to Sk) as the last forward input before cu_seqlens.
+std::vector<Shape> with_lens(std::vector<Shape> s) {
+  s.resize(8);
+  s[7] = {s[0][0]};
+  return s;
 }
 
 }  // namespace
@@ -129,7 +143,30 @@ int bwd_main(const std::string& only) {
     if (only == "extra") cases.clear();
     cases.insert(cases.end(), extra.begin(), extra.end());
   }
+  if (only.empty() || only == "extra" || only == "mma") {
+    // Several 64-row / 64-key tiles for the tensor-core passes.
+    std::vector<TestCase> more = {
+        {"gqa_h4_kv1_sq70_sk150_d64_causal", qkv(1, 4, 1, 70, 150, 64), {}, 2},
+        {"b2_sq100_sk90_d128_window_lens", with_lens(qkv(2, 2, 2, 100, 90, 128)), {}, 2},
+        {"sq130_sk130_d64", qkv(1, 1, 1, 130, 130, 64), {}, 2},
+        {"gqa_h6_kv2_sq65_sk200_d128_causal", qkv(1, 6, 2, 65, 200, 128), {}, 2},
+    };
+    more[0].attrs.causal = true;
+    more[1].attrs.window = 20;
+    more[3].attrs.causal = true;
+    if (only == "mma") cases.clear();
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
   for (const TestCase& tc : cases) {
+    const Attrs& a = tc.attrs;
+    const int64_t D = tc.inputs[0][3];
+    const bool plain = a.p == 0 && a.softcap == 0 && !a.alibi && a.rope == 0 &&
+                       (tc.inputs.size() <= 11 || tc.inputs[11].empty()) && (tc.inputs.size() <= 6 || tc.inputs[6].empty());
+    if (plain && (D == 64 || D == 128)) {
+      run_bwd(tc, DType::f16, 0, 0);
+      run_bwd(tc, DType::bf16, 0, 0);
+    }
+    if (only == "mma") continue;
     run_bwd(tc, DType::f32, 16, 16);
     run_bwd(tc, DType::f32, 8, 8);
     run_bwd(tc, DType::f64, 8, 16);

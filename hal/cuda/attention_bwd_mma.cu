@@ -1,0 +1,401 @@
+// attention_backward on the tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; sm_80+): FlashAttention-2's
+// backward for the common case, f16 / bf16 at head dimensions 64 and 128 without dropout, soft-capping,
+// ALiBi, block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
+// masks, key lengths, GQA / MQA and packed sequences are in; sinks enter only through lse. The same
+// semantics and the same three passes as attention_bwd.cu (its PRE pass computes D_i = do_i . o_i first):
+//   DKV: one block per (64 keys, kv head, sequence), 4 warps of 16 keys. K and V stay in shared memory; the
+//        block walks the query rows of the G heads sharing the kv head in tiles of 64 (cp.async, two
+//        stages) and per tile computes S^T = K Q^T and dP^T = V dO^T, P^T = exp(S^T scale - lse),
+//        dS^T = P^T (dP^T - D) scale, then dV += P^T dO and dK += dS^T Q with P^T and dS^T as A fragments
+//        straight from the accumulators.
+//   DQ:  one block per (64 query rows, kv head, sequence), 4 warps of 16 rows; Q and dO in shared memory,
+//        K and V streamed in tiles of 64 keys (two stages): S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
+// No atomics: each output element is summed by one thread in a fixed order (the same bits every run).
+// P and dS are rounded to the input type for the second products, as FlashAttention-2 does; the sums are
+// float. Fragment layouts: hal/cuda/mma_ptx.cuh.
+#include <type_traits>
+
+#include "hal/cuda/attention_common.cuh"
+#include "hal/cuda/mma_ptx.cuh"
+
+namespace kf::hal::cuda {
+#if !defined(KF_HIP)
+namespace {
+
+constexpr int kBt = 64;  // rows of every tile (keys or query rows), 16 a warp
+constexpr float kBwdLog2e = 1.44269504088896341f;
+
+// Shared memory: six tiles of 64 x (D + 8) 16-bit values (the stationary pair, two stages of the streamed
+// pair), then per stage and row (DKV) the row's lse in base 2, D_i and query index.
+template <int D> __host__ __device__ constexpr int64_t bwd_mma_bytes() { return 2 * int64_t(6 * kBt) * (D + 8) + 2 * kBt * 12; }
+
+// Copies a 64-row tile into shared memory at dst (row stride D + 8): row t from row `row` of src where
+// row_of(t, row) says it exists, else zeros.
+template <int D, class RowOf>
+KF_DEV void load_tile(unsigned dst, const void* src, RowOf row_of) {
+  constexpr int NPK = D / 8, LD = D + 8;
+  for (int e = threadIdx.x; e < kBt * NPK; e += 128) {
+    const int t = e / NPK, pk = e % NPK;
+    int64_t row = 0;
+    const bool ok = row_of(t, row);
+    cp_async16(dst + 2 * (t * LD + pk * 8), static_cast<const uint4*>(src) + (ok ? row * NPK + pk : 0), ok ? 16 : 0);
+  }
+}
+
+// The A fragment (16 x 16, row) of an m16n8k16 product from two n8 accumulator tiles (as the forward's P).
+template <class Cv>
+KF_DEV void acc_to_a(unsigned (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+  a[0] = Cv::pack2(lo[0], lo[1]);
+  a[1] = Cv::pack2(lo[2], lo[3]);
+  a[2] = Cv::pack2(hi[0], hi[1]);
+  a[3] = Cv::pack2(hi[2], hi[3]);
+}
+
+// Stores a warp's 16 x D accumulator (rows row_of(x) for the lane's rows gq + 8 x, < 0: none) as 16-bit pairs.
+template <class Cv, int D, class RowOf>
+KF_DEV void store_acc(void* dst, const float (&acc)[D / 8][4], int tq, RowOf row_of) {
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t row = row_of(x);
+    if (row < 0) continue;
+    unsigned* out = static_cast<unsigned*>(dst) + row * (D / 2);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) out[n * 4 + tq] = Cv::pack2(acc[n][2 * x], acc[n][2 * x + 1]);
+  }
+}
+
+// ---- DKV: grid (key tiles, Hkv, sequences), 128 threads.
+template <class T, int D>
+__global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  constexpr bool BF = std::is_same_v<T, BF16>;
+  using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
+  constexpr int LD = D + 8, KD = D / 16, ND = D / 8, NT = kBt / 8, TILE = 2 * kBt * LD;
+  extern __shared__ __align__(128) unsigned char attn_bwd_mma_smem[];
+  const AttnParams& p = P.a;
+  // K, V, then Q [2 stages], dO [2 stages] (32-bit shared addresses); the rows' data after the tiles.
+  const unsigned ks_a = smem_u32(attn_bwd_mma_smem), vs_a = ks_a + TILE, qs_a = vs_a + TILE, os_a = qs_a + 2 * TILE;
+  float* l2_s = reinterpret_cast<float*>(attn_bwd_mma_smem + 6 * TILE);  // [2][64]
+  float* ds_s = l2_s + 2 * kBt;                                          // [2][64]
+  int* qi_s = reinterpret_cast<int*>(ds_s + 2 * kBt);                    // [2][64]
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int hk = blockIdx.y, seq = blockIdx.z;
+  Geo g;
+  seq_geometry(p, seq, g);
+  const int j0 = static_cast<int>(blockIdx.x) * kBt;
+  if (j0 >= g.klen) return;  // uniform over the block
+  const int jlast = m_min(j0 + kBt, g.klen) - 1;
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  // The query rows that can see a key of the tile (as attention_bwd.cu's DKV).
+  int64_t i_lo = 0, i_hi = g.qlen;
+  if (p.causal) i_lo = m_max(i_lo, int64_t(j0) - g.off);
+  if (p.window > 0) i_hi = m_min(i_hi, int64_t(jlast) - g.off + p.window);
+  if (j0 >= g.kl) i_hi = i_lo;
+  i_lo = m_max(i_lo, int64_t(0));
+  i_hi = m_max(i_hi, i_lo);
+  const int64_t r_begin = i_lo * p.G, r_end = i_hi * p.G;
+
+  const auto kv_row = [&](int t, int64_t& row) {
+    row = kvbase + j0 + t;
+    return j0 + t < g.klen;
+  };
+  load_tile<D>(ks_a, p.k, kv_row);
+  load_tile<D>(vs_a, p.v, kv_row);
+  cp_async_commit();
+  const auto stage_rows = [&](int64_t r0, int buf) {
+    const auto q_row = [&](int t, int64_t& row) {
+      const int64_t r = r0 + t;
+      if (r >= r_end) return false;
+      row = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G + r % p.G) * p.SqT + g.qbeg + r / p.G;
+      return true;
+    };
+    load_tile<D>(qs_a + buf * TILE, p.q, q_row);
+    load_tile<D>(os_a + buf * TILE, P.dout, q_row);
+    if (tid < kBt) {
+      int64_t row = 0;
+      float l2 = INFINITY, dsum = 0.0f;  // rows past the range: P = 2^(s - inf) = 0
+      int qi = 0;
+      if (q_row(tid, row)) {
+        const float lse = static_cast<float>(T::load(P.lse, row));
+        l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;  // a row that saw no key has P = 0
+        dsum = static_cast<const float*>(P.dsum)[row];
+        qi = static_cast<int>((r0 + tid) / p.G);
+      }
+      l2_s[buf * kBt + tid] = l2;
+      ds_s[buf * kBt + tid] = dsum;
+      qi_s[buf * kBt + tid] = qi;
+    }
+  };
+
+  // ldmatrix lane offsets (bytes): A fragments of the warp's 16 keys; B fragments from [n][k] rows (Q, dO
+  // for S^T, dP^T); B fragments from [k][n] rows (.trans: dO, Q for dV, dK).
+  const unsigned a_off = 2 * ((warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+  const unsigned b_off = 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
+  const unsigned t_off = 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e;
+  const int jw = j0 + warp * 16 + gq;  // this lane's keys: jw, jw + 8
+
+  float dk[ND][4], dv[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  int64_t r0 = r_begin;
+  if (r0 < r_end) stage_rows(r0, 0);
+  cp_async_commit();
+  for (int buf = 0; r0 < r_end; buf ^= 1, r0 += kBt) {
+    if (r0 + kBt < r_end) stage_rows(r0 + kBt, buf ^ 1);  // that stage was released by the last tile's barrier
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const unsigned q_b = qs_a + buf * TILE, o_b = os_a + buf * TILE;
+    // S^T = K Q^T and dP^T = V dO^T (16 keys x 64 rows a warp).
+    float s[NT][4], dp[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      unsigned ka[4], va[4];
+      ldsm_x4(ka, ks_a + a_off + 2 * kk * 16);
+      ldsm_x4(va, vs_a + a_off + 2 * kk * 16);
+#pragma unroll
+      for (int n = 0; n < NT; n += 2) {
+        unsigned b[4];
+        ldsm_x4(b, q_b + b_off + 2 * (n * 8 * LD + kk * 16));
+        mma16816<BF>(s[n], ka, b[0], b[1]);
+        mma16816<BF>(s[n + 1], ka, b[2], b[3]);
+        ldsm_x4(b, o_b + b_off + 2 * (n * 8 * LD + kk * 16));
+        mma16816<BF>(dp[n], va, b[0], b[1]);
+        mma16816<BF>(dp[n + 1], va, b[2], b[3]);
+      }
+    }
+    // P^T and dS^T; the masks only where the tile reaches them (rows past the range have P = 0 by lse).
+    const float* l2 = l2_s + buf * kBt;
+    const float* dsum = ds_s + buf * kBt;
+    const int* qi = qi_s + buf * kBt;
+    const int q_lo = static_cast<int>(r0 / p.G), q_hi = static_cast<int>((m_min(r0 + kBt, r_end) - 1) / p.G);
+    const bool full = j0 + kBt <= g.kl && (!p.causal || j0 + kBt - 1 <= q_lo + g.off) &&
+                      (p.window <= 0 || int64_t(q_hi) + g.off - j0 < p.window);
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + 2 * tq + (e & 1), j = jw + 8 * (e >> 1);
+        float pr = ex2_ftz(fmaf(s[n][e], c2, -l2[col]));
+        if (!full) {
+          const int q = qi[col];
+          const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
+          if (!vis) pr = 0.0f;
+        }
+        s[n][e] = pr;
+        dp[n][e] = pr * (dp[n][e] - dsum[col]) * scale;
+      }
+    // dV += P^T dO, dK += dS^T Q (k = the tile's 64 rows).
+#pragma unroll
+    for (int kk = 0; kk < kBt / 16; ++kk) {
+      unsigned pa[4], da[4];
+      acc_to_a<Cv>(pa, s[2 * kk], s[2 * kk + 1]);
+      acc_to_a<Cv>(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < ND; n += 2) {
+        unsigned b[4];
+        ldsm_x4_trans(b, o_b + t_off + 2 * (kk * 16 * LD + n * 8));
+        mma16816<BF>(dv[n], pa, b[0], b[1]);
+        mma16816<BF>(dv[n + 1], pa, b[2], b[3]);
+        ldsm_x4_trans(b, q_b + t_off + 2 * (kk * 16 * LD + n * 8));
+        mma16816<BF>(dk[n], da, b[0], b[1]);
+        mma16816<BF>(dk[n + 1], da, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is free for the tile after next
+  }
+  cp_async_wait<0>();  // K and V when no row sees the tile
+  const auto key_row = [&](int x) -> int64_t {
+    const int j = jw + 8 * x;
+    return j <= jlast ? kvbase + j : -1;
+  };
+  store_acc<Cv, D>(P.dk, dk, tq, key_row);
+  store_acc<Cv, D>(P.dv, dv, tq, key_row);
+#endif
+}
+
+// ---- DQ: grid (row tiles, Hkv, sequences), 128 threads.
+template <class T, int D>
+__global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  constexpr bool BF = std::is_same_v<T, BF16>;
+  using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
+  constexpr int LD = D + 8, KD = D / 16, ND = D / 8, NT = kBt / 8, TILE = 2 * kBt * LD;
+  extern __shared__ __align__(128) unsigned char attn_bwd_mma_smem[];
+  const AttnParams& p = P.a;
+  // Q, dO, then K [2 stages], V [2 stages].
+  const unsigned qs_a = smem_u32(attn_bwd_mma_smem), os_a = qs_a + TILE, ks_a = os_a + TILE, vs_a = ks_a + 2 * TILE;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int hk = blockIdx.y, seq = blockIdx.z;
+  const int64_t r0 = int64_t(blockIdx.x) * kBt;
+  Geo g;
+  if (!block_geometry(p, seq, 0, r0, kBt, g)) return;  // uniform over the block (p.nsplit is 1)
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  const auto row_index = [&](int64_t r) {
+    return (int64_t(g.b) * p.Hq + int64_t(hk) * p.G + r % p.G) * p.SqT + g.qbeg + r / p.G;
+  };
+  const auto q_row = [&](int t, int64_t& row) {
+    if (r0 + t >= g.nrows) return false;
+    row = row_index(r0 + t);
+    return true;
+  };
+  load_tile<D>(qs_a, p.q, q_row);
+  load_tile<D>(os_a, P.dout, q_row);
+  cp_async_commit();
+  const auto load_kv = [&](int jt, int buf) {
+    const auto kv_row = [&](int t, int64_t& row) {
+      row = kvbase + jt + t;
+      return jt + t < g.jend;
+    };
+    load_tile<D>(ks_a + buf * TILE, p.k, kv_row);
+    load_tile<D>(vs_a + buf * TILE, p.v, kv_row);
+  };
+  // This lane's rows wr + gq + 8 x: lse in base 2 (P = 0 where the row saw no key or does not exist), D_i,
+  // query index.
+  const int wr = warp * 16;
+  float l2[2], dsum[2];
+  int qi[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t r = r0 + wr + gq + 8 * x;
+    l2[x] = INFINITY, dsum[x] = 0.0f, qi[x] = 0;
+    if (r < g.nrows) {
+      const int64_t row = row_index(r);
+      const float lse = static_cast<float>(T::load(P.lse, row));
+      l2[x] = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
+      dsum[x] = static_cast<const float*>(P.dsum)[row];
+      qi[x] = static_cast<int>(r / p.G);
+    }
+  }
+  const unsigned a_off = 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+  const unsigned b_off = 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
+  const unsigned t_off = 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
+  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e;
+
+  float dq[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[n][e] = 0.0f;
+  int j0 = g.jbeg;
+  if (j0 < g.jend) load_kv(j0, 0);
+  cp_async_commit();
+  for (int buf = 0; j0 < g.jend; buf ^= 1, j0 += kBt) {
+    if (j0 + kBt < g.jend) load_kv(j0 + kBt, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const unsigned k_b = ks_a + buf * TILE, v_b = vs_a + buf * TILE;
+    // S = Q K^T and dP = dO V^T (16 rows x 64 keys a warp).
+    float s[NT][4], dp[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      unsigned qa[4], oa[4];
+      ldsm_x4(qa, qs_a + a_off + 2 * kk * 16);
+      ldsm_x4(oa, os_a + a_off + 2 * kk * 16);
+#pragma unroll
+      for (int n = 0; n < NT; n += 2) {
+        unsigned b[4];
+        ldsm_x4(b, k_b + b_off + 2 * (n * 8 * LD + kk * 16));
+        mma16816<BF>(s[n], qa, b[0], b[1]);
+        mma16816<BF>(s[n + 1], qa, b[2], b[3]);
+        ldsm_x4(b, v_b + b_off + 2 * (n * 8 * LD + kk * 16));
+        mma16816<BF>(dp[n], oa, b[0], b[1]);
+        mma16816<BF>(dp[n + 1], oa, b[2], b[3]);
+      }
+    }
+    const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
+                      (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int x = e >> 1, j = j0 + n * 8 + 2 * tq + (e & 1);
+        float pr = ex2_ftz(fmaf(s[n][e], c2, -l2[x]));
+        if (!full) {
+          const bool vis = j < g.jend && (!p.causal || j <= qi[x] + g.off) && (p.window <= 0 || qi[x] + g.off - j < p.window);
+          if (!vis) pr = 0.0f;
+        }
+        dp[n][e] = pr * (dp[n][e] - dsum[x]) * scale;
+      }
+    // dQ += dS K (k = the tile's 64 keys).
+#pragma unroll
+    for (int kk = 0; kk < kBt / 16; ++kk) {
+      unsigned da[4];
+      acc_to_a<Cv>(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < ND; n += 2) {
+        unsigned b[4];
+        ldsm_x4_trans(b, k_b + t_off + 2 * (kk * 16 * LD + n * 8));
+        mma16816<BF>(dq[n], da, b[0], b[1]);
+        mma16816<BF>(dq[n + 1], da, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is free for the tile after next
+  }
+  cp_async_wait<0>();  // Q and dO when the rows see no key
+  const auto q_out = [&](int x) -> int64_t {
+    const int64_t r = r0 + wr + gq + 8 * x;
+    return r < g.nrows ? row_index(r) : -1;
+  };
+  store_acc<Cv, D>(P.dq, dq, tq, q_out);
+#endif
+}
+
+template <class T, int D>
+int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
+  const AttnParams& p = P.a;
+  const int bytes = static_cast<int>(bwd_mma_bytes<D>());
+  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_mma_dkv<T, D>), reinterpret_cast<const void*>(&attn_bwd_mma_dq<T, D>)}) {
+    const gpuError_t e = gpuFuncSetAttribute(f, gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != gpuSuccess) return static_cast<int>(e);
+  }
+  const unsigned ktiles = static_cast<unsigned>((int64_t(p.SkT) + kBt - 1) / kBt);
+  const unsigned qtiles = static_cast<unsigned>((int64_t(p.G) * p.SqT + kBt - 1) / kBt);
+  if (ktiles > 0) {
+    attn_bwd_mma_dkv<T, D><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    const int e = static_cast<int>(gpuGetLastError());
+    if (e != 0) return e;
+  }
+  if (qtiles > 0)
+    attn_bwd_mma_dq<T, D><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+  return static_cast<int>(gpuGetLastError());
+}
+
+}  // namespace
+#endif
+
+int64_t attn_bwd_mma_shared_bytes(int D) {
+#if defined(KF_HIP)
+  (void)D;
+  return 0;  // not built (HIP): the portable kernels serve
+#else
+  return D == 64 ? bwd_mma_bytes<64>() : D == 128 ? bwd_mma_bytes<128>() : 0;
+#endif
+}
+
+int launch_attention_backward_mma(Dt dt, const AttnBwdParams& p, void* stream) {
+#if defined(KF_HIP)
+  (void)dt, (void)p, (void)stream;
+  return -1;
+#else
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  if (p.a.D != 64 && p.a.D != 128) return -1;
+  if (dt == Dt::f16) return p.a.D == 64 ? launch_mma<F16, 64>(p, s) : launch_mma<F16, 128>(p, s);
+  if (dt == Dt::bf16) return p.a.D == 64 ? launch_mma<BF16, 64>(p, s) : launch_mma<BF16, 128>(p, s);
+  return -1;
+#endif
+}
+
+}  // namespace kf::hal::cuda
