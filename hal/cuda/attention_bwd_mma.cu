@@ -29,16 +29,19 @@ constexpr float kBwdLog2e = 1.44269504088896341f;
 // pair), then per stage and row (DKV) the row's lse in base 2, D_i and query index.
 template <int D> __host__ __device__ constexpr int64_t bwd_mma_bytes() { return 2 * int64_t(6 * kBt) * (D + 8) + 2 * kBt * 12; }
 
-// Copies a 64-row tile into shared memory at dst (row stride D + 8): row t from row `row` of src where
-// row_of(t, row) says it exists, else zeros.
+// Copies two 64-row tiles (rows of the same index from src0 and src1) into shared memory at dst0 and dst1
+// (row stride D + 8): row t from row `row` where row_of(t, row) says it exists, else zeros.
 template <int D, class RowOf>
-KF_DEV void load_tile(unsigned dst, const void* src, RowOf row_of) {
+KF_DEV void load_tiles(unsigned dst0, const void* src0, unsigned dst1, const void* src1, RowOf row_of) {
   constexpr int NPK = D / 8, LD = D + 8;
   for (int e = threadIdx.x; e < kBt * NPK; e += 128) {
     const int t = e / NPK, pk = e % NPK;
     int64_t row = 0;
     const bool ok = row_of(t, row);
-    cp_async16(dst + 2 * (t * LD + pk * 8), static_cast<const uint4*>(src) + (ok ? row * NPK + pk : 0), ok ? 16 : 0);
+    const int64_t at = ok ? row * NPK + pk : 0;
+    const unsigned so = 2 * (t * LD + pk * 8);
+    cp_async16(dst0 + so, static_cast<const uint4*>(src0) + at, ok ? 16 : 0);
+    cp_async16(dst1 + so, static_cast<const uint4*>(src1) + at, ok ? 16 : 0);
   }
 }
 
@@ -99,18 +102,20 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     row = kvbase + j0 + t;
     return j0 + t < g.klen;
   };
-  load_tile<D>(ks_a, p.k, kv_row);
-  load_tile<D>(vs_a, p.v, kv_row);
+  load_tiles<D>(ks_a, p.k, vs_a, p.v, kv_row);
   cp_async_commit();
+  // Row r (< 2^31: the host checks G SqT) of the sequence: query r / G of head hk G + r % G.
+  const FastDiv byG(static_cast<unsigned>(p.G));
+  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
   const auto stage_rows = [&](int64_t r0, int buf) {
     const auto q_row = [&](int t, int64_t& row) {
-      const int64_t r = r0 + t;
-      if (r >= r_end) return false;
-      row = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G + r % p.G) * p.SqT + g.qbeg + r / p.G;
+      const unsigned r = static_cast<unsigned>(r0 + t);
+      if (r0 + t >= r_end) return false;
+      const unsigned q = byG.div(r);
+      row = head0 + int64_t(r - q * unsigned(p.G)) * p.SqT + q;
       return true;
     };
-    load_tile<D>(qs_a + buf * TILE, p.q, q_row);
-    load_tile<D>(os_a + buf * TILE, P.dout, q_row);
+    load_tiles<D>(qs_a + buf * TILE, p.q, os_a + buf * TILE, P.dout, q_row);
     if (tid < kBt) {
       int64_t row = 0;
       float l2 = INFINITY, dsum = 0.0f;  // rows past the range: P = 2^(s - inf) = 0
@@ -119,7 +124,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
         const float lse = static_cast<float>(T::load(P.lse, row));
         l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;  // a row that saw no key has P = 0
         dsum = static_cast<const float*>(P.dsum)[row];
-        qi = static_cast<int>((r0 + tid) / p.G);
+        qi = static_cast<int>(byG.div(static_cast<unsigned>(r0 + tid)));
       }
       l2_s[buf * kBt + tid] = l2;
       ds_s[buf * kBt + tid] = dsum;
@@ -149,6 +154,14 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     cp_async_wait<1>();
     __syncthreads();
     const unsigned q_b = qs_a + buf * TILE, o_b = os_a + buf * TILE;
+    // The masks only where the tile reaches them (rows past the range have P = 0 by their lse).
+    const float* l2 = l2_s + buf * kBt;
+    const float* dsum = ds_s + buf * kBt;
+    const int* qi = qi_s + buf * kBt;
+    const int q_lo = static_cast<int>(byG.div(static_cast<unsigned>(r0))),
+              q_hi = static_cast<int>(byG.div(static_cast<unsigned>(m_min(r0 + kBt, r_end) - 1)));
+    const bool full = j0 + kBt <= g.kl && (!p.causal || j0 + kBt - 1 <= q_lo + g.off) &&
+                      (p.window <= 0 || int64_t(q_hi) + g.off - j0 < p.window);
     // S^T = K Q^T and dP^T = V dO^T (16 keys x 64 rows a warp).
     float s[NT][4], dp[NT][4];
 #pragma unroll
@@ -171,27 +184,24 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
         mma16816<BF>(dp[n + 1], va, b[2], b[3]);
       }
     }
-    // P^T and dS^T; the masks only where the tile reaches them (rows past the range have P = 0 by lse).
-    const float* l2 = l2_s + buf * kBt;
-    const float* dsum = ds_s + buf * kBt;
-    const int* qi = qi_s + buf * kBt;
-    const int q_lo = static_cast<int>(r0 / p.G), q_hi = static_cast<int>((m_min(r0 + kBt, r_end) - 1) / p.G);
-    const bool full = j0 + kBt <= g.kl && (!p.causal || j0 + kBt - 1 <= q_lo + g.off) &&
-                      (p.window <= 0 || int64_t(q_hi) + g.off - j0 < p.window);
+    // P^T and dS^T: the lane's columns n 8 + 2 tq and + 1 read as pairs (one 8-byte load each).
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int n = 0; n < NT; ++n) {
+      const float2 l2p = reinterpret_cast<const float2*>(l2)[n * 4 + tq], dsp = reinterpret_cast<const float2*>(dsum)[n * 4 + tq];
+      const int2 qp = full ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + 2 * tq + (e & 1), j = jw + 8 * (e >> 1);
-        float pr = ex2_ftz(fmaf(s[n][e], c2, -l2[col]));
+        const int c = e & 1, j = jw + 8 * (e >> 1);
+        float pr = ex2_ftz(fmaf(s[n][e], c2, -(c ? l2p.y : l2p.x)));
         if (!full) {
-          const int q = qi[col];
+          const int q = c ? qp.y : qp.x;
           const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
         s[n][e] = pr;
-        dp[n][e] = pr * (dp[n][e] - dsum[col]) * scale;
+        dp[n][e] = pr * (dp[n][e] - (c ? dsp.y : dsp.x)) * scale;
       }
+    }
     // dV += P^T dO, dK += dS^T Q (k = the tile's 64 rows).
 #pragma unroll
     for (int kk = 0; kk < kBt / 16; ++kk) {
@@ -238,24 +248,25 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   Geo g;
   if (!block_geometry(p, seq, 0, r0, kBt, g)) return;  // uniform over the block (p.nsplit is 1)
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
-  const auto row_index = [&](int64_t r) {
-    return (int64_t(g.b) * p.Hq + int64_t(hk) * p.G + r % p.G) * p.SqT + g.qbeg + r / p.G;
+  const FastDiv byG(static_cast<unsigned>(p.G));
+  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
+  const auto row_index = [&](int64_t r) {  // row r (< 2^31) of the sequence: query r / G of head hk G + r % G
+    const unsigned q = byG.div(static_cast<unsigned>(r));
+    return head0 + int64_t(static_cast<unsigned>(r) - q * unsigned(p.G)) * p.SqT + q;
   };
   const auto q_row = [&](int t, int64_t& row) {
     if (r0 + t >= g.nrows) return false;
     row = row_index(r0 + t);
     return true;
   };
-  load_tile<D>(qs_a, p.q, q_row);
-  load_tile<D>(os_a, P.dout, q_row);
+  load_tiles<D>(qs_a, p.q, os_a, P.dout, q_row);
   cp_async_commit();
   const auto load_kv = [&](int jt, int buf) {
     const auto kv_row = [&](int t, int64_t& row) {
       row = kvbase + jt + t;
       return jt + t < g.jend;
     };
-    load_tile<D>(ks_a + buf * TILE, p.k, kv_row);
-    load_tile<D>(vs_a + buf * TILE, p.v, kv_row);
+    load_tiles<D>(ks_a + buf * TILE, p.k, vs_a + buf * TILE, p.v, kv_row);
   };
   // This lane's rows wr + gq + 8 x: lse in base 2 (P = 0 where the row saw no key or does not exist), D_i,
   // query index.
@@ -271,7 +282,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
       const float lse = static_cast<float>(T::load(P.lse, row));
       l2[x] = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
       dsum[x] = static_cast<const float*>(P.dsum)[row];
-      qi[x] = static_cast<int>(r / p.G);
+      qi[x] = static_cast<int>(byG.div(static_cast<unsigned>(r)));
     }
   }
   const unsigned a_off = 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);

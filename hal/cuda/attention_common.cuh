@@ -57,6 +57,18 @@ KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
   return (word >> 8) >= p.thr;
 }
 
+// n / d for 0 <= n < 2^31 by a multiply and a shift (d >= 1, fixed for the kernel; the round-up method of
+// Granlund and Montgomery, as CUTLASS's FastDivmod): for the per-row divisions by G in loops, where a 64-bit
+// division is a subroutine of some 70 instructions and a 32-bit one about 20.
+struct FastDiv {
+  unsigned d, m, s;
+  KF_DEV explicit FastDiv(unsigned dv) : d(dv), m(0), s(0) {
+    while ((1u << s) < d) ++s;
+    m = static_cast<unsigned>(((1ull << 32) * ((1ull << s) - d)) / d + 1);
+  }
+  KF_DEV unsigned div(unsigned n) const { return (__umulhi(n, m) + n) >> s; }
+};
+
 // The block's sequence geometry (packed sequences: clamped, so that values outside [0, T] never index
 // outside the tensors) and the keys [jbeg, jend) its rows [r0, r0 + bq) may see.
 struct Geo {
