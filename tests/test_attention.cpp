@@ -901,7 +901,7 @@ std::string bwd_mma_refusal(const TestCase& tc, DType t) {
   const int64_t D = tc.inputs[0][3];
   const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
   if (t != DType::f16 && t != DType::bf16) return "it takes f16 and bf16 only";
-  if (D != 64 && D != 128) return "it takes head dimensions 64 and 128";
+  if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128) return "it takes head dimensions 32, 64, 80, 96 and 128";
   if (a.p > 0) return "it does not apply dropout";
   if (a.softcap > 0) return "it does not apply soft-capping";
   if (a.alibi || given(6)) return "it does not apply ALiBi";
@@ -980,7 +980,11 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
       {"b2_sq100_sk90_d128_window_key_lengths", bwd_shapes(2, 2, 2, 100, 90, 128), {}, 2},
       {"sq130_sk130_d64", bwd_shapes(1, 1, 1, 130, 130, 64), {}, 2},
       {"gqa_h6_kv2_sq65_sk200_d128_causal", bwd_shapes(1, 6, 2, 65, 200, 128), {}, 2},
+      {"gqa_h3_kv1_sq70_sk90_d96_window", bwd_shapes(1, 3, 1, 70, 90, 96), {}, 2},
+      {"b2_sq66_sk130_d80_causal", bwd_shapes(2, 2, 2, 66, 130, 80), {}, 2},
+      {"sq129_sk65_d32_causal", bwd_shapes(1, 2, 2, 129, 65, 32), {}, 2},
   };
+  cases[9].attrs.window = 33, cases[10].attrs.causal = true, cases[11].attrs.causal = true;
   cases[6].inputs.resize(8);
   cases[6].inputs[7] = {2};  // key lengths
   cases[5].attrs.causal = true, cases[6].attrs.window = 20, cases[8].attrs.causal = true;

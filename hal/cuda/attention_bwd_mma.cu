@@ -1,5 +1,5 @@
 // attention_backward on the tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; sm_80+): FlashAttention-2's
-// backward for the common case, f16 / bf16 at head dimensions 64 and 128 without dropout, soft-capping,
+// backward for the common case, f16 / bf16 at head dimensions 32, 64, 80, 96 and 128 without dropout, soft-capping,
 // ALiBi, block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
 // masks, key lengths, GQA / MQA and packed sequences are in; sinks enter only through lse. The same
 // semantics and the same three passes as attention_bwd.cu (its PRE pass computes D_i = do_i . o_i first):
@@ -387,12 +387,18 @@ int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
 }  // namespace
 #endif
 
+// The head dimensions built: D 64 and 128, and the other common ones that are multiples of 16 up to 128.
+#define KF_BWD_MMA_DIMS(X) X(32) X(64) X(80) X(96) X(128)
+
 int64_t attn_bwd_mma_shared_bytes(int D) {
 #if defined(KF_HIP)
   (void)D;
   return 0;  // not built (HIP): the portable kernels serve
 #else
-  return D == 64 ? bwd_mma_bytes<64>() : D == 128 ? bwd_mma_bytes<128>() : 0;
+#define KF_BYTES(d) if (D == d) return bwd_mma_bytes<d>();
+  KF_BWD_MMA_DIMS(KF_BYTES)
+#undef KF_BYTES
+  return 0;
 #endif
 }
 
@@ -402,9 +408,10 @@ int launch_attention_backward_mma(Dt dt, const AttnBwdParams& p, void* stream) {
   return -1;
 #else
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
-  if (p.a.D != 64 && p.a.D != 128) return -1;
-  if (dt == Dt::f16) return p.a.D == 64 ? launch_mma<F16, 64>(p, s) : launch_mma<F16, 128>(p, s);
-  if (dt == Dt::bf16) return p.a.D == 64 ? launch_mma<BF16, 64>(p, s) : launch_mma<BF16, 128>(p, s);
+#define KF_LAUNCH(d) \
+  if (p.a.D == d) return dt == Dt::f16 ? launch_mma<F16, d>(p, s) : dt == Dt::bf16 ? launch_mma<BF16, d>(p, s) : -1;
+  KF_BWD_MMA_DIMS(KF_LAUNCH)
+#undef KF_LAUNCH
   return -1;
 #endif
 }

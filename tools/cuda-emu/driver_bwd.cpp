@@ -150,7 +150,11 @@ int bwd_main(const std::string& only) {
         {"b2_sq100_sk90_d128_window_lens", with_lens(qkv(2, 2, 2, 100, 90, 128)), {}, 2},
         {"sq130_sk130_d64", qkv(1, 1, 1, 130, 130, 64), {}, 2},
         {"gqa_h6_kv2_sq65_sk200_d128_causal", qkv(1, 6, 2, 65, 200, 128), {}, 2},
+        {"gqa_h3_kv1_sq70_sk90_d96_window", qkv(1, 3, 1, 70, 90, 96), {}, 2},
+        {"b2_sq66_sk130_d80_causal", qkv(2, 2, 2, 66, 130, 80), {}, 2},
+        {"sq129_sk65_d32_causal", qkv(1, 2, 2, 129, 65, 32), {}, 2},
     };
+    more[4].attrs.window = 33, more[5].attrs.causal = true, more[6].attrs.causal = true;
     more[0].attrs.causal = true;
     more[1].attrs.window = 20;
     more[3].attrs.causal = true;
@@ -162,7 +166,7 @@ int bwd_main(const std::string& only) {
     const int64_t D = tc.inputs[0][3];
     const bool plain = a.p == 0 && a.softcap == 0 && !a.alibi && a.rope == 0 &&
                        (tc.inputs.size() <= 11 || tc.inputs[11].empty()) && (tc.inputs.size() <= 6 || tc.inputs[6].empty());
-    if (plain && (D == 64 || D == 128)) {
+    if (plain && (D == 32 || D == 64 || D == 80 || D == 96 || D == 128)) {
       run_bwd(tc, DType::f16, 0, 0);
       run_bwd(tc, DType::bf16, 0, 0);
     }
