@@ -894,15 +894,14 @@ std::vector<Shape> bwd_shapes(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, in
   return {{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}, {B, Hq, Sq, D}, {B, Hq, Sq, D}, {B, Hq, Sq}};
 }
 
-// Why the tensor-core backward does not take the case ("" where it does): f16 / bf16, D 64 or 128, none of
-// dropout, soft-capping, ALiBi, block mask, RoPE (the order of hal/cuda/kernels.cpp's checks).
+// Why the tensor-core backward does not take the case ("" where it does): f16 / bf16, D 32, 64, 80, 96 or
+// 128, none of soft-capping, ALiBi, block mask, RoPE (the order of hal/cuda/kernels.cpp's checks).
 std::string bwd_mma_refusal(const TestCase& tc, DType t) {
   const Attrs& a = tc.attrs;
   const int64_t D = tc.inputs[0][3];
   const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
   if (t != DType::f16 && t != DType::bf16) return "it takes f16 and bf16 only";
   if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128) return "it takes head dimensions 32, 64, 80, 96 and 128";
-  if (a.p > 0) return "it does not apply dropout";
   if (a.softcap > 0) return "it does not apply soft-capping";
   if (a.alibi || given(6)) return "it does not apply ALiBi";
   if (given(11)) return "it does not take a block mask";
@@ -983,7 +982,13 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
       {"gqa_h3_kv1_sq70_sk90_d96_window", bwd_shapes(1, 3, 1, 70, 90, 96), {}, 2},
       {"b2_sq66_sk130_d80_causal", bwd_shapes(2, 2, 2, 66, 130, 80), {}, 2},
       {"sq129_sk65_d32_causal", bwd_shapes(1, 2, 2, 129, 65, 32), {}, 2},
+      {"gqa_h4_kv2_sq90_sk130_d64_dropout", bwd_shapes(1, 4, 2, 90, 130, 64), {}, 2},
+      {"b2_sq70_sk67_d128_causal_dropout_key_lengths", bwd_shapes(2, 2, 2, 70, 67, 128), {}, 2},
   };
+  cases[12].attrs.p = 0.2, cases[12].attrs.seed = 77, cases[12].attrs.offset = 5;
+  cases[13].attrs.p = 0.4, cases[13].attrs.seed = 3, cases[13].attrs.offset = 11, cases[13].attrs.causal = true;
+  cases[13].inputs.resize(8);
+  cases[13].inputs[7] = {2};  // key lengths
   cases[9].attrs.window = 33, cases[10].attrs.causal = true, cases[11].attrs.causal = true;
   cases[6].inputs.resize(8);
   cases[6].inputs[7] = {2};  // key lengths

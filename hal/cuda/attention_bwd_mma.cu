@@ -1,6 +1,6 @@
 // attention_backward on the tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; sm_80+): FlashAttention-2's
-// backward for the common case, f16 / bf16 at head dimensions 32, 64, 80, 96 and 128 without dropout, soft-capping,
-// ALiBi, block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
+// backward for the common case, f16 / bf16 at head dimensions 32, 64, 80, 96 and 128, dropout included, without
+// soft-capping, ALiBi, block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
 // masks, key lengths, GQA / MQA and packed sequences are in; sinks enter only through lse. The same
 // semantics and the same three passes as attention_bwd.cu (its PRE pass computes D_i = do_i . o_i first):
 //   DKV: one block per (64 keys, kv head, sequence), 4 warps of 16 keys. K and V stay in shared memory; the
@@ -26,8 +26,28 @@ constexpr int kBt = 64;  // rows of every tile (keys or query rows), 16 a warp
 constexpr float kBwdLog2e = 1.44269504088896341f;
 
 // Shared memory: six tiles of 64 x (D + 8) 16-bit values (the stationary pair, two stages of the streamed
-// pair), then per stage and row (DKV) the row's lse in base 2, D_i and query index.
-template <int D> __host__ __device__ constexpr int64_t bwd_mma_bytes() { return 2 * int64_t(6 * kBt) * (D + 8) + 2 * kBt * 12; }
+// pair), then per stage and row (DKV) the row's lse in base 2, D_i and query index, then per stage and
+// tile row the dropout keep bits of the tile's 64 keys (two words).
+template <int D> __host__ __device__ constexpr int64_t bwd_mma_bytes() {
+  return 2 * int64_t(6 * kBt) * (D + 8) + 2 * kBt * 12 + 2 * kBt * 8;
+}
+
+// Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule,
+// one Philox call per block of 4 indices: 8 or 9 calls).
+KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
+  unsigned bits = 0;
+  for (uint64_t blk = first >> 2; blk <= (first + 31) >> 2; ++blk) {
+    const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                                  p.seed_lo, p.seed_hi);
+    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t c = static_cast<int64_t>(blk * 4 + k) - static_cast<int64_t>(first);
+      if (c >= 0 && c < 32 && (ws[k] >> 8) >= p.thr) bits |= 1u << c;
+    }
+  }
+  return bits;
+}
 
 // Copies two 64-row tiles (rows of the same index from src0 and src1) into shared memory at dst0 and dst1
 // (row stride D + 8): row t from row `row` where row_of(t, row) says it exists, else zeros.
@@ -81,6 +101,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
   float* l2_s = reinterpret_cast<float*>(attn_bwd_mma_smem + 6 * TILE);  // [2][64]
   float* ds_s = l2_s + 2 * kBt;                                          // [2][64]
   int* qi_s = reinterpret_cast<int*>(ds_s + 2 * kBt);                    // [2][64]
+  unsigned* kb_s = reinterpret_cast<unsigned*>(qi_s + 2 * kBt);          // [2][64 rows][2] keep bits
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int hk = blockIdx.y, seq = blockIdx.z;
   Geo g;
@@ -107,14 +128,15 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
   // Row r (< 2^31: the host checks G SqT) of the sequence: query r / G of head hk G + r % G.
   const FastDiv byG(static_cast<unsigned>(p.G));
   const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
+  const auto q_row_of = [&](int64_t r0, int t, int64_t& row) {
+    const unsigned r = static_cast<unsigned>(r0 + t);
+    if (r0 + t >= r_end) return false;
+    const unsigned q = byG.div(r);
+    row = head0 + int64_t(r - q * unsigned(p.G)) * p.SqT + q;
+    return true;
+  };
   const auto stage_rows = [&](int64_t r0, int buf) {
-    const auto q_row = [&](int t, int64_t& row) {
-      const unsigned r = static_cast<unsigned>(r0 + t);
-      if (r0 + t >= r_end) return false;
-      const unsigned q = byG.div(r);
-      row = head0 + int64_t(r - q * unsigned(p.G)) * p.SqT + q;
-      return true;
-    };
+    const auto q_row = [&](int t, int64_t& row) { return q_row_of(r0, t, row); };
     load_tiles<D>(qs_a + buf * TILE, p.q, os_a + buf * TILE, P.dout, q_row);
     if (tid < kBt) {
       int64_t row = 0;
@@ -137,7 +159,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
   const unsigned a_off = 2 * ((warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
   const unsigned b_off = 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
   const unsigned t_off = 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
-  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e;
+  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   const int jw = j0 + warp * 16 + gq;  // this lane's keys: jw, jw + 8
 
   float dk[ND][4], dv[ND][4];
@@ -154,6 +176,16 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     cp_async_wait<1>();
     __syncthreads();
     const unsigned q_b = qs_a + buf * TILE, o_b = os_a + buf * TILE;
+    // Dropout: the tile's keep bits, row tid / 2, keys 32 (tid % 2) .. + 31 (the stage's bits were last
+    // read two tiles ago; the barrier below publishes them before the products end).
+    unsigned* kb = kb_s + buf * 2 * kBt;
+    if (p.dropout) {
+      int64_t row = 0;
+      const int t = tid >> 1, w = tid & 1;
+      kb[tid] = r0 + t < r_end && q_row_of(r0, t, row)
+                    ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p)
+                    : 0u;
+    }
     // The masks only where the tile reaches them (rows past the range have P = 0 by their lse).
     const float* l2 = l2_s + buf * kBt;
     const float* dsum = ds_s + buf * kBt;
@@ -184,22 +216,29 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
         mma16816<BF>(dp[n + 1], va, b[2], b[3]);
       }
     }
-    // P^T and dS^T: the lane's columns n 8 + 2 tq and + 1 read as pairs (one 8-byte load each).
+    // P^T and dS^T: the lane's columns n 8 + 2 tq and + 1 read as pairs (one 8-byte load each). Dropout:
+    // Z = keep / (1 - p) or 0 from the bits (the lane's keys share a word: bits kbit and kbit + 8);
+    // dV takes Z P, dS = P (Z dP - D) scale.
+    if (p.dropout) __syncthreads();  // the keep bits (uniform over the block)
+    const int kword = warp >> 1, kbit = (warp & 1) * 16 + gq;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       const float2 l2p = reinterpret_cast<const float2*>(l2)[n * 4 + tq], dsp = reinterpret_cast<const float2*>(dsum)[n * 4 + tq];
       const int2 qp = full ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
+      unsigned kw[2] = {~0u, ~0u};
+      if (p.dropout) kw[0] = kb[2 * (n * 8 + 2 * tq) + kword], kw[1] = kb[2 * (n * 8 + 2 * tq + 1) + kword];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int c = e & 1, j = jw + 8 * (e >> 1);
+        const int c = e & 1, x = e >> 1, j = jw + 8 * x;
         float pr = ex2_ftz(fmaf(s[n][e], c2, -(c ? l2p.y : l2p.x)));
         if (!full) {
           const int q = c ? qp.y : qp.x;
           const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
-        s[n][e] = pr;
-        dp[n][e] = pr * (dp[n][e] - (c ? dsp.y : dsp.x)) * scale;
+        const float z = p.dropout ? ((kw[c] >> (kbit + 8 * x)) & 1u ? keep : 0.0f) : 1.0f;
+        s[n][e] = z * pr;
+        dp[n][e] = pr * (z * dp[n][e] - (c ? dsp.y : dsp.x)) * scale;
       }
     }
     // dV += P^T dO, dK += dS^T Q (k = the tile's 64 rows).
@@ -242,6 +281,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   const AttnParams& p = P.a;
   // Q, dO, then K [2 stages], V [2 stages].
   const unsigned qs_a = smem_u32(attn_bwd_mma_smem), os_a = qs_a + TILE, ks_a = os_a + TILE, vs_a = ks_a + 2 * TILE;
+  // The keep bits after the tiles and the (unused here) rows' data: [2 stages][64 rows][2].
+  unsigned* kb_s = reinterpret_cast<unsigned*>(attn_bwd_mma_smem + 6 * TILE + 2 * kBt * 12);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int hk = blockIdx.y, seq = blockIdx.z;
   const int64_t r0 = int64_t(blockIdx.x) * kBt;
@@ -288,7 +329,9 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   const unsigned a_off = 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
   const unsigned b_off = 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
   const unsigned t_off = 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
-  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e;
+  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
+  // Dropout: the global row index of this thread's bit row (tid / 2; -1: past the rows).
+  const int64_t kb_row = p.dropout && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
 
   float dq[ND][4];
 #pragma unroll
@@ -304,6 +347,10 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     cp_async_wait<1>();
     __syncthreads();
     const unsigned k_b = ks_a + buf * TILE, v_b = vs_a + buf * TILE;
+    // Dropout: the tile's keep bits, row tid / 2, keys j0 + 32 (tid % 2) .. + 31.
+    unsigned* kb = kb_s + buf * 2 * kBt;
+    if (p.dropout)
+      kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
     // S = Q K^T and dP = dO V^T (16 rows x 64 keys a warp).
     float s[NT][4], dp[NT][4];
 #pragma unroll
@@ -328,17 +375,20 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     }
     const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
                       (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
+    // dS = P (Z dP - D) scale (Z: dropout's keep / (1 - p) or 0 from the bits, else 1).
+    if (p.dropout) __syncthreads();  // the keep bits (uniform over the block)
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int x = e >> 1, j = j0 + n * 8 + 2 * tq + (e & 1);
+        const int x = e >> 1, c = n * 8 + 2 * tq + (e & 1), j = j0 + c;
         float pr = ex2_ftz(fmaf(s[n][e], c2, -l2[x]));
         if (!full) {
           const bool vis = j < g.jend && (!p.causal || j <= qi[x] + g.off) && (p.window <= 0 || qi[x] + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
-        dp[n][e] = pr * (dp[n][e] - dsum[x]) * scale;
+        const float z = p.dropout ? ((kb[2 * (wr + gq + 8 * x) + (c >> 5)] >> (c & 31)) & 1u ? keep : 0.0f) : 1.0f;
+        dp[n][e] = pr * (z * dp[n][e] - dsum[x]) * scale;
       }
     // dQ += dS K (k = the tile's 64 keys).
 #pragma unroll

@@ -153,7 +153,11 @@ int bwd_main(const std::string& only) {
         {"gqa_h3_kv1_sq70_sk90_d96_window", qkv(1, 3, 1, 70, 90, 96), {}, 2},
         {"b2_sq66_sk130_d80_causal", qkv(2, 2, 2, 66, 130, 80), {}, 2},
         {"sq129_sk65_d32_causal", qkv(1, 2, 2, 129, 65, 32), {}, 2},
+        {"gqa_h4_kv2_sq90_sk130_d64_dropout", qkv(1, 4, 2, 90, 130, 64), {}, 2},
+        {"b2_sq70_sk67_d128_causal_dropout_lens", with_lens(qkv(2, 2, 2, 70, 67, 128)), {}, 2},
     };
+    more[7].attrs.p = 0.2, more[7].attrs.seed = 77, more[7].attrs.offset = 5;
+    more[8].attrs.p = 0.4, more[8].attrs.seed = 3, more[8].attrs.offset = 11, more[8].attrs.causal = true;
     more[4].attrs.window = 33, more[5].attrs.causal = true, more[6].attrs.causal = true;
     more[0].attrs.causal = true;
     more[1].attrs.window = 20;
@@ -164,7 +168,7 @@ int bwd_main(const std::string& only) {
   for (const TestCase& tc : cases) {
     const Attrs& a = tc.attrs;
     const int64_t D = tc.inputs[0][3];
-    const bool plain = a.p == 0 && a.softcap == 0 && !a.alibi && a.rope == 0 &&
+    const bool plain = a.softcap == 0 && !a.alibi && a.rope == 0 &&
                        (tc.inputs.size() <= 11 || tc.inputs[11].empty()) && (tc.inputs.size() <= 6 || tc.inputs[6].empty());
     if (plain && (D == 32 || D == 64 || D == 80 || D == 96 || D == 128)) {
       run_bwd(tc, DType::f16, 0, 0);
