@@ -88,7 +88,7 @@ KF_DEV void store_acc(void* dst, const float (&acc)[D / 8][4], int tq, RowOf row
 }
 
 // ---- DKV: grid (key tiles, Hkv, sequences), 128 threads.
-template <class T, int D>
+template <class T, int D, bool DROP>
 __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr bool BF = std::is_same_v<T, BF16>;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     // Dropout: the tile's keep bits, row tid / 2, keys 32 (tid % 2) .. + 31 (the stage's bits were last
     // read two tiles ago; the barrier below publishes them before the products end).
     unsigned* kb = kb_s + buf * 2 * kBt;
-    if (p.dropout) {
+    if constexpr (DROP) {
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
       kb[tid] = r0 + t < r_end && q_row_of(r0, t, row)
@@ -219,14 +219,14 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     // P^T and dS^T: the lane's columns n 8 + 2 tq and + 1 read as pairs (one 8-byte load each). Dropout:
     // Z = keep / (1 - p) or 0 from the bits (the lane's keys share a word: bits kbit and kbit + 8);
     // dV takes Z P, dS = P (Z dP - D) scale.
-    if (p.dropout) __syncthreads();  // the keep bits (uniform over the block)
+    if constexpr (DROP) __syncthreads();  // the keep bits
     const int kword = warp >> 1, kbit = (warp & 1) * 16 + gq;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       const float2 l2p = reinterpret_cast<const float2*>(l2)[n * 4 + tq], dsp = reinterpret_cast<const float2*>(dsum)[n * 4 + tq];
       const int2 qp = full ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
       unsigned kw[2] = {~0u, ~0u};
-      if (p.dropout) kw[0] = kb[2 * (n * 8 + 2 * tq) + kword], kw[1] = kb[2 * (n * 8 + 2 * tq + 1) + kword];
+      if constexpr (DROP) kw[0] = kb[2 * (n * 8 + 2 * tq) + kword], kw[1] = kb[2 * (n * 8 + 2 * tq + 1) + kword];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1, x = e >> 1, j = jw + 8 * x;
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
           const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
-        const float z = p.dropout ? ((kw[c] >> (kbit + 8 * x)) & 1u ? keep : 0.0f) : 1.0f;
+        const float z = DROP ? ((kw[c] >> (kbit + 8 * x)) & 1u ? keep : 0.0f) : 1.0f;
         s[n][e] = z * pr;
         dp[n][e] = pr * (z * dp[n][e] - (c ? dsp.y : dsp.x)) * scale;
       }
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
 }
 
 // ---- DQ: grid (row tiles, Hkv, sequences), 128 threads.
-template <class T, int D>
+template <class T, int D, bool DROP>
 __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr bool BF = std::is_same_v<T, BF16>;
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   const unsigned t_off = 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
   const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   // Dropout: the global row index of this thread's bit row (tid / 2; -1: past the rows).
-  const int64_t kb_row = p.dropout && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
+  const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
 
   float dq[ND][4];
 #pragma unroll
@@ -349,7 +349,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     const unsigned k_b = ks_a + buf * TILE, v_b = vs_a + buf * TILE;
     // Dropout: the tile's keep bits, row tid / 2, keys j0 + 32 (tid % 2) .. + 31.
     unsigned* kb = kb_s + buf * 2 * kBt;
-    if (p.dropout)
+    if constexpr (DROP)
       kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
     // S = Q K^T and dP = dO V^T (16 rows x 64 keys a warp).
     float s[NT][4], dp[NT][4];
@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
                       (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
     // dS = P (Z dP - D) scale (Z: dropout's keep / (1 - p) or 0 from the bits, else 1).
-    if (p.dropout) __syncthreads();  // the keep bits (uniform over the block)
+    if constexpr (DROP) __syncthreads();  // the keep bits
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
           const bool vis = j < g.jend && (!p.causal || j <= qi[x] + g.off) && (p.window <= 0 || qi[x] + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
-        const float z = p.dropout ? ((kb[2 * (wr + gq + 8 * x) + (c >> 5)] >> (c & 31)) & 1u ? keep : 0.0f) : 1.0f;
+        const float z = DROP ? ((kb[2 * (wr + gq + 8 * x) + (c >> 5)] >> (c & 31)) & 1u ? keep : 0.0f) : 1.0f;
         dp[n][e] = pr * (z * dp[n][e] - dsum[x]) * scale;
       }
     // dQ += dS K (k = the tile's 64 keys).
@@ -414,24 +414,30 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
 #endif
 }
 
-template <class T, int D>
+template <class T, int D, bool DROP>
 int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
   const AttnParams& p = P.a;
   const int bytes = static_cast<int>(bwd_mma_bytes<D>());
-  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_mma_dkv<T, D>), reinterpret_cast<const void*>(&attn_bwd_mma_dq<T, D>)}) {
+  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_mma_dkv<T, D, DROP>), reinterpret_cast<const void*>(&attn_bwd_mma_dq<T, D, DROP>)}) {
     const gpuError_t e = gpuFuncSetAttribute(f, gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != gpuSuccess) return static_cast<int>(e);
   }
   const unsigned ktiles = static_cast<unsigned>((int64_t(p.SkT) + kBt - 1) / kBt);
   const unsigned qtiles = static_cast<unsigned>((int64_t(p.G) * p.SqT + kBt - 1) / kBt);
   if (ktiles > 0) {
-    attn_bwd_mma_dkv<T, D><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    attn_bwd_mma_dkv<T, D, DROP><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
     const int e = static_cast<int>(gpuGetLastError());
     if (e != 0) return e;
   }
   if (qtiles > 0)
-    attn_bwd_mma_dq<T, D><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    attn_bwd_mma_dq<T, D, DROP><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
   return static_cast<int>(gpuGetLastError());
+}
+
+// The dropout instances apart: the keep bits' code cost the others 10-12 % as a run-time branch.
+template <class T, int D>
+int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
+  return P.a.dropout ? launch_mma<T, D, true>(P, st) : launch_mma<T, D, false>(P, st);
 }
 
 }  // namespace

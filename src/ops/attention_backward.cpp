@@ -207,6 +207,9 @@ void register_attention_backward(std::vector<OpDef>& ops) {
   drop.offset = 3;
   Attrs inter = causal;
   inter.rope = 2;
+  Attrs causal_drop = causal;  // training's attention dropout
+  causal_drop.p = 0.1;
+  causal_drop.seed = 42;
   op.tests = {
       {"b2_h3_s17_d64", qkv(2, 3, 3, 17, 17, 64), {}, 2},
       {"sq17_sk33_d80_causal", qkv(1, 2, 2, 17, 33, 80), causal, 2},
@@ -227,7 +230,8 @@ void register_attention_backward(std::vector<OpDef>& ops) {
   }
   op.bench = {{"b4_h32_s1024_d128_causal", qkv(4, 32, 32, 1024, 1024, 128), causal},
               {"b4_h32_s4096_d128", qkv(4, 32, 32, 4096, 4096, 128), {}},
-              {"b4_h32_s4096_d128_causal", qkv(4, 32, 32, 4096, 4096, 128), causal}};
+              {"b4_h32_s4096_d128_causal", qkv(4, 32, 32, 4096, 4096, 128), causal},
+              {"b4_h32_s4096_d128_causal_dropout", qkv(4, 32, 32, 4096, 4096, 128), causal_drop}};
   ops.push_back(op);
 }
 
