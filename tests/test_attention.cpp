@@ -895,15 +895,13 @@ std::vector<Shape> bwd_shapes(int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, in
 }
 
 // Why the tensor-core backward does not take the case ("" where it does): f16 / bf16, D 32, 64, 80, 96 or
-// 128, none of soft-capping, ALiBi, block mask, RoPE (the order of hal/cuda/kernels.cpp's checks).
+// 128, no block mask or RoPE (the order of hal/cuda/kernels.cpp's checks).
 std::string bwd_mma_refusal(const TestCase& tc, DType t) {
   const Attrs& a = tc.attrs;
   const int64_t D = tc.inputs[0][3];
   const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
   if (t != DType::f16 && t != DType::bf16) return "it takes f16 and bf16 only";
   if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128) return "it takes head dimensions 32, 64, 80, 96 and 128";
-  if (a.softcap > 0) return "it does not apply soft-capping";
-  if (a.alibi || given(6)) return "it does not apply ALiBi";
   if (given(11)) return "it does not take a block mask";
   if (a.rope) return "it does not apply RoPE";
   return "";
@@ -932,7 +930,9 @@ void run_backward_cases(Context& ctx, const std::vector<TestCase>& cases, const 
       const bool mma = kernel == "mma" || (kernel == "auto" && why.empty() && mma_runs);
       EXPECT_NE(r.variant.find(mma ? "attention_backward/flash-mma,bq=64,bk=64" : "attention_backward/simt,"), std::string::npos)
           << what << " " << to_string(t) << " " << tc.label << ": " << r.variant;
-      if (!want_tile.empty()) EXPECT_NE(r.variant.find(want_tile), std::string::npos) << what << ": " << r.variant;
+      if (!want_tile.empty()) {
+        EXPECT_NE(r.variant.find(want_tile), std::string::npos) << what << ": " << r.variant;
+      }
     }
 }
 
@@ -984,7 +984,13 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
       {"sq129_sk65_d32_causal", bwd_shapes(1, 2, 2, 129, 65, 32), {}, 2},
       {"gqa_h4_kv2_sq90_sk130_d64_dropout", bwd_shapes(1, 4, 2, 90, 130, 64), {}, 2},
       {"b2_sq70_sk67_d128_causal_dropout_key_lengths", bwd_shapes(2, 2, 2, 70, 67, 128), {}, 2},
+      {"gqa_h6_kv2_sq80_sk100_d64_alibi_softcap_window", bwd_shapes(1, 6, 2, 80, 100, 64), {}, 2},
+      {"sq75_sk140_d128_slopes_causal_dropout", bwd_shapes(1, 3, 3, 75, 140, 128), {}, 2},
   };
+  cases[14].attrs.alibi = true, cases[14].attrs.softcap = 3, cases[14].attrs.window = 40;
+  cases[15].inputs.resize(7);
+  cases[15].inputs[6] = {3};  // ALiBi slopes given
+  cases[15].attrs.causal = true, cases[15].attrs.p = 0.15, cases[15].attrs.seed = 8, cases[15].attrs.softcap = 5;
   cases[12].attrs.p = 0.2, cases[12].attrs.seed = 77, cases[12].attrs.offset = 5;
   cases[13].attrs.p = 0.4, cases[13].attrs.seed = 3, cases[13].attrs.offset = 11, cases[13].attrs.causal = true;
   cases[13].inputs.resize(8);

@@ -1,6 +1,6 @@
 // attention_backward on the tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; sm_80+): FlashAttention-2's
-// backward for the common case, f16 / bf16 at head dimensions 32, 64, 80, 96 and 128, dropout included, without
-// soft-capping, ALiBi, block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
+// backward for the common case, f16 / bf16 at head dimensions 32, 64, 80, 96 and 128, dropout, soft-capping
+// and ALiBi included, without block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
 // masks, key lengths, GQA / MQA and packed sequences are in; sinks enter only through lse. The same
 // semantics and the same three passes as attention_bwd.cu (its PRE pass computes D_i = do_i . o_i first):
 //   DKV: one block per (64 keys, kv head, sequence), 4 warps of 16 keys. K and V stay in shared memory; the
@@ -27,9 +27,27 @@ constexpr float kBwdLog2e = 1.44269504088896341f;
 
 // Shared memory: six tiles of 64 x (D + 8) 16-bit values (the stationary pair, two stages of the streamed
 // pair), then per stage and row (DKV) the row's lse in base 2, D_i and query index, then per stage and
-// tile row the dropout keep bits of the tile's 64 keys (two words).
+// tile row the dropout keep bits of the tile's 64 keys (two words), then per stage and row (DKV) the row's
+// ALiBi slope.
 template <int D> __host__ __device__ constexpr int64_t bwd_mma_bytes() {
-  return 2 * int64_t(6 * kBt) * (D + 8) + 2 * kBt * 12 + 2 * kBt * 8;
+  return 2 * int64_t(6 * kBt) * (D + 8) + 2 * kBt * 12 + 2 * kBt * 8 + 2 * kBt * 4;
+}
+
+// The score of a visible (query qi, key j) pair in natural units from the scaled dot product sc, with
+// soft-capping and ALiBi (XS), and the soft-capping's factor of the gradient (1 - tanh^2): as score_of
+// and attention_bwd.cu's grad_entry.
+template <bool XS>
+KF_DEV float ext_score(float sc, int qi, int j, float slope, const AttnParams& p, const Geo& g, float& dcap) {
+  dcap = 1.0f;
+  if constexpr (XS) {
+    if (p.softcap > 0) {
+      const float cap = static_cast<float>(p.softcap), th = tanhf(sc / cap);
+      sc = cap * th;
+      dcap = 1.0f - th * th;
+    }
+    if (p.alibi) sc -= slope * fabsf(static_cast<float>(qi + g.off - j));
+  }
+  return sc;
 }
 
 // Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule,
@@ -88,7 +106,7 @@ KF_DEV void store_acc(void* dst, const float (&acc)[D / 8][4], int tq, RowOf row
 }
 
 // ---- DKV: grid (key tiles, Hkv, sequences), 128 threads.
-template <class T, int D, bool DROP>
+template <class T, int D, bool DROP, bool XS>
 __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr bool BF = std::is_same_v<T, BF16>;
@@ -102,6 +120,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
   float* ds_s = l2_s + 2 * kBt;                                          // [2][64]
   int* qi_s = reinterpret_cast<int*>(ds_s + 2 * kBt);                    // [2][64]
   unsigned* kb_s = reinterpret_cast<unsigned*>(qi_s + 2 * kBt);          // [2][64 rows][2] keep bits
+  float* sl_s = reinterpret_cast<float*>(kb_s + 4 * kBt);                // [2][64] ALiBi slopes
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int hk = blockIdx.y, seq = blockIdx.z;
   Geo g;
@@ -140,17 +159,20 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     load_tiles<D>(qs_a + buf * TILE, p.q, os_a + buf * TILE, P.dout, q_row);
     if (tid < kBt) {
       int64_t row = 0;
-      float l2 = INFINITY, dsum = 0.0f;  // rows past the range: P = 2^(s - inf) = 0
+      float l2 = INFINITY, dsum = 0.0f, slope = 0.0f;  // rows past the range: P = 2^(s - inf) = 0
       int qi = 0;
       if (q_row(tid, row)) {
         const float lse = static_cast<float>(T::load(P.lse, row));
         l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;  // a row that saw no key has P = 0
         dsum = static_cast<const float*>(P.dsum)[row];
-        qi = static_cast<int>(byG.div(static_cast<unsigned>(r0 + tid)));
+        const unsigned r = static_cast<unsigned>(r0 + tid), q = byG.div(r);
+        qi = static_cast<int>(q);
+        if (XS && p.alibi) slope = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(r - q * unsigned(p.G)), p));
       }
       l2_s[buf * kBt + tid] = l2;
       ds_s[buf * kBt + tid] = dsum;
       qi_s[buf * kBt + tid] = qi;
+      if (XS) sl_s[buf * kBt + tid] = slope;
     }
   };
 
@@ -221,24 +243,29 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     // dV takes Z P, dS = P (Z dP - D) scale.
     if constexpr (DROP) __syncthreads();  // the keep bits
     const int kword = warp >> 1, kbit = (warp & 1) * 16 + gq;
+    const float* sl = sl_s + buf * kBt;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       const float2 l2p = reinterpret_cast<const float2*>(l2)[n * 4 + tq], dsp = reinterpret_cast<const float2*>(dsum)[n * 4 + tq];
-      const int2 qp = full ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
+      const int2 qp = full && !XS ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
+      const float2 slp = XS ? reinterpret_cast<const float2*>(sl)[n * 4 + tq] : make_float2(0.0f, 0.0f);
       unsigned kw[2] = {~0u, ~0u};
       if constexpr (DROP) kw[0] = kb[2 * (n * 8 + 2 * tq) + kword], kw[1] = kb[2 * (n * 8 + 2 * tq + 1) + kword];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int c = e & 1, x = e >> 1, j = jw + 8 * x;
-        float pr = ex2_ftz(fmaf(s[n][e], c2, -(c ? l2p.y : l2p.x)));
+        const int c = e & 1, x = e >> 1, j = jw + 8 * x, q = c ? qp.y : qp.x;
+        float pr, dcap = 1.0f;
+        if constexpr (XS)
+          pr = ex2_ftz(fmaf(ext_score<true>(s[n][e] * scale, q, j, c ? slp.y : slp.x, p, g, dcap), kBwdLog2e, -(c ? l2p.y : l2p.x)));
+        else
+          pr = ex2_ftz(fmaf(s[n][e], c2, -(c ? l2p.y : l2p.x)));
         if (!full) {
-          const int q = c ? qp.y : qp.x;
           const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
         const float z = DROP ? ((kw[c] >> (kbit + 8 * x)) & 1u ? keep : 0.0f) : 1.0f;
         s[n][e] = z * pr;
-        dp[n][e] = pr * (z * dp[n][e] - (c ? dsp.y : dsp.x)) * scale;
+        dp[n][e] = pr * (z * dp[n][e] - (c ? dsp.y : dsp.x)) * dcap * scale;
       }
     }
     // dV += P^T dO, dK += dS^T Q (k = the tile's 64 rows).
@@ -271,7 +298,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
 }
 
 // ---- DQ: grid (row tiles, Hkv, sequences), 128 threads.
-template <class T, int D, bool DROP>
+template <class T, int D, bool DROP, bool XS>
 __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr bool BF = std::is_same_v<T, BF16>;
@@ -312,18 +339,20 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   // This lane's rows wr + gq + 8 x: lse in base 2 (P = 0 where the row saw no key or does not exist), D_i,
   // query index.
   const int wr = warp * 16;
-  float l2[2], dsum[2];
+  float l2[2], dsum[2], slope[2];
   int qi[2];
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     const int64_t r = r0 + wr + gq + 8 * x;
-    l2[x] = INFINITY, dsum[x] = 0.0f, qi[x] = 0;
+    l2[x] = INFINITY, dsum[x] = 0.0f, qi[x] = 0, slope[x] = 0.0f;
     if (r < g.nrows) {
       const int64_t row = row_index(r);
       const float lse = static_cast<float>(T::load(P.lse, row));
       l2[x] = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
       dsum[x] = static_cast<const float*>(P.dsum)[row];
-      qi[x] = static_cast<int>(byG.div(static_cast<unsigned>(r)));
+      const unsigned q = byG.div(static_cast<unsigned>(r));
+      qi[x] = static_cast<int>(q);
+      if (XS && p.alibi) slope[x] = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(unsigned(r) - q * unsigned(p.G)), p));
     }
   }
   const unsigned a_off = 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
@@ -382,13 +411,15 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int x = e >> 1, c = n * 8 + 2 * tq + (e & 1), j = j0 + c;
-        float pr = ex2_ftz(fmaf(s[n][e], c2, -l2[x]));
+        float pr, dcap = 1.0f;
+        if constexpr (XS) pr = ex2_ftz(fmaf(ext_score<true>(s[n][e] * scale, qi[x], j, slope[x], p, g, dcap), kBwdLog2e, -l2[x]));
+        else pr = ex2_ftz(fmaf(s[n][e], c2, -l2[x]));
         if (!full) {
           const bool vis = j < g.jend && (!p.causal || j <= qi[x] + g.off) && (p.window <= 0 || qi[x] + g.off - j < p.window);
           if (!vis) pr = 0.0f;
         }
         const float z = DROP ? ((kb[2 * (wr + gq + 8 * x) + (c >> 5)] >> (c & 31)) & 1u ? keep : 0.0f) : 1.0f;
-        dp[n][e] = pr * (z * dp[n][e] - dsum[x]) * scale;
+        dp[n][e] = pr * (z * dp[n][e] - dsum[x]) * dcap * scale;
       }
     // dQ += dS K (k = the tile's 64 keys).
 #pragma unroll
@@ -414,30 +445,33 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
 #endif
 }
 
-template <class T, int D, bool DROP>
+template <class T, int D, bool DROP, bool XS>
 int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
   const AttnParams& p = P.a;
   const int bytes = static_cast<int>(bwd_mma_bytes<D>());
-  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_mma_dkv<T, D, DROP>), reinterpret_cast<const void*>(&attn_bwd_mma_dq<T, D, DROP>)}) {
+  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_mma_dkv<T, D, DROP, XS>), reinterpret_cast<const void*>(&attn_bwd_mma_dq<T, D, DROP, XS>)}) {
     const gpuError_t e = gpuFuncSetAttribute(f, gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != gpuSuccess) return static_cast<int>(e);
   }
   const unsigned ktiles = static_cast<unsigned>((int64_t(p.SkT) + kBt - 1) / kBt);
   const unsigned qtiles = static_cast<unsigned>((int64_t(p.G) * p.SqT + kBt - 1) / kBt);
   if (ktiles > 0) {
-    attn_bwd_mma_dkv<T, D, DROP><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    attn_bwd_mma_dkv<T, D, DROP, XS><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
     const int e = static_cast<int>(gpuGetLastError());
     if (e != 0) return e;
   }
   if (qtiles > 0)
-    attn_bwd_mma_dq<T, D, DROP><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    attn_bwd_mma_dq<T, D, DROP, XS><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
   return static_cast<int>(gpuGetLastError());
 }
 
-// The dropout instances apart: the keep bits' code cost the others 10-12 % as a run-time branch.
+// Dropout and the extended scores (soft-capping, ALiBi) in instances of their own: as a run-time branch the
+// keep bits' code cost the other cases 10-12 %.
 template <class T, int D>
 int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
-  return P.a.dropout ? launch_mma<T, D, true>(P, st) : launch_mma<T, D, false>(P, st);
+  const bool xs = P.a.softcap > 0 || P.a.alibi != 0;
+  if (P.a.dropout) return xs ? launch_mma<T, D, true, true>(P, st) : launch_mma<T, D, true, false>(P, st);
+  return xs ? launch_mma<T, D, false, true>(P, st) : launch_mma<T, D, false, false>(P, st);
 }
 
 }  // namespace

@@ -756,8 +756,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
 
 // attention_backward (attention_bwd.cu): PRE (D = rowsum(do * o) into a workspace), dK/dV over key tiles,
 // dQ over query tiles, as the Vulkan backend's attention_bwd.comp; on the tensor cores (attention_bwd_mma.cu)
-// where that applies (f16 / bf16, D 32, 64, 80, 96 or 128, no soft-capping, ALiBi, block mask or RoPE),
-// else
+// where that applies (f16 / bf16, D 32, 64, 80, 96 or 128, no block mask or RoPE), else
 // on the portable kernels (attention_bwd.cu). Their tile (bq, bk) is the largest of
 // 16 x 16, 8 x 16, 16 x 8, 8 x 8 whose shared memory fits 48 KiB, else the device's opt-in limit;
 // KF_TUNE attn_rows=8 forces 8 x 8 (the knob of the forward's portable kernel).
@@ -839,8 +838,6 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   if (call.dtype != DType::f16 && call.dtype != DType::bf16) no_mma = "it takes f16 and bf16 only";
   else if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128)
     no_mma = "it takes head dimensions 32, 64, 80, 96 and 128 (D = " + std::to_string(D) + ")";
-  else if (p.softcap > 0) no_mma = "it does not apply soft-capping";
-  else if (p.alibi) no_mma = "it does not apply ALiBi";
   else if (p.bmask) no_mma = "it does not take a block mask";
   else if (p.rope_mode) no_mma = "it does not apply RoPE";
   else if (mma_bytes == 0) no_mma = "this build has no tensor-core backward (HIP)";

@@ -480,8 +480,8 @@ int64_t attn_bwd_shared_bytes(Dt dt, int bq, int bk, int D);
 // PRE, then dK/dV on (ceil(SkT / bk), Hkv, nseq) blocks of bk * 8 threads, then dQ on
 // (ceil(G * SqT / bq), Hkv, nseq) blocks of bq * 8 threads (bq, bk in {8, 16}).
 int launch_attention_backward(Dt dt, const AttnBwdParams& p, int bq, int bk, void* stream);
-// The tensor-core backward (attention_bwd_mma.cu: f16 / bf16, D 32, 64, 80, 96 or 128, dropout, no soft-capping,
-// ALiBi, block mask or RoPE; tiles of 64): launch_attention_backward_pre (attention_bwd.cu's PRE pass, D_i into
+// The tensor-core backward (attention_bwd_mma.cu: f16 / bf16, D 32, 64, 80, 96 or 128, dropout, soft-capping,
+// ALiBi; no block mask or RoPE; tiles of 64): launch_attention_backward_pre (attention_bwd.cu's PRE pass, D_i into
 // p.dsum) first, then its dK/dV and dQ passes. Shared memory of those passes (0: not built, HIP).
 int launch_attention_backward_pre(Dt dt, const AttnBwdParams& p, void* stream);
 int64_t attn_bwd_mma_shared_bytes(int D);

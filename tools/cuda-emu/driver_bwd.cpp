@@ -155,7 +155,13 @@ int bwd_main(const std::string& only) {
         {"sq129_sk65_d32_causal", qkv(1, 2, 2, 129, 65, 32), {}, 2},
         {"gqa_h4_kv2_sq90_sk130_d64_dropout", qkv(1, 4, 2, 90, 130, 64), {}, 2},
         {"b2_sq70_sk67_d128_causal_dropout_lens", with_lens(qkv(2, 2, 2, 70, 67, 128)), {}, 2},
+        {"gqa_h6_kv2_sq80_sk100_d64_alibi_softcap_window", qkv(1, 6, 2, 80, 100, 64), {}, 2},
+        {"sq75_sk140_d128_slopes_causal_dropout_softcap", qkv(1, 3, 3, 75, 140, 128), {}, 2},
     };
+    more[9].attrs.alibi = true, more[9].attrs.softcap = 3, more[9].attrs.window = 40;
+    more[10].inputs.resize(7);
+    more[10].inputs[6] = {3};  // ALiBi slopes given
+    more[10].attrs.causal = true, more[10].attrs.p = 0.15, more[10].attrs.seed = 8, more[10].attrs.softcap = 5;
     more[7].attrs.p = 0.2, more[7].attrs.seed = 77, more[7].attrs.offset = 5;
     more[8].attrs.p = 0.4, more[8].attrs.seed = 3, more[8].attrs.offset = 11, more[8].attrs.causal = true;
     more[4].attrs.window = 33, more[5].attrs.causal = true, more[6].attrs.causal = true;
@@ -168,8 +174,7 @@ int bwd_main(const std::string& only) {
   for (const TestCase& tc : cases) {
     const Attrs& a = tc.attrs;
     const int64_t D = tc.inputs[0][3];
-    const bool plain = a.softcap == 0 && !a.alibi && a.rope == 0 &&
-                       (tc.inputs.size() <= 11 || tc.inputs[11].empty()) && (tc.inputs.size() <= 6 || tc.inputs[6].empty());
+    const bool plain = a.rope == 0 && (tc.inputs.size() <= 11 || tc.inputs[11].empty());
     if (plain && (D == 32 || D == 64 || D == 80 || D == 96 || D == 128)) {
       run_bwd(tc, DType::f16, 0, 0);
       run_bwd(tc, DType::bf16, 0, 0);

@@ -37,6 +37,7 @@ inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return
 struct float2 { float x, y; };
 struct int2 { int x, y; };
 inline int2 make_int2(int a, int b) { return int2{a, b}; }
+inline float2 make_float2(float a, float b) { return float2{a, b}; }
 
 // One block's barriers and shuffle exchange; each thread points at its block's (and its dynamic shared
 // memory, and its blockIdx: a cluster's blocks run at once).
