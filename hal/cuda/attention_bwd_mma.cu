@@ -1,13 +1,13 @@
 // attention_backward on the tensor cores (mma.sync m16n8k16, ldmatrix, cp.async; sm_80+): FlashAttention-2's
-// backward for the common case, f16 / bf16 at head dimensions 32, 64, 80, 96 and 128, dropout, soft-capping
-// and ALiBi included, without block masks or RoPE (those stay on attention_bwd.cu's portable kernels). Causal and sliding-window
-// masks, key lengths, GQA / MQA and packed sequences are in; sinks enter only through lse. The same
-// semantics and the same three passes as attention_bwd.cu (its PRE pass computes D_i = do_i . o_i first):
+// backward for f16 / bf16 at head dimensions 32, 64, 80, 96 and 128 with causal and sliding-window masks,
+// key lengths, GQA / MQA, packed sequences, dropout, soft-capping and ALiBi; sinks enter only through lse.
+// Block masks and RoPE stay on attention_bwd.cu's portable kernels. The same semantics and the same three
+// passes as attention_bwd.cu (its PRE pass computes D_i = do_i . o_i first):
 //   DKV: one block per (64 keys, kv head, sequence), 4 warps of 16 keys. K and V stay in shared memory; the
 //        block walks the query rows of the G heads sharing the kv head in tiles of 64 (cp.async, two
-//        stages) and per tile computes S^T = K Q^T and dP^T = V dO^T, P^T = exp(S^T scale - lse),
-//        dS^T = P^T (dP^T - D) scale, then dV += P^T dO and dK += dS^T Q with P^T and dS^T as A fragments
-//        straight from the accumulators.
+//        stages) and per tile computes S^T = K Q^T and dP^T = V dO^T, P^T = exp(s - lse) (s the score as
+//        the forward forms it), dS^T = P^T (Z dP^T - D) (1 - tanh^2) scale, then dV += (Z P^T) dO and
+//        dK += dS^T Q with Z P^T and dS^T as A fragments straight from the accumulators.
 //   DQ:  one block per (64 query rows, kv head, sequence), 4 warps of 16 rows; Q and dO in shared memory,
 //        K and V streamed in tiles of 64 keys (two stages): S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
 // No atomics: each output element is summed by one thread in a fixed order (the same bits every run).
