@@ -132,6 +132,64 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
+// attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16, D 64 and 128) forced
+// (KF_TUNE attn_path=2) on every registry case, refused where they do not apply (saying so), and on cases
+// over several 32-row / 32-key tiles with GQA, causal and window masks and key lengths; the automatic
+// choice takes them where they apply, the portable passes elsewhere; skipped where the device has no NV
+// cooperative matrices.
+TEST(AttentionPaths, BackwardCooperativeMatrix) {
+  int checked = 0;
+  const OpDef& op = get_op("attention_backward");
+  const auto shapes = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D) {
+    return std::vector<Shape>{{B, Hq, Sq, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}, {B, Hq, Sq, D}, {B, Hq, Sq, D}, {B, Hq, Sq}};
+  };
+  std::vector<TestCase> cases = op.tests;
+  std::vector<TestCase> more = {
+      {"gqa_h4_kv1_sq70_sk150_d64_causal", shapes(1, 4, 1, 70, 150, 64), {}, 2},
+      {"b2_sq100_sk90_d128_window_key_lengths", shapes(2, 2, 2, 100, 90, 128), {}, 2},
+      {"gqa_h6_kv2_sq65_sk200_d128_causal", shapes(1, 6, 2, 65, 200, 128), {}, 2},
+  };
+  more[0].attrs.causal = true;
+  more[1].inputs.resize(8);
+  more[1].inputs[7] = {2};  // key lengths
+  more[1].attrs.window = 20;
+  more[2].attrs.causal = true;
+  cases.insert(cases.end(), more.begin(), more.end());
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    Context forced = tuned(d, "attn_path=2");
+    if (!forced.device().caps.coopmat_nv) continue;
+    Context automatic = tuned(d, "");
+    ValidationCheck vc(forced), va(automatic);
+    for (const TestCase& tc : cases) {
+      const Attrs& a = tc.attrs;
+      const int64_t D = tc.inputs[0][3];
+      const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
+      const bool applies = (D == 64 || D == 128) && a.p == 0 && a.softcap == 0 && !a.alibi && !given(6) && a.rope == 0 &&
+                           !given(8) && !given(11);
+      for (Context* ctx : {&forced, &automatic}) {
+        const uint64_t seed = fresh_seed();
+        check::CaseOptions o;
+        o.repeat = true;  // no atomics: the same bits twice
+        const check::CaseResult r = check::run_case(*ctx, op, DType::f16, tc, seed, o);
+        if (ctx == &forced && !applies) {
+          EXPECT_FALSE(r.pass) << tc.label << ": ran " << r.variant;
+          EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
+              << tc.label << ": " << r.message;
+          continue;
+        }
+        ++checked;
+        EXPECT_TRUE(r.pass) << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n" << r.message;
+        EXPECT_EQ(r.variant.find("attention_backward/coopmat-nv") != std::string::npos, applies) << tc.label << ": " << r.variant;
+      }
+    }
+    const check::CaseResult r32 = check::run_case(forced, op, DType::f32, op.tests[0], fresh_seed());
+    EXPECT_FALSE(r32.pass);
+    EXPECT_NE(r32.message.find("it takes f16 only"), std::string::npos) << r32.message;
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
+}
+
 // bf16 on the tensor-core path runs on f16 times a power of two per tensor: magnitudes beyond
 // f16's 65504 (K and V up to 3e5) and far below its normal range (everything near 1e-6) come out as
 // the CPU backend computes them from the same bf16 inputs, with and without key splits, in both softmax

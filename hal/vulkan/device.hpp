@@ -168,6 +168,7 @@ class VulkanDevice final : public Device {
 
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
+  bool coopmat_f16() const { return coopmat_f16_; }  // NV cooperative matrix 16x16x16 f16 -> f32 enabled
   Allocator& allocator() { return *allocator_; }
 
  private:

@@ -1,0 +1,307 @@
+#version 450
+// attention_backward's dK/dV and dQ passes on the tensor cores (GL_NV_cooperative_matrix 16x16x16 f16 ->
+// f32): f16, head dimension HD (64 or 128), causal and window masks, key lengths, GQA; the other options
+// stay on attention_bwd.comp (hal/vulkan/kernels_attn.cpp picks). After attention_bwd.comp's PRE pass (D_i
+// and lse as floats in the workspace), with its push constants; same semantics (FlashAttention 2's
+// backward, the probabilities recomputed from q, k and lse), deterministic (no atomics).
+//   DKV: a workgroup of 2 subgroups takes 32 keys (16 each) of a kv head and sequence; the query rows of
+//        the G heads sharing the kv head come in tiles of 32. Per tile and subgroup: S^T = K Q^T and
+//        dP^T = V dO^T (16 x 32, f32) to shared memory; P^T = exp(S^T scale - lse) and
+//        dS^T = P^T (dP^T - D) scale element by element, back as f16; dV += P^T dO, dK += dS^T Q, the
+//        16 x HD accumulators in registers.
+//   DQ:  a workgroup of 2 subgroups takes 32 rows (16 each); the keys come in tiles of 32: S = Q K^T,
+//        dP = dO V^T, dS as above, dQ += dS K.
+// Bindings: 0 q, 1 k, 2 v, 3 dk (DKV) or dq (DQ), 4 dv (DKV), 5 the workspace, 6 do.
+#extension GL_NV_cooperative_matrix : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
+#extension GL_KHR_memory_scope_semantics : enable
+#extension GL_KHR_shader_subgroup_basic : enable
+
+#ifndef HD
+#define HD 128
+#endif
+layout(local_size_x = 64) in;  // two subgroups of 32 (devices with the NV shape have subgroups of 32)
+layout(constant_id = 4) const bool CAUSAL = false;
+layout(constant_id = 5) const bool WINDOW = false;
+layout(constant_id = 9) const bool LENS = false;
+
+layout(push_constant) uniform PC {
+  uint B, Hq, Hkv, SqT, SkT, G;
+  float scale, softcap;
+  uint window;
+  uint seed_lo, seed_hi, off_lo, off_hi, thr;
+  float keep_scale;
+  uint block_size, nkb;
+  uint aux_rope, aux_slopes, aux_lens, aux_cuq, aux_cuk, aux_bmask;
+  int rope_pos0;
+  uint ws_D, ws_lse, ws_do;
+} pc;
+
+layout(std430, binding = 0) readonly buffer Q_ { uvec4 q4[]; };
+layout(std430, binding = 1) readonly buffer K_ { uvec4 k4[]; };
+layout(std430, binding = 2) readonly buffer V_ { uvec4 v4[]; };
+layout(std430, binding = 3) writeonly buffer O1_ { uint out1[]; };  // f16 pairs (no 16-bit storage buffers)
+layout(std430, binding = 4) writeonly buffer O2_ { uint out2[]; };
+layout(std430, binding = 5) readonly buffer WS { uint ws[]; };
+layout(std430, binding = 6) readonly buffer DO_ { uvec4 do4[]; };
+
+const uint BT = 32u;            // rows of a tile (keys or query rows)
+const uint NPK = HD / 8u;       // 16-byte packs a row
+const uint LD8 = NPK + 1u;      // packs a staged row (+ 1 against bank conflicts)
+const uint NF = HD / 16u;       // 16-wide fragments along the head dimension
+const uint PL = BT + 8u;        // halves a row of the staged P and dS
+const float LOG2E = 1.44269504088896341;
+
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define MAT fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+
+// The stationary pair (K, V for DKV; Q, dO for DQ) and the streamed pair, as 16-byte packs.
+shared uvec4 St0[BT * LD8], St1[BT * LD8], Sm0[BT * LD8], Sm1[BT * LD8];
+shared float Sc[2u * 16u * BT], Dp[2u * 16u * BT];   // per subgroup: S (S^T) and dP (dP^T), 16 x 32
+shared float16_t Ph[2u * 16u * PL], Dh[2u * 16u * PL];  // per subgroup: P and dS as f16
+shared float l2s[BT], dss[BT];                        // DKV: the tile rows' lse (base 2) and D
+shared int qis[BT];                                   // DKV: the tile rows' query
+
+struct Seq {
+  uint b, qlen, klen;
+  int off, kl;
+};
+Seq sequence(uint seq) {
+  Seq s;
+  s.b = seq;
+  s.qlen = pc.SqT;
+  s.klen = pc.SkT;
+  s.off = int(s.klen) - int(s.qlen);
+  s.kl = int(s.klen);
+  if (LENS) s.kl = clamp(int(ws[pc.aux_lens + seq]), 0, int(s.klen));
+  return s;
+}
+bool visible(int qi, int j, Seq s) {
+  if (j >= s.kl) return false;
+  if (CAUSAL && j > qi + s.off) return false;
+  if (WINDOW && qi + s.off - j >= int(pc.window)) return false;
+  return true;
+}
+// Row r of the kv head's group rows: query r / G of head hk G + r % G.
+uint row_index(Seq s, uint hk, uint r) { return (s.b * pc.Hq + hk * pc.G + r % pc.G) * pc.SqT + r / pc.G; }
+
+// Stages rows [r0, r0 + 32) of the group (rows at or past nrows: zeros) of q and do into A and Bm.
+void stage_rows(Seq s, uint hk, uint r0, uint nrows, bool lse_too) {
+  for (uint e = gl_LocalInvocationID.x; e < BT * NPK; e += 64u) {
+    const uint t = e / NPK, pk = e % NPK, r = r0 + t;
+    uvec4 x = uvec4(0u), y = uvec4(0u);
+    if (r < nrows) {
+      const uint ri = row_index(s, hk, r);
+      x = q4[ri * NPK + pk];
+      y = do4[ri * NPK + pk];
+    }
+    Sm0[t * LD8 + pk] = x;
+    Sm1[t * LD8 + pk] = y;
+  }
+  if (lse_too && gl_LocalInvocationID.x < BT) {
+    const uint t = gl_LocalInvocationID.x, r = r0 + t;
+    float l2 = uintBitsToFloat(0x7f800000u), d = 0.0;  // rows past the range: P = 0
+    int qi = 0;
+    if (r < nrows) {
+      const uint ri = row_index(s, hk, r);
+      const float lse = uintBitsToFloat(ws[pc.ws_lse + ri]);
+      l2 = isinf(lse) && lse < 0.0 ? uintBitsToFloat(0x7f800000u) : lse * LOG2E;  // no key seen: P = 0
+      d = uintBitsToFloat(ws[pc.ws_D + ri]);
+      qi = int(r / pc.G);
+    }
+    l2s[t] = l2;
+    dss[t] = d;
+    qis[t] = qi;
+  }
+}
+
+// Stages keys [j0, j0 + 32) of kv head hk (keys at or past jend: zeros) of k and v into dst0 and dst1.
+void stage_keys(Seq s, uint hk, int j0, int jend, bool stationary) {
+  const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
+  for (uint e = gl_LocalInvocationID.x; e < BT * NPK; e += 64u) {
+    const uint t = e / NPK, pk = e % NPK;
+    const int j = j0 + int(t);
+    uvec4 x = uvec4(0u), y = uvec4(0u);
+    if (j < jend) {
+      x = k4[(kvbase + uint(j)) * NPK + pk];
+      y = v4[(kvbase + uint(j)) * NPK + pk];
+    }
+    if (stationary) {
+      St0[t * LD8 + pk] = x;
+      St1[t * LD8 + pk] = y;
+    } else {
+      Sm0[t * LD8 + pk] = x;
+      Sm1[t * LD8 + pk] = y;
+    }
+  }
+}
+
+// Writes a subgroup's 16 x HD accumulator (rows rbase.. of the output, those with row_ok) as f16 through
+// its S scratch.
+void store_rows(ACC acc[NF], uint sg, uint lane, uint out_row0, uint nvalid, bool second) {
+  for (uint n = 0u; n < NF; ++n) {
+    coopMatStoreNV(acc[n], Sc, sg * 16u * BT, 16u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint i = lane; i < 128u; i += 32u) {  // pairs of columns
+      const uint rr = i / 8u, c = 2u * (i % 8u);
+      if (rr < nvalid) {
+        const uint v = packHalf2x16(vec2(Sc[sg * 16u * BT + rr * 16u + c], Sc[sg * 16u * BT + rr * 16u + c + 1u]));
+        const uint at = ((out_row0 + rr) * HD + n * 16u + c) / 2u;
+        if (second) out2[at] = v;
+        else out1[at] = v;
+      }
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+  }
+}
+
+#if defined(DKV)
+void main() {
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
+  const Seq s = sequence(seqi);
+  const int j0 = int(gl_WorkGroupID.x * BT);
+  if (j0 >= int(s.klen)) return;  // uniform
+  const int jlast = min(j0 + int(BT), int(s.klen)) - 1;
+  int i_lo = 0, i_hi = int(s.qlen);
+  if (CAUSAL) i_lo = max(i_lo, j0 - s.off);
+  if (WINDOW) i_hi = min(i_hi, jlast - s.off + int(pc.window));
+  if (j0 >= s.kl) i_hi = i_lo;
+  i_lo = max(i_lo, 0);
+  i_hi = max(i_hi, i_lo);
+  const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
+  stage_keys(s, hk, j0, int(s.klen), true);
+  const float c2 = pc.scale * LOG2E;
+  ACC dk[NF], dv[NF];
+  for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
+  const uint so = sg * 16u * BT, po = sg * 16u * PL;
+  for (uint r0 = r_begin; r0 < r_end; r0 += BT) {
+    barrier();  // the last tile's reads are done
+    stage_rows(s, hk, r0, r_end, true);
+    barrier();
+    // S^T = K Q^T, dP^T = V dO^T: 16 keys x 32 rows, two 16 x 16 blocks each.
+    for (uint nb = 0u; nb < 2u; ++nb) {
+      ACC sa = ACC(0.0), da = ACC(0.0);
+      for (uint kk = 0u; kk < NF; ++kk) {
+        MAT a, bq;
+        coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
+        coopMatLoadNV(bq, Sm0, nb * 16u * LD8 + 2u * kk, LD8, true);
+        sa = coopMatMulAddNV(a, bq, sa);
+        coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
+        coopMatLoadNV(bq, Sm1, nb * 16u * LD8 + 2u * kk, LD8, true);
+        da = coopMatMulAddNV(a, bq, da);
+      }
+      coopMatStoreNV(sa, Sc, so + nb * 16u, BT, false);
+      coopMatStoreNV(da, Dp, so + nb * 16u, BT, false);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint i = lane; i < 16u * BT; i += 32u) {
+      const uint kr = i / BT, col = i % BT;
+      const int j = j0 + int(sg * 16u + kr);
+      float p = exp2(Sc[so + i] * c2 - l2s[col]);
+      if (!visible(qis[col], j, s)) p = 0.0;
+      Ph[po + kr * PL + col] = float16_t(p);
+      Dh[po + kr * PL + col] = float16_t(p * (Dp[so + i] - dss[col]) * pc.scale);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    // dV += P^T dO, dK += dS^T Q (k = the tile's 32 rows).
+    for (uint kk = 0u; kk < 2u; ++kk) {
+      MAT pa, dsa;
+      coopMatLoadNV(pa, Ph, po + kk * 16u, PL, false);
+      coopMatLoadNV(dsa, Dh, po + kk * 16u, PL, false);
+      for (uint n = 0u; n < NF; ++n) {
+        MAT b;
+        coopMatLoadNV(b, Sm1, kk * 16u * LD8 + 2u * n, LD8, false);
+        dv[n] = coopMatMulAddNV(pa, b, dv[n]);
+        coopMatLoadNV(b, Sm0, kk * 16u * LD8 + 2u * n, LD8, false);
+        dk[n] = coopMatMulAddNV(dsa, b, dk[n]);
+      }
+    }
+  }
+  const int kfirst = j0 + int(sg * 16u);
+  const uint nvalid = uint(clamp(jlast - kfirst + 1, 0, 16));
+  const uint orow = (s.b * pc.Hkv + hk) * pc.SkT + uint(kfirst);
+  store_rows(dk, sg, lane, orow, nvalid, false);
+  store_rows(dv, sg, lane, orow, nvalid, true);
+}
+#endif
+
+#if defined(DQ)
+void main() {
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
+  const Seq s = sequence(seqi);
+  const uint nrows = pc.G * s.qlen, r0 = gl_WorkGroupID.x * BT;
+  if (r0 >= nrows) return;  // uniform
+  const int i_lo = int(r0 / pc.G), i_hi = int((min(r0 + BT, nrows) - 1u) / pc.G);
+  int jbeg = 0, jend = s.kl;
+  if (CAUSAL) jend = min(jend, i_hi + s.off + 1);
+  if (WINDOW) jbeg = max(jbeg, i_lo + s.off - int(pc.window) + 1);
+  jend = max(jend, jbeg);
+  // Q and dO of the block's rows (stationary: St0, St1), through the streamed buffers' staging.
+  // (and the rows' lse in base 2, D and query into l2s, dss, qis, as the dK/dV pass stages them)
+  stage_rows(s, hk, r0, nrows, true);
+  barrier();
+  for (uint e = gl_LocalInvocationID.x; e < BT * LD8; e += 64u) St0[e] = Sm0[e], St1[e] = Sm1[e];
+  const float c2 = pc.scale * LOG2E;
+  ACC dq[NF];
+  for (uint n = 0u; n < NF; ++n) dq[n] = ACC(0.0);
+  const uint so = sg * 16u * BT, po = sg * 16u * PL;
+  for (int j0 = jbeg; j0 < jend; j0 += int(BT)) {
+    barrier();  // the last tile's reads (and the copy above) are done
+    stage_keys(s, hk, j0, jend, false);
+    barrier();
+    for (uint nb = 0u; nb < 2u; ++nb) {
+      ACC sa = ACC(0.0), da = ACC(0.0);
+      for (uint kk = 0u; kk < NF; ++kk) {
+        MAT a, bk;
+        coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
+        coopMatLoadNV(bk, Sm0, nb * 16u * LD8 + 2u * kk, LD8, true);
+        sa = coopMatMulAddNV(a, bk, sa);
+        coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
+        coopMatLoadNV(bk, Sm1, nb * 16u * LD8 + 2u * kk, LD8, true);
+        da = coopMatMulAddNV(a, bk, da);
+      }
+      coopMatStoreNV(sa, Sc, so + nb * 16u, BT, false);
+      coopMatStoreNV(da, Dp, so + nb * 16u, BT, false);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint i = lane; i < 16u * BT; i += 32u) {
+      const uint rr = i / BT, col = i % BT, t = sg * 16u + rr;  // rows past nrows have P = 0 by their lse
+      const int j = j0 + int(col);
+      float p = exp2(Sc[so + i] * c2 - l2s[t]);
+      if (j >= jend || !visible(qis[t], j, s)) p = 0.0;
+      Dh[po + rr * PL + col] = float16_t(p * (Dp[so + i] - dss[t]) * pc.scale);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint kk = 0u; kk < 2u; ++kk) {
+      MAT dsa;
+      coopMatLoadNV(dsa, Dh, po + kk * 16u, PL, false);
+      for (uint n = 0u; n < NF; ++n) {
+        MAT b;
+        coopMatLoadNV(b, Sm0, kk * 16u * LD8 + 2u * n, LD8, false);
+        dq[n] = coopMatMulAddNV(dsa, b, dq[n]);
+      }
+    }
+  }
+  // dq rows: the block's rows r0 + 16 sg + rr, scattered (query r / G of head hk G + r % G).
+  for (uint n = 0u; n < NF; ++n) {
+    coopMatStoreNV(dq[n], Sc, so, 16u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint i = lane; i < 128u; i += 32u) {  // pairs of columns
+      const uint rr = i / 8u, c = 2u * (i % 8u), r = r0 + sg * 16u + rr;
+      if (r < nrows)
+        out1[(row_index(s, hk, r) * HD + n * 16u + c) / 2u] = packHalf2x16(vec2(Sc[so + rr * 16u + c], Sc[so + rr * 16u + c + 1u]));
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+  }
+}
+#endif
