@@ -221,6 +221,27 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
                                             std::to_string(bwd_shared_bytes(8, 8, D)) + " bytes of shared memory; " +
                                             dev.info().name + " offers " + std::to_string(max_shared));
 
+  // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16, D 64 or 128, the NV 16x16x16
+  // f16 shape, causal / window masks, key lengths and GQA only; KF_TUNE attn_path=1 keeps the portable
+  // passes, attn_path=2 forces these (Unsupported, saying why, where they do not apply). Decided before
+  // anything is recorded, so that a refusal leaves nothing behind.
+  const std::string cm_dkv = "attn_bwd_cm_dkv_d" + std::to_string(D), cm_dq = "attn_bwd_cm_dq_d" + std::to_string(D);
+  std::string no_cm;
+  if (call.dtype != DType::f16) no_cm = "it takes f16 only";
+  else if (D != 64 && D != 128) no_cm = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
+  else if (!dev.coopmat_f16()) no_cm = "the device has no 16x16x16 f16 NV cooperative-matrix shape";
+  else if (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq)) no_cm = "this build has no " + cm_dkv;
+  else if (a.p > 0) no_cm = "it does not apply dropout";
+  else if (a.softcap > 0) no_cm = "it does not apply soft-capping";
+  else if (a.alibi || has(6)) no_cm = "it does not apply ALiBi";
+  else if (a.rope) no_cm = "it does not apply RoPE";
+  else if (has(11)) no_cm = "it does not take a block mask";
+  else if (g.varlen) no_cm = "it does not take packed sequences";
+  else if (max_shared < 48512 || max_wg < 64) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
+  else if ((g.SkT + 31) / 32 > 65535 || (g.Hq / g.Hkv * g.SqT + 31) / 32 > 65535 || g.nseq > 65535 || g.Hkv > 65535)
+    no_cm = "its grid exceeds 65535 workgroups in a dimension";
+  if (dev.tuning().attn_path == 2 && !no_cm.empty())
+    throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
   WorkspacePlan plan;
   if (a.rope) {
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
@@ -271,28 +292,8 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dev.record(pre);
 
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv);
-  // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16, D 64 or 128, the NV 16x16x16
-  // f16 shape, causal / window masks, key lengths and GQA only; KF_TUNE attn_path=1 keeps the portable
-  // passes, attn_path=2 forces these (Unsupported, saying why, where they do not apply).
-  const std::string cm_dkv = "attn_bwd_cm_dkv_d" + std::to_string(D), cm_dq = "attn_bwd_cm_dq_d" + std::to_string(D);
-  std::string no_cm;
-  if (call.dtype != DType::f16) no_cm = "it takes f16 only";
-  else if (D != 64 && D != 128) no_cm = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
-  else if (!dev.coopmat_f16()) no_cm = "the device has no 16x16x16 f16 NV cooperative-matrix shape";
-  else if (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq)) no_cm = "this build has no " + cm_dkv;
-  else if (a.p > 0) no_cm = "it does not apply dropout";
-  else if (a.softcap > 0) no_cm = "it does not apply soft-capping";
-  else if (alibi) no_cm = "it does not apply ALiBi";
-  else if (a.rope) no_cm = "it does not apply RoPE";
-  else if (has(11)) no_cm = "it does not take a block mask";
-  else if (g.varlen) no_cm = "it does not take packed sequences";
-  else if (max_shared < 48512 || max_wg < 64) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
-  if (dev.tuning().attn_path == 2 && !no_cm.empty())
-    throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
   if (no_cm.empty() && dev.tuning().attn_path != 1) {
     const uint64_t kt = (static_cast<uint64_t>(g.SkT) + 31) / 32, qt = (G * static_cast<uint64_t>(g.SqT) + 31) / 32;
-    if (kt > 65535 || qt > 65535 || g.nseq > 65535 || g.Hkv > 65535)
-      throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
     Launch cdkv;
     cdkv.variant = cm_dkv;
     cdkv.spec = spec;
