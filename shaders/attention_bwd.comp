@@ -30,6 +30,7 @@ layout(constant_id = 9) const bool LENS = false;
 layout(constant_id = 10) const bool VARLEN = false;
 layout(constant_id = 11) const bool BMASK = false;
 layout(constant_id = 12) const bool DROPOUT = false;
+layout(constant_id = 13) const bool DO_TO_WS = true;  // PRE: do as floats for DKV / DQ (not for attention_bwd_coopmat.comp)
 
 const uint TPR = 8;
 const uint DP = D + 1;
@@ -65,7 +66,7 @@ void main() {
       unpack(DO_v.v[r * NPK + pk], g);
       [[unroll]] for (uint e = 0; e < VW; ++e) {
         d += float(o[e]) * float(g[e]);
-        ws[pc.ws_do + r * D + pk * VW + e] = floatBitsToUint(float(g[e]));
+        if (DO_TO_WS) ws[pc.ws_do + r * D + pk * VW + e] = floatBitsToUint(float(g[e]));
       }
     }
     ws[pc.ws_D + r] = floatBitsToUint(d);

@@ -260,7 +260,8 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   }
   pc.ws_D = plan.region(rows);
   pc.ws_lse = plan.region(rows);
-  pc.ws_do = plan.region(rows * D);
+  const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
+  if (!cm_path) pc.ws_do = plan.region(rows * D);  // the tensor-core passes read do itself (binding 6)
   const std::shared_ptr<Buffer> ws = plan.record(dev, "attention_backward");
 
   const std::string dt = to_string(call.dtype);
@@ -281,6 +282,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   Launch pre;
   pre.variant = "attn_bwd_pre_" + dt;
   pre.spec = spec;
+  pre.spec.push_back(cm_path ? 0u : 1u);  // DO_TO_WS
   pre.spec[0] = kWorkgroup;
   pre.bindings[0] = call.inputs[3].buffer;
   pre.bindings[1] = call.inputs[4].buffer;
@@ -292,7 +294,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dev.record(pre);
 
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv);
-  if (no_cm.empty() && dev.tuning().attn_path != 1) {
+  if (cm_path) {
     const uint64_t kt = (static_cast<uint64_t>(g.SkT) + 31) / 32, qt = (G * static_cast<uint64_t>(g.SqT) + 31) / 32;
     Launch cdkv;
     cdkv.variant = cm_dkv;
