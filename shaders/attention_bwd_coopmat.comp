@@ -182,20 +182,25 @@ void main() {
     stage_rows(s, hk, r0, r_end, true);
     barrier();
     // S^T = K Q^T, dP^T = V dO^T: 16 keys x 32 rows, two 16 x 16 blocks each.
-    for (uint nb = 0u; nb < 2u; ++nb) {
-      ACC sa = ACC(0.0), da = ACC(0.0);
-      for (uint kk = 0u; kk < NF; ++kk) {
-        MAT a, bq;
-        coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
-        coopMatLoadNV(bq, Sm0, nb * 16u * LD8 + 2u * kk, LD8, true);
-        sa = coopMatMulAddNV(a, bq, sa);
-        coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
-        coopMatLoadNV(bq, Sm1, nb * 16u * LD8 + 2u * kk, LD8, true);
-        da = coopMatMulAddNV(a, bq, da);
-      }
-      coopMatStoreNV(sa, Sc, so + nb * 16u, BT, false);
-      coopMatStoreNV(da, Dp, so + nb * 16u, BT, false);
+    // (each A fragment loaded once a k step for both 16-row blocks)
+    ACC sa0 = ACC(0.0), sa1 = ACC(0.0), da0 = ACC(0.0), da1 = ACC(0.0);
+    for (uint kk = 0u; kk < NF; ++kk) {
+      MAT a, b;
+      coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
+      coopMatLoadNV(b, Sm0, 2u * kk, LD8, true);
+      sa0 = coopMatMulAddNV(a, b, sa0);
+      coopMatLoadNV(b, Sm0, 16u * LD8 + 2u * kk, LD8, true);
+      sa1 = coopMatMulAddNV(a, b, sa1);
+      coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
+      coopMatLoadNV(b, Sm1, 2u * kk, LD8, true);
+      da0 = coopMatMulAddNV(a, b, da0);
+      coopMatLoadNV(b, Sm1, 16u * LD8 + 2u * kk, LD8, true);
+      da1 = coopMatMulAddNV(a, b, da1);
     }
+    coopMatStoreNV(sa0, Sc, so, BT, false);
+    coopMatStoreNV(sa1, Sc, so + 16u, BT, false);
+    coopMatStoreNV(da0, Dp, so, BT, false);
+    coopMatStoreNV(da1, Dp, so + 16u, BT, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint i = lane; i < 16u * BT; i += 32u) {
@@ -255,20 +260,25 @@ void main() {
     barrier();  // the last tile's reads (and the copy above) are done
     stage_keys(s, hk, j0, jend, false);
     barrier();
-    for (uint nb = 0u; nb < 2u; ++nb) {
-      ACC sa = ACC(0.0), da = ACC(0.0);
-      for (uint kk = 0u; kk < NF; ++kk) {
-        MAT a, bk;
-        coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
-        coopMatLoadNV(bk, Sm0, nb * 16u * LD8 + 2u * kk, LD8, true);
-        sa = coopMatMulAddNV(a, bk, sa);
-        coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
-        coopMatLoadNV(bk, Sm1, nb * 16u * LD8 + 2u * kk, LD8, true);
-        da = coopMatMulAddNV(a, bk, da);
-      }
-      coopMatStoreNV(sa, Sc, so + nb * 16u, BT, false);
-      coopMatStoreNV(da, Dp, so + nb * 16u, BT, false);
+    // (each A fragment loaded once a k step for both 16-row blocks)
+    ACC sa0 = ACC(0.0), sa1 = ACC(0.0), da0 = ACC(0.0), da1 = ACC(0.0);
+    for (uint kk = 0u; kk < NF; ++kk) {
+      MAT a, b;
+      coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
+      coopMatLoadNV(b, Sm0, 2u * kk, LD8, true);
+      sa0 = coopMatMulAddNV(a, b, sa0);
+      coopMatLoadNV(b, Sm0, 16u * LD8 + 2u * kk, LD8, true);
+      sa1 = coopMatMulAddNV(a, b, sa1);
+      coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
+      coopMatLoadNV(b, Sm1, 2u * kk, LD8, true);
+      da0 = coopMatMulAddNV(a, b, da0);
+      coopMatLoadNV(b, Sm1, 16u * LD8 + 2u * kk, LD8, true);
+      da1 = coopMatMulAddNV(a, b, da1);
     }
+    coopMatStoreNV(sa0, Sc, so, BT, false);
+    coopMatStoreNV(sa1, Sc, so + 16u, BT, false);
+    coopMatStoreNV(da0, Dp, so, BT, false);
+    coopMatStoreNV(da1, Dp, so + 16u, BT, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint i = lane; i < 16u * BT; i += 32u) {
