@@ -237,14 +237,8 @@ __global__ void __launch_bounds__(128) attn_bwd_dkv(const AttnBwdParams P) {
     rope_rows(s.Ks, s.DP, jlast - j0 + 1, false, j0, 0, p);
     __syncthreads();
   }
-  // The query rows that can see a key of the tile: [i_lo, i_hi).
-  int64_t i_lo = 0, i_hi = g.qlen;
-  if (p.causal) i_lo = m_max(i_lo, int64_t(j0) - g.off);
-  if (p.window > 0) i_hi = m_min(i_hi, int64_t(jlast) - g.off + p.window);
-  if (j0 >= g.kl) i_hi = i_lo;
-  i_lo = m_max(i_lo, int64_t(0));
-  i_hi = m_max(i_hi, i_lo);
-  const int64_t r_begin = i_lo * p.G, r_end = i_hi * p.G;
+  int64_t r_begin, r_end;  // the rows that can see a key of the tile
+  dkv_rows(p, g, j0, jlast, r_begin, r_end);
 
   C dk[NQ * VW], dv[NQ * VW];
 #pragma unroll

@@ -92,6 +92,35 @@ KF_DEV void acc_to_a(unsigned (&a)[4], const float (&lo)[4], const float (&hi)[4
   a[3] = Cv::pack2(hi[2], hi[3]);
 }
 
+// The two score products of a tile for a warp's 16 rows: s = A0 B0^T and dp = A1 B1^T (16 x 64, k = D),
+// A0 / A1 the stationary tiles (this lane's ldmatrix offset a_off), B0 / B1 the streamed ones ([n][k] rows,
+// b_off): S^T and dP^T in the dK / dV pass, S and dP in the dQ pass.
+template <bool BF, int D>
+KF_DEV void score_pair(float (&s)[kBt / 8][4], float (&dp)[kBt / 8][4], unsigned a0, unsigned a1, unsigned b0, unsigned b1,
+                       unsigned a_off, unsigned b_off) {
+  constexpr int LD = D + 8, KD = D / 16, NT = kBt / 8;
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) {
+    unsigned fa[4], fb[4];
+    ldsm_x4(fa, a0 + a_off + 2 * kk * 16);
+    ldsm_x4(fb, a1 + a_off + 2 * kk * 16);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      unsigned b[4];
+      ldsm_x4(b, b0 + b_off + 2 * (n * 8 * LD + kk * 16));
+      mma16816<BF>(s[n], fa, b[0], b[1]);
+      mma16816<BF>(s[n + 1], fa, b[2], b[3]);
+      ldsm_x4(b, b1 + b_off + 2 * (n * 8 * LD + kk * 16));
+      mma16816<BF>(dp[n], fb, b[0], b[1]);
+      mma16816<BF>(dp[n + 1], fb, b[2], b[3]);
+    }
+  }
+}
+
 // Stores a warp's 16 x D accumulator (rows row_of(x) for the lane's rows gq + 8 x, < 0: none) as 16-bit pairs.
 template <class Cv, int D, class RowOf>
 KF_DEV void store_acc(void* dst, const float (&acc)[D / 8][4], int tq, RowOf row_of) {
@@ -111,7 +140,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
-  constexpr int LD = D + 8, KD = D / 16, ND = D / 8, NT = kBt / 8, TILE = 2 * kBt * LD;
+  constexpr int LD = D + 8, ND = D / 8, NT = kBt / 8, TILE = 2 * kBt * LD;
   extern __shared__ __align__(128) unsigned char attn_bwd_mma_smem[];
   const AttnParams& p = P.a;
   // K, V, then Q [2 stages], dO [2 stages] (32-bit shared addresses); the rows' data after the tiles.
@@ -129,14 +158,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
   if (j0 >= g.klen) return;  // uniform over the block
   const int jlast = m_min(j0 + kBt, g.klen) - 1;
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
-  // The query rows that can see a key of the tile (as attention_bwd.cu's DKV).
-  int64_t i_lo = 0, i_hi = g.qlen;
-  if (p.causal) i_lo = m_max(i_lo, int64_t(j0) - g.off);
-  if (p.window > 0) i_hi = m_min(i_hi, int64_t(jlast) - g.off + p.window);
-  if (j0 >= g.kl) i_hi = i_lo;
-  i_lo = m_max(i_lo, int64_t(0));
-  i_hi = m_max(i_hi, i_lo);
-  const int64_t r_begin = i_lo * p.G, r_end = i_hi * p.G;
+  int64_t r_begin, r_end;  // the rows that can see a key of the tile
+  dkv_rows(p, g, j0, jlast, r_begin, r_end);
 
   const auto kv_row = [&](int t, int64_t& row) {
     row = kvbase + j0 + t;
@@ -218,26 +241,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
                       (p.window <= 0 || int64_t(q_hi) + g.off - j0 < p.window);
     // S^T = K Q^T and dP^T = V dO^T (16 keys x 64 rows a warp).
     float s[NT][4], dp[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      unsigned ka[4], va[4];
-      ldsm_x4(ka, ks_a + a_off + 2 * kk * 16);
-      ldsm_x4(va, vs_a + a_off + 2 * kk * 16);
-#pragma unroll
-      for (int n = 0; n < NT; n += 2) {
-        unsigned b[4];
-        ldsm_x4(b, q_b + b_off + 2 * (n * 8 * LD + kk * 16));
-        mma16816<BF>(s[n], ka, b[0], b[1]);
-        mma16816<BF>(s[n + 1], ka, b[2], b[3]);
-        ldsm_x4(b, o_b + b_off + 2 * (n * 8 * LD + kk * 16));
-        mma16816<BF>(dp[n], va, b[0], b[1]);
-        mma16816<BF>(dp[n + 1], va, b[2], b[3]);
-      }
-    }
+    score_pair<BF, D>(s, dp, ks_a, vs_a, q_b, o_b, a_off, b_off);
     // P^T and dS^T: the lane's columns n 8 + 2 tq and + 1 read as pairs (one 8-byte load each). Dropout:
     // Z = keep / (1 - p) or 0 from the bits (the lane's keys share a word: bits kbit and kbit + 8);
     // dV takes Z P, dS = P (Z dP - D) scale.
@@ -303,7 +307,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
-  constexpr int LD = D + 8, KD = D / 16, ND = D / 8, NT = kBt / 8, TILE = 2 * kBt * LD;
+  constexpr int LD = D + 8, ND = D / 8, NT = kBt / 8, TILE = 2 * kBt * LD;
   extern __shared__ __align__(128) unsigned char attn_bwd_mma_smem[];
   const AttnParams& p = P.a;
   // Q, dO, then K [2 stages], V [2 stages].
@@ -382,26 +386,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
       kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
     // S = Q K^T and dP = dO V^T (16 rows x 64 keys a warp).
     float s[NT][4], dp[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      unsigned qa[4], oa[4];
-      ldsm_x4(qa, qs_a + a_off + 2 * kk * 16);
-      ldsm_x4(oa, os_a + a_off + 2 * kk * 16);
-#pragma unroll
-      for (int n = 0; n < NT; n += 2) {
-        unsigned b[4];
-        ldsm_x4(b, k_b + b_off + 2 * (n * 8 * LD + kk * 16));
-        mma16816<BF>(s[n], qa, b[0], b[1]);
-        mma16816<BF>(s[n + 1], qa, b[2], b[3]);
-        ldsm_x4(b, v_b + b_off + 2 * (n * 8 * LD + kk * 16));
-        mma16816<BF>(dp[n], oa, b[0], b[1]);
-        mma16816<BF>(dp[n + 1], oa, b[2], b[3]);
-      }
-    }
+    score_pair<BF, D>(s, dp, qs_a, os_a, k_b, v_b, a_off, b_off);
     const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
                       (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
     // dS = P (Z dP - D) scale (Z: dropout's keep / (1 - p) or 0 from the bits, else 1).

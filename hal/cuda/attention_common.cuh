@@ -111,6 +111,18 @@ KF_DEV bool block_geometry(const AttnParams& p, int seq, int split, int64_t r0, 
   return true;
 }
 
+// The rows [r_begin, r_end) of the kv head's group (G rows a query) that can see a key of the tile
+// [j0, jlast]: the dK / dV passes of the backward (attention_bwd.cu, attention_bwd_mma.cu).
+KF_DEV void dkv_rows(const AttnParams& p, const Geo& g, int j0, int jlast, int64_t& r_begin, int64_t& r_end) {
+  int64_t i_lo = 0, i_hi = g.qlen;
+  if (p.causal) i_lo = m_max(i_lo, int64_t(j0) - g.off);
+  if (p.window > 0) i_hi = m_min(i_hi, int64_t(jlast) - g.off + p.window);
+  if (j0 >= g.kl) i_hi = i_lo;
+  i_lo = m_max(i_lo, int64_t(0));
+  i_hi = m_max(i_hi, i_lo);
+  r_begin = i_lo * p.G, r_end = i_hi * p.G;
+}
+
 // Whether the block mask leaves any block of the tile (query rows i_lo..i_hi, keys j0..j1) computed.
 KF_DEV bool tile_in_mask(const AttnParams& p, const Geo& g, int j0, int j1) {
   if (!p.bmask) return true;

@@ -242,6 +242,12 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
     no_cm = "its grid exceeds 65535 workgroups in a dimension";
   if (dev.tuning().attn_path == 2 && !no_cm.empty())
     throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
+  const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
+  const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_path ? 32 : bk, tile_q = cm_path ? 32 : bq;
+  const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + tile_k - 1) / tile_k;
+  const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + tile_q - 1) / tile_q;
+  if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
+    throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
   WorkspacePlan plan;
   if (a.rope) {
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
@@ -260,7 +266,6 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   }
   pc.ws_D = plan.region(rows);
   pc.ws_lse = plan.region(rows);
-  const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
   if (!cm_path) pc.ws_do = plan.region(rows * D);  // the tensor-core passes read do itself (binding 6)
   const std::shared_ptr<Buffer> ws = plan.record(dev, "attention_backward");
 
@@ -293,47 +298,18 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   pre.groups = grid(rows, kWorkgroup, caps, dev.tuning());
   dev.record(pre);
 
-  const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv);
-  if (cm_path) {
-    const uint64_t kt = (static_cast<uint64_t>(g.SkT) + 31) / 32, qt = (G * static_cast<uint64_t>(g.SqT) + 31) / 32;
-    Launch cdkv;
-    cdkv.variant = cm_dkv;
-    cdkv.spec = spec;
-    cdkv.bindings[0] = call.inputs[0].buffer;
-    cdkv.bindings[1] = call.inputs[1].buffer;
-    cdkv.bindings[2] = call.inputs[2].buffer;
-    cdkv.bindings[3] = call.outputs[1].buffer;
-    cdkv.bindings[4] = call.outputs[2].buffer;
-    cdkv.bindings[5] = ws;
-    cdkv.bindings[6] = call.inputs[4].buffer;
-    cdkv.push = &pc;
-    cdkv.push_bytes = sizeof(pc);
-    cdkv.groups = static_cast<uint32_t>(kt);
-    cdkv.groups_y = u32(g.Hkv);
-    cdkv.groups_z = u32(g.nseq);
-    dev.record(cdkv);
-    Launch cdq = cdkv;
-    cdq.variant = cm_dq;
-    cdq.bindings[3] = call.outputs[0].buffer;
-    cdq.bindings[4] = nullptr;
-    cdq.groups = static_cast<uint32_t>(qt);
-    dev.record(cdq);
-    return "vulkan:attention_backward/coopmat-nv,bq=32,bk=32";
-  }
-  const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + bk - 1) / bk;
-  const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + bq - 1) / bq;
-  if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
-    throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
+  // dK / dV, then dQ: the tensor-core passes (bindings 6: do) or the portable ones (tile width a spec constant).
   Launch dkv;
-  dkv.variant = "attn_bwd_dkv_" + dt;
+  dkv.variant = cm_path ? cm_dkv : "attn_bwd_dkv_" + dt;
   dkv.spec = spec;
-  dkv.spec[0] = bk * kTpr;
+  if (!cm_path) dkv.spec[0] = bk * kTpr;
   dkv.bindings[0] = call.inputs[0].buffer;
   dkv.bindings[1] = call.inputs[1].buffer;
   dkv.bindings[2] = call.inputs[2].buffer;
   dkv.bindings[3] = call.outputs[1].buffer;
   dkv.bindings[4] = call.outputs[2].buffer;
   dkv.bindings[5] = ws;
+  if (cm_path) dkv.bindings[6] = call.inputs[4].buffer;
   dkv.push = &pc;
   dkv.push_bytes = sizeof(pc);
   dkv.groups = static_cast<uint32_t>(ktiles);
@@ -342,12 +318,13 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dev.record(dkv);
 
   Launch dq = dkv;
-  dq.variant = "attn_bwd_dq_" + dt;
-  dq.spec[0] = bq * kTpr;
+  dq.variant = cm_path ? cm_dq : "attn_bwd_dq_" + dt;
+  if (!cm_path) dq.spec[0] = bq * kTpr;
   dq.bindings[3] = call.outputs[0].buffer;
   dq.bindings[4] = nullptr;
   dq.groups = static_cast<uint32_t>(qtiles);
   dev.record(dq);
+  if (cm_path) return "vulkan:attention_backward/coopmat-nv,bq=32,bk=32";
   return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
