@@ -4,23 +4,40 @@
 // stay on attention_bwd.comp (hal/vulkan/kernels_attn.cpp picks). After attention_bwd.comp's PRE pass (D_i
 // and lse as floats in the workspace), with its push constants; same semantics (FlashAttention 2's
 // backward, the probabilities recomputed from q, k and lse), deterministic (no atomics).
-//   DKV: a workgroup of 2 subgroups takes 32 keys (16 each) of a kv head and sequence; the query rows of
-//        the G heads sharing the kv head come in tiles of 32. Per tile and subgroup: S^T = K Q^T and
-//        dP^T = V dO^T (16 x 32, f32) to shared memory; P^T = exp(S^T scale - lse) and
-//        dS^T = P^T (dP^T - D) scale element by element, back as f16; dV += P^T dO, dK += dS^T Q, the
-//        16 x HD accumulators in registers.
-//   DQ:  a workgroup of 2 subgroups takes 32 rows (16 each); the keys come in tiles of 32: S = Q K^T,
-//        dP = dO V^T, dS as above, dQ += dS K.
+// Two forms, as attention_coopmat.comp's:
+//   QUAD (where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the device): 4
+//   subgroups; P and dS computed on the score accumulators in registers and converted to f16 fragments
+//   directly (no shared-memory round trip); the next tile's rows (or keys) loaded into registers during
+//   the products; results written from the accumulators.
+//     DKV: 64 keys a workgroup (16 a subgroup), K and V staged once; the query rows of the G heads sharing
+//          the kv head in tiles of BQ (16 at HD 128, 32 at HD 64: 43.7 KiB of shared memory at most):
+//          S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D) scale;
+//          dV += P^T dO, dK += dS^T Q, the 16 x HD accumulators in registers.
+//     DQ:  64 rows a workgroup (16 a subgroup), their Q and dO fragments in registers; keys in tiles of
+//          32: S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
+//   generic (any accumulator layout): 2 subgroups, 32 x 32 tiles, scores and probabilities through shared
+//   memory:
+//     DKV: 32 keys a workgroup (16 a subgroup); per tile of 32 rows and subgroup S^T and dP^T (16 x 32,
+//          f32) to shared memory, P^T and dS^T element by element back as f16, then the two products.
+//     DQ:  32 rows a workgroup; keys in tiles of 32.
 // Bindings: 0 q, 1 k, 2 v, 3 dk (DKV) or dq (DQ), 4 dv (DKV), 5 the workspace, 6 do.
 #extension GL_NV_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_EXT_control_flow_attributes : enable
 
 #ifndef HD
 #define HD 128
 #endif
-layout(local_size_x = 64) in;  // two subgroups of 32 (devices with the NV shape have subgroups of 32)
+#ifndef QUAD
+#define QUAD 0
+#endif
+#if QUAD
+layout(local_size_x = 128) in;  // four subgroups of 32 (devices with the NV shape have subgroups of 32)
+#else
+layout(local_size_x = 64) in;   // two subgroups of 32
+#endif
 layout(constant_id = 4) const bool CAUSAL = false;
 layout(constant_id = 5) const bool WINDOW = false;
 layout(constant_id = 9) const bool LENS = false;
@@ -45,22 +62,52 @@ layout(std430, binding = 4) writeonly buffer O2_ { uint out2[]; };
 layout(std430, binding = 5) readonly buffer WS { uint ws[]; };
 layout(std430, binding = 6) readonly buffer DO_ { uvec4 do4[]; };
 
-const uint BT = 32u;            // rows of a tile (keys or query rows)
 const uint NPK = HD / 8u;       // 16-byte packs a row
 const uint LD8 = NPK + 1u;      // packs a staged row (+ 1 against bank conflicts)
 const uint NF = HD / 16u;       // 16-wide fragments along the head dimension
-const uint PL = BT + 8u;        // halves a row of the staged P and dS
 const float LOG2E = 1.44269504088896341;
+#define INF uintBitsToFloat(0x7f800000u)
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define MAT fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 
+#if QUAD
+// The quad layout of mma.sync's accumulators (as attention_coopmat.comp): element i of a 16 x 16
+// accumulator is at row lane / 4 + 8 H(i), column 2 (lane % 4) + X(i) + 8 Y(i).
+layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;
+uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
+uint LX(uint i) { return (QLAYOUT >> (3u * i + 1u)) & 1u; }
+uint LY(uint i) { return (QLAYOUT >> (3u * i + 2u)) & 1u; }
+uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + LX(i) + 8u * LY(i); }
+// The element holding the column after element i's (X(i) = 0), same row.
+uint LNEXT(uint i) {
+  uint n = 0u;
+  for (uint u = 0u; u < 8u; ++u)
+    if (LX(u) == 1u && LH(u) == LH(i) && LY(u) == LY(i)) n = u;
+  return n;
+}
+#if defined(DKV)
+const uint BK = 64u;                    // keys a workgroup (16 a subgroup)
+const uint BQ = HD > 64u ? 16u : 32u;   // query rows a tile
+shared uvec4 Ks[BK * LD8], Vs[BK * LD8], Qs[BQ * LD8], Os[BQ * LD8];  // K, V; the tile's q and do
+shared float l2s[BQ], dss[BQ];          // the tile rows' lse (base 2) and D
+shared int qis[BQ];                     // the tile rows' query
+#else
+const uint BK = 32u;                    // keys a tile
+const uint BQ = 64u;                    // query rows a workgroup (16 a subgroup)
+shared uvec4 Ks[BK * LD8], Vs[BK * LD8];  // the tile's k and v (first: the workgroup's q and do, in rounds)
+#endif
+const uint RB = BQ / 16u;               // 16-row blocks of a tile (DKV)
+#else
+const uint BT = 32u;            // rows of a tile (keys or query rows)
+const uint PL = BT + 8u;        // halves a row of the staged P and dS
 // The stationary pair (K, V for DKV; Q, dO for DQ) and the streamed pair, as 16-byte packs.
 shared uvec4 St0[BT * LD8], St1[BT * LD8], Sm0[BT * LD8], Sm1[BT * LD8];
 shared float Sc[2u * 16u * BT], Dp[2u * 16u * BT];   // per subgroup: S (S^T) and dP (dP^T), 16 x 32
 shared float16_t Ph[2u * 16u * PL], Dh[2u * 16u * PL];  // per subgroup: P and dS as f16
 shared float l2s[BT], dss[BT];                        // DKV: the tile rows' lse (base 2) and D
 shared int qis[BT];                                   // DKV: the tile rows' query
+#endif
 
 struct Seq {
   uint b, qlen, klen;
@@ -85,6 +132,251 @@ bool visible(int qi, int j, Seq s) {
 // Row r of the kv head's group rows: query r / G of head hk G + r % G.
 uint row_index(Seq s, uint hk, uint r) { return (s.b * pc.Hq + hk * pc.G + r % pc.G) * pc.SqT + r / pc.G; }
 
+#if QUAD
+// A row's lse in base 2 (+inf where the row saw no key, or is past the range: P = 0), its D and query.
+void row_stats(Seq s, uint hk, uint r, uint nrows, out float l2, out float d, out int qi) {
+  l2 = INF, d = 0.0, qi = 0;
+  if (r < nrows) {
+    const uint ri = row_index(s, hk, r);
+    const float lse = uintBitsToFloat(ws[pc.ws_lse + ri]);
+    l2 = isinf(lse) && lse < 0.0 ? INF : lse * LOG2E;
+    d = uintBitsToFloat(ws[pc.ws_D + ri]);
+    qi = int(r / pc.G);
+  }
+}
+
+// A 16 x HD accumulator to f16 rows out_row0 + its rows (those below nvalid), from the registers: each
+// invocation writes its pairs of adjacent columns. (`second`: binding 4, else binding 3.)
+void store_quad(ACC acc[NF], uint lane, uint out_row0, uint nvalid, bool second) {
+  [[unroll]] for (uint n = 0u; n < NF; ++n)
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+      if (LX(i) != 0u) continue;
+      const uint rr = lane / 4u + 8u * LH(i);
+      if (rr >= nvalid) continue;
+      const uint v = packHalf2x16(vec2(acc[n][i], acc[n][LNEXT(i)]));
+      const uint at = ((out_row0 + rr) * HD + 16u * n + LCOL(lane, i)) / 2u;
+      if (second) out2[at] = v;
+      else out1[at] = v;
+    }
+}
+
+#if defined(DKV)
+// The next tile's q and do packs (and, in the first BQ invocations, its rows' lse, D and query), loaded
+// during this tile's products.
+const uint PF = BQ * NPK / 128u;
+uvec4 pq[PF], pd[PF];
+float p_l2, p_d;
+int p_qi;
+void fetch_rows(Seq s, uint hk, uint r0, uint nrows) {
+  [[unroll]] for (uint f = 0u; f < PF; ++f) {
+    const uint e = gl_LocalInvocationID.x + 128u * f, t = e / NPK, pk = e % NPK, r = r0 + t;
+    pq[f] = uvec4(0u), pd[f] = uvec4(0u);
+    if (r < nrows) {
+      const uint ri = row_index(s, hk, r);
+      pq[f] = q4[ri * NPK + pk];
+      pd[f] = do4[ri * NPK + pk];
+    }
+  }
+  if (gl_LocalInvocationID.x < BQ) row_stats(s, hk, r0 + gl_LocalInvocationID.x, nrows, p_l2, p_d, p_qi);
+}
+
+void main() {
+  const uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID, lid = gl_LocalInvocationID.x;
+  const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
+  const Seq s = sequence(seqi);
+  const int j0 = int(gl_WorkGroupID.x * BK);
+  if (j0 >= int(s.klen)) return;  // uniform
+  const int jlast = min(j0 + int(BK), int(s.klen)) - 1;
+  int i_lo = 0, i_hi = int(s.qlen);
+  if (CAUSAL) i_lo = max(i_lo, j0 - s.off);
+  if (WINDOW) i_hi = min(i_hi, jlast - s.off + int(pc.window));
+  if (j0 >= s.kl) i_hi = i_lo;
+  i_lo = max(i_lo, 0);
+  i_hi = max(i_hi, i_lo);
+  const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
+  const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
+  for (uint e = lid; e < BK * NPK; e += 128u) {
+    const uint t = e / NPK, pk = e % NPK;
+    const int j = j0 + int(t);
+    const bool inside = j < int(s.klen);
+    Ks[t * LD8 + pk] = inside ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+    Vs[t * LD8 + pk] = inside ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+  }
+  if (r_begin < r_end) fetch_rows(s, hk, r_begin, r_end);
+  const float c2 = pc.scale * LOG2E;
+  ACC dk[NF], dv[NF];
+  [[unroll]] for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
+  const uint kw = 16u * w * LD8;  // this subgroup's keys in Ks, Vs
+  for (uint r0 = r_begin; r0 < r_end; r0 += BQ) {
+    barrier();  // the last tile's reads are done
+    [[unroll]] for (uint f = 0u; f < PF; ++f) {
+      const uint e = lid + 128u * f, t = e / NPK, pk = e % NPK;
+      Qs[t * LD8 + pk] = pq[f];
+      Os[t * LD8 + pk] = pd[f];
+    }
+    if (lid < BQ) l2s[lid] = p_l2, dss[lid] = p_d, qis[lid] = p_qi;
+    barrier();
+    if (r0 + BQ < r_end) fetch_rows(s, hk, r0 + BQ, r_end);
+    // S^T = K Q^T, dP^T = V dO^T: 16 keys x BQ rows a subgroup (each K, V fragment loaded once a k step).
+    ACC sa[RB], da[RB];
+    [[unroll]] for (uint rb = 0u; rb < RB; ++rb) sa[rb] = ACC(0.0), da[rb] = ACC(0.0);
+    [[unroll]] for (uint kk = 0u; kk < NF; ++kk) {
+      MAT a, b;
+      coopMatLoadNV(a, Ks, kw + 2u * kk, LD8, false);
+      [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
+        coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * kk, LD8, true);
+        sa[rb] = coopMatMulAddNV(a, b, sa[rb]);
+      }
+      coopMatLoadNV(a, Vs, kw + 2u * kk, LD8, false);
+      [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
+        coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * kk, LD8, true);
+        da[rb] = coopMatMulAddNV(a, b, da[rb]);
+      }
+    }
+    // P^T and dS^T on the accumulators: element i is key lane / 4 + 8 H(i), tile row 16 rb + LCOL.
+    MAT pf[RB], dsf[RB];
+    [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const int j = j0 + int(16u * w + lane / 4u + 8u * LH(i));
+        const uint t = 16u * rb + LCOL(lane, i);
+        float p = exp2(sa[rb][i] * c2 - l2s[t]);
+        if (!visible(qis[t], j, s)) p = 0.0;
+        sa[rb][i] = p;
+        da[rb][i] = p * (da[rb][i] - dss[t]) * pc.scale;
+      }
+      pf[rb] = MAT(sa[rb]);
+      dsf[rb] = MAT(da[rb]);
+    }
+    // dV += P^T dO, dK += dS^T Q (k = the tile's rows).
+    [[unroll]] for (uint n = 0u; n < NF; ++n)
+      [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
+        MAT b;
+        coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * n, LD8, false);
+        dv[n] = coopMatMulAddNV(pf[rb], b, dv[n]);
+        coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * n, LD8, false);
+        dk[n] = coopMatMulAddNV(dsf[rb], b, dk[n]);
+      }
+  }
+  const int kfirst = j0 + int(16u * w);
+  const uint nvalid = uint(clamp(jlast - kfirst + 1, 0, 16));
+  const uint orow = kvbase + uint(kfirst);
+  store_quad(dk, lane, orow, nvalid, false);
+  store_quad(dv, lane, orow, nvalid, true);
+}
+#endif
+
+#if defined(DQ)
+// The next key tile's k and v packs (zeros at or past jend), loaded during this tile's products.
+const uint PF = BK * NPK / 128u;
+uvec4 pk_k[PF], pk_v[PF];
+void fetch_keys(uint kvbase, int j0, int jend) {
+  [[unroll]] for (uint f = 0u; f < PF; ++f) {
+    const uint e = gl_LocalInvocationID.x + 128u * f, t = e / NPK, pk = e % NPK;
+    const int j = j0 + int(t);
+    pk_k[f] = j < jend ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+    pk_v[f] = j < jend ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+  }
+}
+
+void main() {
+  const uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID, lid = gl_LocalInvocationID.x;
+  const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
+  const Seq s = sequence(seqi);
+  const uint nrows = pc.G * s.qlen, r0 = gl_WorkGroupID.x * BQ;
+  if (r0 >= nrows) return;  // uniform
+  const int i_lo = int(r0 / pc.G), i_hi = int((min(r0 + BQ, nrows) - 1u) / pc.G);
+  int jbeg = 0, jend = s.kl;
+  if (CAUSAL) jend = min(jend, i_hi + s.off + 1);
+  if (WINDOW) jbeg = max(jbeg, i_lo + s.off - int(pc.window) + 1);
+  jend = max(jend, jbeg);
+  // This invocation's two accumulator rows: lse (base 2), D, query.
+  float l2r[2], dr[2];
+  int qir[2];
+  [[unroll]] for (uint h = 0u; h < 2u; ++h) row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u * h, nrows, l2r[h], dr[h], qir[h]);
+  // The subgroup's Q and dO fragments, staged through Ks and Vs in rounds of BK rows.
+  MAT qf[NF], of[NF];
+  for (uint q0 = 0u; q0 < BQ; q0 += BK) {
+    if (q0 > 0u) barrier();  // the last round's fragments are loaded
+    for (uint e = lid; e < BK * NPK; e += 128u) {
+      const uint t = e / NPK, pk = e % NPK, r = r0 + q0 + t;
+      uvec4 x = uvec4(0u), y = uvec4(0u);
+      if (r < nrows) {
+        const uint ri = row_index(s, hk, r);
+        x = q4[ri * NPK + pk];
+        y = do4[ri * NPK + pk];
+      }
+      Ks[t * LD8 + pk] = x;
+      Vs[t * LD8 + pk] = y;
+    }
+    barrier();
+    if (16u * w >= q0 && 16u * w < q0 + BK)
+      [[unroll]] for (uint f = 0u; f < NF; ++f) {
+        coopMatLoadNV(qf[f], Ks, (16u * w - q0) * LD8 + 2u * f, LD8, false);
+        coopMatLoadNV(of[f], Vs, (16u * w - q0) * LD8 + 2u * f, LD8, false);
+      }
+  }
+  const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
+  if (jbeg < jend) fetch_keys(kvbase, jbeg, jend);
+  const float c2 = pc.scale * LOG2E;
+  ACC dq[NF];
+  [[unroll]] for (uint n = 0u; n < NF; ++n) dq[n] = ACC(0.0);
+  for (int j0 = jbeg; j0 < jend; j0 += int(BK)) {
+    barrier();  // the last tile's reads (and the fragments' staging) are done
+    [[unroll]] for (uint f = 0u; f < PF; ++f) {
+      const uint e = lid + 128u * f, t = e / NPK, pk = e % NPK;
+      Ks[t * LD8 + pk] = pk_k[f];
+      Vs[t * LD8 + pk] = pk_v[f];
+    }
+    barrier();
+    if (j0 + int(BK) < jend) fetch_keys(kvbase, j0 + int(BK), jend);
+    // S = Q K^T, dP = dO V^T: 16 rows x 32 keys a subgroup.
+    ACC sa[2], da[2];
+    [[unroll]] for (uint jj = 0u; jj < 2u; ++jj) {
+      sa[jj] = ACC(0.0), da[jj] = ACC(0.0);
+      [[unroll]] for (uint f = 0u; f < NF; ++f) {
+        MAT b;
+        coopMatLoadNV(b, Ks, 16u * jj * LD8 + 2u * f, LD8, true);
+        sa[jj] = coopMatMulAddNV(qf[f], b, sa[jj]);
+        coopMatLoadNV(b, Vs, 16u * jj * LD8 + 2u * f, LD8, true);
+        da[jj] = coopMatMulAddNV(of[f], b, da[jj]);
+      }
+    }
+    // dS on the accumulators: element i is row lane / 4 + 8 H(i), key j0 + 16 jj + LCOL.
+    MAT dsf[2];
+    [[unroll]] for (uint jj = 0u; jj < 2u; ++jj) {
+      [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const uint h = LH(i);
+        const int j = j0 + int(16u * jj + LCOL(lane, i));
+        float p = exp2(sa[jj][i] * c2 - l2r[h]);
+        if (j >= jend || !visible(qir[h], j, s)) p = 0.0;
+        da[jj][i] = p * (da[jj][i] - dr[h]) * pc.scale;
+      }
+      dsf[jj] = MAT(da[jj]);
+    }
+    // dQ += dS K (k = the tile's keys).
+    [[unroll]] for (uint n = 0u; n < NF; ++n)
+      [[unroll]] for (uint jj = 0u; jj < 2u; ++jj) {
+        MAT b;
+        coopMatLoadNV(b, Ks, 16u * jj * LD8 + 2u * n, LD8, false);
+        dq[n] = coopMatMulAddNV(dsf[jj], b, dq[n]);
+      }
+  }
+  // dq rows: the workgroup's rows r0 + 16 w + .., scattered (query r / G of head hk G + r % G): each
+  // invocation's two rows, pairs of adjacent columns.
+  [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+    const uint r = r0 + 16u * w + lane / 4u + 8u * h;
+    if (r >= nrows) continue;
+    const uint ri = row_index(s, hk, r);
+    [[unroll]] for (uint n = 0u; n < NF; ++n)
+      [[unroll]] for (uint i = 0u; i < 8u; ++i)
+        if (LX(i) == 0u && LH(i) == h)
+          out1[(ri * HD + 16u * n + LCOL(lane, i)) / 2u] = packHalf2x16(vec2(dq[n][i], dq[n][LNEXT(i)]));
+  }
+}
+#endif
+#endif  // QUAD
+
+#if !QUAD
 // Stages rows [r0, r0 + 32) of the group (rows at or past nrows: zeros) of q and do into A and Bm.
 void stage_rows(Seq s, uint hk, uint r0, uint nrows, bool lse_too) {
   for (uint e = gl_LocalInvocationID.x; e < BT * NPK; e += 64u) {
@@ -315,3 +607,4 @@ void main() {
   }
 }
 #endif
+#endif  // !QUAD

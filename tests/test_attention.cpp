@@ -133,10 +133,11 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
 }
 
 // attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16, D 64 and 128) forced
-// (KF_TUNE attn_path=2) on every registry case, refused where they do not apply (saying so), and on cases
-// over several 32-row / 32-key tiles with GQA, causal and window masks and key lengths; the automatic
-// choice takes them where they apply, the portable passes elsewhere; skipped where the device has no NV
-// cooperative matrices.
+// (KF_TUNE attn_path=2), in the QUAD form where the device has its layout and in the generic form
+// (attn_quad=1), on every registry case, refused where they do not apply (saying so), and on cases over
+// several workgroups' tiles (64 keys / 64 rows; 32 in the generic form) with GQA, causal and window masks
+// and key lengths; the automatic choice takes them where they apply, the portable passes elsewhere;
+// skipped where the device has no NV cooperative matrices.
 TEST(AttentionPaths, BackwardCooperativeMatrix) {
   int checked = 0;
   const OpDef& op = get_op("attention_backward");
@@ -148,6 +149,7 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
       {"gqa_h4_kv1_sq70_sk150_d64_causal", shapes(1, 4, 1, 70, 150, 64), {}, 2},
       {"b2_sq100_sk90_d128_window_key_lengths", shapes(2, 2, 2, 100, 90, 128), {}, 2},
       {"gqa_h6_kv2_sq65_sk200_d128_causal", shapes(1, 6, 2, 65, 200, 128), {}, 2},
+      {"gqa_h4_kv2_sq150_sk130_d128", shapes(1, 4, 2, 150, 130, 128), {}, 2},
   };
   more[0].attrs.causal = true;
   more[1].inputs.resize(8);
@@ -159,20 +161,21 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
     if (d.backend != "vulkan") continue;
     Context forced = tuned(d, "attn_path=2");
     if (!forced.device().caps.coopmat_nv) continue;
+    Context generic = tuned(d, "attn_path=2,attn_quad=1");
     Context automatic = tuned(d, "");
-    ValidationCheck vc(forced), va(automatic);
+    ValidationCheck vc(forced), vg(generic), va(automatic);
     for (const TestCase& tc : cases) {
       const Attrs& a = tc.attrs;
       const int64_t D = tc.inputs[0][3];
       const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
       const bool applies = (D == 64 || D == 128) && a.p == 0 && a.softcap == 0 && !a.alibi && !given(6) && a.rope == 0 &&
                            !given(8) && !given(11);
-      for (Context* ctx : {&forced, &automatic}) {
+      for (Context* ctx : {&forced, &generic, &automatic}) {
         const uint64_t seed = fresh_seed();
         check::CaseOptions o;
         o.repeat = true;  // no atomics: the same bits twice
         const check::CaseResult r = check::run_case(*ctx, op, DType::f16, tc, seed, o);
-        if (ctx == &forced && !applies) {
+        if (ctx != &automatic && !applies) {
           EXPECT_FALSE(r.pass) << tc.label << ": ran " << r.variant;
           EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
               << tc.label << ": " << r.message;
@@ -181,6 +184,9 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
         ++checked;
         EXPECT_TRUE(r.pass) << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n" << r.message;
         EXPECT_EQ(r.variant.find("attention_backward/coopmat-nv") != std::string::npos, applies) << tc.label << ": " << r.variant;
+        if (ctx == &generic) {
+          EXPECT_EQ(r.variant.find("coopmat-nv-quad"), std::string::npos) << tc.label << ": " << r.variant;
+        }
       }
     }
     const check::CaseResult r32 = check::run_case(forced, op, DType::f32, op.tests[0], fresh_seed());

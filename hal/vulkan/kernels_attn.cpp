@@ -243,7 +243,14 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (dev.tuning().attn_path == 2 && !no_cm.empty())
     throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
   const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
-  const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_path ? 32 : bk, tile_q = cm_path ? 32 : bq;
+  // Its QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 43712 bytes
+  // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
+  // the generic form (32 x 32 tiles, 2 subgroups).
+  const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D), cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D);
+  const bool cm_quad = cm_path && dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
+                       max_shared >= 43712 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
+  const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_quad ? 64 : cm_path ? 32 : bk,
+                 tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
   const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + tile_k - 1) / tile_k;
   const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + tile_q - 1) / tile_q;
   if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
@@ -300,9 +307,13 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
 
   // dK / dV, then dQ: the tensor-core passes (bindings 6: do) or the portable ones (tile width a spec constant).
   Launch dkv;
-  dkv.variant = cm_path ? cm_dkv : "attn_bwd_dkv_" + dt;
+  dkv.variant = cm_quad ? cmq_dkv : cm_path ? cm_dkv : "attn_bwd_dkv_" + dt;
   dkv.spec = spec;
   if (!cm_path) dkv.spec[0] = bk * kTpr;
+  if (cm_quad) {  // QLAYOUT is specialization constant 16
+    dkv.spec.resize(16, 0u);
+    dkv.spec.push_back(static_cast<uint32_t>(dev.coopmat_quad_layout()));
+  }
   dkv.bindings[0] = call.inputs[0].buffer;
   dkv.bindings[1] = call.inputs[1].buffer;
   dkv.bindings[2] = call.inputs[2].buffer;
@@ -318,12 +329,13 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dev.record(dkv);
 
   Launch dq = dkv;
-  dq.variant = cm_path ? cm_dq : "attn_bwd_dq_" + dt;
+  dq.variant = cm_quad ? cmq_dq : cm_path ? cm_dq : "attn_bwd_dq_" + dt;
   if (!cm_path) dq.spec[0] = bq * kTpr;
   dq.bindings[3] = call.outputs[0].buffer;
   dq.bindings[4] = nullptr;
   dq.groups = static_cast<uint32_t>(qtiles);
   dev.record(dq);
+  if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad,bq=64,bk=64";
   if (cm_path) return "vulkan:attention_backward/coopmat-nv,bq=32,bk=32";
   return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
