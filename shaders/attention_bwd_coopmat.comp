@@ -6,15 +6,16 @@
 // backward, the probabilities recomputed from q, k and lse), deterministic (no atomics).
 // Two forms, as attention_coopmat.comp's:
 //   QUAD (where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the device): 4
-//   subgroups; P and dS computed on the score accumulators in registers and converted to f16 fragments
-//   directly (no shared-memory round trip); the next tile's rows (or keys) loaded into registers during
-//   the products; results written from the accumulators.
-//     DKV: 64 keys a workgroup (16 a subgroup), K and V staged once; the query rows of the G heads sharing
-//          the kv head in tiles of BQ (16 at HD 128, 32 at HD 64: 43.7 KiB of shared memory at most):
-//          S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D) scale;
-//          dV += P^T dO, dK += dS^T Q, the 16 x HD accumulators in registers.
-//     DQ:  64 rows a workgroup (16 a subgroup), their Q and dO fragments in registers; keys in tiles of
-//          32: S = Q K^T, dP = dO V^T, dS as above, dQ += dS K.
+//   subgroups, each with its stationary A operands in registers; per 16 x 16 score block, P and dS
+//   computed on the score accumulators and converted to f16 fragments directly (no shared-memory round
+//   trip); the results written through a 16 x 16 staging area.
+//     DKV: 64 keys a workgroup (16 a subgroup: its K and V fragments in registers); the query rows of the
+//          G heads sharing the kv head in tiles of 32: S^T = K Q^T, dP^T = V dO^T,
+//          P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D) scale; dV += P^T dO, dK += dS^T Q, the
+//          16 x HD accumulators in registers.
+//     DQ:  64 rows a workgroup (16 a subgroup: their Q and dO fragments in registers); keys in tiles of
+//          16, the next tile loaded into registers during the products: S = Q K^T, dP = dO V^T, dS as
+//          above, dQ += dS K.
 //   generic (any accumulator layout): 2 subgroups, 32 x 32 tiles, scores and probabilities through shared
 //   memory:
 //     DKV: 32 keys a workgroup (16 a subgroup); per tile of 32 rows and subgroup S^T and dP^T (16 x 32,
@@ -79,25 +80,20 @@ uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
 uint LX(uint i) { return (QLAYOUT >> (3u * i + 1u)) & 1u; }
 uint LY(uint i) { return (QLAYOUT >> (3u * i + 2u)) & 1u; }
 uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + LX(i) + 8u * LY(i); }
-// The element holding the column after element i's (X(i) = 0), same row.
-uint LNEXT(uint i) {
-  uint n = 0u;
-  for (uint u = 0u; u < 8u; ++u)
-    if (LX(u) == 1u && LH(u) == LH(i) && LY(u) == LY(i)) n = u;
-  return n;
-}
+const uint NT = 128u;                   // invocations a workgroup
 #if defined(DKV)
 const uint BK = 64u;                    // keys a workgroup (16 a subgroup)
-const uint BQ = HD > 64u ? 16u : 32u;   // query rows a tile
-shared uvec4 Ks[BK * LD8], Vs[BK * LD8], Qs[BQ * LD8], Os[BQ * LD8];  // K, V; the tile's q and do
+const uint BQ = 32u;                    // query rows a tile
+shared uvec4 Qs[BQ * LD8], Os[BQ * LD8];  // the tile's q and do (first: the workgroup's k and v, in rounds)
 shared float l2s[BQ], dss[BQ];          // the tile rows' lse (base 2) and D
 shared int qis[BQ];                     // the tile rows' query
 #else
-const uint BK = 32u;                    // keys a tile
+const uint BK = 16u;                    // keys a tile (32 took 19 more registers, 4 % slower under a causal mask)
 const uint BQ = 64u;                    // query rows a workgroup (16 a subgroup)
 shared uvec4 Ks[BK * LD8], Vs[BK * LD8];  // the tile's k and v (first: the workgroup's q and do, in rounds)
 #endif
 const uint RB = BQ / 16u;               // 16-row blocks of a tile (DKV)
+shared float Sf[4u * 256u];             // per subgroup: a 16 x 16 accumulator on its way out
 #else
 const uint BT = 32u;            // rows of a tile (keys or query rows)
 const uint PL = BT + 8u;        // halves a row of the staged P and dS
@@ -145,31 +141,40 @@ void row_stats(Seq s, uint hk, uint r, uint nrows, out float l2, out float d, ou
   }
 }
 
-// A 16 x HD accumulator to f16 rows out_row0 + its rows (those below nvalid), from the registers: each
-// invocation writes its pairs of adjacent columns. (`second`: binding 4, else binding 3.)
-void store_quad(ACC acc[NF], uint lane, uint out_row0, uint nvalid, bool second) {
-  [[unroll]] for (uint n = 0u; n < NF; ++n)
-    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-      if (LX(i) != 0u) continue;
-      const uint rr = lane / 4u + 8u * LH(i);
-      if (rr >= nvalid) continue;
-      const uint v = packHalf2x16(vec2(acc[n][i], acc[n][LNEXT(i)]));
-      const uint at = ((out_row0 + rr) * HD + 16u * n + LCOL(lane, i)) / 2u;
+// The accumulators to f16 rows through the subgroup's 16 x 16 staging area (indexing an accumulator's
+// elements by the layout instead put the whole accumulator array in local memory on NVIDIA 580): the
+// invocation's rows are lane / 8 + 4 k (k < 4), at out_row[k] of the output (none where ~0u), columns in
+// pairs. (`second`: binding 4, else binding 3.)
+void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], bool second) {
+  const uint base = 256u * w, c = 2u * (lane % 8u);
+  [[unroll]] for (uint n = 0u; n < NF; ++n) {
+    coopMatStoreNV(acc[n], Sf, base, 16u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      const uint rr = lane / 8u + 4u * k;
+      if (out_row[k] == ~0u) continue;
+      const uint v = packHalf2x16(vec2(Sf[base + rr * 16u + c], Sf[base + rr * 16u + c + 1u]));
+      const uint at = (out_row[k] * HD + 16u * n + c) / 2u;
       if (second) out2[at] = v;
       else out1[at] = v;
     }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+  }
 }
 
 #if defined(DKV)
-// The next tile's q and do packs (and, in the first BQ invocations, its rows' lse, D and query), loaded
-// during this tile's products.
-const uint PF = BQ * NPK / 128u;
+// A tile's q and do packs (and, in the first BQ invocations, its rows' lse, D and query). Loaded as the
+// tile starts: loading the next tile during the products (16-row tiles at D 128, for the registers) was
+// 3-7 % slower than these 32-row tiles without it (session 16, probe 5).
+const uint PF = BQ * NPK / NT;
 uvec4 pq[PF], pd[PF];
 float p_l2, p_d;
 int p_qi;
 void fetch_rows(Seq s, uint hk, uint r0, uint nrows) {
   [[unroll]] for (uint f = 0u; f < PF; ++f) {
-    const uint e = gl_LocalInvocationID.x + 128u * f, t = e / NPK, pk = e % NPK, r = r0 + t;
+    const uint e = gl_LocalInvocationID.x + NT * f, t = e / NPK, pk = e % NPK, r = r0 + t;
     pq[f] = uvec4(0u), pd[f] = uvec4(0u);
     if (r < nrows) {
       const uint ri = row_index(s, hk, r);
@@ -195,83 +200,84 @@ void main() {
   i_hi = max(i_hi, i_lo);
   const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
   const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
-  for (uint e = lid; e < BK * NPK; e += 128u) {
-    const uint t = e / NPK, pk = e % NPK;
-    const int j = j0 + int(t);
-    const bool inside = j < int(s.klen);
-    Ks[t * LD8 + pk] = inside ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
-    Vs[t * LD8 + pk] = inside ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+  // The subgroup's K and V fragments, staged through Qs and Os in rounds of 16 keys (one a subgroup).
+  MAT kreg[NF], vreg[NF];
+  for (uint w0 = 0u; w0 < 4u; ++w0) {
+    if (w0 > 0u) barrier();  // the last round's fragments are loaded
+    for (uint e = lid; e < 16u * NPK; e += NT) {
+      const uint t = e / NPK, pk = e % NPK;
+      const int j = j0 + int(16u * w0 + t);
+      const bool inside = j < int(s.klen);
+      Qs[t * LD8 + pk] = inside ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+      Os[t * LD8 + pk] = inside ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+    }
+    barrier();
+    if (w == w0)
+      [[unroll]] for (uint f = 0u; f < NF; ++f) {
+        coopMatLoadNV(kreg[f], Qs, 2u * f, LD8, false);
+        coopMatLoadNV(vreg[f], Os, 2u * f, LD8, false);
+      }
   }
-  if (r_begin < r_end) fetch_rows(s, hk, r_begin, r_end);
   const float c2 = pc.scale * LOG2E;
   ACC dk[NF], dv[NF];
   [[unroll]] for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
-  const uint kw = 16u * w * LD8;  // this subgroup's keys in Ks, Vs
   for (uint r0 = r_begin; r0 < r_end; r0 += BQ) {
     barrier();  // the last tile's reads are done
+    fetch_rows(s, hk, r0, r_end);
     [[unroll]] for (uint f = 0u; f < PF; ++f) {
-      const uint e = lid + 128u * f, t = e / NPK, pk = e % NPK;
+      const uint e = lid + NT * f, t = e / NPK, pk = e % NPK;
       Qs[t * LD8 + pk] = pq[f];
       Os[t * LD8 + pk] = pd[f];
     }
     if (lid < BQ) l2s[lid] = p_l2, dss[lid] = p_d, qis[lid] = p_qi;
     barrier();
-    if (r0 + BQ < r_end) fetch_rows(s, hk, r0 + BQ, r_end);
-    // S^T = K Q^T, dP^T = V dO^T: 16 keys x BQ rows a subgroup (each K, V fragment loaded once a k step).
-    ACC sa[RB], da[RB];
-    [[unroll]] for (uint rb = 0u; rb < RB; ++rb) sa[rb] = ACC(0.0), da[rb] = ACC(0.0);
-    [[unroll]] for (uint kk = 0u; kk < NF; ++kk) {
-      MAT a, b;
-      coopMatLoadNV(a, Ks, kw + 2u * kk, LD8, false);
-      [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
-        coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * kk, LD8, true);
-        sa[rb] = coopMatMulAddNV(a, b, sa[rb]);
-      }
-      coopMatLoadNV(a, Vs, kw + 2u * kk, LD8, false);
-      [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
-        coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * kk, LD8, true);
-        da[rb] = coopMatMulAddNV(a, b, da[rb]);
-      }
-    }
-    // P^T and dS^T on the accumulators: element i is key lane / 4 + 8 H(i), tile row 16 rb + LCOL.
-    MAT pf[RB], dsf[RB];
+    // Per 16 rows of the tile (one score block live at a time, for the registers): S^T = K Q^T,
+    // dP^T = V dO^T (16 keys x 16 rows), P^T and dS^T on the accumulators (element i is key lane / 4 +
+    // 8 H(i), tile row 16 rb + LCOL), dV += P^T dO, dK += dS^T Q.
     [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
+      ACC sa = ACC(0.0), da = ACC(0.0);
+      [[unroll]] for (uint kk = 0u; kk < NF; ++kk) {
+        MAT b;
+        coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * kk, LD8, true);
+        sa = coopMatMulAddNV(kreg[kk], b, sa);
+        coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * kk, LD8, true);
+        da = coopMatMulAddNV(vreg[kk], b, da);
+      }
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const int j = j0 + int(16u * w + lane / 4u + 8u * LH(i));
         const uint t = 16u * rb + LCOL(lane, i);
-        float p = exp2(sa[rb][i] * c2 - l2s[t]);
+        float p = exp2(sa[i] * c2 - l2s[t]);
         if (!visible(qis[t], j, s)) p = 0.0;
-        sa[rb][i] = p;
-        da[rb][i] = p * (da[rb][i] - dss[t]) * pc.scale;
+        sa[i] = p;
+        da[i] = p * (da[i] - dss[t]) * pc.scale;
       }
-      pf[rb] = MAT(sa[rb]);
-      dsf[rb] = MAT(da[rb]);
-    }
-    // dV += P^T dO, dK += dS^T Q (k = the tile's rows).
-    [[unroll]] for (uint n = 0u; n < NF; ++n)
-      [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
+      const MAT pf = MAT(sa), dsf = MAT(da);
+      [[unroll]] for (uint n = 0u; n < NF; ++n) {
         MAT b;
         coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * n, LD8, false);
-        dv[n] = coopMatMulAddNV(pf[rb], b, dv[n]);
+        dv[n] = coopMatMulAddNV(pf, b, dv[n]);
         coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * n, LD8, false);
-        dk[n] = coopMatMulAddNV(dsf[rb], b, dk[n]);
+        dk[n] = coopMatMulAddNV(dsf, b, dk[n]);
       }
+    }
   }
-  const int kfirst = j0 + int(16u * w);
-  const uint nvalid = uint(clamp(jlast - kfirst + 1, 0, 16));
-  const uint orow = kvbase + uint(kfirst);
-  store_quad(dk, lane, orow, nvalid, false);
-  store_quad(dv, lane, orow, nvalid, true);
+  uint orow[4];
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    const int j = j0 + int(16u * w + lane / 8u + 4u * k);
+    orow[k] = j <= jlast ? kvbase + uint(j) : ~0u;
+  }
+  store_rows(dk, w, lane, orow, false);
+  store_rows(dv, w, lane, orow, true);
 }
 #endif
 
 #if defined(DQ)
 // The next key tile's k and v packs (zeros at or past jend), loaded during this tile's products.
-const uint PF = BK * NPK / 128u;
+const uint PF = BK * NPK / NT;
 uvec4 pk_k[PF], pk_v[PF];
 void fetch_keys(uint kvbase, int j0, int jend) {
   [[unroll]] for (uint f = 0u; f < PF; ++f) {
-    const uint e = gl_LocalInvocationID.x + 128u * f, t = e / NPK, pk = e % NPK;
+    const uint e = gl_LocalInvocationID.x + NT * f, t = e / NPK, pk = e % NPK;
     const int j = j0 + int(t);
     pk_k[f] = j < jend ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
     pk_v[f] = j < jend ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
@@ -290,14 +296,16 @@ void main() {
   if (WINDOW) jbeg = max(jbeg, i_lo + s.off - int(pc.window) + 1);
   jend = max(jend, jbeg);
   // This invocation's two accumulator rows: lse (base 2), D, query.
-  float l2r[2], dr[2];
-  int qir[2];
-  [[unroll]] for (uint h = 0u; h < 2u; ++h) row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u * h, nrows, l2r[h], dr[h], qir[h]);
+  // (scalars chosen by H(i), not arrays indexed by it: kept in registers)
+  float l2a, l2b, da_, db_;
+  int qa, qb;
+  row_stats(s, hk, r0 + 16u * w + lane / 4u, nrows, l2a, da_, qa);
+  row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u, nrows, l2b, db_, qb);
   // The subgroup's Q and dO fragments, staged through Ks and Vs in rounds of BK rows.
   MAT qf[NF], of[NF];
   for (uint q0 = 0u; q0 < BQ; q0 += BK) {
     if (q0 > 0u) barrier();  // the last round's fragments are loaded
-    for (uint e = lid; e < BK * NPK; e += 128u) {
+    for (uint e = lid; e < BK * NPK; e += NT) {
       const uint t = e / NPK, pk = e % NPK, r = r0 + q0 + t;
       uvec4 x = uvec4(0u), y = uvec4(0u);
       if (r < nrows) {
@@ -323,55 +331,45 @@ void main() {
   for (int j0 = jbeg; j0 < jend; j0 += int(BK)) {
     barrier();  // the last tile's reads (and the fragments' staging) are done
     [[unroll]] for (uint f = 0u; f < PF; ++f) {
-      const uint e = lid + 128u * f, t = e / NPK, pk = e % NPK;
+      const uint e = lid + NT * f, t = e / NPK, pk = e % NPK;
       Ks[t * LD8 + pk] = pk_k[f];
       Vs[t * LD8 + pk] = pk_v[f];
     }
     barrier();
     if (j0 + int(BK) < jend) fetch_keys(kvbase, j0 + int(BK), jend);
-    // S = Q K^T, dP = dO V^T: 16 rows x 32 keys a subgroup.
-    ACC sa[2], da[2];
-    [[unroll]] for (uint jj = 0u; jj < 2u; ++jj) {
-      sa[jj] = ACC(0.0), da[jj] = ACC(0.0);
+    // Per 16 keys (one score block live at a time, for the registers): S = Q K^T, dP = dO V^T, dS on the
+    // accumulators (element i is row lane / 4 + 8 H(i), key j0 + 16 jj + LCOL), dQ += dS K.
+    [[unroll]] for (uint jj = 0u; jj < BK / 16u; ++jj) {
+      ACC sa = ACC(0.0), da = ACC(0.0);
       [[unroll]] for (uint f = 0u; f < NF; ++f) {
         MAT b;
         coopMatLoadNV(b, Ks, 16u * jj * LD8 + 2u * f, LD8, true);
-        sa[jj] = coopMatMulAddNV(qf[f], b, sa[jj]);
+        sa = coopMatMulAddNV(qf[f], b, sa);
         coopMatLoadNV(b, Vs, 16u * jj * LD8 + 2u * f, LD8, true);
-        da[jj] = coopMatMulAddNV(of[f], b, da[jj]);
+        da = coopMatMulAddNV(of[f], b, da);
       }
-    }
-    // dS on the accumulators: element i is row lane / 4 + 8 H(i), key j0 + 16 jj + LCOL.
-    MAT dsf[2];
-    [[unroll]] for (uint jj = 0u; jj < 2u; ++jj) {
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const uint h = LH(i);
         const int j = j0 + int(16u * jj + LCOL(lane, i));
-        float p = exp2(sa[jj][i] * c2 - l2r[h]);
-        if (j >= jend || !visible(qir[h], j, s)) p = 0.0;
-        da[jj][i] = p * (da[jj][i] - dr[h]) * pc.scale;
+        float p = exp2(sa[i] * c2 - (h == 0u ? l2a : l2b));
+        if (j >= jend || !visible(h == 0u ? qa : qb, j, s)) p = 0.0;
+        da[i] = p * (da[i] - (h == 0u ? da_ : db_)) * pc.scale;
       }
-      dsf[jj] = MAT(da[jj]);
-    }
-    // dQ += dS K (k = the tile's keys).
-    [[unroll]] for (uint n = 0u; n < NF; ++n)
-      [[unroll]] for (uint jj = 0u; jj < 2u; ++jj) {
+      const MAT dsf = MAT(da);
+      [[unroll]] for (uint n = 0u; n < NF; ++n) {
         MAT b;
         coopMatLoadNV(b, Ks, 16u * jj * LD8 + 2u * n, LD8, false);
-        dq[n] = coopMatMulAddNV(dsf[jj], b, dq[n]);
+        dq[n] = coopMatMulAddNV(dsf, b, dq[n]);
       }
+    }
   }
-  // dq rows: the workgroup's rows r0 + 16 w + .., scattered (query r / G of head hk G + r % G): each
-  // invocation's two rows, pairs of adjacent columns.
-  [[unroll]] for (uint h = 0u; h < 2u; ++h) {
-    const uint r = r0 + 16u * w + lane / 4u + 8u * h;
-    if (r >= nrows) continue;
-    const uint ri = row_index(s, hk, r);
-    [[unroll]] for (uint n = 0u; n < NF; ++n)
-      [[unroll]] for (uint i = 0u; i < 8u; ++i)
-        if (LX(i) == 0u && LH(i) == h)
-          out1[(ri * HD + 16u * n + LCOL(lane, i)) / 2u] = packHalf2x16(vec2(dq[n][i], dq[n][LNEXT(i)]));
+  // dq rows: the workgroup's rows r0 + 16 w + .., scattered (query r / G of head hk G + r % G).
+  uint orow[4];
+  [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    const uint r = r0 + 16u * w + lane / 8u + 4u * k;
+    orow[k] = r < nrows ? row_index(s, hk, r) : ~0u;
   }
+  store_rows(dq, w, lane, orow, false);
 }
 #endif
 #endif  // QUAD

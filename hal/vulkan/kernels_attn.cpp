@@ -243,12 +243,12 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (dev.tuning().attn_path == 2 && !no_cm.empty())
     throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
   const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
-  // Its QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 43712 bytes
+  // Its QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
   // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
   // the generic form (32 x 32 tiles, 2 subgroups).
   const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D), cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D);
   const bool cm_quad = cm_path && dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
-                       max_shared >= 43712 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
+                       max_shared >= 21888 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_quad ? 64 : cm_path ? 32 : bk,
                  tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
   const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + tile_k - 1) / tile_k;
