@@ -28,6 +28,10 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_EXT_control_flow_attributes : enable
 
+#if defined(BF16IN)
+#define DT_BF16
+#include "common.glsl"  // pack_bf16x2
+#endif
 #ifndef HD
 #define HD 128
 #endif
@@ -53,6 +57,7 @@ layout(push_constant) uniform PC {
   uint aux_rope, aux_slopes, aux_lens, aux_cuq, aux_cuk, aux_bmask;
   int rope_pos0;
   uint ws_D, ws_lse, ws_do;
+  uint aux_amax;  // BF16IN: word aux_amax + 1 .. + 4, the largest magnitudes of q, k, v and do
 } pc;
 
 layout(std430, binding = 0) readonly buffer Q_ { uvec4 q4[]; };
@@ -141,11 +146,51 @@ void row_stats(Seq s, uint hk, uint r, uint nrows, out float l2, out float d, ou
   }
 }
 
-// The accumulators to f16 rows through the subgroup's 16 x 16 staging area (indexing an accumulator's
-// elements by the layout instead put the whole accumulator array in local memory on NVIDIA 580): the
-// invocation's rows are lane / 8 + 4 k (k < 4), at out_row[k] of the output (none where ~0u), columns in
-// pairs. (`second`: binding 4, else binding 3.)
-void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], bool second) {
+// bf16 (BF16IN) runs on f16 copies of q, k, v and do, each times the power of two that puts its largest
+// magnitude in [2^14, 2^15) (attention_absmax.comp, as the forward's bf16): exact scaling, no overflow,
+// values down to 2^-28 of the largest keep their 8 bits. dS goes to the products times the power of two
+// that puts its bound (2 HD max|dO| max|V| scale: |P| <= 1, |dP|, |D| <= HD max|dO| max|V|) at most
+// 2^15, and P times PSCALE (f16 too: small probabilities stay normal f16 numbers, as in the forward).
+// Everything is undone in f32, one power of two at a time (no product of two scales, which could leave
+// f32's range).
+const float PSCALE = 4096.0;
+struct Scales {
+  float c2;            // the scores' factor to base-2 logits
+  float rso, rsv;      // dP's: 1 / (do's scale), 1 / (v's)
+  float ds;            // dS's
+  float rsq, rsk;      // 1 / (q's scale), 1 / (k's)
+  float rso_p;         // 1 / (do's scale) / PSCALE: dV's
+};
+#if defined(BF16IN)
+int bf16_exp(uint m) { return (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133; }  // floor(log2), m > 0
+float pow2_scale(uint m) { return m == 0u || m >= 0x7f80u ? 1.0 : exp2(float(clamp(14 - bf16_exp(m), -100, 100))); }
+uint pack2(vec2 v) { return pack_bf16x2(v.x, v.y); }
+#else
+uint pack2(vec2 v) { return packHalf2x16(v); }
+#endif
+Scales scales() {
+  Scales x;
+  float sq = 1.0, sk = 1.0, sv = 1.0, so = 1.0;
+  x.ds = 1.0;
+#if defined(BF16IN)
+  const uint mq = ws[pc.aux_amax + 1u], mk = ws[pc.aux_amax + 2u], mv = ws[pc.aux_amax + 3u], mo = ws[pc.aux_amax + 4u];
+  sq = pow2_scale(mq), sk = pow2_scale(mk), sv = pow2_scale(mv), so = pow2_scale(mo);
+  if (mo != 0u && mv != 0u && mo < 0x7f80u && mv < 0x7f80u) {
+    const int e = bf16_exp(mo) + bf16_exp(mv) + 2 + int(ceil(log2(2.0 * float(HD) * pc.scale)));  // bound < 2^e
+    x.ds = exp2(float(clamp(15 - e, -100, 100)));
+  }
+#endif
+  x.c2 = pc.scale * LOG2E / sq / sk;
+  x.rso = 1.0 / so, x.rsv = 1.0 / sv, x.rsq = 1.0 / sq, x.rsk = 1.0 / sk;
+  x.rso_p = x.rso / PSCALE;
+  return x;
+}
+
+// The accumulators times f1 f2 to 16-bit rows through the subgroup's 16 x 16 staging area (indexing an
+// accumulator's elements by the layout instead put the whole accumulator array in local memory on NVIDIA
+// 580): the invocation's rows are lane / 8 + 4 k (k < 4), at out_row[k] of the output (none where ~0u),
+// columns in pairs. (`second`: binding 4, else binding 3.)
+void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], float f1, float f2, bool second) {
   const uint base = 256u * w, c = 2u * (lane % 8u);
   [[unroll]] for (uint n = 0u; n < NF; ++n) {
     coopMatStoreNV(acc[n], Sf, base, 16u, false);
@@ -154,7 +199,7 @@ void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], bool second) {
     [[unroll]] for (uint k = 0u; k < 4u; ++k) {
       const uint rr = lane / 8u + 4u * k;
       if (out_row[k] == ~0u) continue;
-      const uint v = packHalf2x16(vec2(Sf[base + rr * 16u + c], Sf[base + rr * 16u + c + 1u]));
+      const uint v = pack2(vec2(Sf[base + rr * 16u + c], Sf[base + rr * 16u + c + 1u]) * f1 * f2);
       const uint at = (out_row[k] * HD + 16u * n + c) / 2u;
       if (second) out2[at] = v;
       else out1[at] = v;
@@ -218,7 +263,7 @@ void main() {
         coopMatLoadNV(vreg[f], Os, 2u * f, LD8, false);
       }
   }
-  const float c2 = pc.scale * LOG2E;
+  const Scales sc = scales();
   ACC dk[NF], dv[NF];
   [[unroll]] for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
   for (uint r0 = r_begin; r0 < r_end; r0 += BQ) {
@@ -246,10 +291,10 @@ void main() {
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const int j = j0 + int(16u * w + lane / 4u + 8u * LH(i));
         const uint t = 16u * rb + LCOL(lane, i);
-        float p = exp2(sa[i] * c2 - l2s[t]);
+        float p = exp2(sa[i] * sc.c2 - l2s[t]);
         if (!visible(qis[t], j, s)) p = 0.0;
-        sa[i] = p;
-        da[i] = p * (da[i] - dss[t]) * pc.scale;
+        sa[i] = p * PSCALE;
+        da[i] = p * (da[i] * sc.rso * sc.rsv - dss[t]) * pc.scale * sc.ds;
       }
       const MAT pf = MAT(sa), dsf = MAT(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
@@ -266,8 +311,8 @@ void main() {
     const int j = j0 + int(16u * w + lane / 8u + 4u * k);
     orow[k] = j <= jlast ? kvbase + uint(j) : ~0u;
   }
-  store_rows(dk, w, lane, orow, false);
-  store_rows(dv, w, lane, orow, true);
+  store_rows(dk, w, lane, orow, 1.0 / sc.ds, sc.rsq, false);
+  store_rows(dv, w, lane, orow, sc.rso_p, 1.0, true);
 }
 #endif
 
@@ -325,7 +370,7 @@ void main() {
   }
   const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
   if (jbeg < jend) fetch_keys(kvbase, jbeg, jend);
-  const float c2 = pc.scale * LOG2E;
+  const Scales sc = scales();
   ACC dq[NF];
   [[unroll]] for (uint n = 0u; n < NF; ++n) dq[n] = ACC(0.0);
   for (int j0 = jbeg; j0 < jend; j0 += int(BK)) {
@@ -351,9 +396,9 @@ void main() {
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const uint h = LH(i);
         const int j = j0 + int(16u * jj + LCOL(lane, i));
-        float p = exp2(sa[i] * c2 - (h == 0u ? l2a : l2b));
+        float p = exp2(sa[i] * sc.c2 - (h == 0u ? l2a : l2b));
         if (j >= jend || !visible(h == 0u ? qa : qb, j, s)) p = 0.0;
-        da[i] = p * (da[i] - (h == 0u ? da_ : db_)) * pc.scale;
+        da[i] = p * (da[i] * sc.rso * sc.rsv - (h == 0u ? da_ : db_)) * pc.scale * sc.ds;
       }
       const MAT dsf = MAT(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
@@ -369,7 +414,7 @@ void main() {
     const uint r = r0 + 16u * w + lane / 8u + 4u * k;
     orow[k] = r < nrows ? row_index(s, hk, r) : ~0u;
   }
-  store_rows(dq, w, lane, orow, false);
+  store_rows(dq, w, lane, orow, 1.0 / sc.ds, sc.rsk, false);
 }
 #endif
 #endif  // QUAD

@@ -103,12 +103,15 @@ if(coopmat_nv_rc EQUAL 0)
   foreach(hd 64 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,BF16IN")
   endforeach()
-  # attention_backward's dK/dV and dQ passes on the tensor cores (f16, D 64 and 128), generic and QUAD.
+  # attention_backward's dK/dV and dQ passes on the tensor cores (D 64 and 128): f16 generic and QUAD, bf16
+  # QUAD (f16 copies times powers of two).
   foreach(hd 64 128)
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DKV")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DQ")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DQ")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dkv_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV,BF16IN")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dq_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DQ,BF16IN")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "attn_absmax_bf16|attention_absmax.comp|KF_ABSMAX")
   list(APPEND KF_SHADER_VARIANTS "attn_to_f16_bf16|attention_absmax.comp|CONVERT")

@@ -164,34 +164,45 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
     Context generic = tuned(d, "attn_path=2,attn_quad=1");
     Context automatic = tuned(d, "");
     ValidationCheck vc(forced), vg(generic), va(automatic);
-    for (const TestCase& tc : cases) {
-      const Attrs& a = tc.attrs;
-      const int64_t D = tc.inputs[0][3];
-      const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
-      const bool applies = (D == 64 || D == 128) && a.p == 0 && a.softcap == 0 && !a.alibi && !given(6) && a.rope == 0 &&
-                           !given(8) && !given(11);
-      for (Context* ctx : {&forced, &generic, &automatic}) {
-        const uint64_t seed = fresh_seed();
-        check::CaseOptions o;
-        o.repeat = true;  // no atomics: the same bits twice
-        const check::CaseResult r = check::run_case(*ctx, op, DType::f16, tc, seed, o);
-        if (ctx != &automatic && !applies) {
-          EXPECT_FALSE(r.pass) << tc.label << ": ran " << r.variant;
-          EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
-              << tc.label << ": " << r.message;
-          continue;
-        }
-        ++checked;
-        EXPECT_TRUE(r.pass) << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n" << r.message;
-        EXPECT_EQ(r.variant.find("attention_backward/coopmat-nv") != std::string::npos, applies) << tc.label << ": " << r.variant;
-        if (ctx == &generic) {
-          EXPECT_EQ(r.variant.find("coopmat-nv-quad"), std::string::npos) << tc.label << ": " << r.variant;
+    for (const DType t : {DType::f16, DType::bf16})
+      for (const TestCase& tc : cases) {
+        const Attrs& a = tc.attrs;
+        const int64_t D = tc.inputs[0][3];
+        const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
+        const bool applies = (D == 64 || D == 128) && a.p == 0 && a.softcap == 0 && !a.alibi && !given(6) && a.rope == 0 &&
+                             !given(8) && !given(11);
+        for (Context* ctx : {&forced, &generic, &automatic}) {
+          const uint64_t seed = fresh_seed();
+          check::CaseOptions o;
+          o.repeat = true;  // no atomics: the same bits twice
+          const check::CaseResult r = check::run_case(*ctx, op, t, tc, seed, o);
+          // bf16 runs in the QUAD form only: refused in the generic one (and where the device's
+          // accumulator layout was not found), portable in the automatic choice there.
+          const bool quad_only = t == DType::bf16 && r.message.find("it takes bf16 in its QUAD form only") != std::string::npos;
+          const bool runs = applies && !(t == DType::bf16 && (ctx == &generic || quad_only));
+          if (ctx != &automatic && !runs) {
+            EXPECT_FALSE(r.pass) << to_string(t) << " " << tc.label << ": ran " << r.variant;
+            EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
+                << tc.label << ": " << r.message;
+            if (applies) {
+              EXPECT_NE(r.message.find("it takes bf16 in its QUAD form only"), std::string::npos) << r.message;
+            }
+            continue;
+          }
+          ++checked;
+          EXPECT_TRUE(r.pass) << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
+                              << r.message;
+          if (ctx == &automatic && t == DType::bf16) continue;  // (the QUAD form where the device has it)
+          EXPECT_EQ(r.variant.find("attention_backward/coopmat-nv") != std::string::npos, applies) << tc.label << ": " << r.variant;
+          EXPECT_EQ(r.variant.find("bf16-staged-as-f16") != std::string::npos, applies && t == DType::bf16) << r.variant;
+          if (ctx == &generic) {
+            EXPECT_EQ(r.variant.find("coopmat-nv-quad"), std::string::npos) << tc.label << ": " << r.variant;
+          }
         }
       }
-    }
     const check::CaseResult r32 = check::run_case(forced, op, DType::f32, op.tests[0], fresh_seed());
     EXPECT_FALSE(r32.pass);
-    EXPECT_NE(r32.message.find("it takes f16 only"), std::string::npos) << r32.message;
+    EXPECT_NE(r32.message.find("it takes f16 and bf16 only"), std::string::npos) << r32.message;
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
@@ -248,6 +259,71 @@ TEST(AttentionPaths, CooperativeMatrixBf16Magnitudes) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
+}
+
+// bf16 on the tensor-core backward runs on f16 copies times a power of two per tensor, dS times one from
+// its bound: magnitudes beyond f16's range (K and V up to 3e5), far below it (everything near 1e-6) and
+// apart (V near 1e-30 with dO near 5e3) give the gradients the CPU backend computes from the same bf16
+// inputs (within 2e-2 of each gradient's largest magnitude); causal, GQA.
+TEST(AttentionPaths, BackwardBf16Magnitudes) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    Context ctx = tuned(d, "attn_path=2");
+    if (!ctx.device().caps.coopmat_nv) continue;
+    ValidationCheck vc(ctx);
+    struct Mag {
+      double q, k, v, d;
+    };
+    for (const Mag m : {Mag{1e-4, 2e5, 3e5, 1e-3}, Mag{1e-6, 1e-6, 1e-6, 1e-6}, Mag{3e-4, 7e4, 1e-30, 5e3}}) {
+      const Shape qs{1, 4, 70, 64}, ks{1, 2, 90, 64};
+      std::mt19937_64 rng(fresh_seed());
+      const std::vector<double> qv = uniform(numel(qs), m.q, rng), kv = uniform(numel(ks), m.k, rng),
+                                vv = uniform(numel(ks), m.v, rng), dv = uniform(numel(qs), m.d, rng);
+      Attrs a;
+      a.causal = true;
+      a.return_lse = true;
+      // o and lse from the CPU forward on the same bf16 values, given to both backends.
+      Context& c0 = cpu();
+      Tensor q0 = c0.from_host(qs, DType::bf16, qv), k0 = c0.from_host(ks, DType::bf16, kv), v0 = c0.from_host(ks, DType::bf16, vv);
+      const std::vector<Tensor> fw = c0.call("attention", {q0, k0, v0}, a);
+      const std::vector<double> ov = fw.at(0).to_double(), lv = fw.at(1).to_double();
+      Attrs b;
+      b.causal = true;
+      std::vector<std::vector<std::vector<double>>> grads;
+      for (int which = 0; which < 2; ++which) {
+        Context& c = which == 0 ? ctx : cpu();
+        std::vector<Tensor> in = {c.from_host(qs, DType::bf16, qv), c.from_host(ks, DType::bf16, kv), c.from_host(ks, DType::bf16, vv),
+                                  c.from_host(qs, DType::bf16, ov), c.from_host(qs, DType::bf16, dv),
+                                  c.from_host({1, 4, 70}, DType::bf16, lv)};
+        std::vector<Tensor> r;
+        try {
+          r = c.call("attention_backward", in, b);
+        } catch (const Error& e) {
+          if (std::string(e.what()).find("it takes bf16 in its QUAD form only") != std::string::npos) break;
+          throw;
+        }
+        if (which == 0) {
+          EXPECT_NE(c.last_variant().find("bf16-staged-as-f16"), std::string::npos) << c.last_variant();
+        }
+        grads.push_back({r.at(0).to_double(), r.at(1).to_double(), r.at(2).to_double()});
+      }
+      if (grads.size() < 2) break;
+      ++checked;
+      for (int g = 0; g < 3; ++g) {
+        double most = 0;
+        for (double x : grads[1][g]) most = std::max(most, std::fabs(x));
+        int bad = 0;
+        for (size_t e = 0; e < grads[0][g].size(); ++e)
+          if (!(std::fabs(grads[0][g][e] - grads[1][g][e]) <= 2e-2 * most) && ++bad <= 5)
+            ADD_FAILURE() << "magnitudes " << m.q << "/" << m.k << "/" << m.v << "/" << m.d << " gradient " << "qkv"[g] << " element "
+                          << e << ": vulkan " << grads[0][g][e] << ", cpu " << grads[1][g][e] << " (largest " << most << ")";
+        EXPECT_EQ(bad, 0);
+        EXPECT_GT(most, 0.0) << "gradient " << "qkv"[g];
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices and their QUAD layout";
 }
 
 // A decode call's q, k, v shapes (one query row per sequence), and shapes with input k set to x.

@@ -157,6 +157,7 @@ struct BwdPush {
   uint32_t aux_rope, aux_slopes, aux_lens, aux_cuq, aux_cuk, aux_bmask;
   int32_t rope_pos0;
   uint32_t ws_D, ws_lse, ws_do;
+  uint32_t aux_amax;  // the tensor-core passes in bf16: words + 1 .. + 4, the largest magnitudes of q, k, v, do
 };
 static_assert(sizeof(BwdPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 
@@ -177,6 +178,63 @@ std::vector<float> rope_table(int64_t D, double base, int64_t pmin, int64_t npos
       t[size_t((p * half + d) * 2 + 1)] = static_cast<float>(std::sin(theta));
     }
   return t;
+}
+
+// bf16 on the tensor-core backward (attention_bwd_coopmat.comp BF16IN): the largest magnitudes of q, k, v
+// and do into words amax + 1 .. + 4 of the workspace, then each converted to f16 times its power of two
+// into a scratch buffer (workspace slots 1-4), returned in that order.
+std::array<std::shared_ptr<Buffer>, 4> stage_bf16_as_f16(VulkanDevice& dev, const std::shared_ptr<Buffer>& ws, uint32_t amax,
+                                                         std::array<const TensorArg*, 4> t) {
+  struct {
+    uint32_t n_packs[3], out_word;
+  } ap{};
+  uint32_t n[4];
+  for (int k = 0; k < 4; ++k) {
+    const uint64_t packs = static_cast<uint64_t>(t[k]->numel) / 8;  // (D is a multiple of 16)
+    if (packs > UINT32_MAX) throw Error(ErrorCode::Unsupported, "attention_backward: bf16 inputs of more than 2^32 16-byte packs");
+    n[k] = static_cast<uint32_t>(packs);
+  }
+  const auto groups = [](uint64_t packs) { return static_cast<uint32_t>(std::clamp<uint64_t>((packs + 1023) / 1024, 1, 1024)); };
+  dev.record_fill(ws, 0u, 20, size_t(amax) * 4);
+  Launch al;  // q, k, v (rows y = 0, 1, 2), then do alone
+  al.variant = "attn_absmax_bf16";
+  al.bindings[0] = t[0]->buffer;
+  al.bindings[1] = t[1]->buffer;
+  al.bindings[2] = t[2]->buffer;
+  al.bindings[5] = ws;
+  ap = {{n[0], n[1], n[2]}, amax + 1};
+  al.push = &ap;
+  al.push_bytes = sizeof(ap);
+  al.groups = groups(std::max({n[0], n[1], n[2]}));
+  al.groups_y = 3;
+  dev.record(al);
+  al.bindings[0] = t[3]->buffer;
+  ap = {{n[3], 0, 0}, amax + 4};
+  al.groups = groups(n[3]);
+  al.groups_y = 1;
+  dev.record(al);
+  std::array<std::shared_ptr<Buffer>, 4> out;
+  for (int k = 0; k < 4; ++k) out[k] = dev.workspace(static_cast<size_t>(t[k]->numel) * 2, 1 + k);
+  // CONVERT reads bindings 1 (y = 0) and 2 (y = 1) with the scales of words out_word + 1 + y.
+  Launch cv = al;
+  cv.variant = "attn_to_f16_bf16";
+  cv.bindings[1] = t[1]->buffer;
+  cv.bindings[2] = t[2]->buffer;
+  cv.bindings[3] = out[1];
+  cv.bindings[4] = out[2];
+  ap = {{0, n[1], n[2]}, amax + 1};
+  cv.groups = groups(std::max(n[1], n[2]));
+  cv.groups_y = 2;
+  dev.record(cv);
+  for (int k : {0, 3}) {  // q (its word amax + 1), do (amax + 4), one at a time as y = 0
+    cv.bindings[1] = t[k]->buffer;  // (bindings 2 and 4 stay v's: untouched with y = 0 only)
+    cv.bindings[3] = out[k];
+    ap = {{0, n[k], 0}, amax + static_cast<uint32_t>(k)};
+    cv.groups = groups(n[k]);
+    cv.groups_y = 1;
+    dev.record(cv);
+  }
+  return out;
 }
 
 // attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
@@ -221,34 +279,41 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
                                             std::to_string(bwd_shared_bytes(8, 8, D)) + " bytes of shared memory; " +
                                             dev.info().name + " offers " + std::to_string(max_shared));
 
-  // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16, D 64 or 128, the NV 16x16x16
-  // f16 shape, causal / window masks, key lengths and GQA only; KF_TUNE attn_path=1 keeps the portable
-  // passes, attn_path=2 forces these (Unsupported, saying why, where they do not apply). Decided before
-  // anything is recorded, so that a refusal leaves nothing behind.
+  // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 (and bf16 in the QUAD form),
+  // D 64 or 128, the NV 16x16x16 f16 shape, causal / window masks, key lengths and GQA only; KF_TUNE
+  // attn_path=1 keeps the portable passes, attn_path=2 forces these (Unsupported, saying why, where they
+  // do not apply). Decided before anything is recorded, so that a refusal leaves nothing behind.
+  // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
+  // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
+  // the generic form (32 x 32 tiles, 2 subgroups, 48512 bytes; f16 only).
+  const bool bf16 = call.dtype == DType::bf16;
   const std::string cm_dkv = "attn_bwd_cm_dkv_d" + std::to_string(D), cm_dq = "attn_bwd_cm_dq_d" + std::to_string(D);
+  const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
+                    cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
+  const bool quad = dev.coopmat_f16() && dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
+                    (!bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
+                    max_shared >= 21888 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
   std::string no_cm;
-  if (call.dtype != DType::f16) no_cm = "it takes f16 only";
+  if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
   else if (D != 64 && D != 128) no_cm = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
   else if (!dev.coopmat_f16()) no_cm = "the device has no 16x16x16 f16 NV cooperative-matrix shape";
-  else if (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq)) no_cm = "this build has no " + cm_dkv;
   else if (a.p > 0) no_cm = "it does not apply dropout";
   else if (a.softcap > 0) no_cm = "it does not apply soft-capping";
   else if (a.alibi || has(6)) no_cm = "it does not apply ALiBi";
   else if (a.rope) no_cm = "it does not apply RoPE";
   else if (has(11)) no_cm = "it does not take a block mask";
   else if (g.varlen) no_cm = "it does not take packed sequences";
-  else if (max_shared < 48512 || max_wg < 64) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
+  else if (bf16 && !quad)
+    no_cm = "it takes bf16 in its QUAD form only (f16 copies times powers of two), which needs the device's accumulator layout" +
+            std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
+  else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq))) no_cm = "this build has no " + cm_dkv;
+  else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
   else if ((g.SkT + 31) / 32 > 65535 || (g.Hq / g.Hkv * g.SqT + 31) / 32 > 65535 || g.nseq > 65535 || g.Hkv > 65535)
     no_cm = "its grid exceeds 65535 workgroups in a dimension";
   if (dev.tuning().attn_path == 2 && !no_cm.empty())
     throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
   const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
-  // Its QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
-  // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
-  // the generic form (32 x 32 tiles, 2 subgroups).
-  const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D), cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D);
-  const bool cm_quad = cm_path && dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
-                       max_shared >= 21888 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
+  const bool cm_quad = cm_path && quad, staged = cm_quad && bf16;
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_quad ? 64 : cm_path ? 32 : bk,
                  tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
   const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + tile_k - 1) / tile_k;
@@ -274,7 +339,12 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   pc.ws_D = plan.region(rows);
   pc.ws_lse = plan.region(rows);
   if (!cm_path) pc.ws_do = plan.region(rows * D);  // the tensor-core passes read do itself (binding 6)
+  if (staged) pc.aux_amax = plan.region(5);
   const std::shared_ptr<Buffer> ws = plan.record(dev, "attention_backward");
+  // bf16 on the tensor cores: f16 copies of q, k, v and do times powers of two (attention_absmax.comp).
+  std::array<std::shared_ptr<Buffer>, 4> qkvd = {call.inputs[0].buffer, call.inputs[1].buffer, call.inputs[2].buffer,
+                                                 call.inputs[4].buffer};
+  if (staged) qkvd = stage_bf16_as_f16(dev, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2], &call.inputs[4]});
 
   const std::string dt = to_string(call.dtype);
   const bool alibi = a.alibi || has(6);
@@ -314,13 +384,13 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
     dkv.spec.resize(16, 0u);
     dkv.spec.push_back(static_cast<uint32_t>(dev.coopmat_quad_layout()));
   }
-  dkv.bindings[0] = call.inputs[0].buffer;
-  dkv.bindings[1] = call.inputs[1].buffer;
-  dkv.bindings[2] = call.inputs[2].buffer;
+  dkv.bindings[0] = cm_path ? qkvd[0] : call.inputs[0].buffer;
+  dkv.bindings[1] = cm_path ? qkvd[1] : call.inputs[1].buffer;
+  dkv.bindings[2] = cm_path ? qkvd[2] : call.inputs[2].buffer;
   dkv.bindings[3] = call.outputs[1].buffer;
   dkv.bindings[4] = call.outputs[2].buffer;
   dkv.bindings[5] = ws;
-  if (cm_path) dkv.bindings[6] = call.inputs[4].buffer;
+  if (cm_path) dkv.bindings[6] = qkvd[3];
   dkv.push = &pc;
   dkv.push_bytes = sizeof(pc);
   dkv.groups = static_cast<uint32_t>(ktiles);
@@ -335,7 +405,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dq.bindings[4] = nullptr;
   dq.groups = static_cast<uint32_t>(qtiles);
   dev.record(dq);
-  if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad,bq=64,bk=64";
+  if (cm_quad) return std::string("vulkan:attention_backward/coopmat-nv-quad") + (staged ? ",bf16-staged-as-f16" : "") + ",bq=64,bk=64";
   if (cm_path) return "vulkan:attention_backward/coopmat-nv,bq=32,bk=32";
   return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
