@@ -30,8 +30,9 @@
 
 #if defined(BF16IN)
 #define DT_BF16
-#include "common.glsl"  // pack_bf16x2
+#include "common.glsl"  // pack_bf16x2, bf16_lo, bf16_hi
 #endif
+#include "philox.glsl"
 #ifndef HD
 #define HD 128
 #endif
@@ -46,6 +47,9 @@ layout(local_size_x = 64) in;   // two subgroups of 32
 layout(constant_id = 4) const bool CAUSAL = false;
 layout(constant_id = 5) const bool WINDOW = false;
 layout(constant_id = 9) const bool LENS = false;
+layout(constant_id = 6) const uint ALIBI = 0;        // QUAD: 1 default slopes, 2 given (aux_slopes)
+layout(constant_id = 7) const bool SOFTCAP = false;  // QUAD
+layout(constant_id = 12) const bool DROPOUT = false; // QUAD
 
 layout(push_constant) uniform PC {
   uint B, Hq, Hkv, SqT, SkT, G;
@@ -90,8 +94,6 @@ const uint NT = 128u;                   // invocations a workgroup
 const uint BK = 64u;                    // keys a workgroup (16 a subgroup)
 const uint BQ = 32u;                    // query rows a tile
 shared uvec4 Qs[BQ * LD8], Os[BQ * LD8];  // the tile's q and do (first: the workgroup's k and v, in rounds)
-shared float l2s[BQ], dss[BQ];          // the tile rows' lse (base 2) and D
-shared int qis[BQ];                     // the tile rows' query
 #else
 const uint BK = 16u;                    // keys a tile (32 took 19 more registers, 4 % slower under a causal mask)
 const uint BQ = 64u;                    // query rows a workgroup (16 a subgroup)
@@ -135,15 +137,51 @@ uint row_index(Seq s, uint hk, uint r) { return (s.b * pc.Hq + hk * pc.G + r % p
 
 #if QUAD
 // A row's lse in base 2 (+inf where the row saw no key, or is past the range: P = 0), its D and query.
-void row_stats(Seq s, uint hk, uint r, uint nrows, out float l2, out float d, out int qi) {
-  l2 = INF, d = 0.0, qi = 0;
-  if (r < nrows) {
-    const uint ri = row_index(s, hk, r);
-    const float lse = uintBitsToFloat(ws[pc.ws_lse + ri]);
-    l2 = isinf(lse) && lse < 0.0 ? INF : lse * LOG2E;
-    d = uintBitsToFloat(ws[pc.ws_D + ri]);
-    qi = int(r / pc.G);
+// A slope of ALiBi (as attention_bwd.comp): given (16-bit, in the workspace) or the default of Hq heads.
+float alibi_slope(uint h) {
+  if (ALIBI == 2u) {
+    const uint wd = ws[pc.aux_slopes + (h >> 1)];
+#if defined(BF16IN)
+    return (h & 1u) == 0u ? bf16_lo(wd) : bf16_hi(wd);
+#else
+    const vec2 v = unpackHalf2x16(wd);
+    return (h & 1u) == 0u ? v.x : v.y;
+#endif
   }
+  const uint c = 1u << uint(findMSB(pc.Hq));
+  if (h < c) return exp2(-8.0 * float(h + 1u) / float(c));
+  return exp2(-8.0 * float(2u * (h - c) + 1u) / float(2u * c));
+}
+
+// keep(i) of KERNELS.md's generator for i = rowidx * SkT + col (64-bit), as the forward draws it.
+bool dropout_keep(uint rowidx, uint col) {
+  uint hi, lo, carry;
+  umulExtended(rowidx, pc.SkT, hi, lo);
+  lo = uaddCarry(lo, col, carry);
+  hi += carry;
+  const uvec4 r = philox4x32_10(uvec4((lo >> 2) | (hi << 30), hi >> 2, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
+  return (r[lo & 3u] >> 8) >= pc.thr;
+}
+
+// What a row's probabilities need: lse in base 2 (+inf where the row saw no key, or is past the range:
+// P = 0), D, its query, its row of the [B, Hq, Sq] tensors (the dropout index) and its ALiBi slope.
+struct RowStats {
+  float l2, d, slope;
+  int qi;
+  uint ri;
+};
+RowStats row_stats(Seq s, uint hk, uint r, uint nrows) {
+  RowStats x;
+  x.l2 = INF, x.d = 0.0, x.qi = 0, x.ri = 0u, x.slope = 0.0;
+  if (r < nrows) {
+    x.ri = row_index(s, hk, r);
+    const float lse = uintBitsToFloat(ws[pc.ws_lse + x.ri]);
+    x.l2 = isinf(lse) && lse < 0.0 ? INF : lse * LOG2E;
+    x.d = uintBitsToFloat(ws[pc.ws_D + x.ri]);
+    x.qi = int(r / pc.G);
+    if (ALIBI != 0u) x.slope = alibi_slope(hk * pc.G + r % pc.G);
+  }
+  return x;
 }
 
 // bf16 (BF16IN) runs on f16 copies of q, k, v and do, each times the power of two that puts its largest
@@ -153,13 +191,17 @@ void row_stats(Seq s, uint hk, uint r, uint nrows, out float l2, out float d, ou
 // 2^15, and P times PSCALE (f16 too: small probabilities stay normal f16 numbers, as in the forward).
 // Everything is undone in f32, one power of two at a time (no product of two scales, which could leave
 // f32's range).
+// With dropout P Z goes to the products: PSCALE / (1 - p) stays within f16 (a smaller power of two
+// where 1 / (1 - p) is large, as in the forward).
 const float PSCALE = 4096.0;
 struct Scales {
   float c2;            // the scores' factor to base-2 logits
+  float sdot;          // the scores' factor (soft-capping, ALiBi: in the softmax's units)
   float rso, rsv;      // dP's: 1 / (do's scale), 1 / (v's)
   float ds;            // dS's
   float rsq, rsk;      // 1 / (q's scale), 1 / (k's)
-  float rso_p;         // 1 / (do's scale) / PSCALE: dV's
+  float pscale;        // P's
+  float rso_p;         // 1 / (do's scale) / pscale: dV's
 };
 #if defined(BF16IN)
 int bf16_exp(uint m) { return (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133; }  // floor(log2), m > 0
@@ -176,14 +218,40 @@ Scales scales() {
   const uint mq = ws[pc.aux_amax + 1u], mk = ws[pc.aux_amax + 2u], mv = ws[pc.aux_amax + 3u], mo = ws[pc.aux_amax + 4u];
   sq = pow2_scale(mq), sk = pow2_scale(mk), sv = pow2_scale(mv), so = pow2_scale(mo);
   if (mo != 0u && mv != 0u && mo < 0x7f80u && mv < 0x7f80u) {
-    const int e = bf16_exp(mo) + bf16_exp(mv) + 2 + int(ceil(log2(2.0 * float(HD) * pc.scale)));  // bound < 2^e
+    const float z = DROPOUT ? pc.keep_scale : 1.0;  // (|P Z dP|, |D| <= HD max|dO| max|V| / (1 - p))
+    const int e = bf16_exp(mo) + bf16_exp(mv) + 2 + int(ceil(log2(2.0 * float(HD) * pc.scale * z)));  // bound < 2^e
     x.ds = exp2(float(clamp(15 - e, -100, 100)));
   }
 #endif
-  x.c2 = pc.scale * LOG2E / sq / sk;
+  x.sdot = pc.scale / sq / sk;
+  x.c2 = x.sdot * LOG2E;
   x.rso = 1.0 / so, x.rsv = 1.0 / sv, x.rsq = 1.0 / sq, x.rsk = 1.0 / sk;
-  x.rso_p = x.rso / PSCALE;
+  x.pscale = DROPOUT ? min(PSCALE, exp2(floor(log2(32768.0 / pc.keep_scale)))) : PSCALE;
+  x.rso_p = x.rso / x.pscale;
   return x;
+}
+
+// P and dS (times their powers of two) of one score element from the raw products (dot: q . k, dp:
+// do . v, of the scaled copies), for a row (x) and key j visible or not.
+void p_ds(Scales sc, RowStats x, int j, bool vis, Seq s, inout float dot, inout float dp) {
+  float p, dcap = 1.0;
+  if (!SOFTCAP && ALIBI == 0u) {
+    p = exp2(dot * sc.c2 - x.l2);
+  } else {
+    float v = dot * sc.sdot;
+    if (SOFTCAP) {
+      const float th = tanh(v / pc.softcap);
+      v = pc.softcap * th;
+      dcap = 1.0 - th * th;
+    }
+    if (ALIBI != 0u) v -= x.slope * abs(float(x.qi + s.off - j));
+    p = exp2(v * LOG2E - x.l2);
+  }
+  if (!vis) p = 0.0;
+  float z = 1.0;
+  if (DROPOUT) z = p > 0.0 && dropout_keep(x.ri, uint(j)) ? pc.keep_scale : 0.0;
+  dot = p * z * sc.pscale;
+  dp = p * (z * dp * sc.rso * sc.rsv - x.d) * dcap * pc.scale * sc.ds;
 }
 
 // The accumulators times f1 f2 to 16-bit rows through the subgroup's 16 x 16 staging area (indexing an
@@ -215,8 +283,8 @@ void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], float f1, float
 // 3-7 % slower than these 32-row tiles without it (session 16, probe 5).
 const uint PF = BQ * NPK / NT;
 uvec4 pq[PF], pd[PF];
-float p_l2, p_d;
-int p_qi;
+shared RowStats rst[BQ];  // the tile rows'
+RowStats p_rs;
 void fetch_rows(Seq s, uint hk, uint r0, uint nrows) {
   [[unroll]] for (uint f = 0u; f < PF; ++f) {
     const uint e = gl_LocalInvocationID.x + NT * f, t = e / NPK, pk = e % NPK, r = r0 + t;
@@ -227,7 +295,7 @@ void fetch_rows(Seq s, uint hk, uint r0, uint nrows) {
       pd[f] = do4[ri * NPK + pk];
     }
   }
-  if (gl_LocalInvocationID.x < BQ) row_stats(s, hk, r0 + gl_LocalInvocationID.x, nrows, p_l2, p_d, p_qi);
+  if (gl_LocalInvocationID.x < BQ) p_rs = row_stats(s, hk, r0 + gl_LocalInvocationID.x, nrows);
 }
 
 void main() {
@@ -274,7 +342,7 @@ void main() {
       Qs[t * LD8 + pk] = pq[f];
       Os[t * LD8 + pk] = pd[f];
     }
-    if (lid < BQ) l2s[lid] = p_l2, dss[lid] = p_d, qis[lid] = p_qi;
+    if (lid < BQ) rst[lid] = p_rs;
     barrier();
     // Per 16 rows of the tile (one score block live at a time, for the registers): S^T = K Q^T,
     // dP^T = V dO^T (16 keys x 16 rows), P^T and dS^T on the accumulators (element i is key lane / 4 +
@@ -290,11 +358,8 @@ void main() {
       }
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const int j = j0 + int(16u * w + lane / 4u + 8u * LH(i));
-        const uint t = 16u * rb + LCOL(lane, i);
-        float p = exp2(sa[i] * sc.c2 - l2s[t]);
-        if (!visible(qis[t], j, s)) p = 0.0;
-        sa[i] = p * PSCALE;
-        da[i] = p * (da[i] * sc.rso * sc.rsv - dss[t]) * pc.scale * sc.ds;
+        const RowStats x = rst[16u * rb + LCOL(lane, i)];
+        p_ds(sc, x, j, visible(x.qi, j, s), s, sa[i], da[i]);
       }
       const MAT pf = MAT(sa), dsf = MAT(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
@@ -342,10 +407,7 @@ void main() {
   jend = max(jend, jbeg);
   // This invocation's two accumulator rows: lse (base 2), D, query.
   // (scalars chosen by H(i), not arrays indexed by it: kept in registers)
-  float l2a, l2b, da_, db_;
-  int qa, qb;
-  row_stats(s, hk, r0 + 16u * w + lane / 4u, nrows, l2a, da_, qa);
-  row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u, nrows, l2b, db_, qb);
+  const RowStats ra = row_stats(s, hk, r0 + 16u * w + lane / 4u, nrows), rb = row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u, nrows);
   // The subgroup's Q and dO fragments, staged through Ks and Vs in rounds of BK rows.
   MAT qf[NF], of[NF];
   for (uint q0 = 0u; q0 < BQ; q0 += BK) {
@@ -394,11 +456,9 @@ void main() {
         da = coopMatMulAddNV(of[f], b, da);
       }
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-        const uint h = LH(i);
+        const RowStats x = LH(i) == 0u ? ra : rb;
         const int j = j0 + int(16u * jj + LCOL(lane, i));
-        float p = exp2(sa[i] * sc.c2 - (h == 0u ? l2a : l2b));
-        if (j >= jend || !visible(h == 0u ? qa : qb, j, s)) p = 0.0;
-        da[i] = p * (da[i] * sc.rso * sc.rsv - (h == 0u ? da_ : db_)) * pc.scale * sc.ds;
+        p_ds(sc, x, j, j < jend && visible(x.qi, j, s), s, sa[i], da[i]);
       }
       const MAT dsf = MAT(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {

@@ -132,12 +132,13 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
-// attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16, D 64 and 128) forced
+// attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16 and bf16, D 64 and 128) forced
 // (KF_TUNE attn_path=2), in the QUAD form where the device has its layout and in the generic form
-// (attn_quad=1), on every registry case, refused where they do not apply (saying so), and on cases over
-// several workgroups' tiles (64 keys / 64 rows; 32 in the generic form) with GQA, causal and window masks
-// and key lengths; the automatic choice takes them where they apply, the portable passes elsewhere;
-// skipped where the device has no NV cooperative matrices.
+// (attn_quad=1: f16 without dropout, soft-capping or ALiBi), on every registry case, refused where they do
+// not apply (saying so), and on cases over several workgroups' tiles (64 keys / 64 rows; 32 in the
+// generic form) with GQA, causal and window masks, key lengths, dropout, soft-capping and ALiBi; the
+// automatic choice takes them where they apply, the portable passes elsewhere; skipped where the device
+// has no NV cooperative matrices.
 TEST(AttentionPaths, BackwardCooperativeMatrix) {
   int checked = 0;
   const OpDef& op = get_op("attention_backward");
@@ -150,7 +151,12 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
       {"b2_sq100_sk90_d128_window_key_lengths", shapes(2, 2, 2, 100, 90, 128), {}, 2},
       {"gqa_h6_kv2_sq65_sk200_d128_causal", shapes(1, 6, 2, 65, 200, 128), {}, 2},
       {"gqa_h4_kv2_sq150_sk130_d128", shapes(1, 4, 2, 150, 130, 128), {}, 2},
+      {"gqa_h4_kv2_sq100_sk150_d64_causal_dropout_softcap_alibi", shapes(1, 4, 2, 100, 150, 64), {}, 2},
   };
+  more[4].attrs.causal = true;
+  more[4].attrs.p = 0.2;
+  more[4].attrs.softcap = 5;
+  more[4].attrs.alibi = true;
   more[0].attrs.causal = true;
   more[1].inputs.resize(8);
   more[1].inputs[7] = {2};  // key lengths
@@ -169,8 +175,8 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
         const Attrs& a = tc.attrs;
         const int64_t D = tc.inputs[0][3];
         const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
-        const bool applies = (D == 64 || D == 128) && a.p == 0 && a.softcap == 0 && !a.alibi && !given(6) && a.rope == 0 &&
-                             !given(8) && !given(11);
+        const bool applies = (D == 64 || D == 128) && a.rope == 0 && !given(8) && !given(11);
+        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6);  // (the QUAD form's only)
         for (Context* ctx : {&forced, &generic, &automatic}) {
           const uint64_t seed = fresh_seed();
           check::CaseOptions o;
@@ -179,20 +185,23 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
           // bf16 runs in the QUAD form only: refused in the generic one (and where the device's
           // accumulator layout was not found), portable in the automatic choice there.
           const bool quad_only = t == DType::bf16 && r.message.find("it takes bf16 in its QUAD form only") != std::string::npos;
-          const bool runs = applies && !(t == DType::bf16 && (ctx == &generic || quad_only));
+          const bool runs = applies && !((t == DType::bf16 || quad_options) && (ctx == &generic || quad_only)) &&
+                            r.message.find("its generic form does not apply") == std::string::npos;
           if (ctx != &automatic && !runs) {
             EXPECT_FALSE(r.pass) << to_string(t) << " " << tc.label << ": ran " << r.variant;
             EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
                 << tc.label << ": " << r.message;
             if (applies) {
-              EXPECT_NE(r.message.find("it takes bf16 in its QUAD form only"), std::string::npos) << r.message;
+              EXPECT_TRUE(r.message.find("it takes bf16 in its QUAD form only") != std::string::npos ||
+                          r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") != std::string::npos)
+                  << r.message;
             }
             continue;
           }
           ++checked;
           EXPECT_TRUE(r.pass) << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
                               << r.message;
-          if (ctx == &automatic && t == DType::bf16) continue;  // (the QUAD form where the device has it)
+          if (ctx == &automatic && (t == DType::bf16 || quad_options)) continue;  // (the QUAD form where the device has it)
           EXPECT_EQ(r.variant.find("attention_backward/coopmat-nv") != std::string::npos, applies) << tc.label << ": " << r.variant;
           EXPECT_EQ(r.variant.find("bf16-staged-as-f16") != std::string::npos, applies && t == DType::bf16) << r.variant;
           if (ctx == &generic) {

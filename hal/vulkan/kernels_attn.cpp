@@ -280,7 +280,8 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
                                             dev.info().name + " offers " + std::to_string(max_shared));
 
   // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 (and bf16 in the QUAD form),
-  // D 64 or 128, the NV 16x16x16 f16 shape, causal / window masks, key lengths and GQA only; KF_TUNE
+  // D 64 or 128, the NV 16x16x16 f16 shape, causal / window masks, key lengths and GQA (and dropout,
+  // soft-capping and ALiBi in the QUAD form); not RoPE, block masks or packed sequences. KF_TUNE
   // attn_path=1 keeps the portable passes, attn_path=2 forces these (Unsupported, saying why, where they
   // do not apply). Decided before anything is recorded, so that a refusal leaves nothing behind.
   // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
@@ -297,15 +298,15 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
   else if (D != 64 && D != 128) no_cm = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
   else if (!dev.coopmat_f16()) no_cm = "the device has no 16x16x16 f16 NV cooperative-matrix shape";
-  else if (a.p > 0) no_cm = "it does not apply dropout";
-  else if (a.softcap > 0) no_cm = "it does not apply soft-capping";
-  else if (a.alibi || has(6)) no_cm = "it does not apply ALiBi";
   else if (a.rope) no_cm = "it does not apply RoPE";
   else if (has(11)) no_cm = "it does not take a block mask";
   else if (g.varlen) no_cm = "it does not take packed sequences";
   else if (bf16 && !quad)
     no_cm = "it takes bf16 in its QUAD form only (f16 copies times powers of two), which needs the device's accumulator layout" +
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
+  else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6)))
+    no_cm = "its generic form does not apply dropout, soft-capping or ALiBi (its QUAD form, which does, needs the device's accumulator layout" +
+            std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
   else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq))) no_cm = "this build has no " + cm_dkv;
   else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
   else if ((g.SkT + 31) / 32 > 65535 || (g.Hq / g.Hkv * g.SqT + 31) / 32 > 65535 || g.nseq > 65535 || g.Hkv > 65535)
