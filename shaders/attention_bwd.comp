@@ -102,12 +102,7 @@ float alibi_slope(uint h) {
 }
 
 bool dropout_keep(uint rowidx, uint col) {
-  uint hi, lo, carry;
-  umulExtended(rowidx, pc.SkT, hi, lo);
-  lo = uaddCarry(lo, col, carry);
-  hi += carry;
-  const uvec4 r = philox4x32_10(uvec4((lo >> 2) | (hi << 30), hi >> 2, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
-  return (r[lo & 3u] >> 8) >= pc.thr;
+  return philox_keep2d(rowidx, pc.SkT, col, uvec2(pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
 }
 
 shared float Qs[BQ * DP];

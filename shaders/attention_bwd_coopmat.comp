@@ -136,7 +136,6 @@ bool visible(int qi, int j, Seq s) {
 uint row_index(Seq s, uint hk, uint r) { return (s.b * pc.Hq + hk * pc.G + r % pc.G) * pc.SqT + r / pc.G; }
 
 #if QUAD
-// A row's lse in base 2 (+inf where the row saw no key, or is past the range: P = 0), its D and query.
 // A slope of ALiBi (as attention_bwd.comp): given (16-bit, in the workspace) or the default of Hq heads.
 float alibi_slope(uint h) {
   if (ALIBI == 2u) {
@@ -155,12 +154,7 @@ float alibi_slope(uint h) {
 
 // keep(i) of KERNELS.md's generator for i = rowidx * SkT + col (64-bit), as the forward draws it.
 bool dropout_keep(uint rowidx, uint col) {
-  uint hi, lo, carry;
-  umulExtended(rowidx, pc.SkT, hi, lo);
-  lo = uaddCarry(lo, col, carry);
-  hi += carry;
-  const uvec4 r = philox4x32_10(uvec4((lo >> 2) | (hi << 30), hi >> 2, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
-  return (r[lo & 3u] >> 8) >= pc.thr;
+  return philox_keep2d(rowidx, pc.SkT, col, uvec2(pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
 }
 
 // What a row's probabilities need: lse in base 2 (+inf where the row saw no key, or is past the range:
@@ -187,8 +181,8 @@ RowStats row_stats(Seq s, uint hk, uint r, uint nrows) {
 // bf16 (BF16IN) runs on f16 copies of q, k, v and do, each times the power of two that puts its largest
 // magnitude in [2^14, 2^15) (attention_absmax.comp, as the forward's bf16): exact scaling, no overflow,
 // values down to 2^-28 of the largest keep their 8 bits. dS goes to the products times the power of two
-// that puts its bound (2 HD max|dO| max|V| scale: |P| <= 1, |dP|, |D| <= HD max|dO| max|V|) at most
-// 2^15, and P times PSCALE (f16 too: small probabilities stay normal f16 numbers, as in the forward).
+// that puts its bound (2 HD max|dO| max|V| scale / (1 - p): |P| <= 1, |Z dP|, |D| <= HD max|dO| max|V|
+// / (1 - p)) at most 2^15, and P times PSCALE (f16 too: small probabilities stay normal f16 numbers, as in the forward).
 // Everything is undone in f32, one power of two at a time (no product of two scales, which could leave
 // f32's range).
 // With dropout P Z goes to the products: PSCALE / (1 - p) stays within f16 (a smaller power of two

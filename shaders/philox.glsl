@@ -9,3 +9,15 @@ uvec4 philox4x32_10(uvec4 c, uvec2 k) {
   }
   return c;
 }
+
+// keep(i) of KERNELS.md's dropout for the element i = row * cols + col (64-bit) of a [rows, cols] matrix
+// (attention's probabilities: row of [B, H, Sq], col a key): Philox block i / 4, its word i % 4, the top
+// 24 bits against thr.
+bool philox_keep2d(uint row, uint cols, uint col, uvec2 off, uvec2 seed, uint thr) {
+  uint hi, lo, carry;
+  umulExtended(row, cols, hi, lo);
+  lo = uaddCarry(lo, col, carry);
+  hi += carry;
+  const uvec4 r = philox4x32_10(uvec4((lo >> 2) | (hi << 30), hi >> 2, off.x, off.y), seed);
+  return (r[lo & 3u] >> 8) >= thr;
+}

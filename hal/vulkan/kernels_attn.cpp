@@ -291,7 +291,8 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const std::string cm_dkv = "attn_bwd_cm_dkv_d" + std::to_string(D), cm_dq = "attn_bwd_cm_dq_d" + std::to_string(D);
   const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
                     cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
-  const bool quad = dev.coopmat_f16() && dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
+  const bool quad = (call.dtype == DType::f16 || bf16) && (D == 64 || D == 128) && dev.coopmat_f16() &&
+                    dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
                     (!bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
                     max_shared >= 21888 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
   std::string no_cm;
