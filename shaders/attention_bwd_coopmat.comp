@@ -1,9 +1,11 @@
 #version 450
 // attention_backward's dK/dV and dQ passes on the tensor cores (GL_NV_cooperative_matrix 16x16x16 f16 ->
-// f32): f16, head dimension HD (64 or 128), causal and window masks, key lengths, GQA; the other options
-// stay on attention_bwd.comp (hal/vulkan/kernels_attn.cpp picks). After attention_bwd.comp's PRE pass (D_i
-// and lse as floats in the workspace), with its push constants; same semantics (FlashAttention 2's
-// backward, the probabilities recomputed from q, k and lse), deterministic (no atomics).
+// f32): causal and window masks, key lengths, GQA; in the QUAD form also f16 and bf16 (BF16IN), head
+// dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping and ALiBi (the generic form: f16, HD 64 and
+// 128). RoPE, block masks and packed sequences stay on attention_bwd.comp (hal/vulkan/kernels_attn.cpp
+// picks). After attention_bwd.comp's PRE pass (D_i and lse as floats in the workspace), with its push
+// constants; same semantics (FlashAttention 2's backward, the probabilities recomputed from q, k and lse),
+// deterministic (no atomics).
 // Two forms, as attention_coopmat.comp's:
 //   QUAD (where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the device): 4
 //   subgroups, each with its stationary A operands in registers; per 16 x 16 score block, P and dS
@@ -275,7 +277,7 @@ void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], float f1, float
 // A tile's q and do packs (and, in the first BQ invocations, its rows' lse, D and query). Loaded as the
 // tile starts: loading the next tile during the products (16-row tiles at D 128, for the registers) was
 // 3-7 % slower than these 32-row tiles without it (session 16, probe 5).
-const uint PF = BQ * NPK / NT;
+const uint PF = (BQ * NPK + NT - 1u) / NT;  // packs an invocation (the last round partly, at D 80 or 96)
 uvec4 pq[PF], pd[PF];
 shared RowStats rst[BQ];  // the tile rows'
 RowStats p_rs;
@@ -283,7 +285,7 @@ void fetch_rows(Seq s, uint hk, uint r0, uint nrows) {
   [[unroll]] for (uint f = 0u; f < PF; ++f) {
     const uint e = gl_LocalInvocationID.x + NT * f, t = e / NPK, pk = e % NPK, r = r0 + t;
     pq[f] = uvec4(0u), pd[f] = uvec4(0u);
-    if (r < nrows) {
+    if (e < BQ * NPK && r < nrows) {
       const uint ri = row_index(s, hk, r);
       pq[f] = q4[ri * NPK + pk];
       pd[f] = do4[ri * NPK + pk];
@@ -333,8 +335,7 @@ void main() {
     fetch_rows(s, hk, r0, r_end);
     [[unroll]] for (uint f = 0u; f < PF; ++f) {
       const uint e = lid + NT * f, t = e / NPK, pk = e % NPK;
-      Qs[t * LD8 + pk] = pq[f];
-      Os[t * LD8 + pk] = pd[f];
+      if (e < BQ * NPK) Qs[t * LD8 + pk] = pq[f], Os[t * LD8 + pk] = pd[f];
     }
     if (lid < BQ) rst[lid] = p_rs;
     barrier();
@@ -377,14 +378,15 @@ void main() {
 
 #if defined(DQ)
 // The next key tile's k and v packs (zeros at or past jend), loaded during this tile's products.
-const uint PF = BK * NPK / NT;
+const uint PF = (BK * NPK + NT - 1u) / NT;  // packs an invocation (the last round partly, at D 32, 80 or 96)
 uvec4 pk_k[PF], pk_v[PF];
 void fetch_keys(uint kvbase, int j0, int jend) {
   [[unroll]] for (uint f = 0u; f < PF; ++f) {
     const uint e = gl_LocalInvocationID.x + NT * f, t = e / NPK, pk = e % NPK;
     const int j = j0 + int(t);
-    pk_k[f] = j < jend ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
-    pk_v[f] = j < jend ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+    const bool inside = e < BK * NPK && j < jend;
+    pk_k[f] = inside ? k4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
+    pk_v[f] = inside ? v4[(kvbase + uint(j)) * NPK + pk] : uvec4(0u);
   }
 }
 
@@ -433,8 +435,7 @@ void main() {
     barrier();  // the last tile's reads (and the fragments' staging) are done
     [[unroll]] for (uint f = 0u; f < PF; ++f) {
       const uint e = lid + NT * f, t = e / NPK, pk = e % NPK;
-      Ks[t * LD8 + pk] = pk_k[f];
-      Vs[t * LD8 + pk] = pk_v[f];
+      if (e < BK * NPK) Ks[t * LD8 + pk] = pk_k[f], Vs[t * LD8 + pk] = pk_v[f];
     }
     barrier();
     if (j0 + int(BK) < jend) fetch_keys(kvbase, j0 + int(BK), jend);

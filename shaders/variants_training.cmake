@@ -103,11 +103,13 @@ if(coopmat_nv_rc EQUAL 0)
   foreach(hd 64 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,BF16IN")
   endforeach()
-  # attention_backward's dK/dV and dQ passes on the tensor cores (D 64 and 128): f16 generic and QUAD, bf16
-  # QUAD (f16 copies times powers of two).
+  # attention_backward's dK/dV and dQ passes on the tensor cores: generic (f16, D 64 and 128) and QUAD (f16
+  # and bf16 as f16 copies times powers of two, D 32 to 128).
   foreach(hd 64 128)
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DKV")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DQ")
+  endforeach()
+  foreach(hd 32 64 80 96 128)
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DQ")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dkv_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV,BF16IN")

@@ -132,9 +132,9 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }
 
-// attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16 and bf16, D 64 and 128) forced
+// attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16 and bf16, D 32 to 128) forced
 // (KF_TUNE attn_path=2), in the QUAD form where the device has its layout and in the generic form
-// (attn_quad=1: f16 without dropout, soft-capping or ALiBi), on every registry case, refused where they do
+// (attn_quad=1: f16, D 64 and 128, without dropout, soft-capping or ALiBi), on every registry case, refused where they do
 // not apply (saying so), and on cases over several workgroups' tiles (64 keys / 64 rows; 32 in the
 // generic form) with GQA, causal and window masks, key lengths, dropout, soft-capping and ALiBi; the
 // automatic choice takes them where they apply, the portable passes elsewhere; skipped where the device
@@ -152,11 +152,17 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
       {"gqa_h6_kv2_sq65_sk200_d128_causal", shapes(1, 6, 2, 65, 200, 128), {}, 2},
       {"gqa_h4_kv2_sq150_sk130_d128", shapes(1, 4, 2, 150, 130, 128), {}, 2},
       {"gqa_h4_kv2_sq100_sk150_d64_causal_dropout_softcap_alibi", shapes(1, 4, 2, 100, 150, 64), {}, 2},
+      {"gqa_h6_kv2_sq90_sk140_d80_causal", shapes(1, 6, 2, 90, 140, 80), {}, 2},
+      {"b2_sq70_sk130_d96_window", shapes(2, 2, 2, 70, 130, 96), {}, 2},
+      {"gqa_h4_kv1_sq80_sk100_d32_dropout", shapes(1, 4, 1, 80, 100, 32), {}, 2},
   };
   more[4].attrs.causal = true;
   more[4].attrs.p = 0.2;
   more[4].attrs.softcap = 5;
   more[4].attrs.alibi = true;
+  more[5].attrs.causal = true;
+  more[6].attrs.window = 30;
+  more[7].attrs.p = 0.1;
   more[0].attrs.causal = true;
   more[1].inputs.resize(8);
   more[1].inputs[7] = {2};  // key lengths
@@ -175,8 +181,8 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
         const Attrs& a = tc.attrs;
         const int64_t D = tc.inputs[0][3];
         const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
-        const bool applies = (D == 64 || D == 128) && a.rope == 0 && !given(8) && !given(11);
-        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6);  // (the QUAD form's only)
+        const bool applies = (D == 32 || D == 64 || D == 80 || D == 96 || D == 128) && a.rope == 0 && !given(8) && !given(11);
+        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6) || (D != 64 && D != 128);  // (the QUAD form's only)
         for (Context* ctx : {&forced, &generic, &automatic}) {
           const uint64_t seed = fresh_seed();
           check::CaseOptions o;
@@ -186,14 +192,16 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
           // accumulator layout was not found), portable in the automatic choice there.
           const bool quad_only = t == DType::bf16 && r.message.find("it takes bf16 in its QUAD form only") != std::string::npos;
           const bool runs = applies && !((t == DType::bf16 || quad_options) && (ctx == &generic || quad_only)) &&
-                            r.message.find("its generic form does not apply") == std::string::npos;
+                            r.message.find("its generic form does not apply") == std::string::npos &&
+                            r.message.find("its generic form takes head dimensions") == std::string::npos;
           if (ctx != &automatic && !runs) {
             EXPECT_FALSE(r.pass) << to_string(t) << " " << tc.label << ": ran " << r.variant;
             EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
                 << tc.label << ": " << r.message;
             if (applies) {
               EXPECT_TRUE(r.message.find("it takes bf16 in its QUAD form only") != std::string::npos ||
-                          r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") != std::string::npos)
+                          r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") != std::string::npos ||
+                          r.message.find("its generic form takes head dimensions 64 and 128") != std::string::npos)
                   << r.message;
             }
             continue;

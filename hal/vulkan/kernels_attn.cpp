@@ -280,8 +280,9 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
                                             dev.info().name + " offers " + std::to_string(max_shared));
 
   // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 (and bf16 in the QUAD form),
-  // D 64 or 128, the NV 16x16x16 f16 shape, causal / window masks, key lengths and GQA (and dropout,
-  // soft-capping and ALiBi in the QUAD form); not RoPE, block masks or packed sequences. KF_TUNE
+  // D 64 or 128 (32, 80 and 96 too in the QUAD form), the NV 16x16x16 f16 shape, causal / window masks, key
+  // lengths and GQA (and dropout, soft-capping and ALiBi in the QUAD form); not RoPE, block masks or packed
+  // sequences. KF_TUNE
   // attn_path=1 keeps the portable passes, attn_path=2 forces these (Unsupported, saying why, where they
   // do not apply). Decided before anything is recorded, so that a refusal leaves nothing behind.
   // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
@@ -291,13 +292,14 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const std::string cm_dkv = "attn_bwd_cm_dkv_d" + std::to_string(D), cm_dq = "attn_bwd_cm_dq_d" + std::to_string(D);
   const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
                     cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
-  const bool quad = (call.dtype == DType::f16 || bf16) && (D == 64 || D == 128) && dev.coopmat_f16() &&
+  const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && dev.coopmat_f16() &&
                     dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
                     (!bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
                     max_shared >= 21888 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
   std::string no_cm;
   if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
-  else if (D != 64 && D != 128) no_cm = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
+  else if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128)
+    no_cm = "it takes head dimensions 32, 64, 80, 96 and 128 (D = " + std::to_string(D) + ")";
   else if (!dev.coopmat_f16()) no_cm = "the device has no 16x16x16 f16 NV cooperative-matrix shape";
   else if (a.rope) no_cm = "it does not apply RoPE";
   else if (has(11)) no_cm = "it does not take a block mask";
@@ -305,6 +307,9 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   else if (bf16 && !quad)
     no_cm = "it takes bf16 in its QUAD form only (f16 copies times powers of two), which needs the device's accumulator layout" +
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
+  else if (!quad && D != 64 && D != 128)
+    no_cm = "its generic form takes head dimensions 64 and 128 (its QUAD form, which takes " + std::to_string(D) +
+            ", needs the device's accumulator layout" + std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
   else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6)))
     no_cm = "its generic form does not apply dropout, soft-capping or ALiBi (its QUAD form, which does, needs the device's accumulator layout" +
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
