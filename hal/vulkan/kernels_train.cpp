@@ -138,7 +138,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   };
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
   std::shared_ptr<Buffer> ws;
-  if (norm) ws = workspace(acc * (3 * R + 2 * nrchunks * npk * plan.vw));
+  if (norm) ws = workspace(acc * (3 * R + 4 * nrchunks * npk * plan.vw));  // row statistics; partials (high and low parts)
   l.bindings[0] = dy.buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_w) l.bindings[2] = call.inputs[2].buffer;
