@@ -21,12 +21,7 @@ layout(std430, binding = 5) buffer WS { uint ws[]; };
 layout(push_constant) uniform PC { uint n_packs[3]; uint out_word; } pc;
 
 #if defined(CONVERT)
-// attention_coopmat.comp's power of two for a largest magnitude (the same function).
-float pow2_scale(uint m) {
-  if (m == 0u || m >= 0x7f80u) return 1.0;
-  const int e = (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133;
-  return exp2(float(clamp(14 - e, -100, 100)));
-}
+#include "bf16_scale.glsl"  // pow2_scale, as attention_coopmat.comp
 uvec4 to_f16(uvec4 x, float s) {
   uvec4 h;
   [[unroll]] for (uint k = 0; k < 4u; ++k)

@@ -200,8 +200,7 @@ struct Scales {
   float rso_p;         // 1 / (do's scale) / pscale: dV's
 };
 #if defined(BF16IN)
-int bf16_exp(uint m) { return (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133; }  // floor(log2), m > 0
-float pow2_scale(uint m) { return m == 0u || m >= 0x7f80u ? 1.0 : exp2(float(clamp(14 - bf16_exp(m), -100, 100))); }
+#include "bf16_scale.glsl"  // bf16_exp, pow2_scale
 uint pack2(vec2 v) { return pack_bf16x2(v.x, v.y); }
 #else
 uint pack2(vec2 v) { return packHalf2x16(v); }

@@ -126,13 +126,7 @@ uvec4 to_f16(uvec4 x, float s) {
 #endif
 }
 
-// The power of two 2^k that puts a largest magnitude (bf16 bits, sign cleared) in [2^14, 2^15); 1 for
-// zero, infinity or NaN (which then propagate as in the reference). k is kept within [-100, 100].
-float pow2_scale(uint m) {
-  if (m == 0u || m >= 0x7f80u) return 1.0;
-  const int e = (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133;  // floor(log2(value))
-  return exp2(float(clamp(14 - e, -100, 100)));
-}
+#include "bf16_scale.glsl"  // pow2_scale
 float g_scale;  // the softmax scale of the raw dot products of the staged (scaled) Q and K
 
 // RoPE on rows [0, n) of the staged tile, in f32 (as attention.comp's rope_tile); query row t is at

@@ -16,13 +16,7 @@ layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X_ { uvec4 x[]; };
 layout(std430, binding = 4) writeonly buffer Y_ { uvec4 y[]; };
 
-// The power of two 2^k for a largest magnitude m (bf16 bits): m 2^k in [2^14, 2^15); 1 for zero,
-// infinity or NaN (which then propagate). k within [-100, 100].
-float pow2_scale(uint m) {
-  if (m == 0u || m >= 0x7f80u) return 1.0;
-  const int e = (m >> 7) != 0u ? int(m >> 7) - 127 : findMSB(m) - 133;
-  return exp2(float(clamp(14 - e, -100, 100)));
-}
+#include "bf16_scale.glsl"  // pow2_scale
 
 #if defined(COLS)
 // A workgroup covers a band of 8 column packs (64 columns: each row's 128 bytes read by 8 neighbouring
