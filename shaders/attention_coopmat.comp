@@ -11,6 +11,12 @@
 //   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
 //   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
 //   into registers during the products.
+//   FRAGW (QUAD without PREFETCH or RoPE; the host checks that an f16 fragment keeps the same quad
+//   layout, its elements 2w and 2w + 1 side by side in a row): the K and V fragments are assembled from
+//   32-bit shared-memory words (4 loads an invocation) instead of coopMatLoadNV, whose loads cost about a
+//   quarter of the tensor cores' rate with shared-memory operands (mm_coopmat_peak.comp, NOTES.md session
+//   9). K is staged transposed with pairs of keys in a word (Kt: d-major), so that each word is a pair of
+//   K^T's fragment; V's rows already hold pairs along d. Q goes through V's buffer.
 //   generic (any layout), described here: one buffer (query tile, K tile, V tile in turn), scores and
 //   probabilities through shared memory.
 // In both, each tile's P V starts from zero and is added to O in f32 (accumulating across tiles in
@@ -56,12 +62,19 @@
 layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 1, 3i + 2: H(i), X(i), Y(i) (the default: NVIDIA 580)
 uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
 uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + ((QLAYOUT >> (3u * i + 1u)) & 1u) + 8u * ((QLAYOUT >> (3u * i + 2u)) & 1u); }
+uint LY(uint i) { return (QLAYOUT >> (3u * i + 2u)) & 1u; }
 #endif
 #ifndef NW
 #define NW 4u                                // subgroups (of 32) per workgroup
 #endif
 #ifndef PREFETCH
 #define PREFETCH 0                           // QUAD only: the next K, V tiles loaded into registers early
+#endif
+#ifndef FRAGW
+#define FRAGW 0                              // QUAD only: K and V fragments from 32-bit words
+#endif
+#if FRAGW && (!QUAD || PREFETCH)
+#error FRAGW is a form of the QUAD loop without PREFETCH
 #endif
 const uint TQ = NW * 16u;                    // query rows per workgroup
 const uint BKV = HD > 128u ? 32u : 64u;      // keys per tile (shared memory: 32 KiB at HD = 256)
@@ -85,11 +98,22 @@ DECLARE_BUFFER(2, V, readonly)
 DECLARE_BUFFER(3, O, )
 DECLARE_BUFFER(4, LSEB, )
 
-#if QUAD
+#if FRAGW
+const uint KTROW = BKV / 2u + 4u;         // words per row of Kt (+ 4: the fragment's 8 rows x 4 words on 32 banks)
+shared uint Kt[HD * KTROW];               // K tiles transposed: word (d, t) holds keys 2t (low half) and 2t + 1
+shared uvec4 Vs[KVROWS * KROW];           // the query tile (in rounds), then V tiles
+shared float Ss[NW * 256u];               // the row-index matrix; the output staging
+shared float rowml[TQ * 2u];              // per row: the final m and l
+#define STG Vs
+// Elements 2q and 2q + 1 of an f16 fragment from word q of w.
+#define SET_FRAG(f, w) [[unroll]] for (int q_ = 0; q_ < 4; ++q_) { \
+    const f16vec2 h_ = unpackFloat2x16((w)[q_]); f[2 * q_] = h_.x; f[2 * q_ + 1] = h_.y; }
+#elif QUAD
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K tiles
 shared uvec4 Vs[BKV * KROW];              // V tiles
 shared float Ss[NW * 256u];               // the row-index matrix; the output staging
 shared float rowml[TQ * 2u];              // per row: the final m and l
+#define STG KVs
 #if PREFETCH
 const uint PF = BKV * HPK / (32u * NW);   // packs of a K (and of a V) tile per invocation
 uvec4 pk_k[PF], pk_v[PF];
@@ -104,6 +128,7 @@ void prefetch(int j0, int jend, uint kvbase) {
 #endif
 #else
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K and V tiles
+#define STG KVs
 shared float Ss[NW * 16u * SROW];         // scores; the row-index matrix; the output staging
 shared float16_t Ps[NW * 16u * PROW];     // probabilities
 shared float rowf[NW * 16u];              // per row: the rescaling factor of this tile
@@ -113,7 +138,7 @@ shared float rowf[NW * 16u];              // per row: the rescaling factor of th
 #define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 
 // A staged row: 16-byte packs of 8 halves, as in memory.
-void stage_row_pack(uint t, uint pk, uvec4 x) { KVs[t * KROW + pk] = x; }
+void stage_row_pack(uint t, uint pk, uvec4 x) { STG[t * KROW + pk] = x; }
 
 // A 16-byte pack of Q as 8 f16 values (BF16IN: 8 bf16 values times Q's power of two).
 uvec4 to_f16(uvec4 x, float s) {
@@ -129,7 +154,7 @@ uvec4 to_f16(uvec4 x, float s) {
 #include "bf16_scale.glsl"  // pow2_scale
 float g_scale;  // the softmax scale of the raw dot products of the staged (scaled) Q and K
 
-// RoPE on rows [0, n) of the staged tile, in f32 (as attention.comp's rope_tile); query row t is at
+// RoPE on rows [0, n) of the staged tile (STG; FRAGW: the query tile only), in f32 (as attention.comp's rope_tile); query row t is at
 // the position of its query, key row t at first_pos + t. An invocation owns whole words (two halves):
 // the pair (d, d + 1) and its partners (interleaved: one word holds a pair).
 void rope_staged(bool query, uint n, int first_pos, int off) {
@@ -142,15 +167,15 @@ void rope_staged(bool query, uint n, int first_pos, int off) {
     const vec2 s = vec2(uintBitsToFloat(ws[tab + 1u]), uintBitsToFloat(ws[tab + 3u]));
     if (ROPE == 1u) {  // pairs (d, d + HD / 2) and (d + 1, d + 1 + HD / 2): two words
       const uint w0 = d / 2u, w1 = (d + half_d) / 2u;
-      const vec2 a = unpackHalf2x16(KVs[t * KROW + w0 / 4u][w0 % 4u]);
-      const vec2 b = unpackHalf2x16(KVs[t * KROW + w1 / 4u][w1 % 4u]);
-      KVs[t * KROW + w0 / 4u][w0 % 4u] = packHalf2x16(a * c - b * s);
-      KVs[t * KROW + w1 / 4u][w1 % 4u] = packHalf2x16(b * c + a * s);
+      const vec2 a = unpackHalf2x16(STG[t * KROW + w0 / 4u][w0 % 4u]);
+      const vec2 b = unpackHalf2x16(STG[t * KROW + w1 / 4u][w1 % 4u]);
+      STG[t * KROW + w0 / 4u][w0 % 4u] = packHalf2x16(a * c - b * s);
+      STG[t * KROW + w1 / 4u][w1 % 4u] = packHalf2x16(b * c + a * s);
     } else {  // pairs (2d, 2d + 1) and (2d + 2, 2d + 3): words d and d + 1
       [[unroll]] for (uint k = 0; k < 2u; ++k) {
         const uint wd = d + k;
-        const vec2 x = unpackHalf2x16(KVs[t * KROW + wd / 4u][wd % 4u]);
-        KVs[t * KROW + wd / 4u][wd % 4u] = packHalf2x16(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
+        const vec2 x = unpackHalf2x16(STG[t * KROW + wd / 4u][wd % 4u]);
+        STG[t * KROW + wd / 4u][wd % 4u] = packHalf2x16(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
       }
     }
   }
@@ -256,7 +281,7 @@ void main() {
       barrier();
     }
     if (w * 16u >= q0 && w * 16u < q0 + KVROWS)
-      [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], KVs, (w * 16u - q0) * KROW + 2u * f, KROW, false);
+      [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], STG, (w * 16u - q0) * KROW + 2u * f, KROW, false);
     barrier();  // the staged rows are in registers before the next round (or K) overwrites them
   }
 #if QUAD
@@ -287,6 +312,25 @@ void main() {
     }
     barrier();
     if (j0 + int(BKV) < jend) prefetch(j0 + int(BKV), jend, kvbase);
+#elif FRAGW
+    // K transposed: invocation (t, pk) loads keys 2t and 2t + 1 of pack pk and writes the 8 words
+    // (d, t) of d = 8 pk .. 8 pk + 7 (t runs fastest: the 32 invocations of a subgroup write 32 banks).
+    for (uint e = lid; e < (BKV / 2u) * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e % (BKV / 2u), pk = e / (BKV / 2u);
+      const int j = j0 + 2 * int(t);
+      const uvec4 x = j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+      const uvec4 y = j + 1 < jend ? K_v.v[(kvbase + uint(j) + 1u) * HPK + pk] : uvec4(0);
+      [[unroll]] for (uint k = 0; k < 4u; ++k) {
+        Kt[(8u * pk + 2u * k) * KTROW + t] = (x[k] & 0xffffu) | (y[k] << 16);
+        Kt[(8u * pk + 2u * k + 1u) * KTROW + t] = (x[k] >> 16) | (y[k] & 0xffff0000u);
+      }
+    }
+    for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e / HPK, pk = e % HPK;
+      const int j = j0 + int(t);
+      Vs[t * KROW + pk] = j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+    }
+    barrier();
 #else
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
@@ -297,7 +341,7 @@ void main() {
     }
     barrier();
 #endif
-    if (ROPE != 0u) {
+    if (ROPE != 0u && FRAGW == 0) {  // (FRAGW is not chosen with RoPE)
       rope_staged(false, uint(min(int(BKV), jend - j0)), j0, 0);
       barrier();
     }
@@ -307,7 +351,15 @@ void main() {
       s[jj] = FRAG32(0.0);
       [[unroll]] for (uint f = 0; f < NF; ++f) {
         FRAG16 kf;
+#if FRAGW
+        // K^T's element (d, key) of word q: row lane / 4 + 8 H(2q), key pair lane % 4 + 4 Y(2q).
+        uvec4 kw;
+        [[unroll]] for (uint q = 0; q < 4u; ++q)
+          kw[q] = Kt[(16u * f + lane / 4u + 8u * LH(2u * q)) * KTROW + 8u * jj + (lane & 3u) + 4u * LY(2u * q)];
+        SET_FRAG(kf, kw)
+#else
         coopMatLoadNV(kf, KVs, 16u * jj * KROW + 2u * f, KROW, true);
+#endif
         s[jj] = coopMatMulAddNV(qf[f], kf, s[jj]);
       }
     }
@@ -357,7 +409,15 @@ void main() {
       FRAG32 t = FRAG32(0.0);
       [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
         FRAG16 vf;
+#if FRAGW
+        // V's element (key, d) of word q: row lane / 4 + 8 H(2q), pack 2 f + Y(2q), word lane % 4.
+        uvec4 vw;
+        [[unroll]] for (uint q = 0; q < 4u; ++q)
+          vw[q] = Vs[(16u * kk + lane / 4u + 8u * LH(2u * q)) * KROW + 2u * f + LY(2u * q)][lane & 3u];
+        SET_FRAG(vf, vw)
+#else
         coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
+#endif
         t = coopMatMulAddNV(pf[kk], vf, t);
       }
       [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] = acc[f][i] * alpha[LH(i)] + t[i];
