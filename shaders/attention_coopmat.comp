@@ -11,12 +11,9 @@
 //   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
 //   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
 //   into registers during the products.
-//   FRAGW (QUAD without PREFETCH or RoPE; the host checks that an f16 fragment keeps the same quad
-//   layout, its elements 2w and 2w + 1 side by side in a row): the K and V fragments are assembled from
-//   32-bit shared-memory words (4 loads an invocation) instead of coopMatLoadNV, whose loads cost about a
-//   quarter of the tensor cores' rate with shared-memory operands (mm_coopmat_peak.comp, NOTES.md session
-//   9). K is staged transposed with pairs of keys in a word (Kt: d-major), so that each word is a pair of
-//   K^T's fragment; V's rows already hold pairs along d. Q goes through V's buffer.
+//   VT (QUAD without PREFETCH): V staged transposed (d-major, a pair of keys in each 32-bit word), so
+//   that P V's B fragments are loaded column-major as K^T's are: mma.sync takes B with its pairs along
+//   the reduction (keys), which V's rows do not hold.
 //   generic (any layout), described here: one buffer (query tile, K tile, V tile in turn), scores and
 //   probabilities through shared memory.
 // In both, each tile's P V starts from zero and is added to O in f32 (accumulating across tiles in
@@ -62,7 +59,6 @@
 layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 1, 3i + 2: H(i), X(i), Y(i) (the default: NVIDIA 580)
 uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
 uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + ((QLAYOUT >> (3u * i + 1u)) & 1u) + 8u * ((QLAYOUT >> (3u * i + 2u)) & 1u); }
-uint LY(uint i) { return (QLAYOUT >> (3u * i + 2u)) & 1u; }
 #endif
 #ifndef NW
 #define NW 4u                                // subgroups (of 32) per workgroup
@@ -70,11 +66,11 @@ uint LY(uint i) { return (QLAYOUT >> (3u * i + 2u)) & 1u; }
 #ifndef PREFETCH
 #define PREFETCH 0                           // QUAD only: the next K, V tiles loaded into registers early
 #endif
-#ifndef FRAGW
-#define FRAGW 0                              // QUAD only: K and V fragments from 32-bit words
+#ifndef VT
+#define VT 0                                 // QUAD only: V staged transposed
 #endif
-#if FRAGW && (!QUAD || PREFETCH)
-#error FRAGW is a form of the QUAD loop without PREFETCH
+#if VT && (!QUAD || PREFETCH)
+#error VT is a form of the QUAD loop without PREFETCH
 #endif
 const uint TQ = NW * 16u;                    // query rows per workgroup
 const uint BKV = HD > 128u ? 32u : 64u;      // keys per tile (shared memory: 32 KiB at HD = 256)
@@ -98,16 +94,13 @@ DECLARE_BUFFER(2, V, readonly)
 DECLARE_BUFFER(3, O, )
 DECLARE_BUFFER(4, LSEB, )
 
-#if FRAGW
-const uint KTROW = BKV / 2u + 4u;         // words per row of Kt (+ 4: the fragment's 8 rows x 4 words on 32 banks)
-shared uint Kt[HD * KTROW];               // K tiles transposed: word (d, t) holds keys 2t (low half) and 2t + 1
-shared uvec4 Vs[KVROWS * KROW];           // the query tile (in rounds), then V tiles
+#if VT
+const uint VTROW = BKV / 2u + 4u;         // words per row of Vt (16-byte aligned columns)
+shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K tiles
+shared uint Vt[HD * VTROW];               // V tiles transposed: word (d, t) holds keys 2t (low half) and 2t + 1
 shared float Ss[NW * 256u];               // the row-index matrix; the output staging
 shared float rowml[TQ * 2u];              // per row: the final m and l
-#define STG Vs
-// Elements 2q and 2q + 1 of an f16 fragment from word q of w.
-#define SET_FRAG(f, w) [[unroll]] for (int q_ = 0; q_ < 4; ++q_) { \
-    const f16vec2 h_ = unpackFloat2x16((w)[q_]); f[2 * q_] = h_.x; f[2 * q_ + 1] = h_.y; }
+#define STG KVs
 #elif QUAD
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K tiles
 shared uvec4 Vs[BKV * KROW];              // V tiles
@@ -154,7 +147,7 @@ uvec4 to_f16(uvec4 x, float s) {
 #include "bf16_scale.glsl"  // pow2_scale
 float g_scale;  // the softmax scale of the raw dot products of the staged (scaled) Q and K
 
-// RoPE on rows [0, n) of the staged tile (STG; FRAGW: the query tile only), in f32 (as attention.comp's rope_tile); query row t is at
+// RoPE on rows [0, n) of the staged tile, in f32 (as attention.comp's rope_tile); query row t is at
 // the position of its query, key row t at first_pos + t. An invocation owns whole words (two halves):
 // the pair (d, d + 1) and its partners (interleaved: one word holds a pair).
 void rope_staged(bool query, uint n, int first_pos, int off) {
@@ -312,23 +305,23 @@ void main() {
     }
     barrier();
     if (j0 + int(BKV) < jend) prefetch(j0 + int(BKV), jend, kvbase);
-#elif FRAGW
-    // K transposed: invocation (t, pk) loads keys 2t and 2t + 1 of pack pk and writes the 8 words
-    // (d, t) of d = 8 pk .. 8 pk + 7 (t runs fastest: the 32 invocations of a subgroup write 32 banks).
-    for (uint e = lid; e < (BKV / 2u) * HPK; e += gl_WorkGroupSize.x) {
-      const uint t = e % (BKV / 2u), pk = e / (BKV / 2u);
-      const int j = j0 + 2 * int(t);
-      const uvec4 x = j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
-      const uvec4 y = j + 1 < jend ? K_v.v[(kvbase + uint(j) + 1u) * HPK + pk] : uvec4(0);
-      [[unroll]] for (uint k = 0; k < 4u; ++k) {
-        Kt[(8u * pk + 2u * k) * KTROW + t] = (x[k] & 0xffffu) | (y[k] << 16);
-        Kt[(8u * pk + 2u * k + 1u) * KTROW + t] = (x[k] >> 16) | (y[k] & 0xffff0000u);
-      }
-    }
+#elif VT
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
       const int j = j0 + int(t);
-      Vs[t * KROW + pk] = j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+      stage_row_pack(t, pk, j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
+    }
+    // V transposed: invocation (t, pk) loads keys 2t and 2t + 1 of pack pk and writes the 8 words
+    // (d, t) of d = 8 pk .. 8 pk + 7 (t runs fastest: a subgroup's 32 invocations write 32 banks).
+    for (uint e = lid; e < (BKV / 2u) * HPK; e += gl_WorkGroupSize.x) {
+      const uint t = e % (BKV / 2u), pk = e / (BKV / 2u);
+      const int j = j0 + 2 * int(t);
+      const uvec4 x = j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
+      const uvec4 y = j + 1 < jend ? V_v.v[(kvbase + uint(j) + 1u) * HPK + pk] : uvec4(0);
+      [[unroll]] for (uint k = 0; k < 4u; ++k) {
+        Vt[(8u * pk + 2u * k) * VTROW + t] = (x[k] & 0xffffu) | (y[k] << 16);
+        Vt[(8u * pk + 2u * k + 1u) * VTROW + t] = (x[k] >> 16) | (y[k] & 0xffff0000u);
+      }
     }
     barrier();
 #else
@@ -341,7 +334,7 @@ void main() {
     }
     barrier();
 #endif
-    if (ROPE != 0u && FRAGW == 0) {  // (FRAGW is not chosen with RoPE)
+    if (ROPE != 0u) {
       rope_staged(false, uint(min(int(BKV), jend - j0)), j0, 0);
       barrier();
     }
@@ -351,15 +344,7 @@ void main() {
       s[jj] = FRAG32(0.0);
       [[unroll]] for (uint f = 0; f < NF; ++f) {
         FRAG16 kf;
-#if FRAGW
-        // K^T's element (d, key) of word q: row lane / 4 + 8 H(2q), key pair lane % 4 + 4 Y(2q).
-        uvec4 kw;
-        [[unroll]] for (uint q = 0; q < 4u; ++q)
-          kw[q] = Kt[(16u * f + lane / 4u + 8u * LH(2u * q)) * KTROW + 8u * jj + (lane & 3u) + 4u * LY(2u * q)];
-        SET_FRAG(kf, kw)
-#else
         coopMatLoadNV(kf, KVs, 16u * jj * KROW + 2u * f, KROW, true);
-#endif
         s[jj] = coopMatMulAddNV(qf[f], kf, s[jj]);
       }
     }
@@ -409,12 +394,8 @@ void main() {
       FRAG32 t = FRAG32(0.0);
       [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
         FRAG16 vf;
-#if FRAGW
-        // V's element (key, d) of word q: row lane / 4 + 8 H(2q), pack 2 f + Y(2q), word lane % 4.
-        uvec4 vw;
-        [[unroll]] for (uint q = 0; q < 4u; ++q)
-          vw[q] = Vs[(16u * kk + lane / 4u + 8u * LH(2u * q)) * KROW + 2u * f + LY(2u * q)][lane & 3u];
-        SET_FRAG(vf, vw)
+#if VT
+        coopMatLoadNV(vf, Vt, 16u * f * VTROW + 8u * kk, VTROW, true);  // column d of V^T's rows: keys
 #else
         coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
 #endif

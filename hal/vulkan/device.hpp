@@ -70,7 +70,7 @@ struct Tuning {
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
   uint32_t conv_path = 0;       // convolutions: 0 automatic, 1 implicit GEMM (portable), 2 im2col + tensor cores
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
-  uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch, 5 8 with fragments from words
+  uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch, 5 8 with V staged transposed
   uint32_t attn_quad = 0;       // its softmax (backward: P and dS) on the accumulators (m16n8k16 layout): 0 where probed, 1 never
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   uint32_t attn_decode = 0;     // decode kernel (Sq = 1): 0 automatic, 1 never, 2 forced (Unsupported if the call

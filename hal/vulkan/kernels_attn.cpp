@@ -50,16 +50,16 @@ static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guarant
 constexpr uint32_t kTpr = 8;  // invocations per query row (attention.comp's TPR)
 // The tensor-core forward's default QUAD workgroup (KF_TUNE attn_cm's numbering), where it serves the
 // call; otherwise 2 (8 subgroups).
-constexpr uint32_t kAttnCmDefault = 5;
+constexpr uint32_t kAttnCmDefault = 2;
 
 uint64_t shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) { return 4 * ((bq + bk) * (D + 1) + 2 * bq * bk); }
 // attention_coopmat.comp's, with nw subgroups of 16 rows: the staging buffer (max(bk, 32) rows of D / 8 + 1
 // packs); generic: the scores (bk + 4 floats a row), the probabilities (bk + 8 halves), row factors;
-// QUAD: the V buffer, a 16 x 16 f32 staging tile per subgroup, (m, l) per row; FRAGW: K transposed (D rows
-// of bk / 2 + 4 words) in place of the staging buffer, Q staged through V's.
-uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D, bool quad, uint64_t nw, bool fragw = false) {
+// QUAD: the V buffer, a 16 x 16 f32 staging tile per subgroup, (m, l) per row; VT: V transposed (D rows
+// of bk / 2 + 4 words).
+uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D, bool quad, uint64_t nw, bool vt = false) {
   const uint64_t staging = std::max<uint64_t>(bk, 32) * (D / 8 + 1) * 16, rows = 16 * nw;
-  if (fragw) return D * (bk / 2 + 4) * 4 + staging + nw * 256 * 4 + rows * 2 * 4;
+  if (vt) return staging + D * (bk / 2 + 4) * 4 + nw * 256 * 4 + rows * 2 * 4;
   if (quad) return staging + bk * (D / 8 + 1) * 16 + nw * 256 * 4 + rows * 2 * 4;
   return staging + rows * (bk + 4) * 4 + rows * (bk + 8) * 2 + rows * 4;
 }
@@ -630,15 +630,14 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   uint32_t nw = 4;
   if (cm_quad) {
     // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
-    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default. _w8f
-    // (K and V fragments from 32-bit words) needs an f16 fragment in the quad layout and no RoPE.
-    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p", "_w8f"};
+    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default. _w8t:
+    // V staged transposed.
+    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p", "_w8t"};
     auto usable = [&](uint32_t want) {
       const uint32_t want_nw = want == 2 || want == 3 || want == 5 ? 8 : 4;
-      const bool prefetch = want == 3 || want == 4, fragw = want == 5;
+      const bool prefetch = want == 3 || want == 4;
       return want > 1 && has_variant(quad_variant + suffix[want]) && !(prefetch && has(8)) &&
-             want_nw * 32 <= max_wg && coopmat_attn_shared_bytes(cm_bk, D, true, want_nw, fragw) <= max_shared &&
-             !(fragw && (a.rope != 0 || !coopmat_f16_words()));
+             want_nw * 32 <= max_wg && coopmat_attn_shared_bytes(cm_bk, D, true, want_nw, want == 5) <= max_shared;
     };
     const uint32_t want = tuning().attn_cm ? tuning().attn_cm : usable(kAttnCmDefault) ? kAttnCmDefault : 2;
     if (usable(want)) {
@@ -646,8 +645,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
       nw = want == 2 || want == 3 || want == 5 ? 8 : 4;
     } else if (tuning().attn_cm > 1) {
       throw Error(ErrorCode::Unsupported, "attention: KF_TUNE attn_cm=" + std::to_string(want) + " (" + quad_variant +
-                                              suffix[want] + ") does not serve this call (head dimension, block mask, RoPE, "
-                                              "the f16 fragments' layout or shared memory)");
+                                              suffix[want] + ") does not serve this call (head dimension, block mask or shared memory)");
     }
   }
   if (cm) bq = 16 * nw, bk = cm_bk;
