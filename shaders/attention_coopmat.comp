@@ -11,9 +11,6 @@
 //   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
 //   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
 //   into registers during the products.
-//   VT (QUAD without PREFETCH): V staged transposed (d-major, a pair of keys in each 32-bit word), so
-//   that P V's B fragments are loaded column-major as K^T's are: mma.sync takes B with its pairs along
-//   the reduction (keys), which V's rows do not hold.
 //   generic (any layout), described here: one buffer (query tile, K tile, V tile in turn), scores and
 //   probabilities through shared memory.
 // In both, each tile's P V starts from zero and is added to O in f32 (accumulating across tiles in
@@ -66,12 +63,6 @@ uint LCOL(uint lane, uint i) { return 2u * (lane & 3u) + ((QLAYOUT >> (3u * i + 
 #ifndef PREFETCH
 #define PREFETCH 0                           // QUAD only: the next K, V tiles loaded into registers early
 #endif
-#ifndef VT
-#define VT 0                                 // QUAD only: V staged transposed
-#endif
-#if VT && (!QUAD || PREFETCH)
-#error VT is a form of the QUAD loop without PREFETCH
-#endif
 const uint TQ = NW * 16u;                    // query rows per workgroup
 const uint BKV = HD > 128u ? 32u : 64u;      // keys per tile (shared memory: 32 KiB at HD = 256)
 const uint NF = HD / 16u;                    // 16-wide fragments along the head dimension
@@ -94,19 +85,11 @@ DECLARE_BUFFER(2, V, readonly)
 DECLARE_BUFFER(3, O, )
 DECLARE_BUFFER(4, LSEB, )
 
-#if VT
-const uint VTROW = BKV / 2u + 4u;         // words per row of Vt (16-byte aligned columns)
-shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K tiles
-shared uint Vt[HD * VTROW];               // V tiles transposed: word (d, t) holds keys 2t (low half) and 2t + 1
-shared float Ss[NW * 256u];               // the row-index matrix; the output staging
-shared float rowml[TQ * 2u];              // per row: the final m and l
-#define STG KVs
-#elif QUAD
+#if QUAD
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K tiles
 shared uvec4 Vs[BKV * KROW];              // V tiles
 shared float Ss[NW * 256u];               // the row-index matrix; the output staging
 shared float rowml[TQ * 2u];              // per row: the final m and l
-#define STG KVs
 #if PREFETCH
 const uint PF = BKV * HPK / (32u * NW);   // packs of a K (and of a V) tile per invocation
 uvec4 pk_k[PF], pk_v[PF];
@@ -121,7 +104,6 @@ void prefetch(int j0, int jend, uint kvbase) {
 #endif
 #else
 shared uvec4 KVs[KVROWS * KROW];          // the query tile (in rounds), then K and V tiles
-#define STG KVs
 shared float Ss[NW * 16u * SROW];         // scores; the row-index matrix; the output staging
 shared float16_t Ps[NW * 16u * PROW];     // probabilities
 shared float rowf[NW * 16u];              // per row: the rescaling factor of this tile
@@ -131,7 +113,7 @@ shared float rowf[NW * 16u];              // per row: the rescaling factor of th
 #define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 
 // A staged row: 16-byte packs of 8 halves, as in memory.
-void stage_row_pack(uint t, uint pk, uvec4 x) { STG[t * KROW + pk] = x; }
+void stage_row_pack(uint t, uint pk, uvec4 x) { KVs[t * KROW + pk] = x; }
 
 // A 16-byte pack of Q as 8 f16 values (BF16IN: 8 bf16 values times Q's power of two).
 uvec4 to_f16(uvec4 x, float s) {
@@ -160,15 +142,15 @@ void rope_staged(bool query, uint n, int first_pos, int off) {
     const vec2 s = vec2(uintBitsToFloat(ws[tab + 1u]), uintBitsToFloat(ws[tab + 3u]));
     if (ROPE == 1u) {  // pairs (d, d + HD / 2) and (d + 1, d + 1 + HD / 2): two words
       const uint w0 = d / 2u, w1 = (d + half_d) / 2u;
-      const vec2 a = unpackHalf2x16(STG[t * KROW + w0 / 4u][w0 % 4u]);
-      const vec2 b = unpackHalf2x16(STG[t * KROW + w1 / 4u][w1 % 4u]);
-      STG[t * KROW + w0 / 4u][w0 % 4u] = packHalf2x16(a * c - b * s);
-      STG[t * KROW + w1 / 4u][w1 % 4u] = packHalf2x16(b * c + a * s);
+      const vec2 a = unpackHalf2x16(KVs[t * KROW + w0 / 4u][w0 % 4u]);
+      const vec2 b = unpackHalf2x16(KVs[t * KROW + w1 / 4u][w1 % 4u]);
+      KVs[t * KROW + w0 / 4u][w0 % 4u] = packHalf2x16(a * c - b * s);
+      KVs[t * KROW + w1 / 4u][w1 % 4u] = packHalf2x16(b * c + a * s);
     } else {  // pairs (2d, 2d + 1) and (2d + 2, 2d + 3): words d and d + 1
       [[unroll]] for (uint k = 0; k < 2u; ++k) {
         const uint wd = d + k;
-        const vec2 x = unpackHalf2x16(STG[t * KROW + wd / 4u][wd % 4u]);
-        STG[t * KROW + wd / 4u][wd % 4u] = packHalf2x16(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
+        const vec2 x = unpackHalf2x16(KVs[t * KROW + wd / 4u][wd % 4u]);
+        KVs[t * KROW + wd / 4u][wd % 4u] = packHalf2x16(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
       }
     }
   }
@@ -274,7 +256,7 @@ void main() {
       barrier();
     }
     if (w * 16u >= q0 && w * 16u < q0 + KVROWS)
-      [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], STG, (w * 16u - q0) * KROW + 2u * f, KROW, false);
+      [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], KVs, (w * 16u - q0) * KROW + 2u * f, KROW, false);
     barrier();  // the staged rows are in registers before the next round (or K) overwrites them
   }
 #if QUAD
@@ -305,25 +287,6 @@ void main() {
     }
     barrier();
     if (j0 + int(BKV) < jend) prefetch(j0 + int(BKV), jend, kvbase);
-#elif VT
-    for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
-      const uint t = e / HPK, pk = e % HPK;
-      const int j = j0 + int(t);
-      stage_row_pack(t, pk, j < jend ? K_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0));
-    }
-    // V transposed: invocation (t, pk) loads keys 2t and 2t + 1 of pack pk and writes the 8 words
-    // (d, t) of d = 8 pk .. 8 pk + 7 (t runs fastest: a subgroup's 32 invocations write 32 banks).
-    for (uint e = lid; e < (BKV / 2u) * HPK; e += gl_WorkGroupSize.x) {
-      const uint t = e % (BKV / 2u), pk = e / (BKV / 2u);
-      const int j = j0 + 2 * int(t);
-      const uvec4 x = j < jend ? V_v.v[(kvbase + uint(j)) * HPK + pk] : uvec4(0);
-      const uvec4 y = j + 1 < jend ? V_v.v[(kvbase + uint(j) + 1u) * HPK + pk] : uvec4(0);
-      [[unroll]] for (uint k = 0; k < 4u; ++k) {
-        Vt[(8u * pk + 2u * k) * VTROW + t] = (x[k] & 0xffffu) | (y[k] << 16);
-        Vt[(8u * pk + 2u * k + 1u) * VTROW + t] = (x[k] >> 16) | (y[k] & 0xffff0000u);
-      }
-    }
-    barrier();
 #else
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK;
@@ -394,11 +357,7 @@ void main() {
       FRAG32 t = FRAG32(0.0);
       [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
         FRAG16 vf;
-#if VT
-        coopMatLoadNV(vf, Vt, 16u * f * VTROW + 8u * kk, VTROW, true);  // column d of V^T's rows: keys
-#else
         coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
-#endif
         t = coopMatMulAddNV(pf[kk], vf, t);
       }
       [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] = acc[f][i] * alpha[LH(i)] + t[i];

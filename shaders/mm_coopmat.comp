@@ -10,11 +10,6 @@
 // alternate between two shared-memory buffers, so one barrier per slice suffices (STAGES = 1 needs
 // two: one before overwriting the buffer, one before reading it); STAGES = 3 also loads two slices
 // ahead into registers.
-// AW: A's fragments (A stored [M, K]) assembled from 32-bit shared-memory words instead of
-// coopMatLoadNV, where the host found that an f16 fragment keeps the accumulators' quad layout with its
-// elements 2w and 2w + 1 side by side (QLAYOUT, specialization constant 11; the A operand of mma.sync
-// holds its pairs so): 4 word loads an invocation. The probe of session 9 (mm_coopmat_peak.comp l7)
-// read 277 -> 328 TFLOP/s from that.
 // The tile shape is a compile-time choice (defines; variants in variants.cmake, picked by the
 // backend and by KF_TUNE mm_cfg): the defaults are the measured best on an H100
 // (bench/results/h100-vulkan/NOTES.md).
@@ -77,14 +72,6 @@ layout(constant_id = 9) const bool ROW_SS = false;
 // batches), inv_b at word scale_b + bz * scale_stride_b + n (stride 0 when B is shared by the batches).
 layout(constant_id = 10) const bool SCALES = false;
 layout(std430, binding = 5) readonly buffer SC_ { float inv_scale[]; };
-#ifndef AW
-#define AW 0
-#endif
-#if AW
-layout(constant_id = 11) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 2: H(i), Y(i) of element i (NVIDIA 580)
-uint LH(uint i) { return (QLAYOUT >> (3u * i)) & 1u; }
-uint LY(uint i) { return (QLAYOUT >> (3u * i + 2u)) & 1u; }
-#endif
 
 // A and B only ever read as 16-byte packs: declared alone and restrict, so that the compiler may
 // schedule their loads freely; bias, residual and C use the common views.
@@ -174,26 +161,13 @@ void main() {
     if (B_NK) Bs[(st) * B_STAGE + (e / K8) * AROW + e % K8] = rb[q];                            \
     else Bs[(st) * B_STAGE + (e / (BN / 8u)) * BROW + e % (BN / 8u)] = rb[q];                   \
   }
-  // A fragment of A's staged rows at pack p (16 rows of AROW packs from p).
-#if AW
-  // Element 2q, 2q + 1 of this invocation: row lane / 4 + 8 H(2q), word lane % 4 of pack p + Y(2q).
-#define LOAD_A_ROWS(f, p) {                                                                     \
-    [[unroll]] for (uint q_ = 0; q_ < 4u; ++q_) {                                               \
-      const f16vec2 h_ = unpackFloat2x16(As[(p) + (lane / 4u + 8u * LH(2u * q_)) * AROW + LY(2u * q_)][lane & 3u]); \
-      f[2 * q_] = h_.x;                                                                          \
-      f[2 * q_ + 1] = h_.y;                                                                      \
-    }                                                                                           \
-  }
-#else
-#define LOAD_A_ROWS(f, p) coopMatLoadNV(f, As, p, AROW, false);
-#endif
   // The products of one staged slice.
 #define COMPUTE_SLICE(st)                                                                       \
   [[unroll]] for (uint kk = 0; kk < BK; kk += 16u) {                                            \
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[FM], fb[FN];                                    \
     [[unroll]] for (uint i = 0; i < FM; ++i) {                                                  \
       if (A_KM) coopMatLoadNV(fa[i], As, (st) * A_STAGE + kk * AROW_T + (sm + 16u * i) / 8u, AROW_T, true); \
-      else LOAD_A_ROWS(fa[i], (st) * A_STAGE + (sm + 16u * i) * AROW + kk / 8u)                 \
+      else coopMatLoadNV(fa[i], As, (st) * A_STAGE + (sm + 16u * i) * AROW + kk / 8u, AROW, false);         \
     }                                                                                           \
     [[unroll]] for (uint j = 0; j < FN; ++j) {                                                  \
       if (B_NK) coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + (sn + 16u * j) * AROW + kk / 8u, AROW, true); \

@@ -50,10 +50,6 @@ if(coopmat_nv_rc EQUAL 0)
     "c12|SG_M=8,SG_N=2,FM=2,FN=4,BK=32,STAGES=1"
     "c13|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
     "c14|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
-    # A's fragments from 32-bit words (AW) in c1's, c13's and c5's shapes.
-    "c15|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1,AW=1"
-    "c16|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1,AW=1"
-    "c17|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1,AW=1"
   )
   # bf16 (bias, residual and output in bf16): the same tiles on f16 operands scaled by powers of two
   # (bf16_rows_to_f16.comp converts A and B first: per row, or per column for operands stored [K, N]).

@@ -86,12 +86,11 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}|attention_coopmat.comp|HD=${hd},QUAD=1")
   endforeach()
   # Workgroup shapes of the QUAD variant (KF_TUNE attn_cm): 8 subgroups, and K / V prefetched into
-  # registers during the previous tile's products (_p) or V staged transposed (_t).
+  # registers during the previous tile's products (_p).
   foreach(hd 64 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u")
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w8p|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,PREFETCH=1")
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w4p|attention_coopmat.comp|HD=${hd},QUAD=1,PREFETCH=1")
-    list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w8t|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,VT=1")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "coopmat_layout|coopmat_layout.comp|KF_COOPMAT_NV")
   list(APPEND KF_SHADER_VARIANTS "coopmat_layout_f16|coopmat_layout.comp|F16")
@@ -103,7 +102,6 @@ if(coopmat_nv_rc EQUAL 0)
   endforeach()
   foreach(hd 64 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,BF16IN")
-    list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}_w8t|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,VT=1,BF16IN")
   endforeach()
   # attention_backward's dK/dV and dQ passes on the tensor cores: generic (f16, D 64 and 128) and QUAD (f16
   # and bf16 as f16 copies times powers of two, D 32 to 128).

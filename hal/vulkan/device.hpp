@@ -70,7 +70,7 @@ struct Tuning {
   uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
   uint32_t conv_path = 0;       // convolutions: 0 automatic, 1 implicit GEMM (portable), 2 im2col + tensor cores
   uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
-  uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch, 5 8 with V staged transposed
+  uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch
   uint32_t attn_quad = 0;       // its softmax (backward: P and dS) on the accumulators (m16n8k16 layout): 0 where probed, 1 never
   uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
   uint32_t attn_decode = 0;     // decode kernel (Sq = 1): 0 automatic, 1 never, 2 forced (Unsupported if the call
@@ -150,10 +150,6 @@ class VulkanDevice final : public Device {
   // attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; probed once on the device
   // with coopmat_layout.comp (kernels_attn.cpp).
   int64_t coopmat_quad_layout();
-  // Whether a 16 x 16 f16 NV cooperative matrix keeps that quad layout with its elements 2w and 2w + 1
-  // side by side in a row, so that a fragment can be assembled from 32-bit words (attention_coopmat.comp's
-  // FRAGW variants); probed once (kernels_attn.cpp).
-  bool coopmat_f16_words();
   // Attention's rotary cos/sin table (npos positions from pmin, head dim D), cached (kernels_attn.cpp).
   std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos);
   // Records a copy of `bytes` from src to dst (at the given byte offsets), ordered after everything
@@ -193,7 +189,6 @@ class VulkanDevice final : public Device {
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
   int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not probed yet
-  int f16_words_ = -2;        // coopmat_f16_words(): -2 not probed yet, else 0 or 1
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;

@@ -49,7 +49,6 @@ struct CoopmatConfig {
   uint32_t bm, bn;
   const char* label;
   bool whole_tiles = false;  // only for M % bm == N % bn == K % 16 == 0 (else the default shape serves)
-  bool a_words = false;      // A's fragments from 32-bit words (AW): needs coopmat_f16_words() (else the default)
 };
 constexpr CoopmatConfig kCoopmatConfigs[] = {
     {"mm_coopmat_f16_c1", 128, 128, "128x128,8sg,bk32,1stage"},
@@ -68,10 +67,6 @@ constexpr CoopmatConfig kCoopmatConfigs[] = {
     {"mm_coopmat_f16_c13", 128, 256, "128x256,16sg,bk32,1stage"},
     // 64 rows: products with few output rows (a convolution's 64 channels) waste no half tile.
     {"mm_coopmat_f16_c14", 64, 256, "64x256,8sg,bk32,1stage"},
-    // c1, c13 and c5 with A's fragments assembled from 32-bit shared-memory words.
-    {"mm_coopmat_f16_c15", 128, 128, "128x128,8sg,bk32,1stage,a-words", false, true},
-    {"mm_coopmat_f16_c16", 128, 256, "128x256,16sg,bk32,1stage,a-words", false, true},
-    {"mm_coopmat_f16_c17", 128, 256, "128x256,8sg,bk32,1stage,a-words", false, true},
 };
 // On an H100 (bench/results/h100-vulkan/NOTES.md) c1..c10 but c4, c5 measured within 3 % of each other
 // (137-147 TFLOP/s at 4096^3); c12 and c13, whose 16 subgroups share a staged tile twice as large,
@@ -317,8 +312,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
   const size_t auto_cfg = default_coopmat_config(M, N, batches);
   const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : auto_cfg];
-  if ((pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) || (pick->a_words && !coopmat_f16_words()))
-    pick = &kCoopmatConfigs[auto_cfg];
+  if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[auto_cfg];
   const CoopmatConfig& cfg = *pick;
   // bf16: A's rows (all batches') and B's rows (linear's W [N, K]) or columns (matmul's [.., K, N], per
   // batch when B is batched: the factors are per batch, indexed by bz in the epilogue) as f16 times
@@ -360,10 +354,6 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
   if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
-  if (coopmat && cfg.a_words) {  // QLAYOUT, specialization constant 11
-    l.spec.resize(11, 0u);
-    l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout()));
-  }
   l.bindings[0] = a_in;
   l.bindings[1] = b_in;
   if (inv_scales) l.bindings[5] = inv_scales;

@@ -48,18 +48,13 @@ struct AttnPush {
 static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 
 constexpr uint32_t kTpr = 8;  // invocations per query row (attention.comp's TPR)
-// The tensor-core forward's default QUAD workgroup (KF_TUNE attn_cm's numbering), where it serves the
-// call; otherwise 2 (8 subgroups).
-constexpr uint32_t kAttnCmDefault = 2;
 
 uint64_t shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) { return 4 * ((bq + bk) * (D + 1) + 2 * bq * bk); }
 // attention_coopmat.comp's, with nw subgroups of 16 rows: the staging buffer (max(bk, 32) rows of D / 8 + 1
 // packs); generic: the scores (bk + 4 floats a row), the probabilities (bk + 8 halves), row factors;
-// QUAD: the V buffer, a 16 x 16 f32 staging tile per subgroup, (m, l) per row; VT: V transposed (D rows
-// of bk / 2 + 4 words).
-uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D, bool quad, uint64_t nw, bool vt = false) {
+// QUAD: the V buffer, a 16 x 16 f32 staging tile per subgroup, (m, l) per row.
+uint64_t coopmat_attn_shared_bytes(uint64_t bk, uint64_t D, bool quad, uint64_t nw) {
   const uint64_t staging = std::max<uint64_t>(bk, 32) * (D / 8 + 1) * 16, rows = 16 * nw;
-  if (vt) return staging + D * (bk / 2 + 4) * 4 + nw * 256 * 4 + rows * 2 * 4;
   if (quad) return staging + bk * (D / 8 + 1) * 16 + nw * 256 * 4 + rows * 2 * 4;
   return staging + rows * (bk + 4) * 4 + rows * (bk + 8) * 2 + rows * 4;
 }
@@ -630,22 +625,19 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   uint32_t nw = 4;
   if (cm_quad) {
     // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
-    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default. _w8t:
-    // V staged transposed.
-    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p", "_w8t"};
-    auto usable = [&](uint32_t want) {
-      const uint32_t want_nw = want == 2 || want == 3 || want == 5 ? 8 : 4;
-      const bool prefetch = want == 3 || want == 4;
-      return want > 1 && has_variant(quad_variant + suffix[want]) && !(prefetch && has(8)) &&
-             want_nw * 32 <= max_wg && coopmat_attn_shared_bytes(cm_bk, D, true, want_nw, want == 5) <= max_shared;
-    };
-    const uint32_t want = tuning().attn_cm ? tuning().attn_cm : usable(kAttnCmDefault) ? kAttnCmDefault : 2;
-    if (usable(want)) {
-      quad_variant += suffix[want];
-      nw = want == 2 || want == 3 || want == 5 ? 8 : 4;
+    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default.
+    const uint32_t want = tuning().attn_cm ? tuning().attn_cm : 2;
+    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p"};
+    const uint32_t want_nw = want == 2 || want == 3 ? 8 : 4;
+    const bool prefetch = want >= 3;
+    const std::string v = quad_variant + suffix[want];
+    if (want > 1 && has_variant(v) && !(prefetch && has(8)) && want_nw * 32 <= max_wg &&
+        coopmat_attn_shared_bytes(cm_bk, D, true, want_nw) <= max_shared) {
+      quad_variant = v;
+      nw = want_nw;
     } else if (tuning().attn_cm > 1) {
-      throw Error(ErrorCode::Unsupported, "attention: KF_TUNE attn_cm=" + std::to_string(want) + " (" + quad_variant +
-                                              suffix[want] + ") does not serve this call (head dimension, block mask or shared memory)");
+      throw Error(ErrorCode::Unsupported, "attention: KF_TUNE attn_cm=" + std::to_string(want) + " (" + v +
+                                              ") does not serve this call (head dimension, block mask or shared memory)");
     }
   }
   if (cm) bq = 16 * nw, bk = cm_bk;
@@ -796,18 +788,21 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   return variant + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
 }
 
-// The layout of a 16 x 16 NV cooperative matrix (f32 accumulators, or f16 with f16) as a QLAYOUT code
-// when it has the quad form, else -1: coopmat_layout.comp run once.
-static int64_t probe_quad_layout(VulkanDevice& dev, bool f16) {
-  const std::shared_ptr<Buffer> out = dev.allocate(32 * 33 * sizeof(float));
+int64_t VulkanDevice::coopmat_quad_layout() {
+  if (quad_layout_ != -2) return quad_layout_;
+  quad_layout_ = -1;
+  if (!coopmat_f16_ || !has_variant("coopmat_layout")) return -1;
+  const std::shared_ptr<Buffer> out = allocate(32 * 33 * sizeof(float));
   Launch l;
-  l.variant = f16 ? "coopmat_layout_f16" : "coopmat_layout";
+  // KF_COOPMAT_LAYOUT=f16 probes (and prints) an f16 matrix's layout instead of the accumulator's.
+  const char* diag = std::getenv("KF_COOPMAT_LAYOUT");
+  l.variant = diag && std::string(diag) == "f16" && has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";
   l.bindings[0] = out;
   l.groups = 1;
-  dev.record(l);
+  record(l);
   std::vector<float> v(32 * 33);
-  dev.download(*out, v.data(), v.size() * sizeof(float));
-  if (std::getenv("KF_COOPMAT_LAYOUT")) {  // a diagnostic: the layout found, lane by lane
+  download(*out, v.data(), v.size() * sizeof(float));
+  if (diag) {  // a diagnostic: the layout found, lane by lane
     for (uint32_t lane = 0; lane < 32; ++lane) {
       const float* e = &v[lane * 33];
       std::fprintf(stderr, "%s lane %2u: %g elements:", l.variant.c_str(), lane, e[0]);
@@ -831,29 +826,8 @@ static int64_t probe_quad_layout(VulkanDevice& dev, bool f16) {
       ok = e[0] == 8.0f && e[1 + i] == float(lane / 4 + 8 * H) && e[17 + i] == float(2 * (lane % 4) + X + 8 * Y);
     }
   }
-  return ok ? code : -1;
-}
-
-int64_t VulkanDevice::coopmat_quad_layout() {
-  if (quad_layout_ == -2) quad_layout_ = coopmat_f16_ && has_variant("coopmat_layout") ? probe_quad_layout(*this, false) : -1;
+  quad_layout_ = ok ? code : -1;
   return quad_layout_;
-}
-
-bool VulkanDevice::coopmat_f16_words() {
-  if (f16_words_ == -2) {
-    f16_words_ = 0;
-    const int64_t acc = coopmat_quad_layout();
-    if (acc >= 0 && has_variant("coopmat_layout_f16") && probe_quad_layout(*this, true) == acc) {
-      // Elements 2w and 2w + 1 side by side in one row: the pair a 32-bit word holds.
-      bool pairs = true;
-      for (int w = 0; w < 4; ++w) {
-        const int64_t e0 = (acc >> (6 * w)) & 7, e1 = (acc >> (6 * w + 3)) & 7;
-        pairs = pairs && (e0 & 2) == 0 && e1 == (e0 | 2);
-      }
-      f16_words_ = pairs ? 1 : 0;
-    }
-  }
-  return f16_words_ == 1;
 }
 
 // The rotary cos/sin table of npos positions from pmin (attention and its backward), cached: built on
