@@ -28,6 +28,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_EXT_control_flow_attributes : enable
 
 #if defined(BF16IN)
@@ -35,6 +36,7 @@
 #include "common.glsl"  // pack_bf16x2, bf16_lo, bf16_hi
 #endif
 #include "philox.glsl"
+#include "attention_dropout.glsl"  // keep_bits_keys_in_cols / _rows
 #ifndef HD
 #define HD 128
 #endif
@@ -154,11 +156,6 @@ float alibi_slope(uint h) {
   return exp2(-8.0 * float(2u * (h - c) + 1u) / float(2u * c));
 }
 
-// keep(i) of KERNELS.md's generator for i = rowidx * SkT + col (64-bit), as the forward draws it.
-bool dropout_keep(uint rowidx, uint col) {
-  return philox_keep2d(rowidx, pc.SkT, col, uvec2(pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
-}
-
 // What a row's probabilities need: lse in base 2 (+inf where the row saw no key, or is past the range:
 // P = 0), D, its query, its row of the [B, Hq, Sq] tensors (the dropout index) and its ALiBi slope.
 struct RowStats {
@@ -227,8 +224,8 @@ Scales scales() {
 }
 
 // P and dS (times their powers of two) of one score element from the raw products (dot: q . k, dp:
-// do . v, of the scaled copies), for a row (x) and key j visible or not.
-void p_ds(Scales sc, RowStats x, int j, bool vis, Seq s, inout float dot, inout float dp) {
+// do . v, of the scaled copies), for a row (x) and key j visible or not; keep: its dropout bit.
+void p_ds(Scales sc, RowStats x, int j, bool vis, bool keep, Seq s, inout float dot, inout float dp) {
   float p, dcap = 1.0;
   if (!SOFTCAP && ALIBI == 0u) {
     p = exp2(dot * sc.c2 - x.l2);
@@ -244,7 +241,7 @@ void p_ds(Scales sc, RowStats x, int j, bool vis, Seq s, inout float dot, inout 
   }
   if (!vis) p = 0.0;
   float z = 1.0;
-  if (DROPOUT) z = p > 0.0 && dropout_keep(x.ri, uint(j)) ? pc.keep_scale : 0.0;
+  if (DROPOUT) z = p > 0.0 && keep ? pc.keep_scale : 0.0;
   dot = p * z * sc.pscale;
   dp = p * (z * dp * sc.rso * sc.rsv - x.d) * dcap * pc.scale * sc.ds;
 }
@@ -350,10 +347,17 @@ void main() {
         coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * kk, LD8, true);
         da = coopMatMulAddNV(vreg[kk], b, da);
       }
+      uint km = 0u;  // the dropout bits of this block (keys along its rows)
+      if (DROPOUT) {
+        const uint q = 16u * rb + 2u * (lane & 3u);
+        km = keep_bits_keys_in_rows(rst[q].ri, rst[q + 1u].ri, rst[q + 8u].ri, rst[q + 9u].ri, pc.SkT, uint(j0) + 16u * w,
+                                    lane, uvec2(pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
+      }
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const int j = j0 + int(16u * w + lane / 4u + 8u * LH(i));
         const RowStats x = rst[16u * rb + LCOL(lane, i)];
-        p_ds(sc, x, j, visible(x.qi, j, s), s, sa[i], da[i]);
+        const bool keep = ((km >> (4u * (LH(i) + 2u * LX(i) + 4u * LY(i)) + ((lane >> 2) & 3u))) & 1u) != 0u;
+        p_ds(sc, x, j, visible(x.qi, j, s), keep, s, sa[i], da[i]);
       }
       const MAT pf = MAT(sa), dsf = MAT(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
@@ -449,10 +453,15 @@ void main() {
         coopMatLoadNV(b, Vs, 16u * jj * LD8 + 2u * f, LD8, true);
         da = coopMatMulAddNV(of[f], b, da);
       }
+      uint km = 0u;  // the dropout bits of this block (keys along its columns)
+      if (DROPOUT)
+        km = keep_bits_keys_in_cols(ra.ri, rb.ri, pc.SkT, uint(j0) + 16u * jj, lane, uvec2(pc.off_lo, pc.off_hi),
+                                    uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
       [[unroll]] for (uint i = 0u; i < 8u; ++i) {
         const RowStats x = LH(i) == 0u ? ra : rb;
         const int j = j0 + int(16u * jj + LCOL(lane, i));
-        p_ds(sc, x, j, j < jend && visible(x.qi, j, s), s, sa[i], da[i]);
+        const bool keep = ((km >> (4u * (LH(i) + 2u * LY(i)) + 2u * (lane & 1u) + LX(i))) & 1u) != 0u;
+        p_ds(sc, x, j, j < jend && visible(x.qi, j, s), keep, s, sa[i], da[i]);
       }
       const MAT dsf = MAT(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {

@@ -44,6 +44,7 @@
 #endif
 #include "common.glsl"
 #include "philox.glsl"
+#include "attention_dropout.glsl"  // keep_bits_keys_in_cols
 #include "attention_common.glsl"
 
 #ifndef HD
@@ -331,14 +332,18 @@ void main() {
     }
     FRAG16 pf[NJ];
     [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
+      uint km = 0u;  // the dropout bits of this 16-key block (attention_dropout.glsl)
+      if (DROPOUT)
+        km = keep_bits_keys_in_cols(rq[0].idx, rq[1].idx, pc.SkT, kbeg + uint(j0) + 16u * jj, lane,
+                                    uvec2(pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
       [[unroll]] for (uint i = 0; i < 8u; ++i) {
         const uint hh = LH(i);
         const float v = s[jj][i];
         float p = v == NEG_INF ? 0.0 : exp(v - mnew[hh]);
         lt[hh] += p;
         if (DROPOUT && p > 0.0) {
-          const uint t = 16u * jj + LCOL(lane, i);
-          p = dropout_keep(rq[hh].idx, kbeg + uint(j0) + t) ? p * pc.keep_scale : 0.0;
+          const uint bit = 4u * (hh + 2u * ((QLAYOUT >> (3u * i + 2u)) & 1u)) + 2u * (lane & 1u) + ((QLAYOUT >> (3u * i + 1u)) & 1u);
+          p = ((km >> bit) & 1u) != 0u ? p * pc.keep_scale : 0.0;
         }
         s[jj][i] = p * pscale;
       }

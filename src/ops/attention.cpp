@@ -384,6 +384,8 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         // A head dimension between the native ones (the CUDA warpgroup kernel pads it to 128).
         {"b4_h32_s4096_d96_causal", qkv(4, 32, 32, 4096, 4096, 96), attn({{"causal", 1}})},
         {"b4_h16_s4096_d256_causal", qkv(4, 16, 16, 4096, 4096, 256), attn({{"causal", 1}})},
+        // Training's attention dropout (the Philox bits per score).
+        {"b4_h32_s4096_d128_causal_dropout", qkv(4, 32, 32, 4096, 4096, 128), attn({{"causal", 1}, {"p", 0.1}})},
         {"decode_b4_h32_kv8_32k_d128", qkv(4, 32, 8, 1, 32768, 128)},
         {"decode_b1_h32_32k_d128", qkv(1, 32, 32, 1, 32768, 128)},
         {"decode_b4_h32_kv8_128k_d128", qkv(4, 32, 8, 1, 131072, 128)},
