@@ -63,8 +63,10 @@ def main():
                 # for Sq = 1 (decode) causal masks nothing.
                 causal = causal and qs[2] > 1
 
+                dropout_p = float(r.get("attrs", {}).get("p", 0.0))  # training's dropout, as the kf case
+
                 def call():
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p, enable_gqa=gqa)
 
                 with sdpa_kernel(backends[name]):
                     ms = median_ms(torch, call, args.warmup, args.reps)

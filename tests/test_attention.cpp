@@ -969,72 +969,100 @@ TEST(AttentionCuda, AutomaticChoice) {
 // (b, h, i, j) index of [B, Hq, Sq, Sk], on every CUDA path, as the CPU backend does: with q = 0 every
 // visible score is equal and v = the identity (Sk = D), so o[b, h, i, d] = keep(b, h, i, d) / (Sk (1 - p))
 // shows the mask element by element.
-TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
-  const auto devs = cuda_devices();
-  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
-  struct Geometry {
-    int64_t B, Hq, Hkv, Sq, S;  // S = Sk = D
-    const char* tuning;
-    DType dtype;
-  };
-  const std::vector<Geometry> geos = {
-      {2, 4, 2, 5, 64, "attn_path=1,attn_split=1", DType::f32},
-      {2, 4, 2, 5, 64, "attn_path=1,attn_split=3", DType::f32},
-      {2, 4, 2, 1, 256, "attn_path=1,attn_split=5", DType::f32},  // decoding, keys split
-      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=smem,attn_split=1", DType::f16},
-      {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=smem,attn_split=2", DType::bf16},
-      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=regs,attn_split=1", DType::bf16},
-      {1, 4, 2, 20, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16},
-      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_split=1", DType::f16},
-      {1, 4, 2, 100, 128, "attn_path=2,attn_wmma=mma,attn_split=2", DType::bf16},
-      {2, 4, 2, 40, 64, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=1", DType::bf16},
-      {1, 4, 2, 300, 128, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=2", DType::f16},
-  };
+// Attention's dropout mask, bit for bit: with Q = 0 every visible probability is 1 / Sk and V's rows are
+// one-hot (key j at column j, Sk <= D), so output (r, j) is 1 / (Sk (1 - p)) where keep(r Sk + j) and
+// 0 where not: each element of the device's mask against KERNELS.md's generator and the CPU backend.
+// Sk % 4 != 0 puts odd rows' Philox blocks across row ends (the tensor-core kernels' shared-block draws
+// take each element's own block there).
+struct MaskGeometry {
+  int64_t B, Hq, Hkv, Sq, Sk, D;
+  const char* tuning;
+  DType dtype;
+  const char* variant;  // what last_variant() must contain
+};
+void check_dropout_masks(const DeviceRef& d, const std::vector<MaskGeometry>& geos) {
   Attrs a;
   a.p = 0.3;
   a.seed = 0x9e3779b97f4a7c15ull;
   a.offset = 12345;
   const uint32_t thr = ref::dropout_threshold(a.p);
-  for (const auto& d : devs)
-    for (const Geometry& g : geos) {
-      const Shape qs{g.B, g.Hq, g.Sq, g.S}, ks{g.B, g.Hkv, g.S, g.S};
-      std::vector<double> vv(static_cast<size_t>(numel(ks)));
-      for (int64_t r = 0; r < g.B * g.Hkv; ++r)
-        for (int64_t j = 0; j < g.S; ++j) vv[size_t((r * g.S + j) * g.S + j)] = 1.0;
-      std::mt19937_64 rng(11);
-      const std::vector<double> kv = uniform(numel(ks), 1, rng);
-      std::vector<std::vector<double>> outs;
-      Context gpu = tuned(d, g.tuning);
-      for (int which = 0; which < 2; ++which) {
-        Context& c = which == 0 ? gpu : cpu();
-        Tensor q = c.from_host(qs, g.dtype, std::vector<double>(static_cast<size_t>(numel(qs)), 0.0));
-        Tensor k = c.from_host(ks, g.dtype, kv), v = c.from_host(ks, g.dtype, vv);
-        outs.push_back(c.call("attention", {q, k, v}, a).at(0).to_double());
-        if (which == 0) {
-          const std::string want = std::string(g.tuning).find("attn_wmma=mma") != std::string::npos ? "flash-mma"
-                                   : std::string(g.tuning).find("attn_path=2") != std::string::npos ? "flash-wmma" : "flash-simt";
-          EXPECT_NE(c.last_variant().find(want), std::string::npos) << c.last_variant();
+  for (const MaskGeometry& g : geos) {
+    const Shape qs{g.B, g.Hq, g.Sq, g.D}, ks{g.B, g.Hkv, g.Sk, g.D};
+    std::vector<double> vv(static_cast<size_t>(numel(ks)));
+    for (int64_t r = 0; r < g.B * g.Hkv; ++r)
+      for (int64_t j = 0; j < g.Sk; ++j) vv[size_t((r * g.Sk + j) * g.D + j)] = 1.0;
+    std::mt19937_64 rng(11);
+    const std::vector<double> kv = uniform(numel(ks), 1, rng);
+    std::vector<std::vector<double>> outs;
+    Context dev = tuned(d, g.tuning);
+    for (int which = 0; which < 2; ++which) {
+      Context& c = which == 0 ? dev : cpu();
+      Tensor q = c.from_host(qs, g.dtype, std::vector<double>(static_cast<size_t>(numel(qs)), 0.0));
+      Tensor k = c.from_host(ks, g.dtype, kv), v = c.from_host(ks, g.dtype, vv);
+      outs.push_back(c.call("attention", {q, k, v}, a).at(0).to_double());
+      if (which == 0) EXPECT_NE(c.last_variant().find(g.variant), std::string::npos) << g.tuning << ": " << c.last_variant();
+    }
+    const double kept = 1.0 / (double(g.Sk) * (1.0 - a.p));
+    int64_t zeros = 0, bad = 0;
+    for (int64_t r = 0; r < g.B * g.Hq * g.Sq; ++r)
+      for (int64_t j = 0; j < g.Sk; ++j) {
+        const size_t e = size_t(r * g.D + j);
+        const bool keep = ref::dropout_keep(uint64_t(r) * uint64_t(g.Sk) + uint64_t(j), a.seed, a.offset, thr);
+        zeros += !keep;
+        const double tol = g.dtype == DType::f32 ? 1e-6 : 2e-2;
+        if ((outs[0][e] != 0) != keep || (outs[1][e] != 0) != keep ||
+            (keep && (std::fabs(outs[0][e] - kept) > tol * kept || std::fabs(outs[1][e] - kept) > tol * kept))) {
+          if (++bad <= 5)
+            ADD_FAILURE() << g.tuning << " " << to_string(g.dtype) << " row " << r << " key " << j << ": keep " << keep
+                          << ", device " << outs[0][e] << ", cpu " << outs[1][e] << " (kept value " << kept << ")";
         }
       }
-      const double kept = 1.0 / (double(g.S) * (1.0 - a.p));
-      int64_t zeros = 0, bad = 0;
-      for (int64_t r = 0; r < g.B * g.Hq * g.Sq; ++r)
-        for (int64_t j = 0; j < g.S; ++j) {
-          const size_t e = size_t(r * g.S + j);
-          const bool keep = ref::dropout_keep(uint64_t(r) * uint64_t(g.S) + uint64_t(j), a.seed, a.offset, thr);
-          zeros += !keep;
-          const double tol = g.dtype == DType::f32 ? 1e-6 : 2e-2;
-          if ((outs[0][e] != 0) != keep || (outs[1][e] != 0) != keep ||
-              (keep && (std::fabs(outs[0][e] - kept) > tol * kept || std::fabs(outs[1][e] - kept) > tol * kept))) {
-            if (++bad <= 5)
-              ADD_FAILURE() << g.tuning << " " << to_string(g.dtype) << " row " << r << " key " << j << ": keep " << keep
-                            << ", cuda " << outs[0][e] << ", cpu " << outs[1][e] << " (kept value " << kept << ")";
-          }
-        }
-      EXPECT_EQ(bad, 0) << g.tuning;
-      EXPECT_GT(zeros, 0);
-      EXPECT_LT(zeros, g.B * g.Hq * g.Sq * g.S);
-    }
+    EXPECT_EQ(bad, 0) << g.tuning;
+    EXPECT_GT(zeros, 0);
+    EXPECT_LT(zeros, g.B * g.Hq * g.Sq * g.Sk);
+  }
+}
+
+TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  const std::vector<MaskGeometry> geos = {
+      {2, 4, 2, 5, 64, 64, "attn_path=1,attn_split=1", DType::f32, "flash-simt"},
+      {2, 4, 2, 5, 64, 64, "attn_path=1,attn_split=3", DType::f32, "flash-simt"},
+      {2, 4, 2, 1, 256, 256, "attn_path=1,attn_split=5", DType::f32, "flash-simt"},  // decoding, keys split
+      {2, 4, 2, 40, 64, 64, "attn_path=2,attn_wmma=smem,attn_split=1", DType::f16, "flash-wmma"},
+      {1, 4, 2, 20, 256, 256, "attn_path=2,attn_wmma=smem,attn_split=2", DType::bf16, "flash-wmma"},
+      {2, 4, 2, 40, 64, 64, "attn_path=2,attn_wmma=regs,attn_split=1", DType::bf16, "flash-wmma"},
+      {1, 4, 2, 20, 256, 256, "attn_path=2,attn_wmma=regs,attn_split=3", DType::f16, "flash-wmma"},
+      {2, 4, 2, 40, 64, 64, "attn_path=2,attn_wmma=mma,attn_split=1", DType::f16, "flash-mma"},
+      {1, 4, 2, 100, 128, 128, "attn_path=2,attn_wmma=mma,attn_split=2", DType::bf16, "flash-mma"},
+      {1, 2, 1, 70, 126, 128, "attn_path=2,attn_wmma=mma,attn_split=1", DType::f16, "flash-mma"},  // Sk % 4 == 2
+      {2, 4, 2, 40, 64, 64, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=1", DType::bf16, "flash-mma"},
+      {1, 4, 2, 300, 128, 128, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=2", DType::f16, "flash-mma"},
+  };
+  for (const auto& d : devs) check_dropout_masks(d, geos);
+}
+
+// The same on Vulkan: the portable kernel (lavapipe too) and the tensor-core forward's workgroup forms
+// (f16, bf16 staged as f16) where the device has NV cooperative matrices.
+TEST(AttentionPaths, DropoutMaskMatchesGeneratorAndCpu) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    std::vector<MaskGeometry> geos = {
+        {2, 4, 2, 5, 64, 64, "attn_path=1,attn_split=1", DType::f32, "portable"},
+        {1, 2, 1, 9, 62, 64, "attn_path=1,attn_split=2", DType::f16, "portable"},
+    };
+    if (tuned(d, "").device().caps.coopmat_nv)
+      for (const char* t : {"attn_path=2,attn_split=1", "attn_path=2,attn_cm=1,attn_split=2", "attn_path=2,attn_quad=1,attn_split=1"}) {
+        geos.push_back({2, 4, 2, 40, 64, 64, t, DType::f16, "coopmat-nv"});
+        geos.push_back({1, 4, 2, 100, 128, 128, t, DType::bf16, "coopmat-nv"});
+        geos.push_back({1, 2, 1, 70, 126, 128, t, DType::f16, "coopmat-nv"});  // Sk % 4 == 2
+      }
+    check_dropout_masks(d, geos);
+    checked += static_cast<int>(geos.size());
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
 }
 
 // ---- attention_backward on the CUDA backend (PRE, dK/dV, dQ passes; the tensor-core kernels of

@@ -1227,15 +1227,12 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
             (p.window > 0 && int64_t(j1) + KN - 1 <= int64_t(w_qlo) + g.off - p.window))
           continue;
       if constexpr (MT > 1) {
-        if (p.dropout) {  // lane rr: the keep bits of the warp's row rr (a rolled loop)
+        if (p.dropout) {  // lane rr: the keep bits of the warp's row rr (a Philox call per 4 keys)
           static_assert(KN == 32 && RW == 32, "a word per row and a row per lane");
           __syncwarp();  // the last step's reads of the words are done
           int h, q;
           const int64_t ri = row_of(wr + lane, h, q);
-          unsigned bits = 0;
-#pragma unroll 1
-          for (int t = 0; t < KN; ++t) bits |= unsigned(attn_keep(ri, int64_t(g.kbeg) + j1 + t, p)) << t;
-          Kw[lane] = bits;
+          Kw[lane] = ri >= 0 ? keep_bits32(static_cast<uint64_t>(ri) * p.SkT + g.kbeg + j1, p) : 0u;
           __syncwarp();
         }
       }

@@ -50,23 +50,6 @@ KF_DEV float ext_score(float sc, int qi, int j, float slope, const AttnParams& p
   return sc;
 }
 
-// Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule,
-// one Philox call per block of 4 indices: 8 or 9 calls).
-KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
-  unsigned bits = 0;
-  for (uint64_t blk = first >> 2; blk <= (first + 31) >> 2; ++blk) {
-    const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                                  p.seed_lo, p.seed_hi);
-    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int64_t c = static_cast<int64_t>(blk * 4 + k) - static_cast<int64_t>(first);
-      if (c >= 0 && c < 32 && (ws[k] >> 8) >= p.thr) bits |= 1u << c;
-    }
-  }
-  return bits;
-}
-
 // Copies two 64-row tiles (rows of the same index from src0 and src1) into shared memory at dst0 and dst1
 // (row stride D + 8): row t from row `row` where row_of(t, row) says it exists, else zeros.
 template <int D, class RowOf>

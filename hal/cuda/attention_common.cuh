@@ -57,6 +57,23 @@ KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
   return (word >> 8) >= p.thr;
 }
 
+// Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule,
+// one Philox call per block of 4 indices: 8 or 9 calls where attn_keep per index makes 32).
+KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
+  unsigned bits = 0;
+  for (uint64_t blk = first >> 2; blk <= (first + 31) >> 2; ++blk) {
+    const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                                  p.seed_lo, p.seed_hi);
+    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t c = static_cast<int64_t>(blk * 4 + k) - static_cast<int64_t>(first);
+      if (c >= 0 && c < 32 && (ws[k] >> 8) >= p.thr) bits |= 1u << c;
+    }
+  }
+  return bits;
+}
+
 // n / d for 0 <= n < 2^31 by a multiply and a shift (d >= 1, fixed for the kernel; the round-up method of
 // Granlund and Montgomery, as CUTLASS's FastDivmod): for the per-row divisions by G in loops, where a 64-bit
 // division is a subroutine of some 70 instructions and a 32-bit one about 20.
