@@ -32,7 +32,7 @@ layout(push_constant) uniform PC {
   int rope_pos0;
   uint part_off;
   uint scale_lo, scale_hi;  // the scale as a double (f64 attention_scores)
-  uint aux_amax;            // attention_coopmat.comp BF16IN: the largest magnitudes of Q, K, V
+  uint aux_amax;            // attention_coopmat.comp BF16IN: words + 1 .. + 3, the largest magnitudes of Q, K, V
 } pc;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)

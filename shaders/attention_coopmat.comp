@@ -27,7 +27,7 @@
 //
 // BF16IN: bf16 attention (there is no bf16 NV cooperative-matrix shape) on f16 values, each tensor
 // multiplied by a power of two that puts its largest magnitude in [2^14, 2^15) (found by
-// attention_absmax.comp before this dispatch, words aux_amax .. + 2 of the workspace): exact scaling,
+// attention_absmax.comp before this dispatch, words aux_amax + 1 .. + 3 of the workspace): exact scaling,
 // no overflow of f16's 65504 (RoPE's rotation grows a component by at most sqrt(2)), and every value
 // down to 2^-28 of the largest keeps its 8 bits. Q is bf16 and converted as it is staged; K and V come
 // already converted (attention_absmax.comp CONVERT). The scales are undone in f32: Q's and K's on the
@@ -224,7 +224,7 @@ void main() {
   const Row me = row_of(r0 + tr, nrows, hk, b, qbeg);
   const float pscale = DROPOUT ? min(PSCALE_MAX, exp2(floor(log2(32768.0 / pc.keep_scale)))) : PSCALE_MAX;
 #if defined(BF16IN)
-  const float sq = pow2_scale(ws[pc.aux_amax]), sk = pow2_scale(ws[pc.aux_amax + 1u]), sv = pow2_scale(ws[pc.aux_amax + 2u]);
+  const float sq = pow2_scale(ws[pc.aux_amax + 1u]), sk = pow2_scale(ws[pc.aux_amax + 2u]), sv = pow2_scale(ws[pc.aux_amax + 3u]);
   g_scale = pc.scale / sq / sk;  // (each division exact, by a power of two, unless the result underflows)
 #else
   const float sq = 1.0, sk = 1.0, sv = 1.0;

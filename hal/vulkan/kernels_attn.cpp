@@ -43,7 +43,7 @@ struct AttnPush {
   int32_t rope_pos0;
   uint32_t part_off;
   uint32_t scale_lo, scale_hi;  // the scale as a double (the f64 attention_scores)
-  uint32_t aux_amax;            // the tensor-core path in bf16: Q's, K's and V's largest magnitudes
+  uint32_t aux_amax;            // the tensor-core path in bf16: words + 1 .. + 3, Q's, K's and V's largest magnitudes
 };
 static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 
@@ -180,22 +180,29 @@ std::vector<float> rope_table(int64_t D, double base, int64_t pmin, int64_t npos
   return t;
 }
 
-// bf16 on the tensor-core backward (attention_bwd_coopmat.comp BF16IN): the largest magnitudes of q, k, v
-// and do into words amax + 1 .. + 4 of the workspace, then each converted to f16 times its power of two
-// into a scratch buffer (workspace slots 1-4), returned in that order.
-std::array<std::shared_ptr<Buffer>, 4> stage_bf16_as_f16(VulkanDevice& dev, const std::shared_ptr<Buffer>& ws, uint32_t amax,
-                                                         std::array<const TensorArg*, 4> t) {
+// bf16 on the tensor-core paths (attention_coopmat.comp and attention_bwd_coopmat.comp BF16IN): the largest
+// magnitude of each tensor t[i] (q, k, v, and do for the backward) into word amax + 1 + i of the workspace
+// (attention_absmax.comp; words amax .. amax + t.size() are cleared first), then each tensor with a slot
+// (slot[i] > 0) converted to f16 times its power of two into that workspace slot. Returns the tensors to
+// read: the converted copies, the inputs themselves elsewhere. One absmax dispatch for q, k and v (rows y
+// = 0, 1, 2), one for do; one conversion for k and v together where both are converted, one for q, one
+// for do.
+std::vector<std::shared_ptr<Buffer>> stage_bf16_as_f16(VulkanDevice& dev, const std::shared_ptr<Buffer>& ws, uint32_t amax,
+                                                       const std::vector<const TensorArg*>& t, const std::vector<int>& slot,
+                                                       const std::string& op) {
   struct {
     uint32_t n_packs[3], out_word;
   } ap{};
-  uint32_t n[4];
-  for (int k = 0; k < 4; ++k) {
+  const size_t nt = t.size();
+  std::vector<uint32_t> n(nt);
+  for (size_t k = 0; k < nt; ++k) {
     const uint64_t packs = static_cast<uint64_t>(t[k]->numel) / 8;  // (D is a multiple of 16)
-    if (packs > UINT32_MAX) throw Error(ErrorCode::Unsupported, "attention_backward: bf16 inputs of more than 2^32 16-byte packs");
+    if (packs > UINT32_MAX) throw Error(ErrorCode::Unsupported, op + ": bf16 inputs of more than 2^32 16-byte packs");
     n[k] = static_cast<uint32_t>(packs);
   }
+  // Enough workgroups to stream at the copy bandwidth, each taking at least 4 packs per invocation.
   const auto groups = [](uint64_t packs) { return static_cast<uint32_t>(std::clamp<uint64_t>((packs + 1023) / 1024, 1, 1024)); };
-  dev.record_fill(ws, 0u, 20, size_t(amax) * 4);
+  dev.record_fill(ws, 0u, 4 * (nt + 1), size_t(amax) * 4);
   Launch al;  // q, k, v (rows y = 0, 1, 2), then do alone
   al.variant = "attn_absmax_bf16";
   al.bindings[0] = t[0]->buffer;
@@ -208,27 +215,35 @@ std::array<std::shared_ptr<Buffer>, 4> stage_bf16_as_f16(VulkanDevice& dev, cons
   al.groups = groups(std::max({n[0], n[1], n[2]}));
   al.groups_y = 3;
   dev.record(al);
-  al.bindings[0] = t[3]->buffer;
-  ap = {{n[3], 0, 0}, amax + 4};
-  al.groups = groups(n[3]);
-  al.groups_y = 1;
-  dev.record(al);
-  std::array<std::shared_ptr<Buffer>, 4> out;
-  for (int k = 0; k < 4; ++k) out[k] = dev.workspace(static_cast<size_t>(t[k]->numel) * 2, 1 + k);
+  if (nt > 3) {
+    al.bindings[0] = t[3]->buffer;
+    ap = {{n[3], 0, 0}, amax + 4};
+    al.groups = groups(n[3]);
+    al.groups_y = 1;
+    dev.record(al);
+  }
+  std::vector<std::shared_ptr<Buffer>> out(nt);
+  for (size_t k = 0; k < nt; ++k)
+    out[k] = slot[k] > 0 ? dev.workspace(static_cast<size_t>(t[k]->numel) * 2, slot[k]) : t[k]->buffer;
   // CONVERT reads bindings 1 (y = 0) and 2 (y = 1) with the scales of words out_word + 1 + y.
   Launch cv = al;
   cv.variant = "attn_to_f16_bf16";
-  cv.bindings[1] = t[1]->buffer;
-  cv.bindings[2] = t[2]->buffer;
-  cv.bindings[3] = out[1];
-  cv.bindings[4] = out[2];
-  ap = {{0, n[1], n[2]}, amax + 1};
-  cv.groups = groups(std::max(n[1], n[2]));
-  cv.groups_y = 2;
-  dev.record(cv);
-  for (int k : {0, 3}) {  // q (its word amax + 1), do (amax + 4), one at a time as y = 0
-    cv.bindings[1] = t[k]->buffer;  // (bindings 2 and 4 stay v's: untouched with y = 0 only)
+  if (slot[1] > 0 && slot[2] > 0) {
+    cv.bindings[1] = t[1]->buffer;
+    cv.bindings[2] = t[2]->buffer;
+    cv.bindings[3] = out[1];
+    cv.bindings[4] = out[2];
+    ap = {{0, n[1], n[2]}, amax + 1};
+    cv.groups = groups(std::max(n[1], n[2]));
+    cv.groups_y = 2;
+    dev.record(cv);
+  }
+  for (size_t k = 0; k < nt; ++k) {  // the others one at a time as y = 0 (word amax + k + 1)
+    if (slot[k] <= 0 || ((k == 1 || k == 2) && slot[1] > 0 && slot[2] > 0)) continue;
+    cv.bindings[1] = t[k]->buffer;
+    cv.bindings[2] = t[k]->buffer;  // (unread with y = 0 only)
     cv.bindings[3] = out[k];
+    cv.bindings[4] = out[k];
     ap = {{0, n[k], 0}, amax + static_cast<uint32_t>(k)};
     cv.groups = groups(n[k]);
     cv.groups_y = 1;
@@ -349,9 +364,11 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (staged) pc.aux_amax = plan.region(5);
   const std::shared_ptr<Buffer> ws = plan.record(dev, "attention_backward");
   // bf16 on the tensor cores: f16 copies of q, k, v and do times powers of two (attention_absmax.comp).
-  std::array<std::shared_ptr<Buffer>, 4> qkvd = {call.inputs[0].buffer, call.inputs[1].buffer, call.inputs[2].buffer,
-                                                 call.inputs[4].buffer};
-  if (staged) qkvd = stage_bf16_as_f16(dev, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2], &call.inputs[4]});
+  std::vector<std::shared_ptr<Buffer>> qkvd = {call.inputs[0].buffer, call.inputs[1].buffer, call.inputs[2].buffer,
+                                               call.inputs[4].buffer};
+  if (staged)
+    qkvd = stage_bf16_as_f16(dev, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2], &call.inputs[4]}, {1, 2, 3, 4},
+                             "attention_backward");
 
   const std::string dt = to_string(call.dtype);
   const bool alibi = a.alibi || has(6);
@@ -700,41 +717,12 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const std::shared_ptr<Buffer> ws = plan.record(*this, "attention");
   std::shared_ptr<Buffer> k_in = call.inputs[1].buffer, v_in = call.inputs[2].buffer;
   if (amax) {
-    // bf16 as f16 times a power of two per tensor (attention_absmax.comp): the largest magnitudes of Q,
-    // K and V, then K and V converted into temporary buffers (Q is converted in the kernel).
-    record_fill(ws, 0u, 16, size_t(pc.aux_amax) * 4);
-    struct {
-      uint32_t n_packs[3], out_word;
-    } ap{};
-    uint64_t most = 0;
-    for (int k = 0; k < 3; ++k) {
-      const uint64_t n = static_cast<uint64_t>(call.inputs[k].numel) / 8;  // (D is a multiple of 16)
-      if (n > UINT32_MAX) throw Error(ErrorCode::Unsupported, "attention: bf16 inputs of more than 2^32 16-byte packs");
-      ap.n_packs[k] = static_cast<uint32_t>(n);
-      most = std::max(most, n);
-    }
-    ap.out_word = pc.aux_amax;
-    Launch al;
-    al.variant = "attn_absmax_bf16";
-    al.bindings[0] = call.inputs[0].buffer;
-    al.bindings[1] = call.inputs[1].buffer;
-    al.bindings[2] = call.inputs[2].buffer;
-    al.bindings[5] = ws;
-    al.push = &ap;
-    al.push_bytes = sizeof(ap);
-    // Enough workgroups to stream at the copy bandwidth, each taking at least 4 packs per invocation.
-    al.groups = static_cast<uint32_t>(std::clamp<uint64_t>((most + 1023) / 1024, 1, 1024));
-    al.groups_y = 3;
-    record(al);
-    k_in = workspace(static_cast<size_t>(call.inputs[1].numel) * 2, 1);
-    v_in = workspace(static_cast<size_t>(call.inputs[2].numel) * 2, 2);
-    Launch cv = al;
-    cv.variant = "attn_to_f16_bf16";
-    cv.bindings[3] = k_in;
-    cv.bindings[4] = v_in;
-    cv.groups = static_cast<uint32_t>(std::clamp<uint64_t>((std::max(ap.n_packs[1], ap.n_packs[2]) + 1023ull) / 1024, 1, 1024));
-    cv.groups_y = 2;
-    record(cv);
+    // bf16 as f16 times a power of two per tensor: Q's, K's and V's largest magnitudes, K and V converted
+    // into temporary buffers (Q is converted as the kernel stages it).
+    const std::vector<std::shared_ptr<Buffer>> qkv =
+        stage_bf16_as_f16(*this, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2]}, {0, 1, 2}, "attention");
+    k_in = qkv[1];
+    v_in = qkv[2];
   }
 
   pc.softcap = static_cast<float>(a.softcap);
