@@ -782,7 +782,7 @@ bool wgmma_runs(const DeviceRef& d) {
 // The tensor-core kernels (KF_TUNE attn_path=2, f16 and bf16) on every registry case whose head dimension
 // is a multiple of 16, in one pass and with key splits, and on cases spanning several query and key tiles;
 // D = 8 must be refused (Unsupported, saying why). Which kernel: by default flash-wgmma where it runs and
-// applies (D <= 128, no RoPE, dropout, soft-capping, ALiBi or block mask), else flash-mma where that
+// applies (D <= 256, no RoPE, soft-capping, ALiBi or block mask, dropout up to D 128), else flash-mma where that
 // applies (D 64 / 128, no RoPE), else flash-wmma-regs; attn_wmma=wgmma / mma force those two (refused,
 // saying why, where they do not apply), regs flash-wmma-regs, smem flash-wmma. flash-wgmma takes head
 // dimensions that are multiples of 8 up to 256 (80 and 96 zero-padded to 128).
@@ -847,7 +847,8 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
           }
           const auto has = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
           const bool mma_ok = (D == 64 || D == 128) && tc.attrs.rope == 0;
-          const bool wg_ok = wg_runs && D % 8 == 0 && D <= 256 && tc.attrs.rope == 0 && tc.attrs.p == 0 && tc.attrs.softcap == 0 && !tc.attrs.alibi && !has(3) && !has(8);
+          const bool wg_ok = wg_runs && D % 8 == 0 && D <= 256 && tc.attrs.rope == 0 && (tc.attrs.p == 0 || D <= 128) &&
+                             tc.attrs.softcap == 0 && !tc.attrs.alibi && !has(3) && !has(8);
           if ((f_wg && !wg_ok) || (f_mma && !mma_ok)) {
             EXPECT_FALSE(r.pass) << tuning << " " << tc.label << ": ran (" << r.variant << ") where it should be refused";
             EXPECT_NE(r.message.find(f_wg ? "warpgroup kernel was forced" : "FlashAttention-2 kernel was forced"), std::string::npos)
@@ -1040,7 +1041,15 @@ TEST(AttentionCuda, DropoutMaskMatchesGeneratorAndCpu) {
       {2, 4, 2, 40, 64, 64, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=1", DType::bf16, "flash-mma"},
       {1, 4, 2, 300, 128, 128, "attn_path=2,attn_wmma=mma,attn_rows_per_warp=16,attn_split=2", DType::f16, "flash-mma"},
   };
-  for (const auto& d : devs) check_dropout_masks(d, geos);
+  for (const auto& d : devs) {
+    std::vector<MaskGeometry> all = geos;
+    if (wgmma_runs(d))  // the warpgroup kernel (sm_90): 128-key tiles, 64 at D 256; Sk % 4 == 2; key splits
+      all.insert(all.end(), {{2, 4, 2, 40, 64, 64, "attn_path=2,attn_wmma=wgmma,attn_split=1", DType::f16, "flash-wgmma"},
+                             {1, 4, 2, 100, 128, 128, "attn_path=2,attn_wmma=wgmma,attn_split=2", DType::bf16, "flash-wgmma"},
+                             {1, 2, 1, 70, 126, 128, "attn_path=2,attn_wmma=wgmma,attn_split=1", DType::f16, "flash-wgmma"},
+                             {2, 2, 1, 150, 122, 128, "attn_path=2,attn_wmma=wgmma,attn_split=3", DType::bf16, "flash-wgmma"}});
+    check_dropout_masks(d, all);
+  }
 }
 
 // The same on Vulkan: the portable kernel (lavapipe too) and the tensor-core forward's workgroup forms

@@ -46,6 +46,15 @@ KF_DEV typename T::C alibi_slope(int h, const AttnParams& p) {
   return m_exp2(C(-8) * C(2 * (h - c) + 1) / C(2 * c));
 }
 
+// The 4 keep bits of Philox block blk (bit k: index 4 blk + k), KERNELS.md's rule (the top 24 bits of
+// each word against the threshold).
+KF_DEV unsigned keep_bits4(uint64_t blk, const AttnParams& p) {
+  const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                                p.seed_lo, p.seed_hi);
+  return unsigned((w.x >> 8) >= p.thr) | unsigned((w.y >> 8) >= p.thr) << 1 | unsigned((w.z >> 8) >= p.thr) << 2 |
+         unsigned((w.w >> 8) >= p.thr) << 3;
+}
+
 // keep(i) of KERNELS.md's generator for i = rowidx * SkT + col.
 KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
   const uint64_t i = static_cast<uint64_t>(rowidx) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(col);

@@ -24,7 +24,15 @@
 // row r stored at u ^ (r % 8)), so that wgmma reads them without bank conflicts; D = 128: Q 32 KiB, two
 // stages of K and V 128 KiB (one block a multiprocessor, 8 warps); D = 256: 193 KiB. Registers (ptxas,
 // sm_90a, nvcc 13.0; no spills): 182-184 at D = 64, 216 at D = 128, 232 at D = 256.
-// Not taken here (attn_mma or the wmma kernels serve them): dropout, soft-capping, ALiBi, block masks, RoPE.
+// Dropout (DROP, an instance of its own so that the other cases keep their registers): the tile's keep bits
+// are drawn while S's wgmma runs (they depend on the indices only), one Philox block per 4 keys: the two
+// lanes holding a block's keys (lane, lane ^ 1: keys 8 j + 2 t .. + 1 with t = lane % 4) each draw one of
+// two neighbouring blocks and trade them; a row whose keys do not start a block (SkT % 4 != 0, a split or
+// packed sequence's start) draws per key. Kept probabilities are scaled by 1 / (1 - p), dropped ones zero
+// (l counts them all), as attn_mma.
+// Dropout up to D = 128 (at 256 ptxas fails to allocate the draw beside O's 128 accumulators a thread).
+// Not taken here (attn_mma or the wmma kernels serve them): soft-capping, ALiBi, block masks, RoPE, and
+// dropout at D > 128.
 // The same bits every run (fixed orders throughout).
 #include <type_traits>
 
@@ -53,10 +61,11 @@ __host__ __device__ constexpr int wg_smem_bytes() {
 // D: the head dimension the kernel is built for, 64, 128 or 256; p.D may be any multiple of 8 up to D
 // (48, 80, 96, ...): the staged rows are zero-filled past p.D (zero terms in Q K^T, zero columns of O,
 // never stored) and the k steps of Q K^T past p.D skipped.
-template <class T, int D>
+template <class T, int D, bool DROP>
 __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
 #if defined(KF_HAS_WGMMA)
   static_assert(D == 64 || D == 128 || D == 256, "head dimensions 64, 128 and 256");
+  static_assert(!DROP || D <= 128, "dropout up to D 128 (at 256 ptxas fails to allocate the draw beside O's accumulators)");
   constexpr bool BF = std::is_same_v<T, BF16>;
   using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
   // NS, ND: the n8 column groups of S and of O; NPK: 16-byte units of a staged row.
@@ -115,6 +124,15 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   int qi[2];
 #pragma unroll
   for (int x = 0; x < 2; ++x) qi[x] = qb + (rb + wr + gq + 8 * x) / p.G;
+  // DROP: the generator's index of key 0 of each of this thread's rows (row index SkT + kbeg).
+  uint64_t erow[2] = {0, 0};
+  if constexpr (DROP) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      int hx, qx;
+      erow[x] = static_cast<uint64_t>(row_of(wr + gq + 8 * x, hx, qx)) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(g.kbeg);
+    }
+  }
   const int g_n = static_cast<int>(m_min(int64_t(64), g.nrows - r0 - 64 * wg));  // rows of the warpgroup
   const bool g_any = g_n > 0;
   const int g_qlo = qb + (rb + 64 * wg) / p.G, g_qhi = qb + (rb + 64 * wg + m_max(g_n, 1) - 1) / p.G;
@@ -164,6 +182,34 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     if (p.D == D) qk(std::false_type());
     else qk(std::true_type());
     wgmma_commit();
+    // DROP: the keep bits of this thread's scores (bit 2 j + c of kb[x]: row x, key j0 + 8 j + 2 t + c), drawn
+    // while S's wgmma runs (they depend on the indices only).
+    unsigned kb[2] = {0u, 0u};
+    if constexpr (DROP) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const uint64_t e0 = erow[x] + static_cast<uint64_t>(j0);
+        unsigned bits = 0;
+#pragma unroll 1
+        for (int j = 0; j < NS; j += 2) {
+          const unsigned mine = keep_bits4((e0 + 8 * (j + (tq & 1)) + 4 * (tq >> 1)) >> 2, p);
+          const unsigned other = KF_SHFL_XOR(mine, 1);
+          const unsigned b0 = (tq & 1) ? other : mine, b1 = (tq & 1) ? mine : other;  // blocks of j, j + 1
+          bits |= ((b0 >> (2 * (tq & 1))) & 3u) << (2 * j);
+          bits |= ((b1 >> (2 * (tq & 1))) & 3u) << (2 * j + 2);
+        }
+        if ((e0 & 3u) != 0u) {  // the row's keys do not start a block: each key its own
+          bits = 0;
+#pragma unroll 1
+          for (int j = 0; j < NS; ++j)
+            for (int c = 0; c < 2; ++c) {
+              const uint64_t i = e0 + 8 * j + 2 * tq + c;
+              bits |= ((keep_bits4(i >> 2, p) >> (i & 3u)) & 1u) << (2 * j + c);
+            }
+        }
+        kb[x] = bits;
+      }
+    }
     wgmma_wait<0>();
     if (neg) {
 #pragma unroll
@@ -208,6 +254,16 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
         }
       l[x] = l[x] * alpha[x] + lt;
       m[x] = mnew;
+      if constexpr (DROP) {  // kept probabilities scaled, dropped ones zero (l counts them all)
+        const float keep = static_cast<float>(p.keep_scale);
+#pragma unroll
+        for (int j = 0; j < NS; ++j)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float& sv = s[4 * j + 2 * x + c];
+            sv = (kb[x] >> (2 * j + c)) & 1u ? sv * keep : 0.0f;
+          }
+      }
     }
     if (!__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {
 #pragma unroll
@@ -260,15 +316,24 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
 #endif
 }
 
-template <class T, int D>
-int launch_wgmma_d(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+template <class T, int D, bool DROP>
+int launch_wgmma_dd(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
   const dim3 grid(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq * p.nsplit));
   constexpr int bytes = wg_smem_bytes<D>();
-  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_wgmma<T, D>),
+  const gpuError_t e = gpuFuncSetAttribute(reinterpret_cast<const void*>(&attn_wgmma<T, D, DROP>),
                                            gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != gpuSuccess) return static_cast<int>(e);
-  attn_wgmma<T, D><<<grid, 256, static_cast<size_t>(bytes), s>>>(p);
+  attn_wgmma<T, D, DROP><<<grid, 256, static_cast<size_t>(bytes), s>>>(p);
   return static_cast<int>(gpuGetLastError());
+}
+template <class T, int D>
+int launch_wgmma_d(const AttnParams& p, uint32_t qtiles, gpuStream_t s) {
+  if constexpr (D <= 128) {
+    if (p.dropout) return launch_wgmma_dd<T, D, true>(p, qtiles, s);
+  } else if (p.dropout) {
+    return -1;  // (kernels.cpp does not choose it)
+  }
+  return launch_wgmma_dd<T, D, false>(p, qtiles, s);
 }
 #endif
 }  // namespace

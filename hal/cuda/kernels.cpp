@@ -523,8 +523,8 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     throw Error(ErrorCode::Unsupported, prefix + " attention: the FlashAttention-2 kernel was forced (KF_TUNE attn_wmma=mma) but " + no_mma);
   const bool mma = wmma && no_mma.empty() && (attn_wmma_mode_ == 0 || attn_wmma_mode_ == 3);
   // flash-wgmma (attention_wgmma.cu: Hopper's warpgroup instructions) ahead of flash-mma where the
-  // device is sm_90 and the build has its sm_90a code: f16 / bf16, no RoPE, dropout, soft-capping, ALiBi
-  // or block mask; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
+  // device is sm_90 and the build has its sm_90a code: f16 / bf16, no RoPE, soft-capping, ALiBi or block
+  // mask, dropout up to D 128; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
   // Head dimensions: multiples of 8 up to 256 (64, 128 and 256 native, the others zero-padded to the next).
   std::string no_wg;
   if (attn_wgmma_shared_bytes(static_cast<int>(D)) == 0)
@@ -533,8 +533,8 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   else if (cc_ != 90)
     no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
   else if (a.rope) no_wg = "it does not apply RoPE";
-  else if (p.dropout) no_wg = "it does not apply dropout";
   else if (p.softcap > 0 || p.alibi || p.bmask) no_wg = "it does not take soft-capping, ALiBi or a block mask";
+  else if (p.dropout && D > 128) no_wg = "it applies dropout at head dimensions up to 128 only";
   else if (attn_wgmma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
     no_wg = "its " + std::to_string(attn_wgmma_shared_bytes(static_cast<int>(D))) +
             " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
