@@ -53,8 +53,9 @@ if(KF_HIP)
         OUTPUT ${obj}
         COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/hip
         COMMAND ${KF_HIPCC} -x hip ${kf_hip_arch_flags} -std=c++17 -O3 -fPIC -I${CMAKE_SOURCE_DIR}
-                -c ${CMAKE_SOURCE_DIR}/${src} -o ${obj}
+                -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src -c ${CMAKE_SOURCE_DIR}/${src} -o ${obj}
         DEPENDS ${src} hal/cuda/common.cuh hal/cuda/attention_common.cuh hal/cuda/kernels.hpp hal/cuda/gpu_compat.hpp
+                src/ops/depthwise_tiles.hpp
         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
         COMMENT "hipcc ${src} (${KF_HIP_ARCHITECTURES})"
         VERBATIM)

@@ -5,18 +5,8 @@
 // the invocations holding them compute a share of the tile's blocks each and trade the 4-bit masks by
 // shuffles (4x fewer generator calls). Rows whose first key is not at a multiple of 4 in the generator's
 // index (cols % 4 != 0, or a tile start that is not) take each element's own block, as before.
-// Needs philox.glsl and GL_KHR_shader_subgroup_shuffle; call in uniform control flow.
-
-// The 4 keep bits of the Philox block holding element row * cols + col (bit k: element 4 (i / 4) + k).
-uint philox_keep4(uint row, uint cols, uint col, uvec2 off, uvec2 seed, uint thr) {
-  uint hi, lo, carry;
-  umulExtended(row, cols, hi, lo);
-  lo = uaddCarry(lo, col, carry);
-  hi += carry;
-  const uvec4 r = philox4x32_10(uvec4((lo >> 2) | (hi << 30), hi >> 2, off.x, off.y), seed);
-  return ((r.x >> 8) >= thr ? 1u : 0u) | ((r.y >> 8) >= thr ? 2u : 0u) | ((r.z >> 8) >= thr ? 4u : 0u) |
-         ((r.w >> 8) >= thr ? 8u : 0u);
-}
+// Needs philox.glsl (philox_keep4, philox_keep2d) and GL_KHR_shader_subgroup_shuffle; call in uniform
+// control flow.
 
 // Keys along the tile's columns (the forward's and dQ's P: queries x keys). Element (H, X, Y) is at row
 // row_h[H] (of the [rows, cols] index) and column col0 + 2 (lane % 4) + X + 8 Y; its bit is

@@ -12,6 +12,7 @@ PKGS=(
   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libcli11-dev nlohmann-json3-dev
   python3 chromium  # bench/torch_bench.py's plan check; the browser test of kf-bench's HTML report
+  hipcc  # tools/check-hip.sh (a CTest test): hal/cuda/ compiled as HIP; nothing runs on AMD here
 )
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${PKGS[@]}"

@@ -529,7 +529,11 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   std::string no_wg;
   if (attn_wgmma_shared_bytes(static_cast<int>(D)) == 0)
     no_wg = D % 8 != 0 || D > 256 ? "it takes head dimensions that are multiples of 8 up to 256 (got " + std::to_string(D) + ")"
+#if defined(KF_HIP)
+                                  : std::string("a HIP build has no warpgroup kernel");
+#else
                                   : std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
+#endif
   else if (cc_ != 90)
     no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
   else if (a.rope) no_wg = "it does not apply RoPE";
