@@ -46,11 +46,16 @@ KF_DEV typename T::C alibi_slope(int h, const AttnParams& p) {
   return m_exp2(C(-8) * C(2 * (h - c) + 1) / C(2 * c));
 }
 
+// Philox block blk of attention's dropout (KERNELS.md's generator: counter (blk, offset), key the seed).
+KF_DEV uint4 attn_block(uint64_t blk, const AttnParams& p) {
+  return philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
+                       p.seed_lo, p.seed_hi);
+}
+
 // The 4 keep bits of Philox block blk (bit k: index 4 blk + k), KERNELS.md's rule (the top 24 bits of
 // each word against the threshold).
 KF_DEV unsigned keep_bits4(uint64_t blk, const AttnParams& p) {
-  const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                                p.seed_lo, p.seed_hi);
+  const uint4 w = attn_block(blk, p);
   return unsigned((w.x >> 8) >= p.thr) | unsigned((w.y >> 8) >= p.thr) << 1 | unsigned((w.z >> 8) >= p.thr) << 2 |
          unsigned((w.w >> 8) >= p.thr) << 3;
 }
@@ -58,9 +63,7 @@ KF_DEV unsigned keep_bits4(uint64_t blk, const AttnParams& p) {
 // keep(i) of KERNELS.md's generator for i = rowidx * SkT + col.
 KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
   const uint64_t i = static_cast<uint64_t>(rowidx) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(col);
-  const uint64_t blk = i >> 2;
-  const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                                p.seed_lo, p.seed_hi);
+  const uint4 w = attn_block(i >> 2, p);
   const unsigned j = static_cast<unsigned>(i) & 3u;
   const unsigned word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
   return (word >> 8) >= p.thr;
@@ -71,8 +74,7 @@ KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
 KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
   unsigned bits = 0;
   for (uint64_t blk = first >> 2; blk <= (first + 31) >> 2; ++blk) {
-    const uint4 w = philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                                  p.seed_lo, p.seed_hi);
+    const uint4 w = attn_block(blk, p);
     const unsigned ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {

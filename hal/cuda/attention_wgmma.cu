@@ -23,7 +23,8 @@
 // Shared memory: Q, K and V in 128-byte swizzled atoms ([D / 64][rows][64 elements], the 16-byte unit u of
 // row r stored at u ^ (r % 8)), so that wgmma reads them without bank conflicts; D = 128: Q 32 KiB, two
 // stages of K and V 128 KiB (one block a multiprocessor, 8 warps); D = 256: 193 KiB. Registers (ptxas,
-// sm_90a, nvcc 13.0; no spills): 182-184 at D = 64, 216 at D = 128, 232 at D = 256.
+// sm_90a, nvcc 13.0; no spills): 182-184 at D = 64, 216 at D = 128, 232 at D = 256; the DROP instances
+// 245-247 at D = 64, 255 with 96 bytes of spill at D = 128.
 // Dropout (DROP, an instance of its own so that the other cases keep their registers): the tile's keep bits
 // are drawn while S's wgmma runs (they depend on the indices only), one Philox block per 4 keys: the two
 // lanes holding a block's keys (lane, lane ^ 1: keys 8 j + 2 t .. + 1 with t = lane % 4) each draw one of
