@@ -4,7 +4,7 @@
 # (its "XDG_RUNTIME_DIR is invalid" warnings are harmless).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/install-deps.sh
+tools/install-deps.sh --tests
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 export KF_VALIDATION=1
