@@ -1109,10 +1109,11 @@ std::string bwd_mma_refusal(const TestCase& tc, DType t) {
 }
 
 // kernel: "auto" (the tensor-core kernels where bwd_mma_refusal says they apply and the device runs them,
-// mma_runs), "simt" or "mma" (forced: refused, saying why, where they do not apply).
+// mma_runs), "simt" or "mma" (forced: refused, saying why, where they do not apply). wg: the tensor-core
+// kernels run in their warpgroup form (flash-wgmma) at D 64 and 128 (an sm_90 GPU, not KF_TUNE attn_wmma=mma).
 void run_backward_cases(Context& ctx, const std::vector<TestCase>& cases, const std::vector<DType>& dtypes,
                         const std::string& what, const std::string& want_tile, const std::string& kernel = "simt",
-                        bool mma_runs = true) {
+                        bool mma_runs = true, bool wg = false) {
   for (DType t : dtypes)
     for (const TestCase& tc : cases) {
       const uint64_t seed = fresh_seed();
@@ -1129,7 +1130,9 @@ void run_backward_cases(Context& ctx, const std::vector<TestCase>& cases, const 
       EXPECT_TRUE(r.pass) << what << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
                           << seed << ":\n" << r.message;
       const bool mma = kernel == "mma" || (kernel == "auto" && why.empty() && mma_runs);
-      EXPECT_NE(r.variant.find(mma ? "attention_backward/flash-mma,bq=64,bk=64" : "attention_backward/simt,"), std::string::npos)
+      const int64_t D = tc.inputs[0][3];
+      const char* tc_kernel = wg && (D == 64 || D == 128) ? "attention_backward/flash-wgmma,bq=64,bk=64" : "attention_backward/flash-mma,bq=64,bk=64";
+      EXPECT_NE(r.variant.find(mma ? tc_kernel : "attention_backward/simt,"), std::string::npos)
           << what << " " << to_string(t) << " " << tc.label << ": " << r.variant;
       if (!want_tile.empty()) {
         EXPECT_NE(r.variant.find(want_tile), std::string::npos) << what << ": " << r.variant;
@@ -1146,19 +1149,36 @@ bool bwd_mma_runs(const DeviceRef& d) {
   return false;
 }
 
+// Whether this device runs the tensor-core backward's warpgroup form (an sm_90 GPU and a build with sm_90a
+// code); where it does not, forcing it is refused saying why.
+bool bwd_wg_runs(const DeviceRef& d) {
+  Context ctx = tuned(d, "attn_path=2,attn_wmma=wgmma");
+  TestCase tc{"wg_probe_d64", bwd_shapes(1, 2, 1, 70, 90, 64), {}, 2};
+  tc.attrs.causal = true;
+  const check::CaseResult r = check::run_case(ctx, attention_backward_op(), DType::f16, tc, fresh_seed());
+  if (r.pass) return true;
+  EXPECT_NE(r.message.find("the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but "), std::string::npos) << r.message;
+  return false;
+}
+
 TEST(AttentionCuda, BackwardOnEveryCase) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
   for (const auto& d : devs) {
     Context& ctx = context_for(d);
-    const bool mma_runs = bwd_mma_runs(d);
+    const bool mma_runs = bwd_mma_runs(d), wg_runs = mma_runs && bwd_wg_runs(d);
     run_backward_cases(ctx, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "automatic",
-                       "", "auto", mma_runs);
+                       "", "auto", mma_runs, wg_runs);
     Context simt = tuned(d, "attn_path=1");
     run_backward_cases(simt, attention_backward_op().tests, {DType::f16, DType::bf16}, "attn_path=1", "");
     if (mma_runs) {
       Context mma = tuned(d, "attn_path=2");
-      run_backward_cases(mma, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16}, "attn_path=2", "", "mma");
+      run_backward_cases(mma, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16}, "attn_path=2", "", "mma", true,
+                         wg_runs);
+    }
+    if (wg_runs) {  // the mma.sync kernels where the warpgroup form would serve
+      Context mma = tuned(d, "attn_path=2,attn_wmma=mma");
+      run_backward_cases(mma, attention_backward_op().tests, {DType::f16, DType::bf16}, "attn_path=2,attn_wmma=mma", "", "mma");
     }
     Context small = tuned(d, "attn_rows=8");
     run_backward_cases(small, attention_backward_op().tests, {DType::f32, DType::f16, DType::bf16, DType::f64}, "attn_rows=8",
@@ -1207,7 +1227,12 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
   cases[4].attrs.causal = true, cases[4].attrs.p = 0.1, cases[4].attrs.seed = 31, cases[4].attrs.offset = 1;
   for (const auto& d : devs) {
     Context& ctx = context_for(d);
-    run_backward_cases(ctx, cases, {DType::f32, DType::f16, DType::bf16, DType::f64}, "awkward", "", "auto", bwd_mma_runs(d));
+    const bool mma_runs = bwd_mma_runs(d), wg_runs = mma_runs && bwd_wg_runs(d);
+    run_backward_cases(ctx, cases, {DType::f32, DType::f16, DType::bf16, DType::f64}, "awkward", "", "auto", mma_runs, wg_runs);
+    if (wg_runs) {
+      Context mma = tuned(d, "attn_wmma=mma");
+      run_backward_cases(mma, {cases.begin() + 5, cases.end()}, {DType::f16, DType::bf16}, "awkward, attn_wmma=mma", "", "auto");
+    }
     Context simt = tuned(d, "attn_path=1");
     run_backward_cases(simt, {cases.begin() + 5, cases.end()}, {DType::f16, DType::bf16}, "awkward, attn_path=1", "");
     // D = 256 in f64: even the 8 x 8 tile takes 65 KiB, so the automatic choice opts in above 48 KiB and

@@ -17,6 +17,7 @@
 
 #include "hal/cuda/attention_common.cuh"
 #include "hal/cuda/mma_ptx.cuh"
+#include "hal/cuda/wgmma_ptx.cuh"
 
 namespace kf::hal::cuda {
 #if !defined(KF_HIP)
@@ -48,6 +49,67 @@ KF_DEV float ext_score(float sc, int qi, int j, float slope, const AttnParams& p
     if (p.alibi) sc -= slope * fabsf(static_cast<float>(qi + g.off - j));
   }
   return sc;
+}
+
+// A dK / dV tile's P^T and dS^T on a warp's 16 keys x 64 rows of scores (S^T at s(n, e), dP^T at dp(n, e): the
+// mma / wgmma accumulator layout, element e of n8 group n at key jw + 8 (e / 2), row n 8 + 2 tq + e % 2), in
+// place: s becomes Z P^T, dp dS^T = P^T (Z dP^T - D) dcap scale. The rows' base-2 lse l2, D_i dsum, query index
+// qi and ALiBi slope sl come from shared memory as pairs (one 8-byte load each); dropout's Z = keep / (1 - p) or
+// 0 from the keep bits kb (row-major [64 rows][2 words], keys j0 + 32 w + bit), whose word and bit for the
+// lane's keys follow from the warp (kword, kbit).
+template <bool DROP, bool XS, int NT, class S, class DP>
+KF_DEV void dkv_probs(S s, DP dp, const AttnParams& p, const Geo& g, const float* l2, const float* dsum, const int* qi,
+                      const float* sl, const unsigned* kb, bool full, int jw, int warp, int gq, int tq, float scale, float c2,
+                      float keep) {
+  const int kword = warp >> 1, kbit = (warp & 1) * 16 + gq;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const float2 l2p = reinterpret_cast<const float2*>(l2)[n * 4 + tq], dsp = reinterpret_cast<const float2*>(dsum)[n * 4 + tq];
+    const int2 qp = full && !XS ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
+    const float2 slp = XS ? reinterpret_cast<const float2*>(sl)[n * 4 + tq] : make_float2(0.0f, 0.0f);
+    unsigned kw[2] = {~0u, ~0u};
+    if constexpr (DROP) kw[0] = kb[2 * (n * 8 + 2 * tq) + kword], kw[1] = kb[2 * (n * 8 + 2 * tq + 1) + kword];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = e & 1, x = e >> 1, j = jw + 8 * x, q = c ? qp.y : qp.x;
+      float pr, dcap = 1.0f;
+      if constexpr (XS)
+        pr = ex2_ftz(fmaf(ext_score<true>(s(n, e) * scale, q, j, c ? slp.y : slp.x, p, g, dcap), kBwdLog2e, -(c ? l2p.y : l2p.x)));
+      else
+        pr = ex2_ftz(fmaf(s(n, e), c2, -(c ? l2p.y : l2p.x)));
+      if (!full) {
+        const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
+        if (!vis) pr = 0.0f;
+      }
+      const float z = DROP ? ((kw[c] >> (kbit + 8 * x)) & 1u ? keep : 0.0f) : 1.0f;
+      s(n, e) = z * pr;
+      dp(n, e) = pr * (z * dp(n, e) - (c ? dsp.y : dsp.x)) * dcap * scale;
+    }
+  }
+}
+
+// A dQ tile's dS = P (Z dP - D) dcap scale, in place of dp, on a warp's 16 rows (wr + gq + 8 x) x 64 keys
+// (j0 + n 8 + 2 tq + e % 2) of scores s(n, e) and dP dp(n, e); the lane's rows' l2, dsum, qi and slope in
+// registers; dropout's keep bits kb as dkv_probs's (the tile's rows x keys).
+template <bool DROP, bool XS, int NT, class S, class DP>
+KF_DEV void dq_probs(S s, DP dp, const AttnParams& p, const Geo& g, const float (&l2)[2], const float (&dsum)[2], const int (&qi)[2],
+                     const float (&slope)[2], const unsigned* kb, bool full, int j0, int wr, int gq, int tq, float scale, float c2,
+                     float keep) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int x = e >> 1, c = n * 8 + 2 * tq + (e & 1), j = j0 + c;
+      float pr, dcap = 1.0f;
+      if constexpr (XS) pr = ex2_ftz(fmaf(ext_score<true>(s(n, e) * scale, qi[x], j, slope[x], p, g, dcap), kBwdLog2e, -l2[x]));
+      else pr = ex2_ftz(fmaf(s(n, e), c2, -l2[x]));
+      if (!full) {
+        const bool vis = j < g.jend && (!p.causal || j <= qi[x] + g.off) && (p.window <= 0 || qi[x] + g.off - j < p.window);
+        if (!vis) pr = 0.0f;
+      }
+      const float z = DROP ? ((kb[2 * (wr + gq + 8 * x) + (c >> 5)] >> (c & 31)) & 1u ? keep : 0.0f) : 1.0f;
+      dp(n, e) = pr * (z * dp(n, e) - dsum[x]) * dcap * scale;
+    }
 }
 
 // Copies two 64-row tiles (rows of the same index from src0 and src1) into shared memory at dst0 and dst1
@@ -104,16 +166,17 @@ KF_DEV void score_pair(float (&s)[kBt / 8][4], float (&dp)[kBt / 8][4], unsigned
   }
 }
 
-// Stores a warp's 16 x D accumulator (rows row_of(x) for the lane's rows gq + 8 x, < 0: none) as 16-bit pairs.
-template <class Cv, int D, class RowOf>
-KF_DEV void store_acc(void* dst, const float (&acc)[D / 8][4], int tq, RowOf row_of) {
+// Stores a warp's 16 x D accumulator (element e of n8 group n at acc(n, e), the mma / wgmma layout; rows
+// row_of(x) for the lane's rows gq + 8 x, < 0: none) as 16-bit pairs.
+template <class Cv, int D, class Acc, class RowOf>
+KF_DEV void store_acc(void* dst, Acc acc, int tq, RowOf row_of) {
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     const int64_t row = row_of(x);
     if (row < 0) continue;
     unsigned* out = static_cast<unsigned*>(dst) + row * (D / 2);
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) out[n * 4 + tq] = Cv::pack2(acc[n][2 * x], acc[n][2 * x + 1]);
+    for (int n = 0; n < D / 8; ++n) out[n * 4 + tq] = Cv::pack2(acc(n, 2 * x), acc(n, 2 * x + 1));
   }
 }
 
@@ -225,36 +288,9 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     // S^T = K Q^T and dP^T = V dO^T (16 keys x 64 rows a warp).
     float s[NT][4], dp[NT][4];
     score_pair<BF, D>(s, dp, ks_a, vs_a, q_b, o_b, a_off, b_off);
-    // P^T and dS^T: the lane's columns n 8 + 2 tq and + 1 read as pairs (one 8-byte load each). Dropout:
-    // Z = keep / (1 - p) or 0 from the bits (the lane's keys share a word: bits kbit and kbit + 8);
-    // dV takes Z P, dS = P (Z dP - D) scale.
     if constexpr (DROP) __syncthreads();  // the keep bits
-    const int kword = warp >> 1, kbit = (warp & 1) * 16 + gq;
-    const float* sl = sl_s + buf * kBt;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const float2 l2p = reinterpret_cast<const float2*>(l2)[n * 4 + tq], dsp = reinterpret_cast<const float2*>(dsum)[n * 4 + tq];
-      const int2 qp = full && !XS ? make_int2(0, 0) : reinterpret_cast<const int2*>(qi)[n * 4 + tq];
-      const float2 slp = XS ? reinterpret_cast<const float2*>(sl)[n * 4 + tq] : make_float2(0.0f, 0.0f);
-      unsigned kw[2] = {~0u, ~0u};
-      if constexpr (DROP) kw[0] = kb[2 * (n * 8 + 2 * tq) + kword], kw[1] = kb[2 * (n * 8 + 2 * tq + 1) + kword];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = e & 1, x = e >> 1, j = jw + 8 * x, q = c ? qp.y : qp.x;
-        float pr, dcap = 1.0f;
-        if constexpr (XS)
-          pr = ex2_ftz(fmaf(ext_score<true>(s[n][e] * scale, q, j, c ? slp.y : slp.x, p, g, dcap), kBwdLog2e, -(c ? l2p.y : l2p.x)));
-        else
-          pr = ex2_ftz(fmaf(s[n][e], c2, -(c ? l2p.y : l2p.x)));
-        if (!full) {
-          const bool vis = j < g.kl && (!p.causal || j <= q + g.off) && (p.window <= 0 || q + g.off - j < p.window);
-          if (!vis) pr = 0.0f;
-        }
-        const float z = DROP ? ((kw[c] >> (kbit + 8 * x)) & 1u ? keep : 0.0f) : 1.0f;
-        s[n][e] = z * pr;
-        dp[n][e] = pr * (z * dp[n][e] - (c ? dsp.y : dsp.x)) * dcap * scale;
-      }
-    }
+    dkv_probs<DROP, XS, NT>([&](int n, int e) -> float& { return s[n][e]; }, [&](int n, int e) -> float& { return dp[n][e]; }, p, g,
+                            l2, dsum, qi, sl_s + buf * kBt, kb, full, jw, warp, gq, tq, scale, c2, keep);
     // dV += P^T dO, dK += dS^T Q (k = the tile's 64 rows).
 #pragma unroll
     for (int kk = 0; kk < kBt / 16; ++kk) {
@@ -279,8 +315,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     const int j = jw + 8 * x;
     return j <= jlast ? kvbase + j : -1;
   };
-  store_acc<Cv, D>(P.dk, dk, tq, key_row);
-  store_acc<Cv, D>(P.dv, dv, tq, key_row);
+  store_acc<Cv, D>(P.dk, [&](int n, int e) { return dk[n][e]; }, tq, key_row);
+  store_acc<Cv, D>(P.dv, [&](int n, int e) { return dv[n][e]; }, tq, key_row);
 #endif
 }
 
@@ -372,23 +408,9 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     score_pair<BF, D>(s, dp, qs_a, os_a, k_b, v_b, a_off, b_off);
     const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
                       (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
-    // dS = P (Z dP - D) scale (Z: dropout's keep / (1 - p) or 0 from the bits, else 1).
     if constexpr (DROP) __syncthreads();  // the keep bits
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int x = e >> 1, c = n * 8 + 2 * tq + (e & 1), j = j0 + c;
-        float pr, dcap = 1.0f;
-        if constexpr (XS) pr = ex2_ftz(fmaf(ext_score<true>(s[n][e] * scale, qi[x], j, slope[x], p, g, dcap), kBwdLog2e, -l2[x]));
-        else pr = ex2_ftz(fmaf(s[n][e], c2, -l2[x]));
-        if (!full) {
-          const bool vis = j < g.jend && (!p.causal || j <= qi[x] + g.off) && (p.window <= 0 || qi[x] + g.off - j < p.window);
-          if (!vis) pr = 0.0f;
-        }
-        const float z = DROP ? ((kb[2 * (wr + gq + 8 * x) + (c >> 5)] >> (c & 31)) & 1u ? keep : 0.0f) : 1.0f;
-        dp[n][e] = pr * (z * dp[n][e] - dsum[x]) * dcap * scale;
-      }
+    dq_probs<DROP, XS, NT>([&](int n, int e) -> float& { return s[n][e]; }, [&](int n, int e) -> float& { return dp[n][e]; }, p, g,
+                           l2, dsum, qi, slope, kb, full, j0, wr, gq, tq, scale, c2, keep);
     // dQ += dS K (k = the tile's 64 keys).
 #pragma unroll
     for (int kk = 0; kk < kBt / 16; ++kk) {
@@ -409,9 +431,341 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     const int64_t r = r0 + wr + gq + 8 * x;
     return r < g.nrows ? row_index(r) : -1;
   };
-  store_acc<Cv, D>(P.dq, dq, tq, q_out);
+  store_acc<Cv, D>(P.dq, [&](int n, int e) { return dq[n][e]; }, tq, q_out);
 #endif
 }
+
+#if defined(KF_CUDA_WGMMA)
+// ---- The warpgroup form (sm_90a, D 64 and 128): the same two passes, tiles, loads and per-element code, with
+// the products on Hopper's wgmma.mma_async (wgmma_ptx.cuh). One warpgroup a block (128 threads, 64 keys or
+// rows: warp w holds rows 16 w .. 16 w + 15 of every accumulator, the layout of the mma kernels' warps), two
+// blocks an SM; the tiles sit in 128-byte swizzled atoms (attention_wgmma.cu's layout) so that each is read
+// both K-major (S^T = K Q^T, dP^T = V dO^T; S = Q K^T, dP = dO V^T) and MN-major (the B operand of dV += P^T
+// dO, dK += dS^T Q; dQ += dS K), with P^T / dS^T / dS as A fragments straight from the accumulators.
+template <int D> __host__ __device__ constexpr int64_t bwd_wg_bytes() {
+  return 2 * int64_t(6 * kBt) * D + 2 * kBt * 12 + 2 * kBt * 8 + 2 * kBt * 4 + 1024;  // + the atoms' alignment
+}
+
+// The shared-memory offset of the 16-byte unit u of row r of a 64-row swizzled operand.
+KF_DEV unsigned sw64(int r, int u) { return unsigned((u / 8) * kBt * 128 + r * 128 + (((u % 8) ^ (r % 8)) << 4)); }
+
+// load_tiles into swizzled 64-row operands.
+template <int D, class RowOf>
+KF_DEV void load_tiles_sw(unsigned dst0, const void* src0, unsigned dst1, const void* src1, RowOf row_of) {
+  constexpr int NPK = D / 8;
+  for (int e = threadIdx.x; e < kBt * NPK; e += 128) {
+    const int t = e / NPK, pk = e % NPK;
+    int64_t row = 0;
+    const bool ok = row_of(t, row);
+    const int64_t at = ok ? row * NPK + pk : 0;
+    const unsigned so = sw64(t, pk);
+    cp_async16(dst0 + so, static_cast<const uint4*>(src0) + at, ok ? 16 : 0);
+    cp_async16(dst1 + so, static_cast<const uint4*>(src1) + at, ok ? 16 : 0);
+  }
+}
+
+#if defined(KF_HAS_WGMMA)
+// s = A0 B0^T and dp = A1 B1^T (64 x 64, k = D), every operand a K-major swizzled 64-row tile; issued and
+// committed, not waited for.
+template <bool BF, int D>
+KF_DEV void wg_score_pair(float (&s)[32], float (&dp)[32], unsigned a0, unsigned a1, unsigned b0, unsigned b1) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const unsigned off = (kk / 4) * kBt * 128 + (kk % 4) * 32;
+    if constexpr (BF) wgmma_ss_n64_bf16(s, wgmma_desc(a0 + off, 16, 1024), wgmma_desc(b0 + off, 16, 1024), kk > 0);
+    else wgmma_ss_n64_f16(s, wgmma_desc(a0 + off, 16, 1024), wgmma_desc(b0 + off, 16, 1024), kk > 0);
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const unsigned off = (kk / 4) * kBt * 128 + (kk % 4) * 32;
+    if constexpr (BF) wgmma_ss_n64_bf16(dp, wgmma_desc(a1 + off, 16, 1024), wgmma_desc(b1 + off, 16, 1024), kk > 0);
+    else wgmma_ss_n64_f16(dp, wgmma_desc(a1 + off, 16, 1024), wgmma_desc(b1 + off, 16, 1024), kk > 0);
+  }
+  wgmma_commit();
+}
+
+// The A fragments (k = the tile's 64 columns, 4 steps) of a 64 x 64 accumulator, in the RS form's layout.
+template <class Cv>
+KF_DEV void wg_acc_to_a(unsigned (&a)[4][4], const float (&s)[32]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[kk][i] = Cv::pack2(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+}
+
+// acc += A B (k = 64): A fragments a, B the MN-major [64][D] swizzled tile at b (D / 64 atoms 64 x 128 bytes
+// apart along N, 8 rows 1024 bytes apart). Issued only: the caller fences, commits and waits.
+template <bool BF, int D>
+KF_DEV void wg_acc_rs(float (&acc)[D / 2], const unsigned (&a)[4][4], unsigned b) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t db = wgmma_desc(b + kk * 16 * 128, kBt * 128, 1024);
+    if constexpr (D == 128) {
+      if constexpr (BF) wgmma_rs_n128_bf16(acc, a[kk], db, 1);
+      else wgmma_rs_n128_f16(acc, a[kk], db, 1);
+    } else {
+      if constexpr (BF) wgmma_rs_n64_bf16(acc, a[kk], db, 1);
+      else wgmma_rs_n64_f16(acc, a[kk], db, 1);
+    }
+  }
+}
+#endif
+
+// ---- DKV (warpgroup): grid (key tiles, Hkv, sequences), 128 threads; as attn_bwd_mma_dkv.
+template <class T, int D, bool DROP, bool XS>
+__global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P) {
+#if defined(KF_HAS_WGMMA)
+  static_assert(D == 64 || D == 128, "head dimensions 64 and 128");
+  constexpr bool BF = std::is_same_v<T, BF16>;
+  using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
+  constexpr int NT = kBt / 8, TILE = 2 * kBt * D;
+  extern __shared__ __align__(1024) unsigned char attn_bwd_wg_smem[];
+  const AttnParams& p = P.a;
+  // K, V, then Q [2 stages], dO [2 stages] from a 1024-byte boundary; the rows' data after the tiles.
+  const unsigned raw = smem_u32(attn_bwd_wg_smem), ks_a = (raw + 1023u) & ~1023u, vs_a = ks_a + TILE,
+                 qs_a = vs_a + TILE, os_a = qs_a + 2 * TILE;
+  float* l2_s = reinterpret_cast<float*>(attn_bwd_wg_smem + (ks_a - raw) + 6 * TILE);  // [2][64]
+  float* ds_s = l2_s + 2 * kBt;                                                        // [2][64]
+  int* qi_s = reinterpret_cast<int*>(ds_s + 2 * kBt);                                  // [2][64]
+  unsigned* kb_s = reinterpret_cast<unsigned*>(qi_s + 2 * kBt);                        // [2][64 rows][2] keep bits
+  float* sl_s = reinterpret_cast<float*>(kb_s + 4 * kBt);                              // [2][64] ALiBi slopes
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int hk = blockIdx.y, seq = blockIdx.z;
+  Geo g;
+  seq_geometry(p, seq, g);
+  const int j0 = static_cast<int>(blockIdx.x) * kBt;
+  if (j0 >= g.klen) return;  // uniform over the block
+  const int jlast = m_min(j0 + kBt, g.klen) - 1;
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  int64_t r_begin, r_end;
+  dkv_rows(p, g, j0, jlast, r_begin, r_end);
+  const auto kv_row = [&](int t, int64_t& row) {
+    row = kvbase + j0 + t;
+    return j0 + t < g.klen;
+  };
+  load_tiles_sw<D>(ks_a, p.k, vs_a, p.v, kv_row);
+  cp_async_commit();
+  const FastDiv byG(static_cast<unsigned>(p.G));
+  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
+  const auto q_row_of = [&](int64_t r0, int t, int64_t& row) {
+    const unsigned r = static_cast<unsigned>(r0 + t);
+    if (r0 + t >= r_end) return false;
+    const unsigned q = byG.div(r);
+    row = head0 + int64_t(r - q * unsigned(p.G)) * p.SqT + q;
+    return true;
+  };
+  const auto stage_rows = [&](int64_t r0, int buf) {
+    const auto q_row = [&](int t, int64_t& row) { return q_row_of(r0, t, row); };
+    load_tiles_sw<D>(qs_a + buf * TILE, p.q, os_a + buf * TILE, P.dout, q_row);
+    if (tid < kBt) {
+      int64_t row = 0;
+      float l2 = INFINITY, dsum = 0.0f, slope = 0.0f;
+      int qi = 0;
+      if (q_row(tid, row)) {
+        const float lse = static_cast<float>(T::load(P.lse, row));
+        l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
+        dsum = static_cast<const float*>(P.dsum)[row];
+        const unsigned r = static_cast<unsigned>(r0 + tid), q = byG.div(r);
+        qi = static_cast<int>(q);
+        if (XS && p.alibi) slope = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(r - q * unsigned(p.G)), p));
+      }
+      l2_s[buf * kBt + tid] = l2;
+      ds_s[buf * kBt + tid] = dsum;
+      qi_s[buf * kBt + tid] = qi;
+      if (XS) sl_s[buf * kBt + tid] = slope;
+    }
+  };
+  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
+  const int jw = j0 + warp * 16 + gq;
+
+  float dk[D / 2], dv[D / 2], s[32], dp[32];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.0f;
+  int64_t r0 = r_begin;
+  if (r0 < r_end) stage_rows(r0, 0);
+  cp_async_commit();
+  for (int buf = 0; r0 < r_end; buf ^= 1, r0 += kBt) {
+    if (r0 + kBt < r_end) stage_rows(r0 + kBt, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();  // the tiles' cp.async writes before wgmma's reads (the async proxy)
+    __syncthreads();
+    const unsigned q_b = qs_a + buf * TILE, o_b = os_a + buf * TILE;
+    wg_score_pair<BF, D>(s, dp, ks_a, vs_a, q_b, o_b);  // S^T = K Q^T, dP^T = V dO^T
+    unsigned* kb = kb_s + buf * 2 * kBt;
+    if constexpr (DROP) {  // drawn while the products run
+      int64_t row = 0;
+      const int t = tid >> 1, w = tid & 1;
+      kb[tid] = r0 + t < r_end && q_row_of(r0, t, row)
+                    ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p)
+                    : 0u;
+    }
+    const int q_lo = static_cast<int>(byG.div(static_cast<unsigned>(r0))),
+              q_hi = static_cast<int>(byG.div(static_cast<unsigned>(m_min(r0 + kBt, r_end) - 1)));
+    const bool full = j0 + kBt <= g.kl && (!p.causal || j0 + kBt - 1 <= q_lo + g.off) &&
+                      (p.window <= 0 || int64_t(q_hi) + g.off - j0 < p.window);
+    wgmma_wait<0>();
+    if constexpr (DROP) __syncthreads();  // the keep bits
+    dkv_probs<DROP, XS, NT>([&](int n, int e) -> float& { return s[4 * n + e]; }, [&](int n, int e) -> float& { return dp[4 * n + e]; },
+                            p, g, l2_s + buf * kBt, ds_s + buf * kBt, qi_s + buf * kBt, sl_s + buf * kBt, kb, full, jw, warp,
+                            gq, tq, scale, c2, keep);
+    // dV += P^T dO, dK += dS^T Q: every A fragment converted before the first wgmma.
+    unsigned pa[4][4], da[4][4];
+    wg_acc_to_a<Cv>(pa, s);
+    wg_acc_to_a<Cv>(da, dp);
+    wgmma_fence();
+    wg_acc_rs<BF, D>(dv, pa, o_b);
+    wg_acc_rs<BF, D>(dk, da, q_b);
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncthreads();  // this stage is free for the tile after next
+  }
+  cp_async_wait<0>();
+  const auto key_row = [&](int x) -> int64_t {
+    const int j = jw + 8 * x;
+    return j <= jlast ? kvbase + j : -1;
+  };
+  store_acc<Cv, D>(P.dk, [&](int n, int e) { return dk[4 * n + e]; }, tq, key_row);
+  store_acc<Cv, D>(P.dv, [&](int n, int e) { return dv[4 * n + e]; }, tq, key_row);
+#else
+  __trap();  // compiled for another architecture than sm_90a: never launched there (kernels.cpp checks)
+#endif
+}
+
+// ---- DQ (warpgroup): grid (row tiles, Hkv, sequences), 128 threads; as attn_bwd_mma_dq.
+template <class T, int D, bool DROP, bool XS>
+__global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) {
+#if defined(KF_HAS_WGMMA)
+  static_assert(D == 64 || D == 128, "head dimensions 64 and 128");
+  constexpr bool BF = std::is_same_v<T, BF16>;
+  using Cv = std::conditional_t<BF, Bf16Conv, HalfConv>;
+  constexpr int NT = kBt / 8, TILE = 2 * kBt * D;
+  extern __shared__ __align__(1024) unsigned char attn_bwd_wg_smem[];
+  const AttnParams& p = P.a;
+  // Q, dO, then K [2 stages], V [2 stages] from a 1024-byte boundary; the keep bits after the tiles.
+  const unsigned raw = smem_u32(attn_bwd_wg_smem), qs_a = (raw + 1023u) & ~1023u, os_a = qs_a + TILE,
+                 ks_a = os_a + TILE, vs_a = ks_a + 2 * TILE;
+  unsigned* kb_s = reinterpret_cast<unsigned*>(attn_bwd_wg_smem + (qs_a - raw) + 6 * TILE + 2 * kBt * 12);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int hk = blockIdx.y, seq = blockIdx.z;
+  const int64_t r0 = int64_t(blockIdx.x) * kBt;
+  Geo g;
+  if (!block_geometry(p, seq, 0, r0, kBt, g)) return;
+  const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
+  const FastDiv byG(static_cast<unsigned>(p.G));
+  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
+  const auto row_index = [&](int64_t r) {
+    const unsigned q = byG.div(static_cast<unsigned>(r));
+    return head0 + int64_t(static_cast<unsigned>(r) - q * unsigned(p.G)) * p.SqT + q;
+  };
+  const auto q_row = [&](int t, int64_t& row) {
+    if (r0 + t >= g.nrows) return false;
+    row = row_index(r0 + t);
+    return true;
+  };
+  load_tiles_sw<D>(qs_a, p.q, os_a, P.dout, q_row);
+  cp_async_commit();
+  const auto load_kv = [&](int jt, int buf) {
+    const auto kv_row = [&](int t, int64_t& row) {
+      row = kvbase + jt + t;
+      return jt + t < g.jend;
+    };
+    load_tiles_sw<D>(ks_a + buf * TILE, p.k, vs_a + buf * TILE, p.v, kv_row);
+  };
+  const int wr = warp * 16;
+  float l2[2], dsum[2], slope[2];
+  int qi[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int64_t r = r0 + wr + gq + 8 * x;
+    l2[x] = INFINITY, dsum[x] = 0.0f, qi[x] = 0, slope[x] = 0.0f;
+    if (r < g.nrows) {
+      const int64_t row = row_index(r);
+      const float lse = static_cast<float>(T::load(P.lse, row));
+      l2[x] = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
+      dsum[x] = static_cast<const float*>(P.dsum)[row];
+      const unsigned q = byG.div(static_cast<unsigned>(r));
+      qi[x] = static_cast<int>(q);
+      if (XS && p.alibi) slope[x] = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(unsigned(r) - q * unsigned(p.G)), p));
+    }
+  }
+  const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
+  const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
+
+  float dq[D / 2], s[32], dp[32];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dq[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.0f;
+  int j0 = g.jbeg;
+  if (j0 < g.jend) load_kv(j0, 0);
+  cp_async_commit();
+  for (int buf = 0; j0 < g.jend; buf ^= 1, j0 += kBt) {
+    if (j0 + kBt < g.jend) load_kv(j0 + kBt, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    const unsigned k_b = ks_a + buf * TILE, v_b = vs_a + buf * TILE;
+    wg_score_pair<BF, D>(s, dp, qs_a, os_a, k_b, v_b);  // S = Q K^T, dP = dO V^T
+    unsigned* kb = kb_s + buf * 2 * kBt;
+    if constexpr (DROP)
+      kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
+    const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
+                      (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
+    wgmma_wait<0>();
+    if constexpr (DROP) __syncthreads();  // the keep bits
+    dq_probs<DROP, XS, NT>([&](int n, int e) -> float& { return s[4 * n + e]; }, [&](int n, int e) -> float& { return dp[4 * n + e]; },
+                           p, g, l2, dsum, qi, slope, kb, full, j0, wr, gq, tq, scale, c2, keep);
+    unsigned da[4][4];
+    wg_acc_to_a<Cv>(da, dp);
+    wgmma_fence();
+    wg_acc_rs<BF, D>(dq, da, k_b);  // dQ += dS K
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+  const auto q_out = [&](int x) -> int64_t {
+    const int64_t r = r0 + wr + gq + 8 * x;
+    return r < g.nrows ? row_index(r) : -1;
+  };
+  store_acc<Cv, D>(P.dq, [&](int n, int e) { return dq[4 * n + e]; }, tq, q_out);
+#else
+  __trap();
+#endif
+}
+
+template <class T, int D, bool DROP, bool XS>
+int launch_wg(const AttnBwdParams& P, gpuStream_t st) {
+  const AttnParams& p = P.a;
+  const int bytes = static_cast<int>(bwd_wg_bytes<D>());
+  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_wg_dkv<T, D, DROP, XS>), reinterpret_cast<const void*>(&attn_bwd_wg_dq<T, D, DROP, XS>)}) {
+    const gpuError_t e = gpuFuncSetAttribute(f, gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != gpuSuccess) return static_cast<int>(e);
+  }
+  const unsigned ktiles = static_cast<unsigned>((int64_t(p.SkT) + kBt - 1) / kBt);
+  const unsigned qtiles = static_cast<unsigned>((int64_t(p.G) * p.SqT + kBt - 1) / kBt);
+  if (ktiles > 0) {
+    attn_bwd_wg_dkv<T, D, DROP, XS><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    const int e = static_cast<int>(gpuGetLastError());
+    if (e != 0) return e;
+  }
+  if (qtiles > 0)
+    attn_bwd_wg_dq<T, D, DROP, XS><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+  return static_cast<int>(gpuGetLastError());
+}
+
+template <class T, int D>
+int launch_wg(const AttnBwdParams& P, gpuStream_t st) {
+  const bool xs = P.a.softcap > 0 || P.a.alibi != 0;
+  if (P.a.dropout) return xs ? launch_wg<T, D, true, true>(P, st) : launch_wg<T, D, true, false>(P, st);
+  return xs ? launch_wg<T, D, false, true>(P, st) : launch_wg<T, D, false, false>(P, st);
+}
+#endif
 
 template <class T, int D, bool DROP, bool XS>
 int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
@@ -470,6 +824,28 @@ int launch_attention_backward_mma(Dt dt, const AttnBwdParams& p, void* stream) {
   if (p.a.D == d) return dt == Dt::f16 ? launch_mma<F16, d>(p, s) : dt == Dt::bf16 ? launch_mma<BF16, d>(p, s) : -1;
   KF_BWD_MMA_DIMS(KF_LAUNCH)
 #undef KF_LAUNCH
+  return -1;
+#endif
+}
+
+int64_t attn_bwd_wgmma_shared_bytes(int D) {
+#if defined(KF_HIP) || !defined(KF_CUDA_WGMMA)
+  (void)D;
+  return 0;  // no sm_90a code in this build
+#else
+  return D == 64 ? bwd_wg_bytes<64>() : D == 128 ? bwd_wg_bytes<128>() : 0;
+#endif
+}
+
+int launch_attention_backward_wgmma(Dt dt, const AttnBwdParams& p, void* stream) {
+#if defined(KF_HIP) || !defined(KF_CUDA_WGMMA)
+  (void)dt, (void)p, (void)stream;
+  return -1;
+#else
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  if (p.a.D != 64 && p.a.D != 128) return -1;
+  if (dt == Dt::f16) return p.a.D == 64 ? launch_wg<F16, 64>(p, s) : launch_wg<F16, 128>(p, s);
+  if (dt == Dt::bf16) return p.a.D == 64 ? launch_wg<BF16, 64>(p, s) : launch_wg<BF16, 128>(p, s);
   return -1;
 #endif
 }

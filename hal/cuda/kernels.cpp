@@ -760,7 +760,8 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
 
 // attention_backward (attention_bwd.cu): PRE (D = rowsum(do * o) into a workspace), dK/dV over key tiles,
 // dQ over query tiles, as the Vulkan backend's attention_bwd.comp; on the tensor cores (attention_bwd_mma.cu)
-// where that applies (f16 / bf16, D 32, 64, 80, 96 or 128, no block mask or RoPE), else
+// where that applies (f16 / bf16, D 32, 64, 80, 96 or 128, no block mask or RoPE; on sm_90 at D 64 and 128 the
+// warpgroup form of its kernels), else
 // on the portable kernels (attention_bwd.cu). Their tile (bq, bk) is the largest of
 // 16 x 16, 8 x 16, 16 x 8, 8 x 8 whose shared memory fits 48 KiB, else the device's opt-in limit;
 // KF_TUNE attn_rows=8 forces 8 x 8 (the knob of the forward's portable kernel).
@@ -851,7 +852,29 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   if (attn_path_ == 2 && !no_mma.empty())
     throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the tensor-core kernel was forced (KF_TUNE attn_path=2) but " + no_mma);
   if (no_mma.empty() && attn_path_ != 1 && (attn_rows_ == 0 || attn_path_ == 2)) {
+    // Their warpgroup form (Hopper's wgmma.mma_async) where the device is sm_90 and the build has its sm_90a
+    // code, at D 64 and 128; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps the mma.sync kernels.
+    std::string no_wg;
+    const int64_t wg_bytes = attn_bwd_wgmma_shared_bytes(static_cast<int>(D));
+    if (D != 64 && D != 128) no_wg = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
+    else if (wg_bytes == 0)
+#if defined(KF_HIP)
+      no_wg = "a HIP build has no warpgroup kernel";
+#else
+      no_wg = std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
+#endif
+    else if (cc_ != 90)
+      no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
+    else if (wg_bytes > max_shared_optin_)
+      no_wg = "its " + std::to_string(wg_bytes) + " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
+    if (attn_wmma_mode_ == 4 && !no_wg.empty())
+      throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but " + no_wg);
+    const bool wg = no_wg.empty() && attn_wmma_mode_ != 3;
     check_launch(launch_attention_backward_pre(dt, P, stream_), "attention_backward");
+    if (wg) {
+      check_launch(launch_attention_backward_wgmma(dt, P, stream_), "attention_backward");
+      return prefix + "attention_backward/flash-wgmma,bq=64,bk=64";
+    }
     check_launch(launch_attention_backward_mma(dt, P, stream_), "attention_backward");
     return prefix + "attention_backward/flash-mma,bq=64,bk=64";
   }

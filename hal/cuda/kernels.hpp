@@ -486,6 +486,11 @@ int launch_attention_backward(Dt dt, const AttnBwdParams& p, int bq, int bk, voi
 int launch_attention_backward_pre(Dt dt, const AttnBwdParams& p, void* stream);
 int64_t attn_bwd_mma_shared_bytes(int D);
 int launch_attention_backward_mma(Dt dt, const AttnBwdParams& p, void* stream);
+// Its warpgroup form (attention_bwd_mma.cu, sm_90a: the same passes on wgmma.mma_async, D 64 and 128 only), run
+// after launch_attention_backward_pre as the other. Shared memory of its passes (0: D not 64 / 128, or no sm_90a
+// code in this build).
+int64_t attn_bwd_wgmma_shared_bytes(int D);
+int launch_attention_backward_wgmma(Dt dt, const AttnBwdParams& p, void* stream);
 
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).
