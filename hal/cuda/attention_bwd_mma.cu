@@ -584,17 +584,23 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P)
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.0f;
+  // Software-pipelined by one product: a tile's dV / dK products run while the next tile's S^T / dP^T are
+  // issued; the wait for them (wait_group 1) and a barrier then free their stage for the loads of the tile
+  // after (pa / da, their A fragments, stay live until then).
+  unsigned pa[4][4], da[4][4];
   int64_t r0 = r_begin;
   if (r0 < r_end) stage_rows(r0, 0);
   cp_async_commit();
   for (int buf = 0; r0 < r_end; buf ^= 1, r0 += kBt) {
-    if (r0 + kBt < r_end) stage_rows(r0 + kBt, buf ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<0>();   // this tile (and, first, K and V)
     fence_proxy_async();  // the tiles' cp.async writes before wgmma's reads (the async proxy)
     __syncthreads();
     const unsigned q_b = qs_a + buf * TILE, o_b = os_a + buf * TILE;
     wg_score_pair<BF, D>(s, dp, ks_a, vs_a, q_b, o_b);  // S^T = K Q^T, dP^T = V dO^T
+    wgmma_wait<1>();  // the previous tile's dV / dK
+    __syncthreads();  // ... of every warp: its stage is free
+    if (r0 + kBt < r_end) stage_rows(r0 + kBt, buf ^ 1);
+    cp_async_commit();
     unsigned* kb = kb_s + buf * 2 * kBt;
     if constexpr (DROP) {  // drawn while the products run
       int64_t row = 0;
@@ -612,17 +618,15 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P)
     dkv_probs<DROP, XS, NT>([&](int n, int e) -> float& { return s[4 * n + e]; }, [&](int n, int e) -> float& { return dp[4 * n + e]; },
                             p, g, l2_s + buf * kBt, ds_s + buf * kBt, qi_s + buf * kBt, sl_s + buf * kBt, kb, full, jw, warp,
                             gq, tq, scale, c2, keep);
-    // dV += P^T dO, dK += dS^T Q: every A fragment converted before the first wgmma.
-    unsigned pa[4][4], da[4][4];
+    // dV += P^T dO, dK += dS^T Q: every A fragment converted before the first wgmma; not waited for here.
     wg_acc_to_a<Cv>(pa, s);
     wg_acc_to_a<Cv>(da, dp);
     wgmma_fence();
     wg_acc_rs<BF, D>(dv, pa, o_b);
     wg_acc_rs<BF, D>(dk, da, q_b);
     wgmma_commit();
-    wgmma_wait<0>();
-    __syncthreads();  // this stage is free for the tile after next
   }
+  wgmma_wait<0>();
   cp_async_wait<0>();
   const auto key_row = [&](int x) -> int64_t {
     const int j = jw + 8 * x;
@@ -700,17 +704,22 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
   for (int i = 0; i < D / 2; ++i) dq[i] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.0f;
+  // Software-pipelined by one product as the dK / dV pass: a tile's dQ products run while the next tile's
+  // S / dP are issued.
+  unsigned da[4][4];
   int j0 = g.jbeg;
   if (j0 < g.jend) load_kv(j0, 0);
   cp_async_commit();
   for (int buf = 0; j0 < g.jend; buf ^= 1, j0 += kBt) {
-    if (j0 + kBt < g.jend) load_kv(j0 + kBt, buf ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<0>();  // this tile (and, first, Q and dO)
     fence_proxy_async();
     __syncthreads();
     const unsigned k_b = ks_a + buf * TILE, v_b = vs_a + buf * TILE;
     wg_score_pair<BF, D>(s, dp, qs_a, os_a, k_b, v_b);  // S = Q K^T, dP = dO V^T
+    wgmma_wait<1>();  // the previous tile's dQ
+    __syncthreads();  // ... of every warp: its stage is free
+    if (j0 + kBt < g.jend) load_kv(j0 + kBt, buf ^ 1);
+    cp_async_commit();
     unsigned* kb = kb_s + buf * 2 * kBt;
     if constexpr (DROP)
       kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
@@ -720,14 +729,12 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
     if constexpr (DROP) __syncthreads();  // the keep bits
     dq_probs<DROP, XS, NT>([&](int n, int e) -> float& { return s[4 * n + e]; }, [&](int n, int e) -> float& { return dp[4 * n + e]; },
                            p, g, l2, dsum, qi, slope, kb, full, j0, wr, gq, tq, scale, c2, keep);
-    unsigned da[4][4];
     wg_acc_to_a<Cv>(da, dp);
     wgmma_fence();
-    wg_acc_rs<BF, D>(dq, da, k_b);  // dQ += dS K
+    wg_acc_rs<BF, D>(dq, da, k_b);  // dQ += dS K; not waited for here
     wgmma_commit();
-    wgmma_wait<0>();
-    __syncthreads();
   }
+  wgmma_wait<0>();
   cp_async_wait<0>();
   const auto q_out = [&](int x) -> int64_t {
     const int64_t r = r0 + wr + gq + 8 * x;
