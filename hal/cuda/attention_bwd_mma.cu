@@ -465,18 +465,20 @@ template <int D> __host__ __device__ constexpr int64_t bwd_wg_bytes() {
 // The shared-memory offset of the 16-byte unit u of row r of a 64-row swizzled operand.
 KF_DEV unsigned sw64(int r, int u) { return unsigned((u / 8) * kBt * 128 + r * 128 + (((u % 8) ^ (r % 8)) << 4)); }
 
-// load_tiles into swizzled 64-row operands.
+// load_tiles into swizzled 64-row operands. Thread tid copies unit u = tid % (D / 8) of rows t0 + i KR (t0 =
+// tid / (D / 8), KR = 128 / (D / 8), a multiple of 8): one swizzled offset for all its rows (r % 8 is t0 % 8).
 template <int D, class RowOf>
 KF_DEV void load_tiles_sw(unsigned dst0, const void* src0, unsigned dst1, const void* src1, RowOf row_of) {
-  constexpr int NPK = D / 8;
-  for (int e = threadIdx.x; e < kBt * NPK; e += 128) {
-    const int t = e / NPK, pk = e % NPK;
+  constexpr int NPK = D / 8, KR = 128 / NPK;
+  const int t0 = threadIdx.x / NPK, u = threadIdx.x % NPK;
+  const unsigned so = sw64(t0, u);
+#pragma unroll
+  for (int i = 0; i < kBt / KR; ++i) {
     int64_t row = 0;
-    const bool ok = row_of(t, row);
-    const int64_t at = ok ? row * NPK + pk : 0;
-    const unsigned so = sw64(t, pk);
-    cp_async16(dst0 + so, static_cast<const uint4*>(src0) + at, ok ? 16 : 0);
-    cp_async16(dst1 + so, static_cast<const uint4*>(src1) + at, ok ? 16 : 0);
+    const bool ok = row_of(t0 + i * KR, row);
+    const int64_t at = ok ? row * NPK + u : 0;
+    cp_async16(dst0 + so + i * KR * 128, static_cast<const uint4*>(src0) + at, ok ? 16 : 0);
+    cp_async16(dst1 + so + i * KR * 128, static_cast<const uint4*>(src1) + at, ok ? 16 : 0);
   }
 }
 
@@ -485,19 +487,22 @@ KF_DEV void load_tiles_sw(unsigned dst0, const void* src0, unsigned dst1, const 
 // committed (TWO: as two groups, s's then dp's), not waited for.
 template <bool BF, int D, bool TWO>
 KF_DEV void wg_score_pair(float (&s)[32], float (&dp)[32], unsigned a0, unsigned a1, unsigned b0, unsigned b1) {
+  // Each k step's descriptors as the tile's plus the step's offset (wgmma_desc_at): computed once a tile.
+  const uint64_t da0 = wgmma_desc(a0, 16, 1024), db0 = wgmma_desc(b0, 16, 1024);
+  const uint64_t da1 = wgmma_desc(a1, 16, 1024), db1 = wgmma_desc(b1, 16, 1024);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const unsigned off = (kk / 4) * kBt * 128 + (kk % 4) * 32;
-    if constexpr (BF) wgmma_ss_n64_bf16(s, wgmma_desc(a0 + off, 16, 1024), wgmma_desc(b0 + off, 16, 1024), kk > 0);
-    else wgmma_ss_n64_f16(s, wgmma_desc(a0 + off, 16, 1024), wgmma_desc(b0 + off, 16, 1024), kk > 0);
+    if constexpr (BF) wgmma_ss_n64_bf16(s, wgmma_desc_at(da0, off), wgmma_desc_at(db0, off), kk > 0);
+    else wgmma_ss_n64_f16(s, wgmma_desc_at(da0, off), wgmma_desc_at(db0, off), kk > 0);
   }
   if constexpr (TWO) wgmma_commit();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const unsigned off = (kk / 4) * kBt * 128 + (kk % 4) * 32;
-    if constexpr (BF) wgmma_ss_n64_bf16(dp, wgmma_desc(a1 + off, 16, 1024), wgmma_desc(b1 + off, 16, 1024), kk > 0);
-    else wgmma_ss_n64_f16(dp, wgmma_desc(a1 + off, 16, 1024), wgmma_desc(b1 + off, 16, 1024), kk > 0);
+    if constexpr (BF) wgmma_ss_n64_bf16(dp, wgmma_desc_at(da1, off), wgmma_desc_at(db1, off), kk > 0);
+    else wgmma_ss_n64_f16(dp, wgmma_desc_at(da1, off), wgmma_desc_at(db1, off), kk > 0);
   }
   wgmma_commit();
 }
@@ -515,9 +520,10 @@ KF_DEV void wg_acc_to_a(unsigned (&a)[4][4], const float (&s)[32]) {
 // apart along N, 8 rows 1024 bytes apart). Issued only: the caller fences, commits and waits.
 template <bool BF, int D>
 KF_DEV void wg_acc_rs(float (&acc)[D / 2], const unsigned (&a)[4][4], unsigned b) {
+  const uint64_t db0 = wgmma_desc(b, kBt * 128, 1024);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    const uint64_t db = wgmma_desc(b + kk * 16 * 128, kBt * 128, 1024);
+    const uint64_t db = wgmma_desc_at(db0, kk * 16 * 128);
     if constexpr (D == 128) {
       if constexpr (BF) wgmma_rs_n128_bf16(acc, a[kk], db, 1);
       else wgmma_rs_n128_f16(acc, a[kk], db, 1);

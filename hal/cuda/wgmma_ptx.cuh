@@ -30,6 +30,10 @@ __device__ __forceinline__ uint64_t wgmma_desc(unsigned smem, unsigned lbo, unsi
   return uint64_t((smem & 0x3FFFFu) >> 4) | uint64_t((lbo >> 4) & 0x3FFFu) << 16 |
          uint64_t((sbo >> 4) & 0x3FFFu) << 32 | uint64_t(1) << 62;
 }
+// The descriptor of the operand `bytes` (a multiple of 16) past desc's start: its start-address field plus
+// bytes / 16, equal to wgmma_desc(smem + bytes, ...) while smem + bytes stays in the 256 KiB the field spans
+// (shared memory is at most 228 KiB), and one 64-bit add instead of the masks and shifts.
+__device__ __forceinline__ uint64_t wgmma_desc_at(uint64_t desc, unsigned bytes) { return desc + (bytes >> 4); }
 // D = A B + D, m64n128k16, f16 inputs, A and B K-major from shared memory; scale_d 0: D = A B.
 __device__ __forceinline__ void wgmma_ss_n128_f16(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
