@@ -163,14 +163,16 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     // S = Q K^T over D / 16 k steps of 16 (the k step's 32 bytes inside the 128-byte atom row); where p.D
     // < D, the k steps past p.D are skipped in a separate copy of the loop: a branch between the wgmma of
     // one product makes ptxas wait for each before the next (warpgroup.arrive), which the full loop avoids.
+    // Each k step's descriptors as the operand's plus the step's offset (wgmma_desc_at: one 64-bit add).
+    const uint64_t da0 = wgmma_desc(qs + 64 * wg * 128, 16, 1024), db0 = wgmma_desc(ks + buf * TB, 16, 1024);
     const auto qk = [&](auto padded) {
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         if constexpr (decltype(padded)::value)
           if (kk > 0 && kk * 16 >= p.D) break;
-        const uint64_t da = wgmma_desc(qs + (kk / 4) * BQ * 128 + 64 * wg * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = wgmma_desc(ks + buf * TB + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024);
+        const uint64_t da = wgmma_desc_at(da0, (kk / 4) * BQ * 128 + (kk % 4) * 32);
+        const uint64_t db = wgmma_desc_at(db0, (kk / 4) * BN * 128 + (kk % 4) * 32);
         if constexpr (BN == 128) {
           if constexpr (BF) wgmma_ss_n128_bf16(s, da, db, kk > 0);
           else wgmma_ss_n128_f16(s, da, db, kk > 0);
@@ -281,10 +283,11 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
       a[kk][2] = Cv::pack2(s[8 * kk + 4], s[8 * kk + 5]);
       a[kk][3] = Cv::pack2(s[8 * kk + 6], s[8 * kk + 7]);
     }
+    const uint64_t dv0 = wgmma_desc(vs + buf * TB, BN * 128, 1024);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint64_t db = wgmma_desc(vs + buf * TB + kk * 16 * 128, BN * 128, 1024);
+      const uint64_t db = wgmma_desc_at(dv0, kk * 16 * 128);
       if constexpr (D == 256) {
         if constexpr (BF) wgmma_rs_n256_bf16(o, a[kk], db, 1);
         else wgmma_rs_n256_f16(o, a[kk], db, 1);
