@@ -196,6 +196,34 @@ KF_DEV void store_acc(void* dst, Acc acc, int tq, RowOf row_of) {
   }
 }
 
+// The query rows of a kv head's group in a sequence: row r (< 2^31: the host checks G SqT) is query r / G of
+// head hk G + r % G; index(r) is its row of [B, Hq, SqT], stats() what both passes need of it.
+struct GroupRows {
+  FastDiv byG;
+  int64_t head0;
+  int G, SqT;
+  KF_DEV GroupRows(const AttnParams& p, const Geo& g, int hk)
+      : byG(static_cast<unsigned>(p.G)), head0((int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg), G(p.G), SqT(p.SqT) {}
+  KF_DEV int64_t index(int64_t r) const {
+    const unsigned q = byG.div(static_cast<unsigned>(r));
+    return head0 + int64_t(static_cast<unsigned>(r) - q * unsigned(G)) * SqT + q;
+  }
+  // Row r's lse in base 2 (inf where the row saw no key or r >= end: P = 2^(s - inf) = 0), D_i, query index
+  // and (XS) ALiBi slope.
+  template <class T, bool XS>
+  KF_DEV void stats(const AttnBwdParams& P, int hk, int64_t r, int64_t end, float& l2, float& dsum, int& qi, float& slope) const {
+    l2 = INFINITY, dsum = 0.0f, qi = 0, slope = 0.0f;
+    if (r >= end) return;
+    const int64_t row = index(r);
+    const float lse = static_cast<float>(T::load(P.lse, row));
+    l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
+    dsum = static_cast<const float*>(P.dsum)[row];
+    const unsigned q = byG.div(static_cast<unsigned>(r));
+    qi = static_cast<int>(q);
+    if (XS && P.a.alibi) slope = static_cast<float>(alibi_slope<T>(hk * G + static_cast<int>(unsigned(r) - q * unsigned(G)), P.a));
+  }
+};
+
 // ---- DKV: grid (key tiles, Hkv, sequences), 128 threads.
 template <class T, int D, bool DROP, bool XS>
 __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P) {
@@ -229,31 +257,20 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
   };
   load_tiles<D>(ks_a, p.k, vs_a, p.v, kv_row);
   cp_async_commit();
-  // Row r (< 2^31: the host checks G SqT) of the sequence: query r / G of head hk G + r % G.
-  const FastDiv byG(static_cast<unsigned>(p.G));
-  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
+  const GroupRows rows(p, g, hk);
+  const FastDiv& byG = rows.byG;
   const auto q_row_of = [&](int64_t r0, int t, int64_t& row) {
-    const unsigned r = static_cast<unsigned>(r0 + t);
     if (r0 + t >= r_end) return false;
-    const unsigned q = byG.div(r);
-    row = head0 + int64_t(r - q * unsigned(p.G)) * p.SqT + q;
+    row = rows.index(r0 + t);
     return true;
   };
   const auto stage_rows = [&](int64_t r0, int buf) {
     const auto q_row = [&](int t, int64_t& row) { return q_row_of(r0, t, row); };
     load_tiles<D>(qs_a + buf * TILE, p.q, os_a + buf * TILE, P.dout, q_row);
     if (tid < kBt) {
-      int64_t row = 0;
-      float l2 = INFINITY, dsum = 0.0f, slope = 0.0f;  // rows past the range: P = 2^(s - inf) = 0
-      int qi = 0;
-      if (q_row(tid, row)) {
-        const float lse = static_cast<float>(T::load(P.lse, row));
-        l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;  // a row that saw no key has P = 0
-        dsum = static_cast<const float*>(P.dsum)[row];
-        const unsigned r = static_cast<unsigned>(r0 + tid), q = byG.div(r);
-        qi = static_cast<int>(q);
-        if (XS && p.alibi) slope = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(r - q * unsigned(p.G)), p));
-      }
+      float l2, dsum, slope;
+      int qi;
+      rows.stats<T, XS>(P, hk, r0 + tid, r_end, l2, dsum, qi, slope);
       l2_s[buf * kBt + tid] = l2;
       ds_s[buf * kBt + tid] = dsum;
       qi_s[buf * kBt + tid] = qi;
@@ -355,12 +372,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   Geo g;
   if (!block_geometry(p, seq, 0, r0, kBt, g)) return;  // uniform over the block (p.nsplit is 1)
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
-  const FastDiv byG(static_cast<unsigned>(p.G));
-  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
-  const auto row_index = [&](int64_t r) {  // row r (< 2^31) of the sequence: query r / G of head hk G + r % G
-    const unsigned q = byG.div(static_cast<unsigned>(r));
-    return head0 + int64_t(static_cast<unsigned>(r) - q * unsigned(p.G)) * p.SqT + q;
-  };
+  const GroupRows rows(p, g, hk);
+  const auto row_index = [&](int64_t r) { return rows.index(r); };
   const auto q_row = [&](int t, int64_t& row) {
     if (r0 + t >= g.nrows) return false;
     row = row_index(r0 + t);
@@ -381,19 +394,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   float l2[2], dsum[2], slope[2];
   int qi[2];
 #pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const int64_t r = r0 + wr + gq + 8 * x;
-    l2[x] = INFINITY, dsum[x] = 0.0f, qi[x] = 0, slope[x] = 0.0f;
-    if (r < g.nrows) {
-      const int64_t row = row_index(r);
-      const float lse = static_cast<float>(T::load(P.lse, row));
-      l2[x] = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
-      dsum[x] = static_cast<const float*>(P.dsum)[row];
-      const unsigned q = byG.div(static_cast<unsigned>(r));
-      qi[x] = static_cast<int>(q);
-      if (XS && p.alibi) slope[x] = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(unsigned(r) - q * unsigned(p.G)), p));
-    }
-  }
+  for (int x = 0; x < 2; ++x) rows.stats<T, XS>(P, hk, r0 + wr + gq + 8 * x, g.nrows, l2[x], dsum[x], qi[x], slope[x]);
   const unsigned a_off = 2 * ((wr + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
   const unsigned b_off = 2 * (((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8);
   const unsigned t_off = 2 * ((((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8);
@@ -572,30 +573,20 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P)
   };
   load_tiles_sw<D>(ks_a, p.k, vs_a, p.v, kv_row);
   cp_async_commit();
-  const FastDiv byG(static_cast<unsigned>(p.G));
-  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
+  const GroupRows rows(p, g, hk);
+  const FastDiv& byG = rows.byG;
   const auto q_row_of = [&](int64_t r0, int t, int64_t& row) {
-    const unsigned r = static_cast<unsigned>(r0 + t);
     if (r0 + t >= r_end) return false;
-    const unsigned q = byG.div(r);
-    row = head0 + int64_t(r - q * unsigned(p.G)) * p.SqT + q;
+    row = rows.index(r0 + t);
     return true;
   };
   const auto stage_rows = [&](int64_t r0, int buf) {
     const auto q_row = [&](int t, int64_t& row) { return q_row_of(r0, t, row); };
     load_tiles_sw<D>(qs_a + buf * TILE, p.q, os_a + buf * TILE, P.dout, q_row);
     if (tid < kBt) {
-      int64_t row = 0;
-      float l2 = INFINITY, dsum = 0.0f, slope = 0.0f;
-      int qi = 0;
-      if (q_row(tid, row)) {
-        const float lse = static_cast<float>(T::load(P.lse, row));
-        l2 = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
-        dsum = static_cast<const float*>(P.dsum)[row];
-        const unsigned r = static_cast<unsigned>(r0 + tid), q = byG.div(r);
-        qi = static_cast<int>(q);
-        if (XS && p.alibi) slope = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(r - q * unsigned(p.G)), p));
-      }
+      float l2, dsum, slope;
+      int qi;
+      rows.stats<T, XS>(P, hk, r0 + tid, r_end, l2, dsum, qi, slope);
       l2_s[buf * kBt + tid] = l2;
       ds_s[buf * kBt + tid] = dsum;
       qi_s[buf * kBt + tid] = qi;
@@ -694,12 +685,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
   Geo g;
   if (!block_geometry(p, seq, 0, r0, kBt, g)) return;
   const int64_t kvbase = (int64_t(g.b) * p.Hkv + hk) * p.SkT + g.kbeg;
-  const FastDiv byG(static_cast<unsigned>(p.G));
-  const int64_t head0 = (int64_t(g.b) * p.Hq + int64_t(hk) * p.G) * p.SqT + g.qbeg;
-  const auto row_index = [&](int64_t r) {
-    const unsigned q = byG.div(static_cast<unsigned>(r));
-    return head0 + int64_t(static_cast<unsigned>(r) - q * unsigned(p.G)) * p.SqT + q;
-  };
+  const GroupRows rows(p, g, hk);
+  const auto row_index = [&](int64_t r) { return rows.index(r); };
   const auto q_row = [&](int t, int64_t& row) {
     if (r0 + t >= g.nrows) return false;
     row = row_index(r0 + t);
@@ -718,19 +705,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
   float l2[2], dsum[2], slope[2];
   int qi[2];
 #pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const int64_t r = r0 + wr + gq + 8 * x;
-    l2[x] = INFINITY, dsum[x] = 0.0f, qi[x] = 0, slope[x] = 0.0f;
-    if (r < g.nrows) {
-      const int64_t row = row_index(r);
-      const float lse = static_cast<float>(T::load(P.lse, row));
-      l2[x] = lse > -INFINITY ? lse * kBwdLog2e : INFINITY;
-      dsum[x] = static_cast<const float*>(P.dsum)[row];
-      const unsigned q = byG.div(static_cast<unsigned>(r));
-      qi[x] = static_cast<int>(q);
-      if (XS && p.alibi) slope[x] = static_cast<float>(alibi_slope<T>(hk * p.G + static_cast<int>(unsigned(r) - q * unsigned(p.G)), p));
-    }
-  }
+  for (int x = 0; x < 2; ++x) rows.stats<T, XS>(P, hk, r0 + wr + gq + 8 * x, g.nrows, l2[x], dsum[x], qi[x], slope[x]);
   const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
 
