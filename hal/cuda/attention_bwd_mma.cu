@@ -13,6 +13,9 @@
 // No atomics: each output element is summed by one thread in a fixed order (the same bits every run).
 // P and dS are rounded to the input type for the second products, as FlashAttention-2 does; the sums are
 // float. Fragment layouts: hal/cuda/mma_ptx.cuh.
+// On sm_90a (KF_CUDA_WGMMA builds) the same passes also come in a warpgroup form at D 64 and 128
+// (attn_bwd_wg_dkv / attn_bwd_wg_dq: wgmma.mma_async, hal/cuda/wgmma_ptx.cuh), which kernels.cpp prefers on
+// sm_90 GPUs; the per-element code (dkv_probs, dq_probs) and the rows' bookkeeping (GroupRows) serve both.
 #include <type_traits>
 
 #include "hal/cuda/attention_common.cuh"
