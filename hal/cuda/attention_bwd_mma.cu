@@ -764,62 +764,53 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
 #endif
 }
 
-template <class T, int D, bool DROP, bool XS>
-int launch_wg(const AttnBwdParams& P, gpuStream_t st) {
-  const AttnParams& p = P.a;
-  const int bytes = static_cast<int>(bwd_wg_bytes<D>());
-  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_wg_dkv<T, D, DROP, XS>), reinterpret_cast<const void*>(&attn_bwd_wg_dq<T, D, DROP, XS>)}) {
-    const gpuError_t e = gpuFuncSetAttribute(f, gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e != gpuSuccess) return static_cast<int>(e);
-  }
-  const unsigned ktiles = static_cast<unsigned>((int64_t(p.SkT) + kBt - 1) / kBt);
-  const unsigned qtiles = static_cast<unsigned>((int64_t(p.G) * p.SqT + kBt - 1) / kBt);
-  if (ktiles > 0) {
-    attn_bwd_wg_dkv<T, D, DROP, XS><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
-    const int e = static_cast<int>(gpuGetLastError());
-    if (e != 0) return e;
-  }
-  if (qtiles > 0)
-    attn_bwd_wg_dq<T, D, DROP, XS><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
-  return static_cast<int>(gpuGetLastError());
-}
-
-template <class T, int D>
-int launch_wg(const AttnBwdParams& P, gpuStream_t st) {
-  const bool xs = P.a.softcap > 0 || P.a.alibi != 0;
-  if (P.a.dropout) return xs ? launch_wg<T, D, true, true>(P, st) : launch_wg<T, D, true, false>(P, st);
-  return xs ? launch_wg<T, D, false, true>(P, st) : launch_wg<T, D, false, false>(P, st);
-}
 #endif
 
-template <class T, int D, bool DROP, bool XS>
-int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
+// Both passes of a backward form: the dK/dV kernel on (key tiles, Hkv, sequences), then the dQ kernel on (row
+// tiles, Hkv, sequences), 128 threads and `bytes` of dynamic shared memory each.
+int launch_passes(void (*dkv)(AttnBwdParams), void (*dq)(AttnBwdParams), int bytes, const AttnBwdParams& P, gpuStream_t st) {
   const AttnParams& p = P.a;
-  const int bytes = static_cast<int>(bwd_mma_bytes<D>());
-  for (const void* f : {reinterpret_cast<const void*>(&attn_bwd_mma_dkv<T, D, DROP, XS>), reinterpret_cast<const void*>(&attn_bwd_mma_dq<T, D, DROP, XS>)}) {
+  for (const void* f : {reinterpret_cast<const void*>(dkv), reinterpret_cast<const void*>(dq)}) {
     const gpuError_t e = gpuFuncSetAttribute(f, gpuFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != gpuSuccess) return static_cast<int>(e);
   }
   const unsigned ktiles = static_cast<unsigned>((int64_t(p.SkT) + kBt - 1) / kBt);
   const unsigned qtiles = static_cast<unsigned>((int64_t(p.G) * p.SqT + kBt - 1) / kBt);
   if (ktiles > 0) {
-    attn_bwd_mma_dkv<T, D, DROP, XS><<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+    dkv<<<dim3(ktiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
     const int e = static_cast<int>(gpuGetLastError());
     if (e != 0) return e;
   }
-  if (qtiles > 0)
-    attn_bwd_mma_dq<T, D, DROP, XS><<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
+  if (qtiles > 0) dq<<<dim3(qtiles, static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.nseq)), 128, bytes, st>>>(P);
   return static_cast<int>(gpuGetLastError());
 }
 
 // Dropout and the extended scores (soft-capping, ALiBi) in instances of their own: as a run-time branch the
-// keep bits' code cost the other cases 10-12 %.
+// keep bits' code cost the other cases 10-12 %. launch(drop, xs) gets them as std::bool_constant.
+template <class Launch>
+int by_instance(const AttnBwdParams& P, Launch launch) {
+  const bool xs = P.a.softcap > 0 || P.a.alibi != 0;
+  if (P.a.dropout) return xs ? launch(std::true_type(), std::true_type()) : launch(std::true_type(), std::false_type());
+  return xs ? launch(std::false_type(), std::true_type()) : launch(std::false_type(), std::false_type());
+}
+
 template <class T, int D>
 int launch_mma(const AttnBwdParams& P, gpuStream_t st) {
-  const bool xs = P.a.softcap > 0 || P.a.alibi != 0;
-  if (P.a.dropout) return xs ? launch_mma<T, D, true, true>(P, st) : launch_mma<T, D, true, false>(P, st);
-  return xs ? launch_mma<T, D, false, true>(P, st) : launch_mma<T, D, false, false>(P, st);
+  return by_instance(P, [&](auto drop, auto xs) {
+    constexpr bool DROP = decltype(drop)::value, XS = decltype(xs)::value;
+    return launch_passes(&attn_bwd_mma_dkv<T, D, DROP, XS>, &attn_bwd_mma_dq<T, D, DROP, XS>, static_cast<int>(bwd_mma_bytes<D>()), P, st);
+  });
 }
+
+#if defined(KF_CUDA_WGMMA)
+template <class T, int D>
+int launch_wg(const AttnBwdParams& P, gpuStream_t st) {
+  return by_instance(P, [&](auto drop, auto xs) {
+    constexpr bool DROP = decltype(drop)::value, XS = decltype(xs)::value;
+    return launch_passes(&attn_bwd_wg_dkv<T, D, DROP, XS>, &attn_bwd_wg_dq<T, D, DROP, XS>, static_cast<int>(bwd_wg_bytes<D>()), P, st);
+  });
+}
+#endif
 
 }  // namespace
 #endif
