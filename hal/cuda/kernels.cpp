@@ -360,6 +360,23 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
   throw Error(ErrorCode::Internal, prefix + " " + op.name + ": no dispatch for its kernel family");
 }
 
+namespace {
+// Why the warpgroup (wgmma) attention kernels cannot run here, or "": a HIP build or one without sm_90a code
+// (KF_CUDA_ARCHITECTURES without 90a: no KF_CUDA_WGMMA), or a GPU other than compute capability 9.0.
+std::string wgmma_unavailable(int cc) {
+#if defined(KF_HIP)
+  (void)cc;
+  return "a HIP build has no warpgroup kernel";
+#elif !defined(KF_CUDA_WGMMA)
+  (void)cc;
+  return std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
+#else
+  if (cc != 90) return "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) + ")";
+  return "";
+#endif
+}
+}  // namespace
+
 // embedding, attention_scores and attention (attention.cu). attention: the tensor-core kernel (f16 and
 // bf16, D % 16 == 0, where its shared memory fits) when a tile of 64 query rows has at least 32 rows to
 // fill it, else the portable kernel with the largest tile under 48 KiB of shared memory; when the grid
@@ -526,17 +543,11 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   // device is sm_90 and the build has its sm_90a code: f16 / bf16, no RoPE, soft-capping, ALiBi or block
   // mask, dropout up to D 128; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps flash-mma.
   // Head dimensions: multiples of 8 up to 256 (64, 128 and 256 native, the others zero-padded to the next).
-  std::string no_wg;
-  if (attn_wgmma_shared_bytes(static_cast<int>(D)) == 0)
-    no_wg = D % 8 != 0 || D > 256 ? "it takes head dimensions that are multiples of 8 up to 256 (got " + std::to_string(D) + ")"
-#if defined(KF_HIP)
-                                  : std::string("a HIP build has no warpgroup kernel");
-#else
-                                  : std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
-#endif
-  else if (cc_ != 90)
-    no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
-  else if (a.rope) no_wg = "it does not apply RoPE";
+  std::string no_wg = D % 8 != 0 || D > 256
+                          ? "it takes head dimensions that are multiples of 8 up to 256 (got " + std::to_string(D) + ")"
+                          : wgmma_unavailable(cc_);
+  if (!no_wg.empty()) {
+  } else if (a.rope) no_wg = "it does not apply RoPE";
   else if (p.softcap > 0 || p.alibi || p.bmask) no_wg = "it does not take soft-capping, ALiBi or a block mask";
   else if (p.dropout && D > 128) no_wg = "it applies dropout at head dimensions up to 128 only";
   else if (attn_wgmma_shared_bytes(static_cast<int>(D)) > max_shared_optin_)
@@ -854,18 +865,10 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   if (no_mma.empty() && attn_path_ != 1 && (attn_rows_ == 0 || attn_path_ == 2)) {
     // Their warpgroup form (Hopper's wgmma.mma_async) where the device is sm_90 and the build has its sm_90a
     // code, at D 64 and 128; KF_TUNE attn_wmma=wgmma forces it, attn_wmma=mma keeps the mma.sync kernels.
-    std::string no_wg;
     const int64_t wg_bytes = attn_bwd_wgmma_shared_bytes(static_cast<int>(D));
-    if (D != 64 && D != 128) no_wg = "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")";
-    else if (wg_bytes == 0)
-#if defined(KF_HIP)
-      no_wg = "a HIP build has no warpgroup kernel";
-#else
-      no_wg = std::string("this build has no sm_90a code (KF_CUDA_ARCHITECTURES ") + KF_CUDA_ARCHS + ")";
-#endif
-    else if (cc_ != 90)
-      no_wg = "it needs a compute capability 9.0 GPU (this one is " + std::to_string(cc_ / 10) + "." + std::to_string(cc_ % 10) + ")";
-    else if (wg_bytes > max_shared_optin_)
+    std::string no_wg = D != 64 && D != 128 ? "it takes head dimensions 64 and 128 (D = " + std::to_string(D) + ")"
+                                            : wgmma_unavailable(cc_);
+    if (no_wg.empty() && wg_bytes > max_shared_optin_)
       no_wg = "its " + std::to_string(wg_bytes) + " bytes of shared memory exceed the device's " + std::to_string(max_shared_optin_);
     if (attn_wmma_mode_ == 4 && !no_wg.empty())
       throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but " + no_wg);
