@@ -1232,6 +1232,18 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
     if (wg_runs) {
       Context mma = tuned(d, "attn_wmma=mma");
       run_backward_cases(mma, {cases.begin() + 5, cases.end()}, {DType::f16, DType::bf16}, "awkward, attn_wmma=mma", "", "auto");
+      // The warpgroup form forced where it does not apply (D 96) is refused before anything runs, saying why,
+      // and the context stays usable: the next call on it (D 64) runs that form.
+      Context wg = tuned(d, "attn_wmma=wgmma");
+      const check::CaseResult refused = check::run_case(wg, attention_backward_op(), DType::f16, cases[9], fresh_seed());
+      EXPECT_FALSE(refused.pass) << refused.variant;
+      EXPECT_NE(refused.message.find("attention_backward: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but it takes "
+                                     "head dimensions 64 and 128 (D = 96)"),
+                std::string::npos)
+          << refused.message;
+      const check::CaseResult after = check::run_case(wg, attention_backward_op(), DType::f16, cases[5], fresh_seed());
+      EXPECT_TRUE(after.pass) << after.message;
+      EXPECT_NE(after.variant.find("attention_backward/flash-wgmma,bq=64,bk=64"), std::string::npos) << after.variant;
     }
     Context simt = tuned(d, "attn_path=1");
     run_backward_cases(simt, {cases.begin() + 5, cases.end()}, {DType::f16, DType::bf16}, "awkward, attn_path=1", "");
