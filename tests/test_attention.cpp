@@ -1161,6 +1161,41 @@ bool bwd_wg_runs(const DeviceRef& d) {
   return false;
 }
 
+// attention_backward's outputs on a context, on the inputs check::run_case draws from `seed`; `variant` gets
+// the kernel that ran.
+std::vector<std::vector<double>> bwd_outputs(Context& ctx, const TestCase& tc, DType t, uint64_t seed, std::string& variant) {
+  const OpDef& op = attention_backward_op();
+  auto values = check::random_inputs(tc.inputs, tc.range, seed);
+  if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);
+  std::vector<Tensor> in;
+  for (size_t k = 0; k < tc.inputs.size(); ++k)
+    in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, t), values[k]));
+  const std::vector<Tensor> out = ctx.call(op.name, in, tc.attrs);
+  variant = ctx.last_variant();
+  std::vector<std::vector<double>> v;
+  for (const Tensor& o : out) v.push_back(o.to_double());
+  return v;
+}
+
+// Dropout's keep bits in the tensor-core backward: drawn once by the dK/dV pass and kept for the dQ pass (the
+// default for these sizes, KF_TUNE attn_bwd_bits=2: the variant ends in ",bits=kept"), or drawn in both passes
+// (attn_bwd_bits=1): the same bits out either way, in each form the device runs (`forms`: extra knobs).
+void expect_kept_bits_match_drawn(const DeviceRef& d, const std::vector<TestCase>& cases, const std::vector<std::string>& forms) {
+  for (const std::string& form : forms) {
+    Context kept = tuned(d, "attn_bwd_bits=2" + form), drawn = tuned(d, "attn_bwd_bits=1" + form);
+    for (const TestCase& tc : cases)
+      for (DType t : {DType::f16, DType::bf16}) {
+        const uint64_t seed = fresh_seed();
+        std::string vk, vd;
+        const auto a = bwd_outputs(kept, tc, t, seed, vk), b = bwd_outputs(drawn, tc, t, seed, vd);
+        const std::string what = tc.label + " " + to_string(t) + form + ", seed " + std::to_string(seed);
+        EXPECT_NE(vk.find(",bits=kept"), std::string::npos) << what << ": " << vk;
+        EXPECT_EQ(vd.find(",bits=kept"), std::string::npos) << what << ": " << vd;
+        EXPECT_TRUE(a == b) << what << ": the outputs with the kept bits differ from those with the bits drawn twice";
+      }
+  }
+}
+
 TEST(AttentionCuda, BackwardOnEveryCase) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
@@ -1207,7 +1242,14 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
       {"b2_sq70_sk67_d128_causal_dropout_key_lengths", bwd_shapes(2, 2, 2, 70, 67, 128), {}, 2},
       {"gqa_h6_kv2_sq80_sk100_d64_alibi_softcap_window", bwd_shapes(1, 6, 2, 80, 100, 64), {}, 2},
       {"sq75_sk140_d128_slopes_causal_dropout", bwd_shapes(1, 3, 3, 75, 140, 128), {}, 2},
+      // Dropout where the dQ pass's key tiles start off a 32-key word (a window) and in packed sequences.
+      {"gqa_h2_kv1_sq100_sk150_d64_window_dropout", bwd_shapes(1, 2, 1, 100, 150, 64), {}, 2},
+      {"varlen_3seq_sq90_sk140_d128_causal_dropout", bwd_shapes(1, 2, 2, 90, 140, 128), {}, 2},
   };
+  cases[16].attrs.window = 37, cases[16].attrs.p = 0.25, cases[16].attrs.seed = 12, cases[16].attrs.offset = 3;
+  cases[17].inputs.resize(10);
+  cases[17].inputs[8] = {4}, cases[17].inputs[9] = {4};  // cu_seqlens of 3 packed sequences
+  cases[17].attrs.causal = true, cases[17].attrs.p = 0.3, cases[17].attrs.seed = 4, cases[17].attrs.offset = 2;
   cases[14].attrs.alibi = true, cases[14].attrs.softcap = 3, cases[14].attrs.window = 40;
   cases[15].inputs.resize(7);
   cases[15].inputs[6] = {3};  // ALiBi slopes given
@@ -1244,6 +1286,11 @@ TEST(AttentionCuda, BackwardAwkwardShapes) {
       const check::CaseResult after = check::run_case(wg, attention_backward_op(), DType::f16, cases[5], fresh_seed());
       EXPECT_TRUE(after.pass) << after.message;
       EXPECT_NE(after.variant.find("attention_backward/flash-wgmma,bq=64,bk=64"), std::string::npos) << after.variant;
+    }
+    if (mma_runs) {  // the dropout cases the tensor-core kernels take (D 64 and 128, no RoPE)
+      std::vector<std::string> forms = {""};
+      if (wg_runs) forms.push_back(",attn_wmma=mma");
+      expect_kept_bits_match_drawn(d, {cases[4], cases[12], cases[13], cases[15], cases[16], cases[17]}, forms);
     }
     Context simt = tuned(d, "attn_path=1");
     run_backward_cases(simt, {cases.begin() + 5, cases.end()}, {DType::f16, DType::bf16}, "awkward, attn_path=1", "");

@@ -29,6 +29,37 @@ namespace {
 constexpr int kBt = 64;  // rows of every tile (keys or query rows), 16 a warp
 constexpr float kBwdLog2e = 1.44269504088896341f;
 
+// Dropout's keep bits kept between the passes (AttnBwdParams::keep_mask): word w of row `row` (its keys 32 w ..
+// 32 w + 31, counted in the row's sequence) at [w / 2][row][w % 2], so that a tile's rows x 2 words are one run.
+KF_DEV int64_t keep_word_at(const AttnBwdParams& P, int64_t row, int w) { return (int64_t(w >> 1) * P.mask_rows + row) * 2 + (w & 1); }
+// The dQ pass: keys j .. j + 31 of `row` from the words the dK/dV pass wrote (j any key: a window's tiles start
+// anywhere). A word the dK/dV pass did not write holds only keys the row does not see (their P is 0).
+KF_DEV unsigned keep_load(const AttnBwdParams& P, int64_t row, int j) {
+  const int w = j >> 5, s = j & 31;
+  const unsigned lo = P.keep_mask[keep_word_at(P, row, w)];
+  if (s == 0) return lo;
+  return (lo >> s) | (P.keep_mask[keep_word_at(P, row, w + 1)] << (32 - s));
+}
+// The dQ pass's keep bits of row `row` (-1: past the rows, none), keys j0 + 32 half .. + 31 of each tile j0 in
+// turn: drawn, or read from the dK/dV pass's words a tile ahead (next: those of the tile after j0).
+struct DqKeepBits {
+  const AttnBwdParams& P;
+  const Geo& g;
+  int64_t row;
+  int half;
+  unsigned next = 0u;
+  KF_DEV DqKeepBits(const AttnBwdParams& P_, const Geo& g_, int64_t row_, int half_) : P(P_), g(g_), row(row_), half(half_) {
+    if (P.keep_mask && row >= 0 && g.jbeg < g.jend) next = keep_load(P, row, g.jbeg + 32 * half);
+  }
+  KF_DEV unsigned operator()(int j0) {
+    if (row < 0) return 0u;
+    if (!P.keep_mask) return keep_bits32(static_cast<uint64_t>(row) * P.a.SkT + g.kbeg + j0 + 32 * half, P.a);
+    const unsigned bits = next;
+    if (j0 + kBt < g.jend) next = keep_load(P, row, j0 + kBt + 32 * half);
+    return bits;
+  }
+};
+
 // Shared memory: six tiles of 64 x (D + 8) 16-bit values (the stationary pair, two stages of the streamed
 // pair), then per stage and row (DKV) the row's lse in base 2, D_i and query index, then per stage and
 // tile row the dropout keep bits of the tile's 64 keys (two words), then per stage and row (DKV) the row's
@@ -309,9 +340,9 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     if constexpr (DROP) {
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
-      kb[tid] = r0 + t < r_end && q_row_of(r0, t, row)
-                    ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p)
-                    : 0u;
+      const bool have = r0 + t < r_end && q_row_of(r0, t, row);
+      kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
+      if (have && P.keep_mask) P.keep_mask[keep_word_at(P, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
     }
     // The masks only where the tile reaches them (rows past the range have P = 0 by their lse).
     const float* l2 = l2_s + buf * kBt;
@@ -404,6 +435,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   // Dropout: the global row index of this thread's bit row (tid / 2; -1: past the rows).
   const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
+  DqKeepBits dq_keep_bits(P, g, kb_row, tid & 1);
 
   float dq[ND][4];
 #pragma unroll
@@ -421,8 +453,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
     const unsigned k_b = ks_a + buf * TILE, v_b = vs_a + buf * TILE;
     // Dropout: the tile's keep bits, row tid / 2, keys j0 + 32 (tid % 2) .. + 31.
     unsigned* kb = kb_s + buf * 2 * kBt;
-    if constexpr (DROP)
-      kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
+    if constexpr (DROP) kb[tid] = dq_keep_bits(j0);
     // S = Q K^T and dP = dO V^T (16 rows x 64 keys a warp).
     float s[NT][4], dp[NT][4];
     score_pair<BF, D>(s, dp, qs_a, os_a, k_b, v_b, a_off, b_off);
@@ -625,9 +656,9 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P)
     if constexpr (DROP) {  // drawn while the products run
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
-      kb[tid] = r0 + t < r_end && q_row_of(r0, t, row)
-                    ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p)
-                    : 0u;
+      const bool have = r0 + t < r_end && q_row_of(r0, t, row);
+      kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
+      if (have && P.keep_mask) P.keep_mask[keep_word_at(P, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
     }
     const int q_lo = static_cast<int>(byG.div(static_cast<unsigned>(r0))),
               q_hi = static_cast<int>(byG.div(static_cast<unsigned>(m_min(r0 + kBt, r_end) - 1)));
@@ -711,6 +742,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
   for (int x = 0; x < 2; ++x) rows.stats<T, XS>(P, hk, r0 + wr + gq + 8 * x, g.nrows, l2[x], dsum[x], qi[x], slope[x]);
   const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
+  DqKeepBits dq_keep_bits(P, g, kb_row, tid & 1);
 
   float dq[D / 2], s[32], dp[32];
 #pragma unroll
@@ -734,8 +766,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
     if (j0 + kBt < g.jend) load_kv(j0 + kBt, buf ^ 1);
     cp_async_commit();
     unsigned* kb = kb_s + buf * 2 * kBt;
-    if constexpr (DROP)
-      kb[tid] = kb_row >= 0 ? keep_bits32(static_cast<uint64_t>(kb_row) * p.SkT + g.kbeg + j0 + 32 * (tid & 1), p) : 0u;
+    if constexpr (DROP) kb[tid] = dq_keep_bits(j0);
     const bool full = j0 + kBt <= g.jend && (!p.causal || j0 + kBt - 1 <= g.i_lo + g.off) &&
                       (p.window <= 0 || int64_t(g.i_hi) + g.off - j0 < p.window);
     const auto s_at = [&](int n, int e) -> float& { return s[4 * n + e]; };

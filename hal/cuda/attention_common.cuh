@@ -46,10 +46,19 @@ KF_DEV typename T::C alibi_slope(int h, const AttnParams& p) {
   return m_exp2(C(-8) * C(2 * (h - c) + 1) / C(2 * c));
 }
 
-// Philox block blk of attention's dropout (KERNELS.md's generator: counter (blk, offset), key the seed).
+// Philox block blk of attention's dropout (KERNELS.md's generator: counter (blk, offset), key the seed), each
+// round's key from p.rk (philox4x32_10's arithmetic: the same words).
 KF_DEV uint4 attn_block(uint64_t blk, const AttnParams& p) {
-  return philox4x32_10(make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi),
-                       p.seed_lo, p.seed_hi);
+  uint4 c = make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi);
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    // 32 x 32 -> 64-bit products: one wide multiply each (written out: the first round's c.x, cut from the
+    // 64-bit blk, otherwise became a 64 x 64-bit product).
+    const unsigned lo0 = 0xD2511F53u * c.x, hi0 = __umulhi(0xD2511F53u, c.x);
+    const unsigned lo1 = 0xCD9E8D57u * c.z, hi1 = __umulhi(0xCD9E8D57u, c.z);
+    c = make_uint4(hi1 ^ c.y ^ p.rk[2 * r], lo1, hi0 ^ c.w ^ p.rk[2 * r + 1], lo0);
+  }
+  return c;
 }
 
 // The 4 keep bits of Philox block blk (bit k: index 4 blk + k), KERNELS.md's rule (the top 24 bits of
@@ -69,20 +78,26 @@ KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
   return (word >> 8) >= p.thr;
 }
 
-// Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule,
-// one Philox call per block of 4 indices: 8 or 9 calls where attn_keep per index makes 32).
-KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
-  unsigned bits = 0;
-  for (uint64_t blk = first >> 2; blk <= (first + 31) >> 2; ++blk) {
-    const uint4 w = attn_block(blk, p);
-    const unsigned ws[4] = {w.x, w.y, w.z, w.w};
+// Block blk's 4 dropped flags shifted into acc from its last word down: acc = (acc << 4) | flags, flag k (index
+// 4 blk + k dropped: (w >> 8) < thr, the sign bit of (w >> 8) - thr since both are below 2^24 + 1) at bit k.
+KF_DEV unsigned shift_in_dropped(unsigned acc, uint64_t blk, const AttnParams& p) {
+  const uint4 w = attn_block(blk, p);
+  const unsigned ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int64_t c = static_cast<int64_t>(blk * 4 + k) - static_cast<int64_t>(first);
-      if (c >= 0 && c < 32 && (ws[k] >> 8) >= p.thr) bits |= 1u << c;
-    }
-  }
-  return bits;
+  for (int k = 3; k >= 0; --k) acc = (acc << 1) | (((ws[k] >> 8) - p.thr) >> 31);
+  return acc;
+}
+
+// Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule, one
+// Philox call per block of 4 indices: 8 calls, 9 where first is not a multiple of 4).
+KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
+  const uint64_t b0 = first >> 2;
+  const unsigned s = static_cast<unsigned>(first) & 3u;
+  unsigned dropped = 0;
+#pragma unroll
+  for (int b = 7; b >= 0; --b) dropped = shift_in_dropped(dropped, b0 + b, p);
+  if (s != 0) dropped = (dropped >> s) | (shift_in_dropped(0u, b0 + 8, p) << (32 - s));  // indices 4 b0 + 32 ..
+  return ~dropped;
 }
 
 // n / d for 0 <= n < 2^31 by a multiply and a shift (d >= 1, fixed for the kernel; the round-up method of

@@ -34,6 +34,7 @@ void set_attn_options(AttnParams& p, const Attrs& a, bool slopes_given) {
   p.off_hi = static_cast<uint32_t>(a.offset >> 32);
   p.thr = ref::dropout_threshold(a.p);
   p.keep_scale = 1.0 / (1.0 - a.p);
+  philox_round_keys(p.seed_lo, p.seed_hi, p.rk);
 }
 
 // Which kernel family of hal/cuda/ serves an op.
@@ -873,13 +874,26 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
     if (attn_wmma_mode_ == 4 && !no_wg.empty())
       throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but " + no_wg);
     const bool wg = no_wg.empty() && attn_wmma_mode_ != 3;
+    // Dropout: its keep bits drawn once, by the dK/dV pass, and kept for the dQ pass where their words take at
+    // most 2 GiB (drawing them is most of what dropout costs these kernels); KF_TUNE attn_bwd_bits=1 draws them
+    // in both passes, =2 keeps them whatever their size.
+    std::shared_ptr<Buffer> kept;
+    if (p.dropout) {
+      const int64_t rows = g.B * g.Hq * g.SqT, bytes = attn_bwd_keep_mask_bytes(rows, g.SkT);
+      if (attn_bwd_bits_ == 2 || (attn_bwd_bits_ == 0 && bytes <= (int64_t(2) << 30))) {
+        kept = scratch(static_cast<size_t>(bytes));
+        P.keep_mask = static_cast<unsigned*>(ptr_of(kept));
+        P.mask_rows = rows;
+      }
+    }
+    const std::string bits = kept ? ",bits=kept" : "";
     check_launch(launch_attention_backward_pre(dt, P, stream_), "attention_backward");
     if (wg) {
       check_launch(launch_attention_backward_wgmma(dt, P, stream_), "attention_backward");
-      return prefix + "attention_backward/flash-wgmma,bq=64,bk=64";
+      return prefix + "attention_backward/flash-wgmma,bq=64,bk=64" + bits;
     }
     check_launch(launch_attention_backward_mma(dt, P, stream_), "attention_backward");
-    return prefix + "attention_backward/flash-mma,bq=64,bk=64";
+    return prefix + "attention_backward/flash-mma,bq=64,bk=64" + bits;
   }
   check_launch(launch_attention_backward(dt, P, bq, bk, stream_), "attention_backward");
   return prefix + "attention_backward/simt,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);

@@ -114,6 +114,7 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   p.rope_mode = a.rope, p.dropout = a.p > 0;
   p.seed_lo = uint32_t(a.seed), p.seed_hi = uint32_t(a.seed >> 32), p.off_lo = uint32_t(a.offset), p.off_hi = uint32_t(a.offset >> 32);
   p.thr = ref::dropout_threshold(a.p), p.keep_scale = 1.0 / (1.0 - a.p);
+  hc::philox_round_keys(p.seed_lo, p.seed_hi, p.rk);
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
   if (path == 4) {  // the decode kernel, as CudaDevice::dispatch_attention plans it
     const int64_t vw = 16 / int64_t(dtype_size(dt)), npk = D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;

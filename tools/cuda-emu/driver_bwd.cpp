@@ -27,7 +27,8 @@ namespace {
 
 int bwd_fails = 0;
 
-// bq == 0: the tensor-core passes (attention_bwd_mma.cu, tiles of 64) after the PRE pass.
+// bq == 0: the tensor-core passes (attention_bwd_mma.cu, tiles of 64) after the PRE pass; bq == -1: the same
+// with dropout's keep bits kept between them (AttnBwdParams::keep_mask, its words poisoned first).
 void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   const OpDef& op = get_op("attention_backward");
   Context cpu = Context::create(ContextOptions{.backend = "cpu"});
@@ -71,6 +72,7 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   p.rope_mode = a.rope, p.dropout = a.p > 0;
   p.seed_lo = uint32_t(a.seed), p.seed_hi = uint32_t(a.seed >> 32), p.off_lo = uint32_t(a.offset), p.off_hi = uint32_t(a.offset >> 32);
   p.thr = ref::dropout_threshold(a.p), p.keep_scale = 1.0 / (1.0 - a.p);
+  hc::philox_round_keys(p.seed_lo, p.seed_hi, p.rk);
   const int64_t D = g.D;
   std::vector<double> td;
   std::vector<float> tf;
@@ -89,8 +91,14 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   }
   std::vector<unsigned char> dsum(g.B * g.Hq * g.SqT * 8 + 16, 0xcd);
   P.dsum = dsum.data();
+  std::vector<unsigned> kept;
+  if (bq == -1) {
+    P.mask_rows = g.B * g.Hq * g.SqT;
+    kept.assign(hc::attn_bwd_keep_mask_bytes(P.mask_rows, g.SkT) / 4, 0x5a5a5a5au);
+    P.keep_mask = kept.data();
+  }
   int err = 0;
-  if (bq == 0) {
+  if (bq <= 0) {
     err = hc::launch_attention_backward_pre(dt_of(dt), P, nullptr);
     if (err == 0) err = hc::launch_attention_backward_mma(dt_of(dt), P, nullptr);
   } else {
@@ -157,7 +165,13 @@ int bwd_main(const std::string& only) {
         {"b2_sq70_sk67_d128_causal_dropout_lens", with_lens(qkv(2, 2, 2, 70, 67, 128)), {}, 2},
         {"gqa_h6_kv2_sq80_sk100_d64_alibi_softcap_window", qkv(1, 6, 2, 80, 100, 64), {}, 2},
         {"sq75_sk140_d128_slopes_causal_dropout_softcap", qkv(1, 3, 3, 75, 140, 128), {}, 2},
+        {"gqa_h2_kv1_sq100_sk150_d64_window_dropout", qkv(1, 2, 1, 100, 150, 64), {}, 2},
+        {"varlen_3seq_sq90_sk140_d128_causal_dropout", qkv(1, 2, 2, 90, 140, 128), {}, 2},
     };
+    more[11].attrs.window = 37, more[11].attrs.p = 0.25, more[11].attrs.seed = 12, more[11].attrs.offset = 3;
+    more[12].inputs.resize(10);
+    more[12].inputs[8] = {4}, more[12].inputs[9] = {4};  // cu_seqlens of 3 packed sequences
+    more[12].attrs.causal = true, more[12].attrs.p = 0.3, more[12].attrs.seed = 4, more[12].attrs.offset = 2;
     more[9].attrs.alibi = true, more[9].attrs.softcap = 3, more[9].attrs.window = 40;
     more[10].inputs.resize(7);
     more[10].inputs[6] = {3};  // ALiBi slopes given
@@ -178,6 +192,7 @@ int bwd_main(const std::string& only) {
     if (plain && (D == 32 || D == 64 || D == 80 || D == 96 || D == 128)) {
       run_bwd(tc, DType::f16, 0, 0);
       run_bwd(tc, DType::bf16, 0, 0);
+      if (a.p > 0) run_bwd(tc, DType::f16, -1, 0), run_bwd(tc, DType::bf16, -1, 0);
     }
     if (only == "mma") continue;
     run_bwd(tc, DType::f32, 16, 16);
