@@ -805,6 +805,12 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   big.back().attrs.p = 0.25, big.back().attrs.return_lse = true;
   big.push_back({"gqa_h6_kv2_sq300_sk333_d128_causal_window100", qkv(1, 6, 2, 300, 333, 128), {}, 2});
   big.back().attrs.causal = true, big.back().attrs.window = 100;
+  // Dropout over several key tiles with tiles a warpgroup skips (before a window's start, past the diagonal):
+  // flash-wgmma draws a tile's keep bits while the previous tile's P V runs, where it saw that tile.
+  big.push_back({"gqa_h6_kv2_sq300_sk600_d128_causal_window150_dropout", qkv(1, 6, 2, 300, 600, 128), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.window = 150, big.back().attrs.p = 0.2, big.back().attrs.seed = 21;
+  big.push_back({"sq300_sk520_d64_causal_dropout", qkv(1, 2, 2, 300, 520, 64), {}, 2});
+  big.back().attrs.causal = true, big.back().attrs.p = 0.3, big.back().attrs.seed = 9, big.back().attrs.offset = 6;
   big.push_back({"b2_sq260_sk520_d64_key_lengths_sinks_lse",
                  {{2, 4, 260, 64}, {2, 4, 520, 64}, {2, 4, 520, 64}, {}, {2}, {}, {}, {4}}, {}, 2});
   big.back().attrs.return_lse = true;
