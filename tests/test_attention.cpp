@@ -1183,22 +1183,75 @@ std::vector<std::vector<double>> bwd_outputs(Context& ctx, const TestCase& tc, D
   return v;
 }
 
-// Dropout's keep bits in the tensor-core backward: drawn once by the dK/dV pass and kept for the dQ pass (the
-// default for these sizes, KF_TUNE attn_bwd_bits=2: the variant ends in ",bits=kept"), or drawn in both passes
-// (attn_bwd_bits=1): the same bits out either way, in each form the device runs (`forms`: extra knobs).
+// Dropout's keep bits in the tensor-core backward: drawn by the dK/dV pass and kept for the dQ pass (the default
+// for these sizes, KF_TUNE attn_bwd_bits=2: the variant ends in ",bits=kept"), drawn ahead by a kernel of their own
+// and read by both passes (=3: ",bits=ahead"; with packed sequences the kept form), or drawn in both passes (=1):
+// the same bits out every way, in each form the device runs (`forms`: extra knobs).
 void expect_kept_bits_match_drawn(const DeviceRef& d, const std::vector<TestCase>& cases, const std::vector<std::string>& forms) {
   for (const std::string& form : forms) {
-    Context kept = tuned(d, "attn_bwd_bits=2" + form), drawn = tuned(d, "attn_bwd_bits=1" + form);
+    Context drawn = tuned(d, "attn_bwd_bits=1" + form), kept = tuned(d, "attn_bwd_bits=2" + form),
+            ahead = tuned(d, "attn_bwd_bits=3" + form);
     for (const TestCase& tc : cases)
       for (DType t : {DType::f16, DType::bf16}) {
         const uint64_t seed = fresh_seed();
-        std::string vk, vd;
-        const auto a = bwd_outputs(kept, tc, t, seed, vk), b = bwd_outputs(drawn, tc, t, seed, vd);
+        const bool packed = tc.inputs.size() > 8 && !tc.inputs[8].empty();
+        std::string vd, vk, va;
+        const auto b = bwd_outputs(drawn, tc, t, seed, vd), k = bwd_outputs(kept, tc, t, seed, vk), a = bwd_outputs(ahead, tc, t, seed, va);
         const std::string what = tc.label + " " + to_string(t) + form + ", seed " + std::to_string(seed);
+        EXPECT_EQ(vd.find(",bits="), std::string::npos) << what << ": " << vd;
         EXPECT_NE(vk.find(",bits=kept"), std::string::npos) << what << ": " << vk;
-        EXPECT_EQ(vd.find(",bits=kept"), std::string::npos) << what << ": " << vd;
-        EXPECT_TRUE(a == b) << what << ": the outputs with the kept bits differ from those with the bits drawn twice";
+        EXPECT_NE(va.find(packed ? ",bits=kept" : ",bits=ahead"), std::string::npos) << what << ": " << va;
+        EXPECT_TRUE(k == b) << what << ": the outputs with the kept bits differ from those with the bits drawn twice";
+        EXPECT_TRUE(a == b) << what << ": the outputs with the bits drawn ahead differ from those with the bits drawn twice";
       }
+  }
+}
+
+// attention's outputs on a context, on the inputs check::run_case draws from `seed`.
+std::vector<double> fwd_output(Context& ctx, const TestCase& tc, DType t, uint64_t seed, std::string& variant) {
+  const OpDef& op = attention_op();
+  auto values = check::random_inputs(tc.inputs, tc.range, seed);
+  if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);
+  std::vector<Tensor> in;
+  for (size_t k = 0; k < tc.inputs.size(); ++k)
+    in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, t), values[k]));
+  const std::vector<Tensor> out = ctx.call(op.name, in, tc.attrs);
+  variant = ctx.last_variant();
+  return out[0].to_double();
+}
+
+// flash-wgmma with dropout (an sm_90 GPU): the keep words drawn ahead by a kernel of their own (the default
+// without packed sequences: the variant ends in ",bits=ahead") give the same bits out as the kernel drawing them
+// itself (KF_TUNE attn_fwd_bits=1), with key splits too; the default also passes against the float64 reference.
+TEST(AttentionCuda, ForwardDropoutBitsAhead) {
+  const auto devs = cuda_devices();
+  if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
+  std::vector<TestCase> cases = {
+      {"gqa_h6_kv2_sq300_sk600_d128_causal_window150_dropout", qkv(1, 6, 2, 300, 600, 128), {}, 2},
+      {"sq300_sk520_d64_causal_dropout", qkv(1, 2, 2, 300, 520, 64), {}, 2},
+      {"b2_sq130_sk333_d128_dropout", qkv(2, 2, 2, 130, 333, 128), {}, 2},
+  };
+  cases[0].attrs.causal = true, cases[0].attrs.window = 150, cases[0].attrs.p = 0.2, cases[0].attrs.seed = 21;
+  cases[1].attrs.causal = true, cases[1].attrs.p = 0.3, cases[1].attrs.seed = 9, cases[1].attrs.offset = 6;
+  cases[2].attrs.p = 0.1, cases[2].attrs.seed = 5;
+  for (const auto& d : devs) {
+    if (!wgmma_runs(d)) continue;
+    for (const char* split : {"", ",attn_split=2"}) {
+      Context ahead = tuned(d, std::string("attn_path=2") + split), drawn = tuned(d, std::string("attn_path=2,attn_fwd_bits=1") + split);
+      for (const TestCase& tc : cases)
+        for (DType t : {DType::f16, DType::bf16}) {
+          const uint64_t seed = fresh_seed();
+          const std::string what = tc.label + " " + to_string(t) + split + ", seed " + std::to_string(seed);
+          const check::CaseResult r = check::run_case(ahead, attention_op(), t, tc, seed);
+          EXPECT_TRUE(r.pass) << what << ":\n" << r.message;
+          std::string va, vd;
+          const auto a = fwd_output(ahead, tc, t, seed, va), b = fwd_output(drawn, tc, t, seed, vd);
+          EXPECT_NE(va.find("attention/flash-wgmma"), std::string::npos) << what << ": " << va;
+          EXPECT_NE(va.find(",bits=ahead"), std::string::npos) << what << ": " << va;
+          EXPECT_EQ(vd.find(",bits="), std::string::npos) << what << ": " << vd;
+          EXPECT_TRUE(a == b) << what << ": the output with the bits drawn ahead differs from the kernel's own";
+        }
+    }
   }
 }
 

@@ -29,33 +29,22 @@ namespace {
 constexpr int kBt = 64;  // rows of every tile (keys or query rows), 16 a warp
 constexpr float kBwdLog2e = 1.44269504088896341f;
 
-// Dropout's keep bits kept between the passes (AttnBwdParams::keep_mask): word w of row `row` (its keys 32 w ..
-// 32 w + 31, counted in the row's sequence) at [w / 2][row][w % 2], so that a tile's rows x 2 words are one run.
-KF_DEV int64_t keep_word_at(const AttnBwdParams& P, int64_t row, int w) { return (int64_t(w >> 1) * P.mask_rows + row) * 2 + (w & 1); }
-// The dQ pass: keys j .. j + 31 of `row` from the words the dK/dV pass wrote (j any key: a window's tiles start
-// anywhere). A word the dK/dV pass did not write holds only keys the row does not see (their P is 0).
-KF_DEV unsigned keep_load(const AttnBwdParams& P, int64_t row, int j) {
-  const int w = j >> 5, s = j & 31;
-  const unsigned lo = P.keep_mask[keep_word_at(P, row, w)];
-  if (s == 0) return lo;
-  return (lo >> s) | (P.keep_mask[keep_word_at(P, row, w + 1)] << (32 - s));
-}
 // The dQ pass's keep bits of row `row` (-1: past the rows, none), keys j0 + 32 half .. + 31 of each tile j0 in
 // turn: drawn, or read from the dK/dV pass's words a tile ahead (next: those of the tile after j0).
 struct DqKeepBits {
-  const AttnBwdParams& P;
+  const AttnParams& p;
   const Geo& g;
   int64_t row;
   int half;
   unsigned next = 0u;
-  KF_DEV DqKeepBits(const AttnBwdParams& P_, const Geo& g_, int64_t row_, int half_) : P(P_), g(g_), row(row_), half(half_) {
-    if (P.keep_mask && row >= 0 && g.jbeg < g.jend) next = keep_load(P, row, g.jbeg + 32 * half);
+  KF_DEV DqKeepBits(const AttnParams& p_, const Geo& g_, int64_t row_, int half_) : p(p_), g(g_), row(row_), half(half_) {
+    if (p.keep_words && row >= 0 && g.jbeg < g.jend) next = keep_load(p, row, g.jbeg + 32 * half);
   }
   KF_DEV unsigned operator()(int j0) {
     if (row < 0) return 0u;
-    if (!P.keep_mask) return keep_bits32(static_cast<uint64_t>(row) * P.a.SkT + g.kbeg + j0 + 32 * half, P.a);
+    if (!p.keep_words) return keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * half, p);
     const unsigned bits = next;
-    if (j0 + kBt < g.jend) next = keep_load(P, row, j0 + kBt + 32 * half);
+    if (j0 + kBt < g.jend) next = keep_load(p, row, j0 + kBt + 32 * half);
     return bits;
   }
 };
@@ -341,8 +330,12 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
       const bool have = r0 + t < r_end && q_row_of(r0, t, row);
-      kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
-      if (have && P.keep_mask) P.keep_mask[keep_word_at(P, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
+      if (p.keep_ready) {  // drawn ahead (launch_attention_keep_words)
+        kb[tid] = have ? keep_load(p, row, j0 + 32 * w) : 0u;
+      } else {
+        kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
+        if (have && p.keep_words) p.keep_words[keep_word_at(p, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
+      }
     }
     // The masks only where the tile reaches them (rows past the range have P = 0 by their lse).
     const float* l2 = l2_s + buf * kBt;
@@ -435,7 +428,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dq(const AttnBwdParams P)
   const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   // Dropout: the global row index of this thread's bit row (tid / 2; -1: past the rows).
   const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
-  DqKeepBits dq_keep_bits(P, g, kb_row, tid & 1);
+  DqKeepBits dq_keep_bits(p, g, kb_row, tid & 1);
 
   float dq[ND][4];
 #pragma unroll
@@ -657,8 +650,12 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P)
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
       const bool have = r0 + t < r_end && q_row_of(r0, t, row);
-      kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
-      if (have && P.keep_mask) P.keep_mask[keep_word_at(P, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
+      if (p.keep_ready) {  // drawn ahead (launch_attention_keep_words)
+        kb[tid] = have ? keep_load(p, row, j0 + 32 * w) : 0u;
+      } else {
+        kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
+        if (have && p.keep_words) p.keep_words[keep_word_at(p, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
+      }
     }
     const int q_lo = static_cast<int>(byG.div(static_cast<unsigned>(r0))),
               q_hi = static_cast<int>(byG.div(static_cast<unsigned>(m_min(r0 + kBt, r_end) - 1)));
@@ -742,7 +739,7 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dq(const AttnBwdParams P) 
   for (int x = 0; x < 2; ++x) rows.stats<T, XS>(P, hk, r0 + wr + gq + 8 * x, g.nrows, l2[x], dsum[x], qi[x], slope[x]);
   const float scale = static_cast<float>(p.scale), c2 = scale * kBwdLog2e, keep = static_cast<float>(p.keep_scale);
   const int64_t kb_row = DROP && r0 + (tid >> 1) < g.nrows ? row_index(r0 + (tid >> 1)) : -1;
-  DqKeepBits dq_keep_bits(P, g, kb_row, tid & 1);
+  DqKeepBits dq_keep_bits(p, g, kb_row, tid & 1);
 
   float dq[D / 2], s[32], dp[32];
 #pragma unroll

@@ -100,6 +100,17 @@ KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
   return ~dropped;
 }
 
+// Dropout's stored keep words (AttnParams::keep_words): the index of word w of row `row`, then the bits of keys
+// j .. j + 31 of `row` (j any key: a window's tiles start anywhere). A word nobody wrote holds only keys the row
+// does not see (their P is 0).
+KF_DEV int64_t keep_word_at(const AttnParams& p, int64_t row, int w) { return (int64_t(w >> 1) * p.keep_rows + row) * 2 + (w & 1); }
+KF_DEV unsigned keep_load(const AttnParams& p, int64_t row, int j) {
+  const int w = j >> 5, s = j & 31;
+  const unsigned lo = p.keep_words[keep_word_at(p, row, w)];
+  if (s == 0) return lo;
+  return (lo >> s) | (p.keep_words[keep_word_at(p, row, w + 1)] << (32 - s));
+}
+
 // n / d for 0 <= n < 2^31 by a multiply and a shift (d >= 1, fixed for the kernel; the round-up method of
 // Granlund and Montgomery, as CUTLASS's FastDivmod): for the per-row divisions by G in loops, where a 64-bit
 // division is a subroutine of some 70 instructions and a 32-bit one about 20.

@@ -125,13 +125,17 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
   int qi[2];
 #pragma unroll
   for (int x = 0; x < 2; ++x) qi[x] = qb + (rb + wr + gq + 8 * x) / p.G;
-  // DROP: the generator's index of key 0 of each of this thread's rows (row index SkT + kbeg).
+  // DROP: the generator's index of key 0 of each of this thread's rows (row index SkT + kbeg), and the row
+  // index (-1 past the block's rows) for the words drawn ahead (p.keep_ready).
   uint64_t erow[2] = {0, 0};
+  int64_t krow[2] = {-1, -1};
   if constexpr (DROP) {
 #pragma unroll
     for (int x = 0; x < 2; ++x) {
       int hx, qx;
-      erow[x] = static_cast<uint64_t>(row_of(wr + gq + 8 * x, hx, qx)) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(g.kbeg);
+      const int64_t row = row_of(wr + gq + 8 * x, hx, qx);
+      erow[x] = static_cast<uint64_t>(row) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(g.kbeg);
+      if (r0 + wr + gq + 8 * x < g.nrows) krow[x] = row;
     }
   }
   const int g_n = static_cast<int>(m_min(int64_t(64), g.nrows - r0 - 64 * wg));  // rows of the warpgroup
@@ -189,28 +193,43 @@ __global__ void __launch_bounds__(256, 1) attn_wgmma(const AttnParams p) {
     // while S's wgmma runs (they depend on the indices only).
     unsigned kb[2] = {0u, 0u};
     if constexpr (DROP) {
+      if (p.keep_ready) {  // drawn ahead: of each 32-key word q, bits 8 j' + 2 t + c as bits 8 q + 2 j' + c
 #pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const uint64_t e0 = erow[x] + static_cast<uint64_t>(j0);
-        unsigned bits = 0;
-#pragma unroll 1
-        for (int j = 0; j < NS; j += 2) {
-          const unsigned mine = keep_bits4((e0 + 8 * (j + (tq & 1)) + 4 * (tq >> 1)) >> 2, p);
-          const unsigned other = KF_SHFL_XOR(mine, 1);
-          const unsigned b0 = (tq & 1) ? other : mine, b1 = (tq & 1) ? mine : other;  // blocks of j, j + 1
-          bits |= ((b0 >> (2 * (tq & 1))) & 3u) << (2 * j);
-          bits |= ((b1 >> (2 * (tq & 1))) & 3u) << (2 * j + 2);
-        }
-        if ((e0 & 3u) != 0u) {  // the row's keys do not start a block: each key its own
-          bits = 0;
-#pragma unroll 1
-          for (int j = 0; j < NS; ++j)
-            for (int c = 0; c < 2; ++c) {
-              const uint64_t i = e0 + 8 * j + 2 * tq + c;
-              bits |= ((keep_bits4(i >> 2, p) >> (i & 3u)) & 1u) << (2 * j + c);
+        for (int x = 0; x < 2; ++x) {
+          unsigned bits = 0;
+          if (krow[x] >= 0) {
+#pragma unroll
+            for (int q = 0; q < BN / 32; ++q) {
+              const unsigned m = (keep_load(p, krow[x], j0 + 32 * q) >> (2 * tq)) & 0x03030303u;
+              bits |= ((m | (m >> 6) | (m >> 12) | (m >> 18)) & 0xFFu) << (8 * q);
             }
+          }
+          kb[x] = bits;
         }
-        kb[x] = bits;
+      } else {
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const uint64_t e0 = erow[x] + static_cast<uint64_t>(j0);
+          unsigned bits = 0;
+#pragma unroll 1
+          for (int j = 0; j < NS; j += 2) {
+            const unsigned mine = keep_bits4((e0 + 8 * (j + (tq & 1)) + 4 * (tq >> 1)) >> 2, p);
+            const unsigned other = KF_SHFL_XOR(mine, 1);
+            const unsigned b0 = (tq & 1) ? other : mine, b1 = (tq & 1) ? mine : other;  // blocks of j, j + 1
+            bits |= ((b0 >> (2 * (tq & 1))) & 3u) << (2 * j);
+            bits |= ((b1 >> (2 * (tq & 1))) & 3u) << (2 * j + 2);
+          }
+          if ((e0 & 3u) != 0u) {  // the row's keys do not start a block: each key its own
+            bits = 0;
+#pragma unroll 1
+            for (int j = 0; j < NS; ++j)
+              for (int c = 0; c < 2; ++c) {
+                const uint64_t i = e0 + 8 * j + 2 * tq + c;
+                bits |= ((keep_bits4(i >> 2, p) >> (i & 3u)) & 1u) << (2 * j + c);
+              }
+          }
+          kb[x] = bits;
+        }
       }
     }
     wgmma_wait<0>();

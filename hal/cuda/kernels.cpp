@@ -609,6 +609,18 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
     p.rope_pos0 = static_cast<int>(-pmin);
   }
+  // Dropout on flash-wgmma: its keep words drawn ahead by a kernel of their own (no packed sequences; where they
+  // take at most 2 GiB) and read by it, instead of drawn on each warp's path; KF_TUNE attn_fwd_bits=1 draws them
+  // in the kernel.
+  std::shared_ptr<Buffer> ahead;
+  if (wg && p.dropout && !g.varlen && attn_fwd_bits_ != 1 && (g.SkT + 63) / 64 <= 65535) {
+    const int64_t rows = g.B * g.Hq * g.SqT, bytes = attn_keep_words_bytes(rows, g.SkT);
+    if (bytes <= (int64_t(2) << 30)) {
+      ahead = scratch(static_cast<size_t>(bytes));
+      p.keep_words = static_cast<unsigned*>(ptr_of(ahead)), p.keep_rows = rows, p.keep_ready = 1;
+      check_launch(launch_attention_keep_words(p, stream_), "attention");
+    }
+  }
   const AttnKernel kern = !wmma ? AttnKernel::Simt
                           : wg  ? AttnKernel::Wgmma
                           : mma ? AttnKernel::Mma
@@ -620,6 +632,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
                         ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
   if (mma && !wg) variant += ",warp_rows=" + std::to_string(mma_rw);
   if (nsplit > 1) variant += ",split=" + std::to_string(nsplit) + "x" + std::to_string(p.split_len);
+  if (ahead) variant += ",bits=ahead";
   return variant;
 }
 
@@ -874,19 +887,22 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
     if (attn_wmma_mode_ == 4 && !no_wg.empty())
       throw Error(ErrorCode::Unsupported, prefix + " attention_backward: the warpgroup kernel was forced (KF_TUNE attn_wmma=wgmma) but " + no_wg);
     const bool wg = no_wg.empty() && attn_wmma_mode_ != 3;
-    // Dropout: its keep bits drawn once, by the dK/dV pass, and kept for the dQ pass where their words take at
-    // most 2 GiB (drawing them is most of what dropout costs these kernels); KF_TUNE attn_bwd_bits=1 draws them
-    // in both passes, =2 keeps them whatever their size.
+    // Dropout: its keep words drawn by the dK/dV pass and kept for the dQ pass, where they take at most 2 GiB
+    // (drawing is most of what dropout costs these kernels); KF_TUNE attn_bwd_bits=1 draws the bits in both
+    // passes, =2 keeps them whatever their size, =3 draws them ahead in a kernel of their own for both passes
+    // (no packed sequences; measured as fast as the default, session 19's probe 7).
     std::shared_ptr<Buffer> kept;
-    if (p.dropout) {
-      const int64_t rows = g.B * g.Hq * g.SqT, bytes = attn_bwd_keep_mask_bytes(rows, g.SkT);
-      if (attn_bwd_bits_ == 2 || (attn_bwd_bits_ == 0 && bytes <= (int64_t(2) << 30))) {
+    std::string bits;
+    if (p.dropout && attn_bwd_bits_ != 1) {
+      const int64_t rows = g.B * g.Hq * g.SqT, bytes = attn_keep_words_bytes(rows, g.SkT);
+      if (attn_bwd_bits_ >= 2 || bytes <= (int64_t(2) << 30)) {
         kept = scratch(static_cast<size_t>(bytes));
-        P.keep_mask = static_cast<unsigned*>(ptr_of(kept));
-        P.mask_rows = rows;
+        p.keep_words = static_cast<unsigned*>(ptr_of(kept)), p.keep_rows = rows;
+        p.keep_ready = !g.varlen && attn_bwd_bits_ == 3 && (g.SkT + 63) / 64 <= 65535 ? 1 : 0;
+        bits = p.keep_ready ? ",bits=ahead" : ",bits=kept";
       }
     }
-    const std::string bits = kept ? ",bits=kept" : "";
+    if (p.keep_ready) check_launch(launch_attention_keep_words(p, stream_), "attention_backward");
     check_launch(launch_attention_backward_pre(dt, P, stream_), "attention_backward");
     if (wg) {
       check_launch(launch_attention_backward_wgmma(dt, P, stream_), "attention_backward");

@@ -363,6 +363,13 @@ struct AttnParams {
   int causal = 0, window = 0, alibi = 0, rope_mode = 0, dropout = 0;
   double scale = 1, softcap = 0, keep_scale = 1;
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
+  // Dropout's keep words (attention_common.cuh keep_word_at): word w of row `row` of [B, Hq, SqT] (the bits of keys
+  // 32 w .. 32 w + 31 of its sequence) at [w / 2][keep_rows][w % 2]; nullptr: the kernels draw the bits.
+  // keep_ready: the words hold every bit a kernel reads (launch_attention_keep_words ran); else the tensor-core
+  // backward's dK/dV pass writes the words it draws and its dQ pass reads them.
+  unsigned* keep_words = nullptr;
+  int64_t keep_rows = 0;
+  int keep_ready = 0;
   // Philox's key for each of its 10 rounds (pairs; philox_round_keys of the seed): the attention kernels take a
   // round's key from the parameter bank instead of two adds per call.
   uint32_t rk[20] = {};
@@ -374,6 +381,13 @@ struct AttnParams {
   int dec_lk = 0, dec_ppl = 0, dec_ng = 0, dec_gc = 0, dec_nchunk = 0;
   int dec_rs = 1;  // the reduce-scatter form where dec_lk = dec_gc x 4 (attention.cu; KF_TUNE attn_decode_rs=1: never)
 };
+
+// Bytes of AttnParams::keep_words for those rows and keys.
+// (pairs of words past the keys: flash-wgmma's last key tile may read up to 128 keys and a word beyond them).
+inline int64_t attn_keep_words_bytes(int64_t rows, int64_t SkT) { return ((SkT + 63) / 64 + 3) * rows * 8; }
+// Draws the keep words of rows [B, Hq, SqT] (no packed sequences) into p.keep_words ahead of the attention kernels,
+// skipping words no key of which a row sees by the causal mask or the window (attention_keep.cu).
+int launch_attention_keep_words(const AttnParams& p, void* stream);
 
 // KERNELS.md's Philox4x32-10 key schedule for a seed: round r's key (rk[2 r], rk[2 r + 1]).
 inline void philox_round_keys(uint32_t seed_lo, uint32_t seed_hi, uint32_t (&rk)[20]) {
@@ -485,14 +499,7 @@ struct AttnBwdParams {
   void* dv = nullptr;
   void* dsum = nullptr;       // B * Hq * SqT values of D_i (compute type: float; double for f64)
   int bq = 8, bk = 8;         // the tile (set by launch_attention_backward)
-  // Dropout's keep bits kept between the tensor-core passes (attention_bwd_mma.cu): the dK/dV pass writes every
-  // (row, 32 keys) word it draws and the dQ pass reads them instead of drawing them again (nullptr: both draw).
-  // [ceil(SkT / 64) + 1][mask_rows = B Hq SqT][2] words (attention_bwd_mma.cu keep_word_at).
-  unsigned* keep_mask = nullptr;
-  int64_t mask_rows = 0;
 };
-// Bytes of AttnBwdParams::keep_mask for those rows and keys.
-inline int64_t attn_bwd_keep_mask_bytes(int64_t rows, int64_t SkT) { return ((SkT + 63) / 64 + 1) * rows * 8; }
 // Shared memory (bytes) of the dK/dV and dQ passes for a (bq, bk) tile.
 int64_t attn_bwd_shared_bytes(Dt dt, int bq, int bk, int D);
 // PRE, then dK/dV on (ceil(SkT / bk), Hkv, nseq) blocks of bk * 8 threads, then dQ on

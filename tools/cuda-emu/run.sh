@@ -68,7 +68,7 @@ elif [ "${2:-}" = conv ]; then
   args=()
 else
   srcs=()
-  for f in attention attention_bwd attention_bwd_mma attention_wgmma train; do  # attention_wgmma: its "none" stubs (no sm_90a here)
+  for f in attention attention_bwd attention_bwd_mma attention_keep attention_wgmma train; do  # attention_wgmma: its "none" stubs (no sm_90a here)
     emulate $f
     srcs+=("$work/hal/cuda/${f}_emu.cpp")
   done
