@@ -1167,10 +1167,9 @@ bool bwd_wg_runs(const DeviceRef& d) {
   return false;
 }
 
-// attention_backward's outputs on a context, on the inputs check::run_case draws from `seed`; `variant` gets
-// the kernel that ran.
-std::vector<std::vector<double>> bwd_outputs(Context& ctx, const TestCase& tc, DType t, uint64_t seed, std::string& variant) {
-  const OpDef& op = attention_backward_op();
+// An op's outputs on a context, on the inputs check::run_case draws from `seed`; `variant` gets the kernel that ran.
+std::vector<std::vector<double>> op_outputs(Context& ctx, const OpDef& op, const TestCase& tc, DType t, uint64_t seed,
+                                            std::string& variant) {
   auto values = check::random_inputs(tc.inputs, tc.range, seed);
   if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);
   std::vector<Tensor> in;
@@ -1182,42 +1181,27 @@ std::vector<std::vector<double>> bwd_outputs(Context& ctx, const TestCase& tc, D
   for (const Tensor& o : out) v.push_back(o.to_double());
   return v;
 }
+std::vector<std::vector<double>> bwd_outputs(Context& ctx, const TestCase& tc, DType t, uint64_t seed, std::string& variant) {
+  return op_outputs(ctx, attention_backward_op(), tc, t, seed, variant);
+}
 
 // Dropout's keep bits in the tensor-core backward: drawn by the dK/dV pass and kept for the dQ pass (the default
-// for these sizes, KF_TUNE attn_bwd_bits=2: the variant ends in ",bits=kept"), drawn ahead by a kernel of their own
-// and read by both passes (=3: ",bits=ahead"; with packed sequences the kept form), or drawn in both passes (=1):
-// the same bits out every way, in each form the device runs (`forms`: extra knobs).
+// for these sizes, KF_TUNE attn_bwd_bits=2: the variant ends in ",bits=kept"), or drawn in both passes (=1): the
+// same bits out either way, in each form the device runs (`forms`: extra knobs).
 void expect_kept_bits_match_drawn(const DeviceRef& d, const std::vector<TestCase>& cases, const std::vector<std::string>& forms) {
   for (const std::string& form : forms) {
-    Context drawn = tuned(d, "attn_bwd_bits=1" + form), kept = tuned(d, "attn_bwd_bits=2" + form),
-            ahead = tuned(d, "attn_bwd_bits=3" + form);
+    Context drawn = tuned(d, "attn_bwd_bits=1" + form), kept = tuned(d, "attn_bwd_bits=2" + form);
     for (const TestCase& tc : cases)
       for (DType t : {DType::f16, DType::bf16}) {
         const uint64_t seed = fresh_seed();
-        const bool packed = tc.inputs.size() > 8 && !tc.inputs[8].empty();
-        std::string vd, vk, va;
-        const auto b = bwd_outputs(drawn, tc, t, seed, vd), k = bwd_outputs(kept, tc, t, seed, vk), a = bwd_outputs(ahead, tc, t, seed, va);
+        std::string vd, vk;
+        const auto b = bwd_outputs(drawn, tc, t, seed, vd), k = bwd_outputs(kept, tc, t, seed, vk);
         const std::string what = tc.label + " " + to_string(t) + form + ", seed " + std::to_string(seed);
         EXPECT_EQ(vd.find(",bits="), std::string::npos) << what << ": " << vd;
         EXPECT_NE(vk.find(",bits=kept"), std::string::npos) << what << ": " << vk;
-        EXPECT_NE(va.find(packed ? ",bits=kept" : ",bits=ahead"), std::string::npos) << what << ": " << va;
         EXPECT_TRUE(k == b) << what << ": the outputs with the kept bits differ from those with the bits drawn twice";
-        EXPECT_TRUE(a == b) << what << ": the outputs with the bits drawn ahead differ from those with the bits drawn twice";
       }
   }
-}
-
-// attention's outputs on a context, on the inputs check::run_case draws from `seed`.
-std::vector<double> fwd_output(Context& ctx, const TestCase& tc, DType t, uint64_t seed, std::string& variant) {
-  const OpDef& op = attention_op();
-  auto values = check::random_inputs(tc.inputs, tc.range, seed);
-  if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);
-  std::vector<Tensor> in;
-  for (size_t k = 0; k < tc.inputs.size(); ++k)
-    in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, t), values[k]));
-  const std::vector<Tensor> out = ctx.call(op.name, in, tc.attrs);
-  variant = ctx.last_variant();
-  return out[0].to_double();
 }
 
 // flash-wgmma with dropout (an sm_90 GPU): the keep words drawn ahead by a kernel of their own (the default
@@ -1245,7 +1229,7 @@ TEST(AttentionCuda, ForwardDropoutBitsAhead) {
           const check::CaseResult r = check::run_case(ahead, attention_op(), t, tc, seed);
           EXPECT_TRUE(r.pass) << what << ":\n" << r.message;
           std::string va, vd;
-          const auto a = fwd_output(ahead, tc, t, seed, va), b = fwd_output(drawn, tc, t, seed, vd);
+          const auto a = op_outputs(ahead, attention_op(), tc, t, seed, va), b = op_outputs(drawn, attention_op(), tc, t, seed, vd);
           EXPECT_NE(va.find("attention/flash-wgmma"), std::string::npos) << what << ": " << va;
           EXPECT_NE(va.find(",bits=ahead"), std::string::npos) << what << ": " << va;
           EXPECT_EQ(vd.find(",bits="), std::string::npos) << what << ": " << vd;

@@ -29,6 +29,15 @@ namespace {
 constexpr int kBt = 64;  // rows of every tile (keys or query rows), 16 a warp
 constexpr float kBwdLog2e = 1.44269504088896341f;
 
+// The dK/dV pass's keep word of `row` (have: a row of the tile), keys j0 + 32 w .. + 31: drawn, and kept for the
+// dQ pass where p.keep_words is given.
+KF_DEV unsigned dkv_keep_word(const AttnParams& p, const Geo& g, bool have, int64_t row, int j0, int w) {
+  if (!have) return 0u;
+  const unsigned bits = keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p);
+  if (p.keep_words) p.keep_words[keep_word_at(p, row, (j0 >> 5) + w)] = bits;
+  return bits;
+}
+
 // The dQ pass's keep bits of row `row` (-1: past the rows, none), keys j0 + 32 half .. + 31 of each tile j0 in
 // turn: drawn, or read from the dK/dV pass's words a tile ahead (next: those of the tile after j0).
 struct DqKeepBits {
@@ -329,13 +338,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_mma_dkv(const AttnBwdParams P
     if constexpr (DROP) {
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
-      const bool have = r0 + t < r_end && q_row_of(r0, t, row);
-      if (p.keep_ready) {  // drawn ahead (launch_attention_keep_words)
-        kb[tid] = have ? keep_load(p, row, j0 + 32 * w) : 0u;
-      } else {
-        kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
-        if (have && p.keep_words) p.keep_words[keep_word_at(p, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
-      }
+      const bool have = r0 + t < r_end && q_row_of(r0, t, row);  // sets row
+      kb[tid] = dkv_keep_word(p, g, have, row, j0, w);
     }
     // The masks only where the tile reaches them (rows past the range have P = 0 by their lse).
     const float* l2 = l2_s + buf * kBt;
@@ -649,13 +653,8 @@ __global__ void __launch_bounds__(128, 2) attn_bwd_wg_dkv(const AttnBwdParams P)
     if constexpr (DROP) {  // drawn while the products run
       int64_t row = 0;
       const int t = tid >> 1, w = tid & 1;
-      const bool have = r0 + t < r_end && q_row_of(r0, t, row);
-      if (p.keep_ready) {  // drawn ahead (launch_attention_keep_words)
-        kb[tid] = have ? keep_load(p, row, j0 + 32 * w) : 0u;
-      } else {
-        kb[tid] = have ? keep_bits32(static_cast<uint64_t>(row) * p.SkT + g.kbeg + j0 + 32 * w, p) : 0u;
-        if (have && p.keep_words) p.keep_words[keep_word_at(p, row, (j0 >> 5) + w)] = kb[tid];  // for the dQ pass
-      }
+      const bool have = r0 + t < r_end && q_row_of(r0, t, row);  // sets row
+      kb[tid] = dkv_keep_word(p, g, have, row, j0, w);
     }
     const int q_lo = static_cast<int>(byG.div(static_cast<unsigned>(r0))),
               q_hi = static_cast<int>(byG.div(static_cast<unsigned>(m_min(r0 + kBt, r_end) - 1)));

@@ -224,8 +224,8 @@ bool lt_epilogues_of(const std::string& tuning) {
 // rows_cluster (kernels.hpp ClusterPlan: 1 never, N clusters of N blocks), optim_items / optim_blocks (train.cu
 // optim_packs: packs a thread per tile, blocks per multiprocessor), attn_decode_heads (the decode kernel's
 // query heads a block at most), attn_decode_rs (1: never its reduce-scatter form), attn_bwd_bits (1: the tensor-core
-// backward draws dropout's keep bits in both passes, 2: keeps the dK/dV pass's for the dQ pass, 3: draws them ahead
-// in a kernel of their own, whatever their size), attn_fwd_bits (1: flash-wgmma draws them itself), mm_algo (matmul.cpp lt_run: the
+// backward draws dropout's keep bits in both passes, 2: keeps the dK/dV pass's for the dQ pass whatever their size),
+// attn_fwd_bits (1: flash-wgmma draws them itself instead of attention_keep.cu's pre-pass), mm_algo (matmul.cpp lt_run: the
 // N-th of cuBLASLt's heuristic answers): a non-negative integer, 0 (absent)
 // meaning automatic.
 int attn_knob(const std::string& tuning, const std::string& key, int max) {
@@ -303,7 +303,7 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions
       conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
       attn_rows_per_warp_(attn_rows_per_warp_of(o.tuning)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)),
       optim_items_(optim_items_of(o.tuning)), optim_blocks_(attn_knob(o.tuning, "optim_blocks", 64)),
-      attn_decode_rs_(attn_knob(o.tuning, "attn_decode_rs", 1)), attn_decode_heads_(attn_knob(o.tuning, "attn_decode_heads", 8)), attn_bwd_bits_(attn_knob(o.tuning, "attn_bwd_bits", 3)), attn_fwd_bits_(attn_knob(o.tuning, "attn_fwd_bits", 1)), mm_algo_(attn_knob(o.tuning, "mm_algo", 32)), rows_cluster_(attn_knob(o.tuning, "rows_cluster", kClusterMax)) {
+      attn_decode_rs_(attn_knob(o.tuning, "attn_decode_rs", 1)), attn_decode_heads_(attn_knob(o.tuning, "attn_decode_heads", 8)), attn_bwd_bits_(attn_knob(o.tuning, "attn_bwd_bits", 2)), attn_fwd_bits_(attn_knob(o.tuning, "attn_fwd_bits", 1)), mm_algo_(attn_knob(o.tuning, "mm_algo", 32)), rows_cluster_(attn_knob(o.tuning, "rows_cluster", kClusterMax)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {

@@ -187,7 +187,7 @@ class CudaDevice final : public Device {
   int optim_blocks_ = 0;  // KF_TUNE optim_blocks: their blocks per multiprocessor at most (0: 32)
   int attn_decode_rs_ = 0;     // KF_TUNE attn_decode_rs=1: the decode kernel's all-reduce form only
   int attn_decode_heads_ = 0;  // KF_TUNE attn_decode_heads: the decode kernel's query heads a block at most (0: 8)
-  int attn_bwd_bits_ = 0;  // KF_TUNE attn_bwd_bits: 0 automatic, 1 the tensor-core backward draws dropout's bits in both passes, 2 keeps the dK/dV pass's, 3 draws them ahead
+  int attn_bwd_bits_ = 0;  // KF_TUNE attn_bwd_bits: 0 automatic, 1 the tensor-core backward draws dropout's bits in both passes, 2 keeps the dK/dV pass's whatever their size
   int attn_fwd_bits_ = 0;  // KF_TUNE attn_fwd_bits: 0 automatic, 1 flash-wgmma draws dropout's bits itself (not ahead)
   int mm_algo_ = 0;     // KF_TUNE mm_algo: 0 cuBLASLt's first heuristic answer, N its N-th (clamped to those it gives)
   int rows_cluster_ = 0;  // KF_TUNE rows_cluster: long rows on clusters, 0 automatic, 1 never, N of N blocks

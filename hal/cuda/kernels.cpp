@@ -889,8 +889,8 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
     const bool wg = no_wg.empty() && attn_wmma_mode_ != 3;
     // Dropout: its keep words drawn by the dK/dV pass and kept for the dQ pass, where they take at most 2 GiB
     // (drawing is most of what dropout costs these kernels); KF_TUNE attn_bwd_bits=1 draws the bits in both
-    // passes, =2 keeps them whatever their size, =3 draws them ahead in a kernel of their own for both passes
-    // (no packed sequences; measured as fast as the default, session 19's probe 7).
+    // passes, =2 keeps them whatever their size. (Drawn ahead by attention_keep.cu for both passes they were
+    // no faster, and the dK/dV kernels spilled: session 19's probe 7.)
     std::shared_ptr<Buffer> kept;
     std::string bits;
     if (p.dropout && attn_bwd_bits_ != 1) {
@@ -898,11 +898,9 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
       if (attn_bwd_bits_ >= 2 || bytes <= (int64_t(2) << 30)) {
         kept = scratch(static_cast<size_t>(bytes));
         p.keep_words = static_cast<unsigned*>(ptr_of(kept)), p.keep_rows = rows;
-        p.keep_ready = !g.varlen && attn_bwd_bits_ == 3 && (g.SkT + 63) / 64 <= 65535 ? 1 : 0;
-        bits = p.keep_ready ? ",bits=ahead" : ",bits=kept";
+        bits = ",bits=kept";
       }
     }
-    if (p.keep_ready) check_launch(launch_attention_keep_words(p, stream_), "attention_backward");
     check_launch(launch_attention_backward_pre(dt, P, stream_), "attention_backward");
     if (wg) {
       check_launch(launch_attention_backward_wgmma(dt, P, stream_), "attention_backward");

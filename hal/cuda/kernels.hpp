@@ -365,8 +365,8 @@ struct AttnParams {
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
   // Dropout's keep words (attention_common.cuh keep_word_at): word w of row `row` of [B, Hq, SqT] (the bits of keys
   // 32 w .. 32 w + 31 of its sequence) at [w / 2][keep_rows][w % 2]; nullptr: the kernels draw the bits.
-  // keep_ready: the words hold every bit a kernel reads (launch_attention_keep_words ran); else the tensor-core
-  // backward's dK/dV pass writes the words it draws and its dQ pass reads them.
+  // keep_ready: the words hold every bit a kernel reads (launch_attention_keep_words ran: flash-wgmma); else the
+  // tensor-core backward's dK/dV pass writes the words it draws and its dQ pass reads them.
   unsigned* keep_words = nullptr;
   int64_t keep_rows = 0;
   int keep_ready = 0;

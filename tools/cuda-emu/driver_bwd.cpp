@@ -28,8 +28,7 @@ namespace {
 int bwd_fails = 0;
 
 // bq == 0: the tensor-core passes (attention_bwd_mma.cu, tiles of 64) after the PRE pass; bq == -1: the same
-// with dropout's keep words kept between them (AttnParams::keep_words, poisoned first); bq == -2: the words drawn
-// ahead (attention_keep.cu) for both passes.
+// with dropout's keep words kept between them (AttnParams::keep_words, poisoned first).
 void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   const OpDef& op = get_op("attention_backward");
   Context cpu = Context::create(ContextOptions{.backend = "cpu"});
@@ -97,12 +96,10 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
     p.keep_rows = g.B * g.Hq * g.SqT;
     kept.assign(hc::attn_keep_words_bytes(p.keep_rows, g.SkT) / 4, 0x5a5a5a5au);
     p.keep_words = kept.data();
-    p.keep_ready = bq == -2;
   }
   int err = 0;
   if (bq <= 0) {
-    if (p.keep_ready) err = hc::launch_attention_keep_words(p, nullptr);
-    if (err == 0) err = hc::launch_attention_backward_pre(dt_of(dt), P, nullptr);
+    err = hc::launch_attention_backward_pre(dt_of(dt), P, nullptr);
     if (err == 0) err = hc::launch_attention_backward_mma(dt_of(dt), P, nullptr);
   } else {
     err = hc::launch_attention_backward(dt_of(dt), P, bq, bk, nullptr);
@@ -196,7 +193,6 @@ int bwd_main(const std::string& only) {
       run_bwd(tc, DType::f16, 0, 0);
       run_bwd(tc, DType::bf16, 0, 0);
       if (a.p > 0) run_bwd(tc, DType::f16, -1, 0), run_bwd(tc, DType::bf16, -1, 0);
-      if (a.p > 0 && (tc.inputs.size() <= 8 || tc.inputs[8].empty())) run_bwd(tc, DType::f16, -2, 0);  // no packed sequences
     }
     if (only == "mma") continue;
     run_bwd(tc, DType::f32, 16, 16);
