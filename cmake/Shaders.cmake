@@ -35,7 +35,8 @@ function(kf_embed_shaders target)
       VERBATIM)
     list(APPEND incs ${inc})
     string(APPEND table_includes "static const uint32_t spv_${name}[] = {\n#include \"${name}.inc\"\n};\n")
-    string(APPEND table_entries "  {\"${name}\", spv_${name}, sizeof(spv_${name}) / 4},\n")
+    list(JOIN defines "," defines_text)
+    string(APPEND table_entries "  {\"${name}\", spv_${name}, sizeof(spv_${name}) / 4, \"${src}\", \"${defines_text}\"},\n")
   endforeach()
   set(table ${gen_dir}/spirv_table.cpp)
   file(CONFIGURE OUTPUT ${table} CONTENT
@@ -53,4 +54,19 @@ const size_t kSpirvTableSize = sizeof(kSpirvTable) / sizeof(kSpirvTable[0]);
   set_source_files_properties(${table} PROPERTIES OBJECT_DEPENDS "${incs}")
   target_sources(${target} PRIVATE ${table})
   target_include_directories(${target} PRIVATE ${gen_dir})
+endfunction()
+
+# The GLSL sources themselves, embedded for run-time compilation (hal/vulkan/runtime_shader.cpp): the
+# table is regenerated whenever a shader source changes.
+function(kf_embed_shader_sources target)
+  set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/spirv)
+  file(GLOB srcs ${CMAKE_SOURCE_DIR}/shaders/*.comp ${CMAKE_SOURCE_DIR}/shaders/*.glsl)
+  set(out ${gen_dir}/shader_sources.cpp)
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DSRC_DIR=${CMAKE_SOURCE_DIR}/shaders -DOUT=${out} -P ${CMAKE_SOURCE_DIR}/cmake/EmbedSources.cmake
+    DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedSources.cmake
+    COMMENT "embedding the GLSL sources"
+    VERBATIM)
+  target_sources(${target} PRIVATE ${out})
 endfunction()

@@ -1,6 +1,7 @@
 #version 450
 // Attention (KERNELS.md section 5), the portable path: any Vulkan 1.2 device, lavapipe too.
-// Variants: DT_<dtype> (the main kernel), COMBINE (the decode combine pass), SCORES (attention_scores).
+// Variants: DT_<dtype> (the main kernel), COMBINE (the decode combine pass), SCORES (attention_scores);
+// SCORE_MOD=<GLSL expression> adds a custom score function (compiled at run time, never at build time).
 //
 // Main kernel: one workgroup per (query tile, kv head, sequence x key split). A tile holds BQ rows of
 // the G = Hq / Hkv query heads that share the kv head (row r: query i = r / G, head hk G + r % G), so
@@ -109,6 +110,14 @@ DECLARE_BUFFER(1, K, readonly)
 DECLARE_BUFFER(2, V, readonly)
 DECLARE_BUFFER(3, O, )
 DECLARE_BUFFER(4, LSEB, )
+
+#if defined(SCORE_MOD)
+// The custom score function (Attrs::score_mod), spliced in by the host as GLSL built from its parsed
+// expression (src/ops/score_mod.hpp) and compiled at run time (hal/vulkan/runtime_shader.cpp): the score
+// after soft-capping and ALiBi, the batch (the sequence when packed), the query head, and the query and
+// key indices within the sequence.
+float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
+#endif
 
 shared float Qs[BQ * DP];
 shared float KVs[BK * DP];
@@ -253,6 +262,9 @@ void main() {
         s = dots[u];
         if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
         if (ALIBI != 0u) s -= slope * abs(float(qi + off - j));
+#if defined(SCORE_MOD)
+        s = score_mod(s, int(seq), int(h), qi, j);  // -inf masks the key like any mask
+#endif
       }
       Ss[lr * BK + t] = s;
     }

@@ -1,7 +1,8 @@
 #version 450
 // attention_backward (KERNELS.md section 5, training), the portable path, as FlashAttention 2: the
 // probabilities are recomputed tile by tile from q, k and the forward's lse, never stored.
-// Variants: PRE, DKV, DQ (one dtype each). The host (hal/vulkan/kernels_attn.cpp) records PRE, DKV, DQ.
+// Variants: PRE, DKV, DQ (one dtype each). The host (hal/vulkan/kernels_attn.cpp) records PRE, DKV, DQ;
+// DKV and DQ with SCORE_MOD / SCORE_MOD_GRAD (a custom score function) are compiled at run time.
 //   PRE: per query row, D = do . o, lse as a float and do as floats into the workspace (so that the
 //        other passes, which have six bindings, read do from there).
 //   DKV: one workgroup per (key tile of BK keys, kv head, sequence); 8 invocations per key own packs of
@@ -9,8 +10,9 @@
 //        of BQ (so dk and dv sum over the group without atomics, in a fixed order).
 //   DQ:  one workgroup per (query tile of BQ rows, kv head, sequence), as the forward; loops over the
 //        key tiles and accumulates dq.
-// P = exp(s - lse) with s as in the forward (scale, soft-capping, ALiBi, masks), Z the forward's dropout
-// (keep / (1 - p) from the same Philox index), dP = Z do . v, dS = P (dP - D) (1 - tanh^2) scale;
+// P = exp(s - lse) with s as in the forward (scale, soft-capping, ALiBi, the custom score function f,
+// masks), Z the forward's dropout (keep / (1 - p) from the same Philox index), dP = Z do . v,
+// dS = P (dP - D) f' (1 - tanh^2) scale;
 // dv += Z P do, dk += dS q, dq += dS k, on rotated q and k; dq and dk are rotated back (RoPE).
 // Bindings: PRE 0 o, 1 do, 2 lse, 5 the workspace; DKV 0 q, 1 k, 2 v, 3 dk, 4 dv, 5 the workspace;
 // DQ 0 q, 1 k, 2 v, 3 dq, 5 the workspace (auxiliary inputs as in attention.comp, then D, lse, do).
@@ -139,12 +141,13 @@ void rope_rows(bool query, bool on_q_tile, uint n, int first, int off, float sgn
 
 // The sequence of this workgroup and its bounds.
 struct Seq {
-  uint b, qbeg, qlen, kbeg, klen;
+  uint seq, b, qbeg, qlen, kbeg, klen;
   int off, kl;
 };
 
 Seq sequence(uint seq) {
   Seq s;
+  s.seq = seq;
   s.b = VARLEN ? 0u : seq;
   s.qbeg = 0u;
   s.qlen = pc.SqT;
@@ -206,6 +209,13 @@ void stage_kv(Seq sq, uint hk, int j0, int jend) {
   }
 }
 
+#if defined(SCORE_MOD)
+// The custom score function and its derivative in score (SCORE_MOD, SCORE_MOD_GRAD: GLSL the host builds
+// from the parsed expression, compiled at run time; attention.comp has the same function).
+float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
+float score_mod_grad(float score, int b, int h, int i, int j) { return SCORE_MOD_GRAD; }
+#endif
+
 // dS (and Z P) of query tile row t against key tile row u: the forward's score recomputed.
 void grad_entry(Seq sq, uint hk, uint r0, uint nrows, uint t, int j0, uint u, out float zp, out float ds) {
   zp = 0.0;
@@ -233,6 +243,12 @@ void grad_entry(Seq sq, uint hk, uint r0, uint nrows, uint t, int j0, uint u, ou
     dcap = 1.0 - th * th;
   }
   if (ALIBI != 0u) s -= alibi_slope(h) * abs(float(i + sq.off - j));
+#if defined(SCORE_MOD)
+  const float s0 = s;
+  s = score_mod(s0, int(sq.seq), int(h), i, j);
+  if (s == NEG_INF) return;  // masked by the function: no gradient
+  dcap *= score_mod_grad(s0, int(sq.seq), int(h), i, j);
+#endif
   const float p = exp(s - lse);
   float z = 1.0;
   if (DROPOUT) {

@@ -161,18 +161,19 @@ float alibi_slope(uint h) {
 struct RowStats {
   float l2, d, slope;
   int qi;
-  uint ri;
+  uint ri, h;
 };
 RowStats row_stats(Seq s, uint hk, uint r, uint nrows) {
   RowStats x;
-  x.l2 = INF, x.d = 0.0, x.qi = 0, x.ri = 0u, x.slope = 0.0;
+  x.l2 = INF, x.d = 0.0, x.qi = 0, x.ri = 0u, x.slope = 0.0, x.h = 0u;
   if (r < nrows) {
     x.ri = row_index(s, hk, r);
     const float lse = uintBitsToFloat(ws[pc.ws_lse + x.ri]);
     x.l2 = isinf(lse) && lse < 0.0 ? INF : lse * LOG2E;
     x.d = uintBitsToFloat(ws[pc.ws_D + x.ri]);
     x.qi = int(r / pc.G);
-    if (ALIBI != 0u) x.slope = alibi_slope(hk * pc.G + r % pc.G);
+    x.h = hk * pc.G + r % pc.G;
+    if (ALIBI != 0u) x.slope = alibi_slope(x.h);
   }
   return x;
 }
@@ -223,11 +224,21 @@ Scales scales() {
   return x;
 }
 
+#if defined(SCORE_MOD)
+// The custom score function and its derivative (Attrs::score_mod; see attention_bwd.comp), compiled in
+// at run time (the QUAD form only; packed sequences do not reach these passes, so b is the batch).
+const bool SCORE_MOD_ON = true;
+float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
+float score_mod_grad(float score, int b, int h, int i, int j) { return SCORE_MOD_GRAD; }
+#else
+const bool SCORE_MOD_ON = false;
+#endif
+
 // P and dS (times their powers of two) of one score element from the raw products (dot: q . k, dp:
 // do . v, of the scaled copies), for a row (x) and key j visible or not; keep: its dropout bit.
 void p_ds(Scales sc, RowStats x, int j, bool vis, bool keep, Seq s, inout float dot, inout float dp) {
   float p, dcap = 1.0;
-  if (!SOFTCAP && ALIBI == 0u) {
+  if (!SOFTCAP && ALIBI == 0u && !SCORE_MOD_ON) {
     p = exp2(dot * sc.c2 - x.l2);
   } else {
     float v = dot * sc.sdot;
@@ -237,9 +248,15 @@ void p_ds(Scales sc, RowStats x, int j, bool vis, bool keep, Seq s, inout float 
       dcap = 1.0 - th * th;
     }
     if (ALIBI != 0u) v -= x.slope * abs(float(x.qi + s.off - j));
+#if defined(SCORE_MOD)
+    const float v0 = v;
+    v = score_mod(v0, int(s.b), int(x.h), x.qi, j);
+    if (isinf(v) && v < 0.0) vis = false;  // masked by the function (and its derivative not taken)
+    else dcap *= score_mod_grad(v0, int(s.b), int(x.h), x.qi, j);
+#endif
     p = exp2(v * LOG2E - x.l2);
   }
-  if (!vis) p = 0.0;
+  if (!vis) p = 0.0, dcap = 0.0;
   float z = 1.0;
   if (DROPOUT) z = p > 0.0 && keep ? pc.keep_scale : 0.0;
   dot = p * z * sc.pscale;

@@ -178,6 +178,11 @@ Row row_of(uint r, uint nrows, uint hk, uint b, uint qbeg) {
   return x;
 }
 
+#if defined(SCORE_MOD)
+// The custom score function (Attrs::score_mod; see attention.comp), compiled in at run time.
+float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
+#endif
+
 // The score of key j for row x from the raw dot product (NEG_INF where masked).
 float score(Row x, int j, int jend, int off, uint kbeg, float dot) {
   bool vis = x.ok && j < jend;
@@ -188,6 +193,9 @@ float score(Row x, int j, int jend, int off, uint kbeg, float dot) {
   float s = dot * g_scale;
   if (SOFTCAP) s = pc.softcap * tanh(s / pc.softcap);
   if (ALIBI != 0u) s -= x.slope * abs(float(x.qi + off - j));
+#if defined(SCORE_MOD)
+  s = score_mod(s, int(gl_WorkGroupID.z / pc.nsplit), int(x.h), x.qi, j);  // the sequence, as attention.comp
+#endif
   return s;
 }
 

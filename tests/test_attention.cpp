@@ -47,7 +47,16 @@ std::vector<TestCase> multi_tile_cases() {
   return big;
 }
 
-// Every registry case of attention in `dtypes` on ctx; returns the variants seen.
+// The cases without a custom score function (for the kernels that do not take one).
+std::vector<TestCase> without_score_mod(const std::vector<TestCase>& cases) {
+  std::vector<TestCase> v;
+  for (const TestCase& tc : cases)
+    if (tc.attrs.score_mod.empty()) v.push_back(tc);
+  return v;
+}
+
+// Every registry case of attention in `dtypes` on ctx; returns the variants seen (a case with a custom
+// score function must run its run-time-compiled kernel on Vulkan, and be refused elsewhere but the CPU).
 std::vector<std::string> run_all_cases(Context& ctx, const std::vector<DType>& dtypes, const std::string& what) {
   std::vector<std::string> variants;
   for (DType t : dtypes)
@@ -56,8 +65,17 @@ std::vector<std::string> run_all_cases(Context& ctx, const std::vector<DType>& d
       check::CaseOptions o;
       o.repeat = true;  // fixed summation order: the same bits twice
       const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed, o);
+      if (!tc.attrs.score_mod.empty() && ctx.backend() != "vulkan" && ctx.backend() != "cpu") {
+        // Custom score functions are compiled at run time: Vulkan and the CPU only; the others refuse.
+        EXPECT_TRUE(r.unsupported) << what << " " << tc.label << ": " << r.variant << " " << r.message;
+        EXPECT_NE(r.message.find("custom score function (score_mod)"), std::string::npos) << r.message;
+        continue;
+      }
       EXPECT_TRUE(r.pass) << what << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
                           << seed << ":\n" << r.message;
+      if (!tc.attrs.score_mod.empty()) {
+        EXPECT_NE(r.variant.find(",score_mod"), std::string::npos) << what << " " << tc.label << ": " << r.variant;
+      }
       variants.push_back(r.variant);
     }
   return variants;
@@ -182,7 +200,8 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
         const int64_t D = tc.inputs[0][3];
         const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
         const bool applies = (D == 32 || D == 64 || D == 80 || D == 96 || D == 128) && a.rope == 0 && !given(8) && !given(11);
-        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6) || (D != 64 && D != 128);  // (the QUAD form's only)
+        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6) || !a.score_mod.empty() ||
+                                  (D != 64 && D != 128);  // (the QUAD form's only)
         for (Context* ctx : {&forced, &generic, &automatic}) {
           const uint64_t seed = fresh_seed();
           check::CaseOptions o;
@@ -200,7 +219,8 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
                 << tc.label << ": " << r.message;
             if (applies) {
               EXPECT_TRUE(r.message.find("it takes bf16 in its QUAD form only") != std::string::npos ||
-                          r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") != std::string::npos ||
+                          r.message.find("its generic form does not apply dropout, soft-capping, ALiBi or a custom score function") !=
+                              std::string::npos ||
                           r.message.find("its generic form takes head dimensions 64 and 128") != std::string::npos)
                   << r.message;
             }
@@ -734,6 +754,124 @@ TEST(AttentionErrors, ArgumentsAreChecked) {
 }
 
 
+// ---- Custom score functions (Attrs::score_mod, compiled into the kernel at run time).
+
+// The reference's semantics against options it must equal: a -0.3 |i - j| bias is ALiBi with slopes
+// 0.3, and "j > i ? -inf : score" is the causal mask when Sq == Sk (float64, to 1e-12).
+TEST(AttentionScoreMod, ReferenceMatchesEquivalentOptions) {
+  Context& c = cpu();
+  const auto run = [&](const std::vector<Tensor>& in, const Attrs& a) { return c.call("attention", in, a)[0].to_double(); };
+  const auto rand = [&](const Shape& s, uint64_t seed) {
+    std::vector<double> v(static_cast<size_t>(numel(s)));
+    for (size_t k = 0; k < v.size(); ++k) v[k] = std::sin(1.0 + 0.37 * double(k) + double(seed));
+    return c.from_host(s, DType::f64, v);
+  };
+  Tensor q = rand({1, 2, 9, 16}, 1), k = rand({1, 2, 9, 16}, 2), v = rand({1, 2, 9, 16}, 3);
+  Tensor slopes = c.from_host({2}, DType::f64, {0.3, 0.3});
+  Attrs fn, causal, fn_mask;
+  fn.score_mod = "score - 0.3 * float(abs(i - j))";
+  causal.causal = true;
+  fn_mask.score_mod = "j > i ? -inf : score";
+  const auto a = run({q, k, v}, fn), b = run({q, k, v, slopes}, {});
+  const auto m = run({q, k, v}, fn_mask), n = run({q, k, v}, causal);
+  for (size_t e = 0; e < a.size(); ++e) {
+    EXPECT_NEAR(a[e], b[e], 1e-12) << e;
+    EXPECT_NEAR(m[e], n[e], 1e-12) << e;
+  }
+}
+
+// A Vulkan device runs the registry's score_mod cases on its run-time-compiled kernels (the forward with
+// and without key splits, the backward; the tensor-core ones where the device has them, the portable
+// ones elsewhere), so that a missing libshaderc fails here rather than passing as "unsupported"; the
+// decode kernel, which does not take a function, refuses it when forced.
+TEST(AttentionScoreMod, VulkanCompilesAndRuns) {
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    ++checked;
+    for (const char* tuning : {"", "attn_split=3"}) {
+      Context ctx = tuned(d, tuning);
+      ValidationCheck vc(ctx);
+      for (const auto* op : {&attention_op(), &get_op("attention_backward")})
+        for (const TestCase& tc : op->tests) {
+          if (tc.attrs.score_mod.empty()) continue;
+          for (DType t : {DType::f32, DType::f16}) {
+            const uint64_t seed = fresh_seed();
+            check::CaseOptions o;
+            o.repeat = true;
+            const check::CaseResult r = check::run_case(ctx, *op, t, tc, seed, o);
+            EXPECT_TRUE(r.pass) << op->name << " " << tuning << " " << to_string(t) << " " << tc.label << " (variant "
+                                << r.variant << "), seed " << seed << ":\n" << r.message;
+            EXPECT_NE(r.variant.find(",score_mod"), std::string::npos) << tc.label << ": " << r.variant;
+          }
+        }
+    }
+    // The decode kernel does not take a function: forced, it says so before anything is written.
+    Context& c = context_for(d);
+    Tensor q = c.from_host({1, 2, 1, 16}, DType::f16, std::vector<double>(32, 0.5));
+    Tensor kv = c.from_host({1, 2, 40, 16}, DType::f16, std::vector<double>(1280, 0.25));
+    Tensor o = c.empty({1, 2, 1, 16}, DType::f16);
+    o.fill_bytes(kPoison);
+    Attrs fn;
+    fn.score_mod = "score + 1.0";
+    Context decode = tuned(d, "attn_decode=2");
+    Tensor qd = decode.from_host({1, 2, 1, 16}, DType::f16, std::vector<double>(32, 0.5));
+    Tensor kvd = decode.from_host({1, 2, 40, 16}, DType::f16, std::vector<double>(1280, 0.25));
+    Tensor od = decode.empty({1, 2, 1, 16}, DType::f16);
+    od.fill_bytes(kPoison);
+    expect_rejected(decode, [&] { decode.run("attention", {qd, kvd, kvd}, {od}, fn); }, ErrorCode::Unsupported,
+                    {"decode kernel was forced", "custom score function (score_mod)"}, {od});
+    c.run("attention", {q, kv, kv}, {o}, fn);  // the automatic choice: the flash kernel, not the decode one
+    EXPECT_NE(c.last_variant().find("attention/portable,score_mod"), std::string::npos) << c.last_variant();
+  }
+  if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
+}
+
+// A function that does not parse is an InvalidArgument naming the op, 'score_mod' and the column, on
+// every device; nothing is written and the context runs the next call. A backend without run-time
+// compilation (CUDA) refuses a valid one as Unsupported, and the CPU fallback then serves it.
+TEST(AttentionScoreMod, ErrorsAndRefusals) {
+  for (const auto& d : devices()) {
+    Context& c = context_for(d);
+    Tensor q = c.from_host({1, 2, 3, 16}, DType::f32, std::vector<double>(96, 0.5));
+    Tensor kv = c.from_host({1, 2, 5, 16}, DType::f32, std::vector<double>(160, 0.25));
+    Tensor o = c.empty({1, 2, 3, 16}, DType::f32);
+    o.fill_bytes(kPoison);
+    for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+             {"score +", "column"}, {"score * k", "'k'"}, {"max(score)", "max"}, {"score && 1", "column"}}) {
+      Attrs bad;
+      bad.score_mod = text;
+      expect_rejected(c, [&] { c.run("attention", {q, kv, kv}, {o}, bad); }, ErrorCode::InvalidArgument,
+                      {"attention: argument 'score_mod'", needle}, {o});
+      Tensor lse = c.empty({1, 2, 3}, DType::f32), dq = c.empty({1, 2, 3, 16}, DType::f32);
+      Tensor dk = c.empty({1, 2, 5, 16}, DType::f32), dv = c.empty({1, 2, 5, 16}, DType::f32);
+      for (Tensor* t : {&dq, &dk, &dv}) t->fill_bytes(kPoison);
+      expect_rejected(c, [&] { c.run("attention_backward", {q, kv, kv, q, q, lse}, {dq, dk, dv}, bad); },
+                      ErrorCode::InvalidArgument, {"attention_backward: argument 'score_mod'"}, {dq, dk, dv});
+    }
+    Attrs fn;
+    fn.score_mod = "i == 0 ? score : score - 0.5";
+    if (c.backend() == "vulkan" || c.backend() == "cpu") {
+      c.run("attention", {q, kv, kv}, {o}, fn);
+      EXPECT_EQ(c.last_variant().find("cpu-fallback"), std::string::npos) << c.last_variant();
+      continue;
+    }
+    expect_rejected(c, [&] { c.run("attention", {q, kv, kv}, {o}, fn); }, ErrorCode::Unsupported,
+                    {"custom score function (score_mod)"}, {o});
+    ContextOptions fo = options_for(d);
+    fo.allow_cpu_fallback = true;
+    Context fb = Context::create(fo);
+    Tensor qf = fb.from_host({1, 2, 3, 16}, DType::f32, std::vector<double>(96, 0.5));
+    Tensor kvf = fb.from_host({1, 2, 5, 16}, DType::f32, std::vector<double>(160, 0.25));
+    const auto out = fb.call("attention", {qf, kvf, kvf}, fn);
+    EXPECT_NE(fb.last_variant().find("cpu-fallback"), std::string::npos) << fb.last_variant();
+    const auto ref = cpu().call("attention", {cpu().from_host({1, 2, 3, 16}, DType::f32, std::vector<double>(96, 0.5)),
+                                              cpu().from_host({1, 2, 5, 16}, DType::f32, std::vector<double>(160, 0.25)),
+                                              cpu().from_host({1, 2, 5, 16}, DType::f32, std::vector<double>(160, 0.25))}, fn);
+    EXPECT_EQ(out[0].to_double(), ref[0].to_double());
+  }
+}
+
 // ---- The CUDA backend (hal/cuda/attention.cu): each kernel forced on every registry case, the
 // automatic choice, and the dropout mask against the generator and the CPU backend. Skipped, saying why,
 // where the build or the machine has no usable CUDA device.
@@ -837,7 +975,7 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
       const std::string tn(tuning);
       const bool f_smem = tn.find("attn_wmma=smem") != std::string::npos, f_regs = tn.find("attn_wmma=regs") != std::string::npos;
       const bool f_wg = tn.find("attn_wmma=wgmma") != std::string::npos, f_mma = tn.find("attn_wmma=mma") != std::string::npos;
-      std::vector<TestCase> cases = attention_op().tests;
+      std::vector<TestCase> cases = without_score_mod(attention_op().tests);
       cases.insert(cases.end(), big.begin(), big.end());
       for (DType t : {DType::f16, DType::bf16})
         for (const TestCase& tc : cases) {
@@ -1126,6 +1264,11 @@ void run_backward_cases(Context& ctx, const std::vector<TestCase>& cases, const 
       check::CaseOptions o;
       o.repeat = true;  // fixed summation order: the same bits twice
       const check::CaseResult r = check::run_case(ctx, attention_backward_op(), t, tc, seed, o);
+      if (!tc.attrs.score_mod.empty()) {  // no run-time compilation on this backend: refused, saying so
+        EXPECT_TRUE(r.unsupported) << what << " " << tc.label << ": " << r.variant << " " << r.message;
+        EXPECT_NE(r.message.find("custom score function (score_mod)"), std::string::npos) << r.message;
+        continue;
+      }
       const std::string why = bwd_mma_refusal(tc, t);
       if (kernel == "mma" && !why.empty()) {
         EXPECT_FALSE(r.pass) << what << " " << to_string(t) << " " << tc.label << ": ran " << r.variant;

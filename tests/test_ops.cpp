@@ -48,6 +48,7 @@ TEST_P(Ops, MatchesReference) {
   check::CaseOptions o;
   o.check_validation = false;  // ValidationCheck covers the whole test
   const check::CaseResult r = check::run_case(ctx, op, p.dtype, tc, seed, o);
+  if (r.unsupported) GTEST_SKIP() << "unsupported on " << p.device.name << ": " << r.message;
   EXPECT_TRUE(r.pass) << op.name << " " << to_string(p.dtype) << " case " << tc.label << " on " << p.device.name
                       << " (variant " << ctx.last_variant() << "), input seed " << seed << ":\n" << r.message;
 }

@@ -8,7 +8,7 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   build-essential cmake ninja-build pkg-config
-  libvulkan-dev libvulkan-volk-dev glslc glslang-tools spirv-tools libshaderc-dev
+  libvulkan-dev libvulkan-volk-dev glslc glslang-tools glslang-dev spirv-tools libshaderc-dev
   libeigen3-dev libgtest-dev libgmock-dev
   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libcli11-dev nlohmann-json3-dev

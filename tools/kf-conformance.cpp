@@ -561,10 +561,10 @@ void print_device(const json& d) {
       std::printf("  %-14s off (--validation or KF_VALIDATION=1 turns it on)\n", "validation");
   }
   const json& n = d["counts"];
-  std::printf("  %-14s %s: %d pass, %d fail, %d unsupported op/dtype pairs; cases %d pass, %d fail; %s s\n",
+  std::printf("  %-14s %s: %d pass, %d fail, %d unsupported op/dtype pairs; cases %d pass, %d fail, %d unsupported; %s s\n",
               "result", d["passed"].get<bool>() ? "PASS" : "FAIL", n["pass"].get<int>(), n["fail"].get<int>(),
               n["unsupported"].get<int>(), n["cases_pass"].get<int>(), n["cases_fail"].get<int>(),
-              fixed(d["seconds"], 1).c_str());
+              n["cases_unsupported"].get<int>(), fixed(d["seconds"], 1).c_str());
   if (n["masks_pass"].get<int>() + n["masks_fail"].get<int>())
     std::printf("  %-14s %d of %d dropout masks identical to the CPU backend's\n", "masks",
                 n["masks_pass"].get<int>(), n["masks_pass"].get<int>() + n["masks_fail"].get<int>());

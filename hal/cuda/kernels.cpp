@@ -417,6 +417,11 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     return prefix + "embedding/" + (p.wide ? "16B-packs" : "elements");
   }
 
+  // A custom score function is compiled into the kernel at run time; this backend has no run-time
+  // compiler (NVRTC is not used), so it says so before anything runs.
+  if (!call.attrs.score_mod.empty() && op.name != "attention_scores")
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": a custom score function (score_mod) is compiled into "
+                                        "the kernel at run time, which the CUDA backend does not do (the Vulkan and CPU backends do)");
   if (op.name == "attention_backward") return dispatch_attention_backward(call, dt);
 
   std::vector<Shape> shapes;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/spirv_table.hpp"
 
 namespace kf::hal::vk {
@@ -435,18 +436,45 @@ void VulkanDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
 
 bool VulkanDevice::has_variant(const std::string& name) const { return spirv_index().count(name) != 0; }
 
+std::string VulkanDevice::runtime_variant(const std::string& base,
+                                          const std::vector<std::pair<std::string, std::string>>& extra,
+                                          const std::string& key, const std::string& what) {
+  const std::string name = base + "#" + key;
+  if (runtime_spirv_.count(name)) return name;
+  auto it = spirv_index().find(base);
+  if (it == spirv_index().end()) throw Error(ErrorCode::Internal, what + ": no SPIR-V variant '" + base + "' in this build");
+  // The base variant's definitions (as the build passed them to glslc), then the extra ones.
+  std::vector<std::pair<std::string, std::string>> defines;
+  std::stringstream list(it->second->defines);
+  for (std::string d; std::getline(list, d, ',');) {
+    if (d.empty()) continue;
+    const size_t eq = d.find('=');
+    defines.emplace_back(d.substr(0, eq), eq == std::string::npos ? "" : d.substr(eq + 1));
+  }
+  defines.insert(defines.end(), extra.begin(), extra.end());
+  runtime_spirv_[name] = compile_shader(it->second->source, defines, what);  // throws before anything is kept
+  return name;
+}
+
 VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<uint32_t>& spec) {
   std::string key = variant;
   for (uint32_t v : spec) key += ":" + std::to_string(v);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   VkShaderModule& mod = modules_[variant];
   if (!mod) {
-    auto it = spirv_index().find(variant);
-    if (it == spirv_index().end())
-      throw Error(ErrorCode::Internal, "vulkan: no SPIR-V variant '" + variant + "' in this build");
     VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    mi.codeSize = it->second->words * 4;
-    mi.pCode = it->second->code;
+    if (auto rt = runtime_spirv_.find(variant); rt != runtime_spirv_.end()) {
+      mi.codeSize = rt->second.size() * 4;
+      mi.pCode = rt->second.data();
+    } else {
+      auto it = spirv_index().find(variant);
+      if (it == spirv_index().end()) {
+        modules_.erase(variant);
+        throw Error(ErrorCode::Internal, "vulkan: no SPIR-V variant '" + variant + "' in this build");
+      }
+      mi.codeSize = it->second->words * 4;
+      mi.pCode = it->second->code;
+    }
     KF_VK(vkCreateShaderModule(device_, &mi, nullptr, &mod));
   }
   std::vector<VkSpecializationMapEntry> entries(spec.size());

@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hal/vulkan/vk_common.hpp"
@@ -166,6 +167,12 @@ class VulkanDevice final : public Device {
   // call (rows scaled, columns scaled) and their factors.
   std::shared_ptr<Buffer> workspace(size_t bytes, int slot = 0);
 
+  // An embedded variant compiled again at run time with more macro definitions (runtime_shader.hpp: a
+  // custom score function): returns its name for Launch::variant, `base` + "#" + `key`; compiled the first
+  // time the name is asked for, then kept for the device's life. Throws (writing nothing) when it cannot.
+  std::string runtime_variant(const std::string& base, const std::vector<std::pair<std::string, std::string>>& extra,
+                              const std::string& key, const std::string& what);
+
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
   bool coopmat_f16() const { return coopmat_f16_; }  // NV cooperative matrix 16x16x16 f16 -> f32 enabled
@@ -209,6 +216,7 @@ class VulkanDevice final : public Device {
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   std::unordered_map<std::string, VkShaderModule> modules_;
   std::unordered_map<std::string, VkPipeline> pipelines_;
+  std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // ensure_runtime_variant
 
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t next_query_ = 0;

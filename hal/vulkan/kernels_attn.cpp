@@ -27,6 +27,7 @@
 #include "ops/attention_ref.hpp"
 #include "ops/reference_math.hpp"
 #include "ops/registry.hpp"
+#include "ops/score_mod.hpp"
 
 namespace kf::hal::vk {
 namespace {
@@ -116,6 +117,7 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
   else if (a.rope) why = "it does not apply RoPE";
   else if (a.p > 0) why = "it does not apply dropout";
   else if (has(8)) why = "it does not take a block mask";
+  else if (!a.score_mod.empty()) why = "it does not apply a custom score function (score_mod)";
   else if (g.D % 8 != 0 || g.D > 256) why = "it takes head dimensions that are multiples of 8 up to 256 (D = " + std::to_string(g.D) + ")";
   else if (!dev.has_variant(variant)) why = "this build has no " + variant;
   else if (!caps.subgroup_shuffle) why = "the device has no subgroup shuffles in compute shaders";
@@ -325,8 +327,8 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   else if (!quad && D != 64 && D != 128)
     no_cm = "its generic form takes head dimensions 64 and 128 (its QUAD form, which takes " + std::to_string(D) +
             ", needs the device's accumulator layout" + std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
-  else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6)))
-    no_cm = "its generic form does not apply dropout, soft-capping or ALiBi (its QUAD form, which does, needs the device's accumulator layout" +
+  else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6) || !a.score_mod.empty()))
+    no_cm = "its generic form does not apply dropout, soft-capping, ALiBi or a custom score function (its QUAD form, which does, needs the device's accumulator layout" +
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
   else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq))) no_cm = "this build has no " + cm_dkv;
   else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
@@ -342,6 +344,19 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + tile_q - 1) / tile_q;
   if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
     throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
+  // The DKV and DQ passes; with a custom score function, compiled again at run time with it and its
+  // derivative spliced in (SCORE_MOD, SCORE_MOD_GRAD), before anything is recorded.
+  const std::string dt = to_string(call.dtype);
+  std::string dkv_variant = cm_quad ? cmq_dkv : cm_path ? cm_dkv : "attn_bwd_dkv_" + dt;
+  std::string dq_variant = cm_quad ? cmq_dq : cm_path ? cm_dq : "attn_bwd_dq_" + dt;
+  const bool custom = !a.score_mod.empty();
+  if (custom) {
+    const ScoreMod fn = ScoreMod::parse("attention_backward", a.score_mod);
+    const std::vector<std::pair<std::string, std::string>> defs = {{"SCORE_MOD", fn.glsl()}, {"SCORE_MOD_GRAD", fn.glsl_grad()}};
+    const std::string key = "score_mod:" + fn.canonical(), what = "attention_backward with a custom score function (score_mod)";
+    dkv_variant = dev.runtime_variant(dkv_variant, defs, key, what);
+    dq_variant = dev.runtime_variant(dq_variant, defs, key, what);
+  }
   WorkspacePlan plan;
   if (a.rope) {
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
@@ -370,7 +385,6 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
     qkvd = stage_bf16_as_f16(dev, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2], &call.inputs[4]}, {1, 2, 3, 4},
                              "attention_backward");
 
-  const std::string dt = to_string(call.dtype);
   const bool alibi = a.alibi || has(6);
   const std::vector<uint32_t> spec = {0u,
                                       u32(g.D),
@@ -401,7 +415,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
 
   // dK / dV, then dQ: the tensor-core passes (bindings 6: do) or the portable ones (tile width a spec constant).
   Launch dkv;
-  dkv.variant = cm_quad ? cmq_dkv : cm_path ? cm_dkv : "attn_bwd_dkv_" + dt;
+  dkv.variant = dkv_variant;
   dkv.spec = spec;
   if (!cm_path) dkv.spec[0] = bk * kTpr;
   if (cm_quad) {  // QLAYOUT is specialization constant 16
@@ -423,15 +437,16 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dev.record(dkv);
 
   Launch dq = dkv;
-  dq.variant = cm_quad ? cmq_dq : cm_path ? cm_dq : "attn_bwd_dq_" + dt;
+  dq.variant = dq_variant;
   if (!cm_path) dq.spec[0] = bq * kTpr;
   dq.bindings[3] = call.outputs[0].buffer;
   dq.bindings[4] = nullptr;
   dq.groups = static_cast<uint32_t>(qtiles);
   dev.record(dq);
-  if (cm_quad) return std::string("vulkan:attention_backward/coopmat-nv-quad") + (staged ? ",bf16-staged-as-f16" : "") + ",bq=64,bk=64";
-  if (cm_path) return "vulkan:attention_backward/coopmat-nv,bq=32,bk=32";
-  return "vulkan:attention_backward/portable,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
+  const std::string fn = custom ? ",score_mod" : "";
+  if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") + fn + ",bq=64,bk=64";
+  if (cm_path) return "vulkan:attention_backward/coopmat-nv" + fn + ",bq=32,bk=32";
+  return "vulkan:attention_backward/portable" + fn + ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
 // attention.comp's COMBINE pass: merges the key splits' partials (m, l, accumulator) from the workspace
@@ -691,6 +706,16 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535)
     throw Error(ErrorCode::Unsupported, "attention: the grid exceeds 65535 workgroups in a dimension");
 
+  // A custom score function: the chosen kernel compiled again at run time with the function spliced in
+  // (SCORE_MOD), once per function and variant, before anything is recorded (a failure writes nothing).
+  const bool custom = !a.score_mod.empty();
+  std::string variant = cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
+  if (custom) {
+    const ScoreMod fn = ScoreMod::parse("attention", a.score_mod);
+    variant = runtime_variant(variant, {{"SCORE_MOD", fn.glsl()}}, "score_mod:" + fn.canonical(),
+                              "attention with a custom score function (score_mod)");
+  }
+
   // The workspace: auxiliary inputs, then the partials of the split path.
   WorkspacePlan plan;
   if (a.rope) {
@@ -736,7 +761,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
 
   const bool lse = call.outputs.size() > 1;
   Launch l;
-  l.variant = cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
+  l.variant = variant;
   l.spec = {cm ? 32u * nw : bq * kTpr,
             u32(g.D),
             bq,
@@ -766,14 +791,15 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   l.groups_y = u32(g.Hkv);
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record(l);
-  std::string variant = std::string("vulkan:attention/") +
+  std::string what = std::string("vulkan:attention/") +
                         (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_" + cm_dt + "_d" + std::to_string(D)).size())
-                         : cm ? "coopmat-nv" : "portable") + (amax ? ",bf16-staged-as-f16" : "") + ",bq=" + std::to_string(bq) +
+                         : cm ? "coopmat-nv" : "portable") + (amax ? ",bf16-staged-as-f16" : "") +
+                        (custom ? ",score_mod" : "") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
-  if (!split) return variant;
+  if (!split) return what;
 
   record_combine(*this, call, l.spec, ws, pc, rows, D);
-  return variant + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
+  return what + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
 }
 
 int64_t VulkanDevice::coopmat_quad_layout() {

@@ -9,6 +9,8 @@ struct SpirvEntry {
   const char* name;
   const uint32_t* code;
   size_t words;
+  const char* source;   // the shader it was compiled from (shaders/<source>)
+  const char* defines;  // its macro definitions, "NAME,NAME=VALUE,..." (a variant compiled again at run time)
 };
 
 extern const SpirvEntry kSpirvTable[];

@@ -56,6 +56,10 @@ struct Attrs {
   double rope_base = 10000;
   bool return_lse = false; // attention also returns the row log-sum-exp [B, Hq, Sq] (natural log)
   int64_t block_size = 0;  // block-sparse attention: the edge of the square blocks of input 'block_mask'
+  // attention: a custom score function (KERNELS.md section 5), an expression of score, b, h, i, j giving the
+  // new score (-inf masks the key), applied after soft-capping and ALiBi, before the masks; compiled into
+  // the kernel at run time (Vulkan: libshaderc). "" = none. Example: "score - 0.05 * float(abs(i - j))".
+  std::string score_mod;
 };
 
 // Device memory of a context (Context::memory_usage): bytes of live allocations now and their

@@ -203,7 +203,16 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
       ref[k].data.assign(static_cast<size_t>(numel(out_shapes[k])), 0.0);
     }
     op.reference(host, ref, attrs);
-    ctx.run(op.name, inputs, outputs, attrs);
+    try {
+      ctx.run(op.name, inputs, outputs, attrs);
+    } catch (const Error& e) {
+      // An option the device's kernels lack (a custom score function on a backend that cannot compile
+      // one): reported as unsupported with the backend's reason, as an unsupported dtype is.
+      if (e.code() != ErrorCode::Unsupported) throw;
+      r.unsupported = true;
+      r.message = e.what();
+      return finish(r);
+    }
     r.variant = ctx.last_variant();
     const double terms = op.terms(all_shapes);
     std::vector<std::vector<uint8_t>> first(outputs.size());

@@ -73,7 +73,7 @@ struct CaseOptions {
 // The outcome of one case of one op in one dtype on one context.
 struct CaseResult {
   bool pass = false;
-  bool unsupported = false;       // the device cannot run the op in this dtype; `message` says why
+  bool unsupported = false;       // the device cannot run the op in this dtype (or with these options); `message` says why
   double err = 0, err_limit = 0;  // the largest relative L2 error over the outputs, and its limit
   double worst = 0, worst_abs = 0;  // the worst element over the outputs (Comparison's units)
   int64_t worst_index = -1;
@@ -91,7 +91,8 @@ struct CaseResult {
 // the reference reads the rounded values) and compares every output with the float64 reference. Outputs
 // are poisoned with NaN bytes first, so an element never written fails. A kf::Error (or any other
 // exception) becomes a failure with its message; an op the device does not support is reported as
-// unsupported without running (unless the context was opened with allow_cpu_fallback).
+// unsupported without running (unless the context was opened with allow_cpu_fallback), and so is a call
+// the backend refuses as Unsupported for its options.
 CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vector<Shape>& shapes,
                     const std::vector<std::vector<double>>& values, const Attrs& attrs,
                     const CaseOptions& options = {});

@@ -286,7 +286,15 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   for (const auto& t : inputs) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
   call.inputs.resize(op.inputs.size());
   for (const auto& t : outputs) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
-  impl_->last_variant = impl_->device->dispatch(call);
+  try {
+    impl_->last_variant = impl_->device->dispatch(call);
+  } catch (const Error& e) {
+    // A backend refuses an option its kernels lack (Unsupported, before recording anything): the CPU
+    // fallback, when asked for, serves the call as it serves an unsupported op.
+    if (e.code() != ErrorCode::Unsupported || !impl_->options.allow_cpu_fallback) throw;
+    run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
+    impl_->last_variant = std::string("cpu-fallback (") + e.what() + ")";
+  }
 }
 
 std::vector<Tensor> Context::call(const std::string& name, const std::vector<Tensor>& inputs, const Attrs& attrs) {

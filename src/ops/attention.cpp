@@ -17,7 +17,9 @@
 // composes with every other option and the same kernel (which skips the masked tiles) serves it.
 //
 // Choices where KERNELS.md is silent (written down here and in docs):
-// - score order: s = scale q.k; soft-capping c tanh(s / c); + ALiBi bias; then masks (-inf).
+// - score order: s = scale q.k; soft-capping c tanh(s / c); + ALiBi bias; the custom score function
+//   (Attrs::score_mod, src/ops/score_mod.hpp: an expression of score, b, h, i, j; b is the sequence
+//   when packed, i and j the indices within it; -inf masks the key); then masks (-inf).
 // - window w applies on its own (without causal it masks only keys more than w - 1 behind the
 //   aligned diagonal, as FlashAttention's window_size = (w - 1, -1)); causal adds the future mask.
 // - causal, window and ALiBi use the tensor's (or the packed sequence's) Sk, not key_lengths.
@@ -41,6 +43,7 @@
 #include "ops/op_checks.hpp"
 #include "ops/parallel.hpp"
 #include "ops/reference_math.hpp"
+#include "ops/score_mod.hpp"
 
 namespace kf {
 
@@ -122,6 +125,7 @@ void reference_attention(const std::vector<HostTensor>& in, std::vector<HostTens
   const HostTensor *slopes = opt(3), *lens = opt(4), *cuq = opt(5), *cuk = opt(6), *sinks = opt(7), *bmask = opt(8);
   const bool alibi = a.alibi || slopes;
   if (g.varlen) check_cu_seqlens("attention", g, *cuq, *cuk);
+  const ScoreMod fn = a.score_mod.empty() ? ScoreMod() : ScoreMod::parse("attention", a.score_mod);
   const uint32_t thr = ref::dropout_threshold(a.p);
   const double keep_scale = 1.0 / (1.0 - a.p);
   HostTensor& o = out[0];
@@ -159,6 +163,10 @@ void reference_attention(const std::vector<HostTensor>& in, std::vector<HostTens
           double sc = dot * scale;
           if (a.softcap > 0) sc = a.softcap * std::tanh(sc / a.softcap);
           if (alibi) sc -= slope * std::fabs(double(i + off - j));
+          if (!fn.empty()) {
+            sc = fn.eval(sc, seq, h, i, j);
+            if (sc == -std::numeric_limits<double>::infinity()) continue;  // masked by the function
+          }
           s[j] = sc;
           vis[j] = 1;
           m = std::max(m, sc);
@@ -223,6 +231,11 @@ void prepare_attention_inputs(const std::vector<Shape>& shapes, const Attrs&, st
   }
 }
 
+Attrs with_mod(Attrs a, const char* fn) {
+  a.score_mod = fn;
+  return a;
+}
+
 Attrs attn(std::initializer_list<std::pair<const char*, double>> kv) {
   Attrs a;
   for (const auto& [k, x] : kv) {
@@ -251,6 +264,7 @@ std::vector<Shape> attention_infer(const OpDef& d, const std::vector<Shape>& in,
   if (a.rope && (!(a.rope_base > 0) || !std::isfinite(a.rope_base))) value_error(d, "rope_base", a.rope_base, "a positive base");
   if (!std::isfinite(a.attn_scale)) value_error(d, "attn_scale", a.attn_scale, "a finite scale (0 means 1/sqrt(D))");
   if (a.block_size < 0) value_error(d, "block_size", double(a.block_size), "a positive block edge");
+  if (!a.score_mod.empty()) ScoreMod::parse(d.name, a.score_mod);  // throws naming what is wrong
   const AttnGeometry g = attn_geometry(in);
   const auto has = [&](size_t k) { return in.size() > k && !in[k].empty(); };
   if (has(3)) expect_shape(d, in, 3, {g.Hq});
@@ -373,6 +387,17 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"s3_d8", qkv(1, 1, 1, 3, 3, 8), {}, 2},
         {"combined", {{2, 4, 17, 64}, {2, 2, 33, 64}, {2, 2, 33, 64}, {}, {2}, {}, {}, {4}},
          attn({{"causal", 1}, {"window", 12}, {"alibi", 1}, {"rope", 1}, {"softcap", 4}, {"p", 0.2}, {"lse", 1}}), 2},
+        // Custom score functions (compiled into the kernel at run time): a relative-position bias, a
+        // mask of its own (rows 0-2 see nothing: zeros, lse -inf), heads and batches scaled apart with
+        // integer arithmetic, and one combined with GQA, packed sequences, soft-capping and dropout.
+        {"s33_d64_score_mod_bias_causal", qkv(2, 2, 2, 33, 33, 64),
+         with_mod(attn({{"causal", 1}}), "score - 0.05 * float(abs(i - j))"), 2},
+        {"sq17_sk33_d64_score_mod_mask", qkv(1, 3, 3, 17, 33, 64),
+         with_mod(attn({{"lse", 1}}), "i < 3 || (i + j) % 5 == 0 ? -inf : score"), 2},
+        {"b2_h4_kv2_s17_d80_score_mod_heads", qkv(2, 4, 2, 17, 25, 80),
+         with_mod(attn({{"causal", 1}}), "score * (1.0 + 0.25 * float(h)) - float(b) * 0.5 + (j / 4 == i / 4 ? 0.3 : 0.0)"), 2},
+        {"varlen_score_mod_softcap_dropout", with(with(qkv(1, 4, 2, 40, 50, 64), 5, {4}), 6, {4}),
+         with_mod(attn({{"softcap", 3}, {"p", 0.2}, {"lse", 1}}), "b == 1 ? score : max(score, -1.5) + 0.1 * tanh(float(j - i))"), 2},
     };
     op.bench = {
         {"b4_h32_s1024_d128", qkv(4, 32, 32, 1024, 1024, 128)},

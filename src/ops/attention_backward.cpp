@@ -2,7 +2,8 @@
 // forward's output o and row log-sum-exp lse (Attrs::return_lse), as FlashAttention 2 computes them:
 //   P = exp(s - lse) (the forward's probabilities, recomputed), Z = keep / (1 - p) (the same dropout mask),
 //   dv_j = sum_i Z_ij P_ij do_i,  dP_ij = Z_ij do_i . v_j,  D_i = do_i . o_i,  dS_ij = P_ij (dP_ij - D_i),
-//   through soft-capping dt = dS (1 - tanh^2(t / c)), then dq_i = scale sum_j dt_ij k_j and
+//   through the custom score function f (Attrs::score_mod) and soft-capping dt = dS f'(s) (1 - tanh^2(t / c)),
+//   then dq_i = scale sum_j dt_ij k_j and
 //   dk_j = scale sum_i dt_ij q_i (rotated back when RoPE is on; summed over the heads that share a kv head).
 // Inputs: q, k, v, o, do, lse, then attention's optional inputs in attention's order (alibi_slopes,
 // key_lengths, cu_seqlens_q, cu_seqlens_k, sinks, block_mask); the attributes are the forward's
@@ -15,6 +16,7 @@
 #include "ops/op_checks.hpp"
 #include "ops/parallel.hpp"
 #include "ops/reference_math.hpp"
+#include "ops/score_mod.hpp"
 
 namespace kf {
 namespace {
@@ -48,6 +50,7 @@ void reference_backward(const std::vector<HostTensor>& in, std::vector<HostTenso
   std::fill(dK.data.begin(), dK.data.end(), 0.0);
   std::fill(dV.data.begin(), dV.data.end(), 0.0);
   if (g.varlen) check_cu_seqlens("attention_backward", g, *cuq, *cuk);
+  const ScoreMod fn = a.score_mod.empty() ? ScoreMod() : ScoreMod::parse("attention_backward", a.score_mod);
   const uint32_t thr = ref::dropout_threshold(a.p);
   const double keep_scale = 1.0 / (1.0 - a.p);
   // One task per (sequence, kv head): it owns dk and dv of that head and dq of its G query heads.
@@ -96,6 +99,12 @@ void reference_backward(const std::vector<HostTensor>& in, std::vector<HostTenso
               dcap = 1 - th * th;
             }
             if (alibi) s -= slope * std::fabs(double(i + off - j));
+            if (!fn.empty()) {
+              const double s0 = s;
+              s = fn.eval(s0, seq, h, i, j);
+              if (s == -std::numeric_limits<double>::infinity()) continue;  // masked by the function
+              dcap *= fn.grad(s0, seq, h, i, j);
+            }
             const double P = std::exp(s - lse);
             double Z = 1;
             if (a.p > 0)
@@ -227,6 +236,16 @@ void register_attention_backward(std::vector<OpDef>& ops) {
     Attrs bm;
     bm.block_size = 16;
     op.tests.push_back({"s65_d64_block_mask16", with(qkv(1, 2, 2, 65, 65, 64), 11, {5, 5}), bm, 2});
+    // Custom score functions: the gradient flows through f'(score) (a bias: f' = 1; a scaled tanh with a
+    // mask of its own; a per-sequence slope with packed sequences, soft-capping and dropout).
+    Attrs bias = causal, curve = mix, packed = drop;
+    bias.score_mod = "score - 0.05 * float(abs(i - j))";
+    curve.score_mod = "j % 3 == 1 ? -inf : 2.0 * tanh(0.5 * score) + 0.1 * float(h)";
+    packed.softcap = 3;
+    packed.score_mod = "b == 1 ? 1.5 * score : score - 0.02 * float(i)";
+    op.tests.push_back({"s33_d64_score_mod_bias_causal", qkv(1, 2, 2, 33, 33, 64), bias, 2});
+    op.tests.push_back({"gqa_h4_kv2_s33_d64_score_mod_tanh_mask", qkv(1, 4, 2, 33, 33, 64), curve, 2});
+    op.tests.push_back({"varlen_score_mod_softcap_dropout", with(with(qkv(1, 2, 2, 40, 50, 64), 8, {4}), 9, {4}), packed, 2});
   }
   op.bench = {{"b4_h32_s1024_d128_causal", qkv(4, 32, 32, 1024, 1024, 128), causal},
               {"b4_h32_s4096_d128", qkv(4, 32, 32, 4096, 4096, 128), {}},
