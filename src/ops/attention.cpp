@@ -411,6 +411,11 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"b4_h16_s4096_d256_causal", qkv(4, 16, 16, 4096, 4096, 256), attn({{"causal", 1}})},
         // Training's attention dropout (the Philox bits per score).
         {"b4_h32_s4096_d128_causal_dropout", qkv(4, 32, 32, 4096, 4096, 128), attn({{"causal", 1}, {"p", 0.1}})},
+        // ALiBi built in, and the same bias as a custom score function (compiled at run time): the cost of
+        // the general form.
+        {"b4_h32_s4096_d128_causal_alibi", qkv(4, 32, 32, 4096, 4096, 128), attn({{"causal", 1}, {"alibi", 1}})},
+        {"b4_h32_s4096_d128_causal_score_mod_alibi", qkv(4, 32, 32, 4096, 4096, 128),
+         with_mod(attn({{"causal", 1}}), "score - pow(2.0, -0.25 * float(h + 1)) * float(abs(i - j))")},
         {"decode_b4_h32_kv8_32k_d128", qkv(4, 32, 8, 1, 32768, 128)},
         {"decode_b1_h32_32k_d128", qkv(1, 32, 32, 1, 32768, 128)},
         {"decode_b4_h32_kv8_128k_d128", qkv(4, 32, 8, 1, 131072, 128)},

@@ -251,6 +251,13 @@ void register_attention_backward(std::vector<OpDef>& ops) {
               {"b4_h32_s4096_d128", qkv(4, 32, 32, 4096, 4096, 128), {}},
               {"b4_h32_s4096_d128_causal", qkv(4, 32, 32, 4096, 4096, 128), causal},
               {"b4_h32_s4096_d128_causal_dropout", qkv(4, 32, 32, 4096, 4096, 128), causal_drop}};
+  {  // ALiBi built in, and the same bias as a custom score function (the cost of the general form)
+    Attrs alibi = causal, fn = causal;
+    alibi.alibi = true;
+    fn.score_mod = "score - pow(2.0, -0.25 * float(h + 1)) * float(abs(i - j))";
+    op.bench.push_back({"b4_h32_s4096_d128_causal_alibi", qkv(4, 32, 32, 4096, 4096, 128), alibi});
+    op.bench.push_back({"b4_h32_s4096_d128_causal_score_mod_alibi", qkv(4, 32, 32, 4096, 4096, 128), fn});
+  }
   ops.push_back(op);
 }
 
