@@ -1295,6 +1295,31 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
                 if (!vis) sc[mt][n][e] = -INFINITY;
               }
         }
+      } else if (!p.bmask) {
+        // Soft-capping, ALiBi and the window in registers, as score_of computes them, each row's slope
+        // once a step (the scratch below took a row index, a slope and a division a score: ALiBi ran at
+        // 0.08 of this kernel's plain speed, session 20). Rows past the sequence need no mask (above).
+        using M = Math<float, T::FAST>;
+        const float cap = static_cast<float>(p.softcap);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int x = 0; x < 2; ++x) {
+            const int rr = rb + wr + 16 * mt + gq + 8 * x;
+            const float slope = p.alibi ? static_cast<float>(alibi_slope<T>(hk * p.G + rr % p.G, p)) : 0.0f;
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                const int j = j1 + n * 8 + 2 * tq + c, d = qi[mt][x] + g.off - j;  // d: distance behind the diagonal
+                const bool vis = j < g.jend && (!p.causal || d >= 0) && (p.window <= 0 || d < p.window);
+                float& sv = sc[mt][n][2 * x + c];
+                float v = sv * scale;
+                if (cap > 0.0f) v = cap * M::tanh(v / cap);
+                if (p.alibi) v -= slope * fabsf(static_cast<float>(d));
+                sv = vis ? v : -INFINITY;
+              }
+          }
       } else {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
