@@ -76,6 +76,12 @@ shared float Ms[NKG * GC];
 shared float Ls[NKG * GC];
 shared float Accs[GC * D];
 
+#if defined(SCORE_MOD)
+// The custom score function (Attrs::score_mod; see attention.comp), compiled in at run time: the one query
+// row is query 0 of its sequence.
+float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
+#endif
+
 void main() {
   const uint lid = gl_LocalInvocationID.x, lk = lid % LK, kg = lid / LK;
   const uint nchunk = (pc.G + GC - 1u) / GC;
@@ -177,6 +183,9 @@ void main() {
       float sv = s[0];
       if (SOFTCAP) sv = pc.softcap * tanh(sv / pc.softcap);
       if (ALIBI != 0u) sv -= own_slope * float(off - j);
+#if defined(SCORE_MOD)
+      sv = score_mod(sv, int(b), int(h0 + own_h), 0, j);
+#endif
       if (j >= jend) sv = NEG_INF;
       float mt = sv;
       [[unroll]] for (uint o = 1u; o < U; o <<= 1) mt = max(mt, subgroupShuffleXor(mt, o));  // the head's U lanes
@@ -204,6 +213,9 @@ void main() {
           float sv = s[g * U + u];
           if (SOFTCAP) sv = pc.softcap * tanh(sv / pc.softcap);
           if (ALIBI != 0u) sv -= slope[g] * float(off - j);
+#if defined(SCORE_MOD)
+          sv = score_mod(sv, int(b), int(h0 + g), 0, j);
+#endif
           if (j >= jend) sv = NEG_INF;
           s[g * U + u] = sv;
           mt = max(mt, sv);

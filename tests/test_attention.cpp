@@ -781,9 +781,9 @@ TEST(AttentionScoreMod, ReferenceMatchesEquivalentOptions) {
 }
 
 // A Vulkan device runs the registry's score_mod cases on its run-time-compiled kernels (the forward with
-// and without key splits, the backward; the tensor-core ones where the device has them, the portable
-// ones elsewhere), so that a missing libshaderc fails here rather than passing as "unsupported"; the
-// decode kernel, which does not take a function, refuses it when forced.
+// and without key splits, the backward, the decode kernel; the tensor-core ones where the device has
+// them, the portable ones elsewhere), so that a missing shader compiler fails here rather than passing
+// as "unsupported".
 TEST(AttentionScoreMod, VulkanCompilesAndRuns) {
   int checked = 0;
   for (const auto& d : devices()) {
@@ -806,23 +806,21 @@ TEST(AttentionScoreMod, VulkanCompilesAndRuns) {
           }
         }
     }
-    // The decode kernel does not take a function: forced, it says so before anything is written.
-    Context& c = context_for(d);
-    Tensor q = c.from_host({1, 2, 1, 16}, DType::f16, std::vector<double>(32, 0.5));
-    Tensor kv = c.from_host({1, 2, 40, 16}, DType::f16, std::vector<double>(1280, 0.25));
-    Tensor o = c.empty({1, 2, 1, 16}, DType::f16);
-    o.fill_bytes(kPoison);
-    Attrs fn;
-    fn.score_mod = "score + 1.0";
-    Context decode = tuned(d, "attn_decode=2");
-    Tensor qd = decode.from_host({1, 2, 1, 16}, DType::f16, std::vector<double>(32, 0.5));
-    Tensor kvd = decode.from_host({1, 2, 40, 16}, DType::f16, std::vector<double>(1280, 0.25));
-    Tensor od = decode.empty({1, 2, 1, 16}, DType::f16);
-    od.fill_bytes(kPoison);
-    expect_rejected(decode, [&] { decode.run("attention", {qd, kvd, kvd}, {od}, fn); }, ErrorCode::Unsupported,
-                    {"decode kernel was forced", "custom score function (score_mod)"}, {od});
-    c.run("attention", {q, kv, kv}, {o}, fn);  // the automatic choice: the flash kernel, not the decode one
-    EXPECT_NE(c.last_variant().find("attention/portable,score_mod"), std::string::npos) << c.last_variant();
+    // One query row: the decode kernel with the function (forced, and in both its forms), and the flash
+    // kernel with key splits when the decode kernel is turned off.
+    TestCase one{"decode_score_mod", qkv(2, 8, 2, 1, 200, 64), {}, 1.5};
+    one.attrs.score_mod = "(j + h) % 5 == 0 ? -inf : score + 0.01 * float(j - 3 * h)";
+    for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_decode_rs=1", "attn_decode=1,attn_split=3"}) {
+      Context ctx = tuned(d, tuning);
+      ValidationCheck vc(ctx);
+      const uint64_t seed = fresh_seed();
+      const check::CaseResult r = check::run_case(ctx, attention_op(), DType::f16, one, seed, {});
+      if (r.unsupported) continue;  // (a device without the decode kernel's subgroup operations)
+      EXPECT_TRUE(r.pass) << tuning << " (variant " << r.variant << "), seed " << seed << ":\n" << r.message;
+      const bool decode = std::string(tuning).find("attn_decode=2") != std::string::npos;
+      EXPECT_NE(r.variant.find(decode ? "attention/decode,score_mod" : "attention/portable,score_mod"), std::string::npos)
+          << tuning << ": " << r.variant;
+    }
   }
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
 }

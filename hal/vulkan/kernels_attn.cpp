@@ -117,7 +117,6 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
   else if (a.rope) why = "it does not apply RoPE";
   else if (a.p > 0) why = "it does not apply dropout";
   else if (has(8)) why = "it does not take a block mask";
-  else if (!a.score_mod.empty()) why = "it does not apply a custom score function (score_mod)";
   else if (g.D % 8 != 0 || g.D > 256) why = "it takes head dimensions that are multiples of 8 up to 256 (D = " + std::to_string(g.D) + ")";
   else if (!dev.has_variant(variant)) why = "this build has no " + variant;
   else if (!caps.subgroup_shuffle) why = "the device has no subgroup shuffles in compute shaders";
@@ -491,6 +490,13 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
     throw Error(ErrorCode::Unsupported, "attention: the decode grid 1 x " + std::to_string(gy) + " x " + std::to_string(gz) +
                                             " exceeds 65535 workgroups in a dimension");
 
+  // A custom score function: the kernel compiled again with it (before anything is recorded).
+  std::string variant = std::string("attn_decode_") + to_string(call.dtype);
+  if (!a.score_mod.empty()) {
+    const ScoreMod fn = ScoreMod::parse("attention", a.score_mod);
+    variant = dev.runtime_variant(variant, {{"SCORE_MOD", fn.glsl()}}, "score_mod:" + fn.canonical(),
+                                  "attention with a custom score function (score_mod)");
+  }
   WorkspacePlan plan;
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
   if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
@@ -522,7 +528,7 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   // scores (lk = 4 gc) unless KF_TUNE attn_decode_rs=1.
   const bool rs = dev.tuning().attn_decode_rs != 1 && dp.lk == 4 * dp.gc;
   Launch l;
-  l.variant = std::string("attn_decode_") + to_string(call.dtype);
+  l.variant = variant;
   l.spec = spec;
   l.spec.push_back(dp.lk);
   l.spec.push_back(dp.gc);
@@ -540,7 +546,8 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   dev.record(l);
 
   record_combine(dev, call, spec, ws, pc, rows, D);
-  return "vulkan:attention/decode,lk=" + std::to_string(dp.lk) + ",heads=" + std::to_string(dp.gc) +
+  return "vulkan:attention/decode" + std::string(a.score_mod.empty() ? "" : ",score_mod") + ",lk=" + std::to_string(dp.lk) +
+         ",heads=" + std::to_string(dp.gc) +
          (dp.nchunk > 1 ? "x" + std::to_string(dp.nchunk) : std::string()) + ",split=" + std::to_string(nsplit) + "x" +
          std::to_string(split_len) + (rs ? ",reduce-scatter" : "");
 }

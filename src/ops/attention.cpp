@@ -389,13 +389,16 @@ void register_attention_ops(std::vector<OpDef>& ops) {
          attn({{"causal", 1}, {"window", 12}, {"alibi", 1}, {"rope", 1}, {"softcap", 4}, {"p", 0.2}, {"lse", 1}}), 2},
         // Custom score functions (compiled into the kernel at run time): a relative-position bias, a
         // mask of its own (rows 0-2 see nothing: zeros, lse -inf), heads and batches scaled apart with
-        // integer arithmetic, and one combined with GQA, packed sequences, soft-capping and dropout.
+        // integer arithmetic, a decode-shaped call with key lengths (the decode kernel where there is one),
+        // and one combined with GQA, packed sequences, soft-capping and dropout.
         {"s33_d64_score_mod_bias_causal", qkv(2, 2, 2, 33, 33, 64),
          with_mod(attn({{"causal", 1}}), "score - 0.05 * float(abs(i - j))"), 2},
         {"sq17_sk33_d64_score_mod_mask", qkv(1, 3, 3, 17, 33, 64),
          with_mod(attn({{"lse", 1}}), "i < 3 || (i + j) % 5 == 0 ? -inf : score"), 2},
         {"b2_h4_kv2_s17_d80_score_mod_heads", qkv(2, 4, 2, 17, 25, 80),
          with_mod(attn({{"causal", 1}}), "score * (1.0 + 0.25 * float(h)) - float(b) * 0.5 + (j / 4 == i / 4 ? 0.3 : 0.0)"), 2},
+        {"sq1_sk300_d64_gqa_score_mod_decode", with(qkv(2, 4, 2, 1, 300, 64), 4, {2}),
+         with_mod(attn({{"lse", 1}}), "j % 7 == 3 ? -inf : score - 0.002 * float(h * j) + 0.1 * float(b)"), 1.5},
         {"varlen_score_mod_softcap_dropout", with(with(qkv(1, 4, 2, 40, 50, 64), 5, {4}), 6, {4}),
          with_mod(attn({{"softcap", 3}, {"p", 0.2}, {"lse", 1}}), "b == 1 ? score : max(score, -1.5) + 0.1 * tanh(float(j - i))"), 2},
     };
