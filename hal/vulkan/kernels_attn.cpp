@@ -253,6 +253,17 @@ std::vector<std::shared_ptr<Buffer>> stage_bf16_as_f16(VulkanDevice& dev, const 
   return out;
 }
 
+// The variant `base` with the call's custom score function spliced in (SCORE_MOD; SCORE_MOD_GRAD, its
+// derivative, too for the backward passes), compiled at run time once per function and variant; `base`
+// itself when there is none. Called before anything is recorded, so that a failure writes nothing.
+std::string score_mod_variant(VulkanDevice& dev, const std::string& base, const Attrs& a, const std::string& op, bool grad) {
+  if (a.score_mod.empty()) return base;
+  const ScoreMod fn = ScoreMod::parse(op, a.score_mod);
+  std::vector<std::pair<std::string, std::string>> defs = {{"SCORE_MOD", fn.glsl()}};
+  if (grad) defs.emplace_back("SCORE_MOD_GRAD", fn.glsl_grad());
+  return dev.runtime_variant(base, defs, "score_mod:" + fn.canonical(), op + " with a custom score function (score_mod)");
+}
+
 // attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
 std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
@@ -343,19 +354,13 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + tile_q - 1) / tile_q;
   if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
     throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
-  // The DKV and DQ passes; with a custom score function, compiled again at run time with it and its
-  // derivative spliced in (SCORE_MOD, SCORE_MOD_GRAD), before anything is recorded.
+  // The DKV and DQ passes (with the custom score function, if any, and its derivative).
   const std::string dt = to_string(call.dtype);
-  std::string dkv_variant = cm_quad ? cmq_dkv : cm_path ? cm_dkv : "attn_bwd_dkv_" + dt;
-  std::string dq_variant = cm_quad ? cmq_dq : cm_path ? cm_dq : "attn_bwd_dq_" + dt;
   const bool custom = !a.score_mod.empty();
-  if (custom) {
-    const ScoreMod fn = ScoreMod::parse("attention_backward", a.score_mod);
-    const std::vector<std::pair<std::string, std::string>> defs = {{"SCORE_MOD", fn.glsl()}, {"SCORE_MOD_GRAD", fn.glsl_grad()}};
-    const std::string key = "score_mod:" + fn.canonical(), what = "attention_backward with a custom score function (score_mod)";
-    dkv_variant = dev.runtime_variant(dkv_variant, defs, key, what);
-    dq_variant = dev.runtime_variant(dq_variant, defs, key, what);
-  }
+  const std::string dkv_variant =
+      score_mod_variant(dev, cm_quad ? cmq_dkv : cm_path ? cm_dkv : "attn_bwd_dkv_" + dt, a, "attention_backward", true);
+  const std::string dq_variant =
+      score_mod_variant(dev, cm_quad ? cmq_dq : cm_path ? cm_dq : "attn_bwd_dq_" + dt, a, "attention_backward", true);
   WorkspacePlan plan;
   if (a.rope) {
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
@@ -490,13 +495,7 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
     throw Error(ErrorCode::Unsupported, "attention: the decode grid 1 x " + std::to_string(gy) + " x " + std::to_string(gz) +
                                             " exceeds 65535 workgroups in a dimension");
 
-  // A custom score function: the kernel compiled again with it (before anything is recorded).
-  std::string variant = std::string("attn_decode_") + to_string(call.dtype);
-  if (!a.score_mod.empty()) {
-    const ScoreMod fn = ScoreMod::parse("attention", a.score_mod);
-    variant = dev.runtime_variant(variant, {{"SCORE_MOD", fn.glsl()}}, "score_mod:" + fn.canonical(),
-                                  "attention with a custom score function (score_mod)");
-  }
+  const std::string variant = score_mod_variant(dev, std::string("attn_decode_") + to_string(call.dtype), a, "attention", false);
   WorkspacePlan plan;
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
   if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
@@ -713,15 +712,11 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535)
     throw Error(ErrorCode::Unsupported, "attention: the grid exceeds 65535 workgroups in a dimension");
 
-  // A custom score function: the chosen kernel compiled again at run time with the function spliced in
-  // (SCORE_MOD), once per function and variant, before anything is recorded (a failure writes nothing).
+  // The chosen kernel (with the custom score function, if any).
   const bool custom = !a.score_mod.empty();
-  std::string variant = cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype);
-  if (custom) {
-    const ScoreMod fn = ScoreMod::parse("attention", a.score_mod);
-    variant = runtime_variant(variant, {{"SCORE_MOD", fn.glsl()}}, "score_mod:" + fn.canonical(),
-                              "attention with a custom score function (score_mod)");
-  }
+  const std::string variant =
+      score_mod_variant(*this, cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype), a,
+                        "attention", false);
 
   // The workspace: auxiliary inputs, then the partials of the split path.
   WorkspacePlan plan;
