@@ -57,7 +57,13 @@ def main():
                 q = torch.randn(qs, device=dev, dtype=dt)
                 k = torch.randn(ks, device=dev, dtype=dt)
                 v = torch.randn(ks, device=dev, dtype=dt)
-                causal = bool(r.get("attrs", {}).get("causal", False)) or "causal" in r["case"]
+                attrs = r.get("attrs", {})
+                # Options scaled_dot_product_attention has no form of (ALiBi, soft-capping, a window, a custom
+                # score function): not timed, rather than timed as another computation.
+                other = [o for o in ("alibi", "softcap", "window", "score_mod") if attrs.get(o)]
+                if other or any(o in r["case"] for o in ("alibi", "softcap", "window", "score_mod")):
+                    raise ValueError("not comparable: sdpa has no " + ", ".join(other or ["option of this case"]))
+                causal = bool(attrs.get("causal", False)) or "causal" in r["case"]
                 gqa = qs[1] != ks[1]
                 # bottom-right causal alignment (KERNELS.md) equals torch's top-left one when Sq == Sk;
                 # for Sq = 1 (decode) causal masks nothing.

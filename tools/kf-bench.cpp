@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
                       {"attrs", {{"p", bc.attrs.p}, {"seed", bc.attrs.seed}, {"offset", bc.attrs.offset},
                                  {"scale", bc.attrs.scale}, {"act", bc.attrs.act}, {"causal", bc.attrs.causal},
                                  {"stride", bc.attrs.stride}, {"padding", bc.attrs.padding},
-                                 {"dilation", bc.attrs.dilation}, {"groups", bc.attrs.groups}}},
+                                 {"dilation", bc.attrs.dilation}, {"groups", bc.attrs.groups}, {"window", bc.attrs.window},
+                                 {"alibi", bc.attrs.alibi}, {"softcap", bc.attrs.softcap}, {"score_mod", bc.attrs.score_mod}}},
                       {"ms", ms}, {"bytes", cost.bytes}, {"flops", cost.flops}, {"gbs", gbs}, {"tflops", tflops},
                       {"fraction_of_copy", gbs / copy_gbs}, {"variant", variant}};
             if (op.family == Family::Matmul && peak_tflops > 0) r["fraction_of_matrix_peak"] = tflops / peak_tflops;
