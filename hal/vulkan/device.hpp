@@ -172,6 +172,10 @@ class VulkanDevice final : public Device {
   // time the name is asked for, then kept for the device's life. Throws (writing nothing) when it cannot.
   std::string runtime_variant(const std::string& base, const std::vector<std::pair<std::string, std::string>>& extra,
                               const std::string& key, const std::string& what);
+  // Whether runtime_variant has compiled `base` + "#" + `key` already.
+  bool has_runtime_variant(const std::string& base, const std::string& key) const {
+    return runtime_spirv_.count(base + "#" + key) != 0;
+  }
 
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
@@ -216,7 +220,7 @@ class VulkanDevice final : public Device {
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   std::unordered_map<std::string, VkShaderModule> modules_;
   std::unordered_map<std::string, VkPipeline> pipelines_;
-  std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // ensure_runtime_variant
+  std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // runtime_variant
 
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t next_query_ = 0;

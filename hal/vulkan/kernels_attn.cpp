@@ -254,14 +254,18 @@ std::vector<std::shared_ptr<Buffer>> stage_bf16_as_f16(VulkanDevice& dev, const 
 }
 
 // The variant `base` with the call's custom score function spliced in (SCORE_MOD; SCORE_MOD_GRAD, its
-// derivative, too for the backward passes), compiled at run time once per function and variant; `base`
-// itself when there is none. Called before anything is recorded, so that a failure writes nothing.
+// derivative, too for the backward passes), compiled at run time once per function text and variant;
+// `base` itself when there is none. Keyed by the text as given, so that a repeated call (each decode
+// step) neither parses it nor prints its GLSL again. Called before anything is recorded, so that a
+// failure writes nothing.
 std::string score_mod_variant(VulkanDevice& dev, const std::string& base, const Attrs& a, const std::string& op, bool grad) {
   if (a.score_mod.empty()) return base;
+  const std::string key = "score_mod:" + a.score_mod;
+  if (dev.has_runtime_variant(base, key)) return base + "#" + key;
   const ScoreMod fn = ScoreMod::parse(op, a.score_mod);
   std::vector<std::pair<std::string, std::string>> defs = {{"SCORE_MOD", fn.glsl()}};
   if (grad) defs.emplace_back("SCORE_MOD_GRAD", fn.glsl_grad());
-  return dev.runtime_variant(base, defs, "score_mod:" + fn.canonical(), op + " with a custom score function (score_mod)");
+  return dev.runtime_variant(base, defs, key, op + " with a custom score function (score_mod)");
 }
 
 // attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.

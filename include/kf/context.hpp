@@ -58,7 +58,7 @@ struct Attrs {
   int64_t block_size = 0;  // block-sparse attention: the edge of the square blocks of input 'block_mask'
   // attention: a custom score function (KERNELS.md section 5), an expression of score, b, h, i, j giving the
   // new score (-inf masks the key), applied after soft-capping and ALiBi, before the masks; compiled into
-  // the kernel at run time (Vulkan: libshaderc). "" = none. Example: "score - 0.05 * float(abs(i - j))".
+  // the kernel at run time (Vulkan: shaderc; CUDA refuses it as Unsupported). "" = none. Example: "score - 0.05 * float(abs(i - j))".
   std::string score_mod;
 };
 

@@ -54,7 +54,7 @@ class ScoreMod {
   double grad(double score, int64_t b, int64_t h, int64_t i, int64_t j) const;  // d result / d score
   std::string glsl() const;       // GLSL expression (float) of `float score`, `int b, h, i, j`
   std::string glsl_grad() const;  // GLSL expression (float) of the derivative in score
-  std::string canonical() const;  // a normalized, fully parenthesized form (a cache key; equal for equal ASTs)
+  std::string canonical() const;  // a normalized, fully parenthesized form (equal for equal ASTs)
 
  private:
   struct Node;
