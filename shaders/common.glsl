@@ -21,7 +21,7 @@
   layout(std430, binding = B) access buffer name##_V { uvec4 v[]; } name##_v; \
   layout(std430, binding = B) access buffer name##_W { uint w[]; } name##_w;
 
-#if defined(DT_BF16)
+#if defined(DT_BF16) || defined(ODT_BF16)  // (ODT_*: out_dtype.glsl)
 float bf16_lo(uint w) { return uintBitsToFloat(w << 16); }
 float bf16_hi(uint w) { return uintBitsToFloat(w & 0xffff0000u); }
 uint to_bf16(float f) {  // round to nearest even, NaN kept quiet

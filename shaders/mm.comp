@@ -5,8 +5,10 @@
 // from 16-deep slices staged in shared memory; each invocation owns a 4 x 4 register block of
 // outputs (rows ty + 16 i, columns tx + 16 j, so that shared-memory reads are conflict-free).
 // Accumulation is in f32 whatever the storage dtype. DROPOUT (linear_dropout, ffn's hidden layer)
-// drops act(..) with the Philox mask of KERNELS.md, element index = the output's linear index.
+// drops act(..) with the Philox mask of KERNELS.md, element index = the output's linear index. The
+// residual and C have the output dtype of out_dtype.glsl (Attrs::out_dtype), A, B and the bias the inputs'.
 #include "common.glsl"
+#include "out_dtype.glsl"
 #include "activations.glsl"
 #include "philox.glsl"
 
@@ -86,11 +88,7 @@ void main() {
   // whole words (pairs of columns) when N is even.
   [[unroll]] for (uint i = 0; i < 4u; ++i) [[unroll]] for (uint j = 0; j < 4u; ++j) Cs[ty + 16u * i][tx + 16u * j] = acc[i][j];
   barrier();
-#if defined(DT_F16) || defined(DT_BF16)
-  const bool pairs = (pc.N % 2u) == 0u;
-#else
-  const bool pairs = false;
-#endif
+  const bool pairs = OUT_HALF && (pc.N % 2u) == 0u;
   for (uint e = lid; e < BM * BN / 2u; e += 256u) {
     const uint m = e / (BN / 2u), n = 2u * (e % (BN / 2u)), gm = m0 + m;
     if (gm >= pc.M) continue;
@@ -106,21 +104,17 @@ void main() {
           const uvec4 r = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
           x = (r[i & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
         }
-        if (HAS_RES) x += float(LOAD_ELEM(RES, c_base + gm * pc.N + gn));
-        if (ACC_OUT) x += float(LOAD_ELEM(C, c_base + gm * pc.N + gn));
+        if (HAS_RES) x += LOAD_OUT(RES, c_base + gm * pc.N + gn);
+        if (ACC_OUT) x += LOAD_OUT(C, c_base + gm * pc.N + gn);
       }
       v[h] = x;
     }
     const uint idx = c_base + gm * pc.N + n0 + n;
     if (pairs) {
-#if defined(DT_F16)
-      if (n0 + n < pc.N) C_w.w[idx >> 1] = packHalf2x16(vec2(v[0], v[1]));
-#elif defined(DT_BF16)
-      if (n0 + n < pc.N) C_w.w[idx >> 1] = pack_bf16x2(v[0], v[1]);
-#endif
+      if (n0 + n < pc.N) C_w.w[idx >> 1] = OUT_PAIR(v[0], v[1]);
     } else {
       [[unroll]] for (uint h = 0; h < 2u; ++h)
-        if (n0 + n + h < pc.N) STORE_ELEM(C, idx + h, FT(v[h]));
+        if (n0 + n + h < pc.N) STORE_OUT(C, idx + h, v[h]);
     }
   }
 }

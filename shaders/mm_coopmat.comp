@@ -23,6 +23,7 @@
 #define DT_F16
 #endif
 #include "common.glsl"
+#include "out_dtype.glsl"  // the residual and C: Attrs::out_dtype (OUT_BF16 above is the inputs' bf16)
 #include "activations.glsl"
 #include "philox.glsl"
 
@@ -239,7 +240,7 @@ void main() {
   // Epilogue: each 16 x 16 accumulator goes through this subgroup's staging tile; lane l handles
   // row l / 2, columns 8 (l % 2) .. + 7, written as pairs of halves when N is even.
   const uint cbase = bz * pc.stride_c;
-  const bool pairs = (pc.N % 2u) == 0u;
+  const bool pairs = OUT_HALF && (pc.N % 2u) == 0u;
   const uint stage_tile = sg * 64u;
   [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j) {
     coopMatStoreNV(acc[i][j], As, stage_tile, 4u, false);
@@ -273,8 +274,8 @@ void main() {
           const uvec4 w = q == 0u ? dw[0] : q == 1u ? dw[1] : dw[2];
           x = (w[e & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
         }
-        if (HAS_RES) x += LOAD_ELEM(RES, cbase + gm * pc.N + gn);
-        if (ACC_OUT) x += LOAD_ELEM(C, cbase + gm * pc.N + gn);
+        if (HAS_RES) x += LOAD_OUT(RES, cbase + gm * pc.N + gn);
+        if (ACC_OUT) x += LOAD_OUT(C, cbase + gm * pc.N + gn);
       }
       v[h] = x;
     }
@@ -283,14 +284,10 @@ void main() {
       [[unroll]] for (uint h = 0; h < 8u; h += 2u) {
         const uint gn = gn0 + h, idx = cbase + gm * pc.N + gn;
         if (pairs && gn < pc.N) {
-#if defined(OUT_BF16)
-          C_w.w[idx >> 1] = pack_bf16x2(v[h], v[h + 1u]);
-#else
-          C_w.w[idx >> 1] = packHalf2x16(vec2(v[h], v[h + 1u]));
-#endif
+          C_w.w[idx >> 1] = OUT_PAIR(v[h], v[h + 1u]);
         } else if (!pairs) {
-          if (gn < pc.N) STORE_ELEM(C, idx, v[h]);
-          if (gn + 1u < pc.N) STORE_ELEM(C, idx + 1u, v[h + 1u]);
+          if (gn < pc.N) STORE_OUT(C, idx, v[h]);
+          if (gn + 1u < pc.N) STORE_OUT(C, idx + 1u, v[h + 1u]);
         }
       }
     }

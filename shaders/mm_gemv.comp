@@ -10,6 +10,7 @@
 // adds them in split order (0, 1, 2, ...) and applies the epilogue: deterministic, no atomics.
 // Rows of A beyond MT are covered by gl_WorkGroupID.y (W is then streamed once per MT rows).
 #include "common.glsl"
+#include "out_dtype.glsl"  // the residual and C: Attrs::out_dtype
 #include "activations.glsl"
 #include "philox.glsl"
 
@@ -56,8 +57,8 @@ void store_out(uint m, uint n, float v) {
     const uvec4 r = philox4x32_10(uvec4(i >> 2, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
     v = (r[i & 3u] >> 8) >= pc.thr ? v * pc.keep_scale : 0.0;
   }
-  if (HAS_RES) v += float(LOAD_ELEM(RES, i));
-  STORE_ELEM(C, i, FT(v));
+  if (HAS_RES) v += LOAD_OUT(RES, i);
+  STORE_OUT(C, i, v);
 }
 
 shared float red[16 * 256];  // [row][m][lane]: ROWS x 16 x LANES

@@ -1315,7 +1315,7 @@ std::vector<std::vector<double>> op_outputs(Context& ctx, const OpDef& op, const
   if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);
   std::vector<Tensor> in;
   for (size_t k = 0; k < tc.inputs.size(); ++k)
-    in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, t), values[k]));
+    in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, t, tc.attrs), values[k]));
   const std::vector<Tensor> out = ctx.call(op.name, in, tc.attrs);
   variant = ctx.last_variant();
   std::vector<std::vector<double>> v;

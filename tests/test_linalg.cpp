@@ -167,6 +167,44 @@ TEST_P(Linalg, FfnVariantAndDeterminism) {
   EXPECT_NE(r.variant.find("; linear: "), std::string::npos) << r.variant;
 }
 
+// Attrs::out_dtype: the output (and the residual) in the output dtype, the bias in the inputs'; other ops
+// reject the attribute; nothing is written and the context stays usable. Context::call allocates the
+// output in it; the CUDA backend refuses it (Unsupported) until its epilogues store another dtype.
+TEST_P(Linalg, OutputDtypeErrors) {
+  if (std::string why; !ctx_->supports("linear", DType::f16, &why)) GTEST_SKIP() << why;
+  Tensor x = t({3, 8}, DType::f16), W = t({5, 8}, DType::f16), b = t({5}, DType::f16);
+  Attrs a;
+  a.out_dtype = DType::f32;
+  Tensor y16 = poisoned({3, 5}, DType::f16), y = poisoned({3, 5});
+  expect_error([&] { ctx_->run("linear", {x, W, b}, {y16}, a); }, ErrorCode::DType,
+               {"linear", "output 'y'", "f16", "expected f32 (out_dtype)"}, y16);
+  expect_error([&] { ctx_->run("linear", {x, W, b, t({3, 5}, DType::f16)}, {y}, a); }, ErrorCode::DType,
+               {"linear", "'residual'", "f16", "must be f32"}, y);
+  expect_error([&] { ctx_->run("linear", {x, W, t({5})}, {y}, a); }, ErrorCode::DType, {"linear", "'bias'", "f32"}, y);
+  expect_error([&] { ctx_->run("matmul", {x, t({8, 5}, DType::f16), Tensor(), t({3, 5}, DType::bf16)}, {y}, a); },
+               ErrorCode::DType, {"matmul", "'residual'", "bf16"}, y);
+  Tensor z = poisoned({3, 8}, DType::f16);
+  expect_error([&] { ctx_->run("add_relu", {x, x}, {z}, a); }, ErrorCode::InvalidArgument, {"add_relu", "'out_dtype'"}, z);
+  Attrs bad;
+  bad.out_dtype = DType::i32;
+  Tensor yi = poisoned({3, 5}, DType::i32);
+  expect_error([&] { ctx_->run("linear", {x, W}, {yi}, bad); }, ErrorCode::DType, {"linear", "'out_dtype'", "i32"}, yi);
+  // The context is still usable: the same call, well formed.
+  std::vector<Tensor> out;
+  try {
+    out = ctx_->call("linear", {x, W, b, t({3, 5})}, a);
+  } catch (const Error& e) {
+    ASSERT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+    EXPECT_TRUE(ctx_->backend() == "cuda" || ctx_->backend() == "hip") << e.what();
+    EXPECT_NE(std::string(e.what()).find("output dtype"), std::string::npos) << e.what();
+    return;
+  }
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dtype(), DType::f32);
+  EXPECT_NE(ctx_->last_variant().find(ctx_->backend() == "vulkan" ? ",out-f32" : "cpu"), std::string::npos)
+      << ctx_->last_variant();
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Linalg, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return sanitize(i.param.tag); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Linalg);
@@ -196,6 +234,47 @@ TEST(LinalgPaths, FfnOnEachMatrixPath) {
           EXPECT_TRUE(r.pass) << name << " " << tune << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
           EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : coopmat ? "coopmat" : "gemv"), std::string::npos)
               << r.variant;
+        }
+      }
+    }
+  }
+}
+
+// Attrs::out_dtype on each Vulkan matrix path (tiled, few rows, split-K, tensor cores where the device
+// has them) for every pair of different input and output dtypes, within the output dtype's tolerance: an
+// f32 output of 16-bit inputs must hold f32's precision (a store rounded to f16 first fails it), bias and
+// residual included. The registry's out_* cases cover the automatic choice.
+TEST(LinalgPaths, OutputDtypeOnEachMatrixPath) {
+  const std::vector<DType> dts = {DType::f32, DType::f16, DType::bf16};
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    for (const std::string tune : {"mm_path=1", "mm_path=3", "mm_path=3,mm_splitk=3", "mm_path=2"}) {
+      ContextOptions o = options_for(d);
+      o.tuning = tune;
+      Context ctx = Context::create(o);
+      const bool coopmat = tune == "mm_path=2", gemv = tune.rfind("mm_path=3", 0) == 0;
+      bool no_tensor_cores = false;
+      for (DType in : dts) {
+        for (DType out : dts) {
+          if (in == out || (coopmat && in == DType::f32) || no_tensor_cores) continue;
+          TestCase lin{"linear", {{5, 64}, {48, 64}, {48}, {5, 48}}, {}, 1};
+          lin.attrs.act = kActGelu;
+          lin.attrs.out_dtype = out;
+          TestCase mm{"matmul", {{2, 16, 32}, {2, 32, 24}, {24}, {2, 16, 24}}, {}, 1};
+          mm.attrs.act = kActSilu;
+          mm.attrs.out_dtype = out;
+          for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"linear", lin}, {"matmul", mm}}) {
+            if (gemv && name == "matmul") continue;  // the few-rows kernel serves linear's layout only
+            const auto r = check::run_case(ctx, get_op(name), in, tc, fresh_seed());
+            if (coopmat && r.message.find("cooperative-matrix path was forced") != std::string::npos) {
+              no_tensor_cores = true;
+              break;
+            }
+            const std::string what = name + " " + tune + " " + to_string(in) + " -> " + to_string(out);
+            EXPECT_TRUE(r.pass) << what << ": " << r.message << " seed " << r.seed;
+            EXPECT_NE(r.variant.find(coopmat ? "coopmat" : gemv ? "gemv" : "portable"), std::string::npos) << what << ": " << r.variant;
+            EXPECT_NE(r.variant.find(",out-" + std::string(to_string(out))), std::string::npos) << what << ": " << r.variant;
+          }
         }
       }
     }

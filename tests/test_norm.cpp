@@ -41,7 +41,7 @@ TEST_P(Norm, BadEpsIsRejected) {
     const TestCase& tc = op.tests.front();
     std::vector<Tensor> in;
     for (size_t k = 0; k < tc.inputs.size(); ++k)
-      in.push_back(tc.inputs[k].empty() ? Tensor() : values(tc.inputs[k], op.input_dtype(k, DType::f32)));
+      in.push_back(tc.inputs[k].empty() ? Tensor() : values(tc.inputs[k], op.input_dtype(k, DType::f32, tc.attrs)));
     std::vector<Shape> shapes = tc.inputs;
     shapes.resize(op.inputs.size());
     std::vector<Tensor> out;

@@ -84,7 +84,7 @@ TEST_P(Unfused, ChainMatchesFusedOp) {
       if (op.prepare_inputs) op.prepare_inputs(tc.inputs, tc.attrs, values);  // class indices (int32 inputs)
       std::vector<Tensor> in;
       for (size_t k = 0; k < tc.inputs.size(); ++k)
-        in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, dtype), values[k]));
+        in.push_back(tc.inputs[k].empty() ? Tensor() : ctx.from_host(tc.inputs[k], op.input_dtype(k, dtype, tc.attrs), values[k]));
       std::vector<Shape> shapes = tc.inputs;
       shapes.resize(op.inputs.size());
       const auto out_shapes = op.infer(op, shapes, tc.attrs);

@@ -110,7 +110,7 @@ std::string utc_now() {
 // driver has unloaded).
 using TensorCache = std::map<std::string, Tensor>;
 std::vector<Tensor> random_inputs(Context& ctx, TensorCache& cache, const std::vector<Shape>& shapes, DType op_dtype,
-                                  const OpDef* op = nullptr) {
+                                  const OpDef* op = nullptr, const Attrs& attrs = {}) {
   std::vector<Tensor> in;
   for (size_t k = 0; k < shapes.size(); ++k) {
     const Shape& s = shapes[k];
@@ -118,7 +118,7 @@ std::vector<Tensor> random_inputs(Context& ctx, TensorCache& cache, const std::v
       in.emplace_back();
       continue;
     }
-    const DType dtype = op ? op->input_dtype(k, op_dtype) : op_dtype;
+    const DType dtype = op ? op->input_dtype(k, op_dtype, attrs) : op_dtype;
     const bool index = dtype == DType::i32;
     const bool nonneg = op && std::find(op->nonneg_inputs.begin(), op->nonneg_inputs.end(), int(k)) != op->nonneg_inputs.end();
     const double classes = static_cast<double>(shapes[0].back());
@@ -272,10 +272,10 @@ int main(int argc, char** argv) {
                           op_cost(op, dtype, all, &bc.attrs).flops * 1e-9);
               continue;
             }
-            auto in = random_inputs(ctx, inputs, shapes, dtype, &op);
+            auto in = random_inputs(ctx, inputs, shapes, dtype, &op, bc.attrs);
             std::vector<Tensor> out;
             const auto out_shapes = op.infer(op, all, bc.attrs);
-            for (size_t k = 0; k < out_shapes.size(); ++k) out.push_back(output(ctx, outputs, out_shapes[k], dtype, k));
+            for (size_t k = 0; k < out_shapes.size(); ++k) out.push_back(output(ctx, outputs, out_shapes[k], op.output_dtype(dtype, bc.attrs), k));
             // In-place ops (the optimizers, OpDef::in_place) are timed as they are used: each such output is
             // its input (given separate outputs, a backend copies the inputs first).
             for (const auto& [ok, ik] : op.in_place) out[static_cast<size_t>(ok)] = in[static_cast<size_t>(ik)];

@@ -80,7 +80,7 @@ class CpuDevice final : public Device {
       in[k].data.resize(static_cast<size_t>(a.numel));
       const unsigned char* src = bytes_of(a.buffer);
       double* dst = in[k].data.data();
-      const DType tk = call.op->input_dtype(k, t);  // an input pinned to i32 (class indices)
+      const DType tk = call.op->input_dtype(k, t, call.attrs);  // i32 class indices; the residual in out_dtype
       const size_t esk = dtype_size(tk);
       parallel_for(a.numel, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) dst[i] = load_element(tk, src + i * esk);
@@ -91,11 +91,13 @@ class CpuDevice final : public Device {
       out[k].data.assign(static_cast<size_t>(call.outputs[k].numel), 0.0);
     }
     call.op->reference(in, out, call.attrs);
+    const DType to = call.op->output_dtype(t, call.attrs);  // Attrs::out_dtype (linear, matmul)
+    const size_t eso = dtype_size(to);
     for (size_t k = 0; k < call.outputs.size(); ++k) {
       unsigned char* dst = bytes_of(call.outputs[k].buffer);
       const double* src = out[k].data.data();
       parallel_for(call.outputs[k].numel, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) store_element(t, dst + i * es, src[i]);
+        for (int64_t i = b; i < e; ++i) store_element(to, dst + i * eso, src[i]);
       });
     }
     return "cpu:f64-reference";

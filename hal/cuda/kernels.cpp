@@ -961,13 +961,13 @@ bool CudaDevice::supports(const OpDef& op, DType dtype, std::string* why) const 
   if (!dt_of(dtype, &dt)) return no("no " + api + " kernel for " + op.name + " in " + to_string(dtype));
   if ((e.kern == Kern::Matmul || e.kern == Kern::Lce) && !matmul_supported(why)) return false;
   for (size_t k = 0; k < op.inputs.size(); ++k) {  // the kernels read every input in the op's dtype
-    if (e.kern == Kern::Xent && k == 1 && op.input_dtype(k, dtype) == DType::i32) continue;  // the targets
-    if (e.kern == Kern::Lce && k == 2 && op.input_dtype(k, dtype) == DType::i32) continue;
+    if (e.kern == Kern::Xent && k == 1 && op.input_dtype(k, dtype, Attrs{}) == DType::i32) continue;  // the targets
+    if (e.kern == Kern::Lce && k == 2 && op.input_dtype(k, dtype, Attrs{}) == DType::i32) continue;
     // embedding's tokens; attention's key lengths, cu_seqlens and block mask
-    if ((e.kern == Kern::Embedding || e.kern == Kern::Attention) && op.input_dtype(k, dtype) == DType::i32) continue;
-    if (op.input_dtype(k, dtype) != dtype)
+    if ((e.kern == Kern::Embedding || e.kern == Kern::Attention) && op.input_dtype(k, dtype, Attrs{}) == DType::i32) continue;
+    if (op.input_dtype(k, dtype, Attrs{}) != dtype)
       return no("the " + api + " kernel for " + op.name + " reads input '" + op.inputs[k] + "' as " +
-                to_string(dtype) + ", the registry declares " + to_string(op.input_dtype(k, dtype)));
+                to_string(dtype) + ", the registry declares " + to_string(op.input_dtype(k, dtype, Attrs{})));
   }
   return true;
 }
@@ -980,6 +980,12 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
   const TensorArg& out = call.outputs[0];
   const std::string prefix = std::string(kBackend) + ":";
+  // Attrs::out_dtype (linear / matmul storing another dtype than the inputs'): no CUDA epilogue stores it
+  // yet; Context::run serves the call on the CPU when allow_cpu_fallback is set.
+  if (op.output_dtype(call.dtype, call.attrs) != call.dtype)
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": an output dtype (" +
+                                            to_string(*call.attrs.out_dtype) + ") other than the inputs' (" +
+                                            to_string(call.dtype) + ") has no " + kBackend + " kernel yet");
   make_current();
 
   if (entry.kern != Kern::Eltwise && entry.kern != Kern::Rows)

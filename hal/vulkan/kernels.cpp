@@ -2,6 +2,7 @@
 // specialization constants, push constants and grid. Capabilities decide the variant (subgroup
 // reductions where the device has them); an op without a variant is reported unsupported with why.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -283,6 +284,19 @@ void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const 
   }
 }
 
+std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base) {
+  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
+  if (odt == call.dtype) return base;
+  const std::string what = call.op->name + " storing " + to_string(odt) + " from " + to_string(call.dtype) + " inputs";
+  if (odt == DType::f64)
+    throw Error(ErrorCode::Unsupported, what + ": no Vulkan kernel stores f64 from 16- or 32-bit inputs");
+  std::string def = std::string("ODT_") + to_string(odt);
+  for (char& c : def) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string key = std::string("out_dtype:") + to_string(odt);
+  if (dev.has_runtime_variant(base, key)) return base + "#" + key;
+  return dev.runtime_variant(base, {{def, ""}}, key, what + " (out_dtype)");
+}
+
 // linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
 // applies, else the portable tiled kernel (shaders/mm.comp).
 std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* scaled_b) {
@@ -350,7 +364,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
     pc.scale_stride_b = b_batched ? static_cast<uint32_t>(N) : 0u;
   }
   Launch l;
-  l.variant = coopmat ? cm_variant : variant_name(*call.op, call.dtype, false);
+  l.variant = out_dtype_variant(*this, call, coopmat ? cm_variant : variant_name(*call.op, call.dtype, false));
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
   if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
@@ -366,8 +380,10 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
   l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
   record(l);
-  if (!coopmat) return "vulkan:mm/portable-tiled-64x64";
-  std::string v = std::string("vulkan:mm/coopmat-nv-") + cfg.label;
+  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
+  const std::string out = odt == call.dtype ? "" : std::string(",out-") + to_string(odt);
+  if (!coopmat) return "vulkan:mm/portable-tiled-64x64" + out;
+  std::string v = std::string("vulkan:mm/coopmat-nv-") + cfg.label + out;
   if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";
   if (bf16 && scaled_b) v += ",b-preconverted";
   return v;

@@ -97,4 +97,11 @@ struct MatmulPush {
 // it gives.
 std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, uint32_t* bm, uint32_t* bn);
 
+// The variant of a matrix kernel (mm.comp, mm_coopmat.comp, mm_gemv.comp) that stores the call's output
+// dtype (Attrs::out_dtype): `base` itself when it is the inputs', else `base` compiled at run time with
+// ODT_<dtype> (shaders/out_dtype.glsl; kernels.cpp). An f64 output of 16- or 32-bit inputs has no kernel
+// (Unsupported), nor has any on a build without a shader compiler.
+class VulkanDevice;
+std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base);
+
 }  // namespace kf::hal::vk

@@ -320,7 +320,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   const std::string variant = "mm_gemv_" + std::string(to_string(call.dtype));
   const bool partial = splits > 1;
   Launch l;
-  l.variant = variant;
+  l.variant = out_dtype_variant(*this, call, variant);
   l.spec = {256u, mt, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act), wide ? 1u : 0u,
             0u, partial ? 1u : 0u, drop ? 1u : 0u, rows};
   l.bindings[0] = call.inputs[0].buffer;
@@ -343,7 +343,9 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
     c.groups_z = 1;
     record(c);
   }
-  return "vulkan:mm/gemv-splitk" + std::to_string(splits) + ",rows" + std::to_string(rows) + (wide ? ",16B-packs" : ",scalar");
+  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
+  return "vulkan:mm/gemv-splitk" + std::to_string(splits) + ",rows" + std::to_string(rows) + (wide ? ",16B-packs" : ",scalar") +
+         (odt == call.dtype ? "" : std::string(",out-") + to_string(odt));
 }
 
 }  // namespace kf::hal::vk

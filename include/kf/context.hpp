@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct Attrs {
   double scale = 1;        // softmax / log_softmax scale
   double eps = 0;          // normalization epsilon (0 means the op's default)
   int64_t act = 0;         // linear / matmul epilogue activation: see kf::Activation
+  // linear, linear_dropout, matmul: the dtype the epilogue stores (y, and the residual it reads), when it
+  // is not the inputs' (f16 or bf16 inputs with an f32 output, ...); empty = the inputs' dtype. Other ops
+  // reject it.
+  std::optional<DType> out_dtype;
   int64_t groups = 1;      // group_norm: channel groups (the channels a multiple of it); conv2d*: as
                            // torch.nn.Conv2d's groups (input and output channels multiples of it)
   // conv2d, conv2d_bn_relu, conv2d_gelu_dropout, depthwise_pointwise (its depthwise conv): {height, width},

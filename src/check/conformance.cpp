@@ -186,7 +186,7 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
         inputs.emplace_back();
         continue;
       }
-      Tensor t = ctx.from_host(shapes[k], op.input_dtype(k, dtype), values.at(k));  // i32 where pinned
+      Tensor t = ctx.from_host(shapes[k], op.input_dtype(k, dtype, attrs), values.at(k));  // i32 where pinned
       host[k].shape = shapes[k];
       host[k].data = t.to_double();  // the values rounded to the dtype: the reference reads the same
       inputs.push_back(t);
@@ -194,10 +194,12 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
     std::vector<Shape> all_shapes = shapes;
     all_shapes.resize(op.inputs.size());
     const auto out_shapes = op.infer(op, all_shapes, attrs);
+    // The outputs' dtype (Attrs::out_dtype where the op takes one): their tolerance is that dtype's.
+    const DType odt = op.output_dtype(dtype, attrs);
     std::vector<Tensor> outputs;
     std::vector<HostTensor> ref(out_shapes.size());
     for (size_t k = 0; k < out_shapes.size(); ++k) {
-      outputs.push_back(ctx.empty(out_shapes[k], dtype));
+      outputs.push_back(ctx.empty(out_shapes[k], odt));
       outputs.back().fill_bytes(0xFF);
       ref[k].shape = out_shapes[k];
       ref[k].data.assign(static_cast<size_t>(numel(out_shapes[k])), 0.0);
@@ -221,7 +223,7 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
       const std::vector<double>* state = nullptr;  // the input this output updates in place, if any
       for (const auto& [o, i] : op.in_place)
         if (o == static_cast<int>(k) && static_cast<size_t>(i) < host.size()) state = &host[i].data;
-      const Comparison c = compare(to_doubles(first[k], dtype), ref[k].data, dtype, terms, options.tolerance_scale, state);
+      const Comparison c = compare(to_doubles(first[k], odt), ref[k].data, odt, terms, options.tolerance_scale, state);
       if (k == 0 || c.err > r.err) r.err = c.err, r.err_limit = c.err_limit;
       if (k == 0 || c.worst > r.worst) {
         r.worst = c.worst;
@@ -237,11 +239,11 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
       // Reductions add in a fixed order (ARCHITECTURE.md principle 8): the same inputs give the same bits.
       std::vector<Tensor> again;
       for (const auto& s : out_shapes) {
-        again.push_back(ctx.empty(s, dtype));
+        again.push_back(ctx.empty(s, odt));
         again.back().fill_bytes(0xFF);
       }
       ctx.run(op.name, inputs, again, attrs);
-      const size_t es = dtype_size(dtype);
+      const size_t es = dtype_size(odt);
       for (size_t k = 0; k < again.size(); ++k) {
         const auto second = raw_bytes(again[k]);
         const auto diff = std::mismatch(first[k].begin(), first[k].end(), second.begin(), second.end());
@@ -253,8 +255,8 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
         s << "output '" << op.outputs[k] << "' differs between two runs on the same inputs (variant "
           << ctx.last_variant() << "), first at element " << i;
         if ((i + 1) * es <= first[k].size() && (i + 1) * es <= second.size())
-          s << ": " << load_element(dtype, first[k].data() + i * es) << " ("
-            << hex_bytes(first[k].data() + i * es, es) << ") then " << load_element(dtype, second.data() + i * es)
+          s << ": " << load_element(odt, first[k].data() + i * es) << " ("
+            << hex_bytes(first[k].data() + i * es, es) << ") then " << load_element(odt, second.data() + i * es)
             << " (" << hex_bytes(second.data() + i * es, es) << ")";
         add(s.str());
       }
@@ -298,11 +300,11 @@ std::vector<uint8_t> dropout_mask(Context& ctx, const OpDef& op, DType dtype, co
     if (shapes[k].empty()) {
       in.emplace_back();
     } else if (k < op.inputs.size() && op.inputs[k] == "bias") {
-      in.push_back(ctx.from_host(shapes[k], dtype, std::vector<double>(n, 0.25)));
+      in.push_back(ctx.from_host(shapes[k], op.input_dtype(k, dtype, attrs), std::vector<double>(n, 0.25)));
     } else {
       std::vector<double> v(n);
       for (auto& e : v) e = any(rng);
-      in.push_back(ctx.from_host(shapes[k], dtype, v));
+      in.push_back(ctx.from_host(shapes[k], op.input_dtype(k, dtype, attrs), v));  // the residual: out_dtype
       residual = in.back().to_double();
     }
   }
@@ -310,7 +312,7 @@ std::vector<uint8_t> dropout_mask(Context& ctx, const OpDef& op, DType dtype, co
   all.resize(op.inputs.size());
   std::vector<Tensor> outs;
   for (const auto& s : op.infer(op, all, attrs)) {
-    outs.push_back(ctx.empty(s, dtype));
+    outs.push_back(ctx.empty(s, op.output_dtype(dtype, attrs)));
     outs.back().fill_bytes(0xFF);
   }
   ctx.run(op.name, in, outs, attrs);

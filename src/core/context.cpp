@@ -224,6 +224,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   for (const auto& t : inputs) in.push_back(&t);
   const std::vector<Shape> expected = check_call(op, in, attrs, impl_.get());
   const DType dtype = op_dtype(op, inputs);
+  const DType out_dtype = op.output_dtype(dtype, attrs);
   // The outputs infer returns: all of op.outputs, or the leading ones when the rest are optional and
   // not asked for (attention's lse without Attrs::return_lse).
   if (outputs.size() != expected.size())
@@ -235,9 +236,10 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     if (!t.defined()) throw Error(ErrorCode::Shape, arg + " is undefined");
     if (t.owner() != impl_.get())
       throw Error(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
-    if (t.dtype() != dtype)
+    if (t.dtype() != out_dtype)
       throw Error(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t.dtype())) + "; expected " +
-                                        to_string(dtype) + " (the inputs' dtype)");
+                                        to_string(out_dtype) +
+                                        (out_dtype == dtype ? " (the inputs' dtype)" : " (out_dtype)"));
     if (t.shape() != expected[k])
       throw Error(ErrorCode::Shape, arg + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
     for (size_t j = 0; j < inputs.size(); ++j) {
@@ -303,7 +305,7 @@ std::vector<Tensor> Context::call(const std::string& name, const std::vector<Ten
   for (const auto& t : inputs) in.push_back(&t);
   const auto shapes = check_call(op, in, attrs, impl_.get());
   std::vector<Tensor> outs;
-  for (const auto& s : shapes) outs.push_back(empty(s, op_dtype(op, inputs)));
+  for (const auto& s : shapes) outs.push_back(empty(s, op.output_dtype(op_dtype(op, inputs), attrs)));
   run(name, inputs, outs, attrs);
   return outs;
 }

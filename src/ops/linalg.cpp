@@ -106,6 +106,8 @@ OpDef linear_def(const std::string& name, bool drop) {
   op.required_inputs = 2;
   op.outputs = {"y"};
   op.transcendental = true;  // gelu / silu epilogues
+  op.takes_out_dtype = true;  // Attrs::out_dtype: y and the residual
+  op.out_dtype_inputs = {3};
   op.infer = [drop](const OpDef& d, const std::vector<Shape>& in, const Attrs& a) {
     check_act(d, a);
     if (drop) check_p(d, a);
@@ -140,6 +142,13 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                           {"m129_n67_k16", {{129, 16}, {67, 16}, {}, {}}},
                           {"m31_n31_k1000", {{31, 1000}, {31, 1000}, {31}, {}}},
                           {"m2_n4096_k64", {{2, 64}, {4096, 64}, {4096}, {}}}});
+    // Attrs::out_dtype: the epilogue stores another dtype than the inputs' (each path: tiled, few rows
+    // and split-K, and on tensor-core devices the cooperative-matrix kernel for the 64-aligned one).
+    op.tests.push_back({"m70_n40_k64_all_out_f32", {{70, 64}, {40, 64}, {40}, {70, 40}}, {.act = kActGelu, .out_dtype = DType::f32}});
+    op.tests.push_back({"m33_n17_k9_res_out_f16", {{33, 9}, {17, 9}, {}, {33, 17}}, {.out_dtype = DType::f16}});
+    op.tests.push_back({"m128_n64_k64_out_bf16", {{128, 64}, {64, 64}, {64}, {128, 64}}, {.act = kActSilu, .out_dtype = DType::bf16}});
+    op.tests.push_back({"m3_n300_k2048_decode_out_f32", {{3, 2048}, {300, 2048}, {300}, {3, 300}}, {.out_dtype = DType::f32}});
+    op.tests.push_back({"m1_n33_k7_decode_out_f16", {{1, 7}, {33, 7}, {33}, {}}, {.act = kActRelu, .out_dtype = DType::f16}});
     // Issue 5's shapes; the bare product beside the fused one measures what the epilogue costs. (At
     // kf-bench's --size-mib 128 the f16 rows are as written; the default 256 doubles them.)
     op.bench = {{"4096_gelu", {{4096, 4096}, {4096, 4096}, {4096}, {}}, {.act = kActGelu}},
@@ -157,6 +166,8 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
     op.required_inputs = 2;
     op.outputs = {"y"};
     op.transcendental = true;
+    op.takes_out_dtype = true;
+    op.out_dtype_inputs = {3};
     op.infer = [](const OpDef& d, const std::vector<Shape>& in, const Attrs& at) {
       check_act(d, at);
       const Shape& a = in[0];
@@ -193,6 +204,8 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                           {"m72_k136_n88_all", {{72, 136}, {136, 88}, {88}, {72, 88}}},
                           {"batched_2x24x40_n56", {{2, 24, 40}, {2, 40, 56}, {}, {}}},
                           {"bcast_b_3x40x24_n104", {{3, 40, 24}, {24, 104}, {104}, {}}}});
+    op.tests.push_back({"batched_2x24x40_n56_out_f32", {{2, 24, 40}, {2, 40, 56}, {56}, {2, 24, 56}}, {.act = kActGeluTanh, .out_dtype = DType::f32}});
+    op.tests.push_back({"m9_k5_n13_res_out_bf16", {{9, 5}, {5, 13}, {}, {9, 13}}, {.out_dtype = DType::bf16}});
     op.bench = {{"4096", {{4096, 4096}, {4096, 4096}, {}, {}}}};
     ops.push_back(op);
   }
@@ -206,7 +219,9 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                 {"m5_n33_k64_res", {{5, 64}, {33, 64}, {}, {5, 33}}, {.p = 0.5, .seed = 7, .offset = 3, .act = kActRelu}},
                 {"m70_n65_k40", {{70, 40}, {65, 40}, {65}, {}}, {.p = 0.25, .seed = 1234567890123ull, .act = kActSilu}},
                 {"batched_2x9x24_p0", {{2, 9, 24}, {17, 24}, {17}, {}}, {.p = 0, .act = kActGeluTanh}},
-                {"m33_n130_k17", {{33, 17}, {130, 17}, {130}, {33, 130}}, {.p = 0.1, .seed = 5, .offset = 1ull << 33}}};
+                {"m33_n130_k17", {{33, 17}, {130, 17}, {130}, {33, 130}}, {.p = 0.1, .seed = 5, .offset = 1ull << 33}},
+                {"m24_n40_k64_res_out_f32", {{24, 64}, {40, 64}, {40}, {24, 40}}, {.p = 0.2, .seed = 9, .act = kActGelu, .out_dtype = DType::f32}},
+                {"m2_n70_k33_decode_out_f16", {{2, 33}, {70, 33}, {}, {2, 70}}, {.p = 0.4, .seed = 3, .out_dtype = DType::f16}}};
     op.bench = {{"4096_gelu_p0.1", {{4096, 4096}, {16384, 4096}, {16384}, {}}, {.p = 0.1, .seed = 1, .act = kActGelu}}};
     ops.push_back(op);
   }

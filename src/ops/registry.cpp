@@ -35,13 +35,12 @@ const OpDef& get_op(const std::string& name) {
 
 Cost op_cost(const OpDef& op, DType dtype, const std::vector<Shape>& inputs, const Attrs* attrs) {
   const Attrs a = attrs ? *attrs : Attrs{.p = 0.5};
-  const double es = static_cast<double>(dtype_size(dtype));
   Cost c;
   for (size_t k = 0; k < inputs.size(); ++k)
     if (!inputs[k].empty())
-      c.bytes += static_cast<double>(dtype_size(op.input_dtype(k, dtype))) * static_cast<double>(numel(inputs[k]));
+      c.bytes += static_cast<double>(dtype_size(op.input_dtype(k, dtype, a))) * static_cast<double>(numel(inputs[k]));
   const auto outs = op.infer(op, inputs, a);
-  for (const auto& s : outs) c.bytes += es * static_cast<double>(numel(s));
+  for (const auto& s : outs) c.bytes += static_cast<double>(dtype_size(op.output_dtype(dtype, a))) * static_cast<double>(numel(s));
   if (op.flops) {
     c.flops = op.flops(inputs, a);
     return c;
@@ -70,6 +69,15 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
                                               : " to " + std::to_string(op.inputs.size())) +
                                          " inputs, got " + std::to_string(inputs.size()));
   }
+  if (attrs.out_dtype) {
+    if (!op.takes_out_dtype)
+      fail(ErrorCode::InvalidArgument, "argument 'out_dtype' is " + std::string(to_string(*attrs.out_dtype)) +
+                                           "; this op stores its inputs' dtype (only linear, linear_dropout and "
+                                           "matmul take an output dtype)");
+    if (std::find(op.dtypes.begin(), op.dtypes.end(), *attrs.out_dtype) == op.dtypes.end())
+      fail(ErrorCode::DType, "argument 'out_dtype' is " + std::string(to_string(*attrs.out_dtype)) +
+                                 ", which this op does not take");
+  }
   std::vector<Shape> shapes(op.inputs.size());
   const Tensor* first = nullptr;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -85,10 +93,16 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
       fail(ErrorCode::Shape, arg + " has " + std::to_string(t->dim()) + " dimensions; expected 1 to 8");
     if (device_owner != nullptr && t->owner() != device_owner)
       fail(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
+    const bool in_out_dtype = attrs.out_dtype && std::find(op.out_dtype_inputs.begin(), op.out_dtype_inputs.end(),
+                                                           static_cast<int>(k)) != op.out_dtype_inputs.end();
     if (k < op.input_dtypes.size() && op.input_dtypes[k]) {  // a pinned dtype (OpDef::input_dtypes)
       if (t->dtype() != *op.input_dtypes[k])
         fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
                                    to_string(*op.input_dtypes[k]));
+    } else if (in_out_dtype) {  // the residual, added in the epilogue: the output's dtype
+      if (t->dtype() != *attrs.out_dtype)
+        fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
+                                   to_string(*attrs.out_dtype) + " (out_dtype: the output's dtype)");
     } else if (first == nullptr) {
       first = t;
       if (std::find(op.dtypes.begin(), op.dtypes.end(), t->dtype()) == op.dtypes.end())

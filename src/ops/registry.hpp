@@ -59,8 +59,20 @@ struct OpDef {
   // class indices of cross_entropy are i32); an empty entry, or an input past the end, takes the op's
   // dtype, which every other input and every output shares.
   std::vector<std::optional<DType>> input_dtypes;
-  DType input_dtype(size_t k, DType op_dtype) const {
-    return k < input_dtypes.size() && input_dtypes[k] ? *input_dtypes[k] : op_dtype;
+  // Ops whose epilogue may store another dtype than the inputs' (Attrs::out_dtype: linear, matmul). The
+  // inputs listed in out_dtype_inputs (the residual, added in the epilogue) then take the output's dtype.
+  bool takes_out_dtype = false;
+  std::vector<int> out_dtype_inputs;
+  // The dtype of the outputs of a call whose op dtype is `op_dtype`.
+  DType output_dtype(DType op_dtype, const Attrs& a) const {
+    return takes_out_dtype && a.out_dtype ? *a.out_dtype : op_dtype;
+  }
+  // The dtype input k must have: pinned, the output's (out_dtype_inputs), else the op's.
+  DType input_dtype(size_t k, DType op_dtype, const Attrs& a) const {
+    if (k < input_dtypes.size() && input_dtypes[k]) return *input_dtypes[k];
+    for (int j : out_dtype_inputs)
+      if (static_cast<size_t>(j) == k) return output_dtype(op_dtype, a);
+    return op_dtype;
   }
   // In-place exception (optimizers): output `first` may be the same tensor as input `second`. The core
   // rejects every other output that is an input. A kernel must give the same result either way.

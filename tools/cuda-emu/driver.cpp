@@ -83,7 +83,7 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   std::vector<std::vector<double>> vals(shapes.size());
   for (size_t k = 0; k < shapes.size(); ++k) {
     if (shapes[k].empty()) { rin64.push_back(Tensor()); continue; }
-    DType t = op.input_dtype(k, dt);
+    DType t = op.input_dtype(k, dt, Attrs{});
     Tensor x = cpu.from_host(shapes[k], t, v[k]);
     vals[k] = x.to_double();
     rin64.push_back(cpu.from_host(shapes[k], t == DType::i32 ? t : DType::f64, vals[k]));
@@ -96,7 +96,7 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   const AttnGeometry g = attn_geometry(shapes);
   const Attrs& a = tc.attrs;
   std::vector<std::vector<unsigned char>> dev(shapes.size());
-  for (size_t k = 0; k < shapes.size(); ++k) if (!shapes[k].empty()) dev[k] = to_dev(vals[k], op.input_dtype(k, dt));
+  for (size_t k = 0; k < shapes.size(); ++k) if (!shapes[k].empty()) dev[k] = to_dev(vals[k], op.input_dtype(k, dt, Attrs{}));
   const size_t es = dtype_size(dt);
   std::vector<unsigned char> o(ro.size() * es + 16, 0xff), lse(std::max<size_t>(rl.size(), 1) * es + 16, 0xff);
   hc::AttnParams p;
@@ -196,7 +196,7 @@ void scores_and_embedding() {
         std::vector<std::vector<unsigned char>> dev(shapes.size());
         for (size_t k = 0; k < shapes.size(); ++k) {
           if (shapes[k].empty()) { rin.push_back(Tensor()); continue; }
-          DType t = op.input_dtype(k, dt);
+          DType t = op.input_dtype(k, dt, Attrs{});
           vals[k] = cpu.from_host(shapes[k], t, v[k]).to_double();
           rin.push_back(cpu.from_host(shapes[k], t == DType::i32 ? t : DType::f64, vals[k]));
           dev[k] = to_dev(vals[k], t);

@@ -41,7 +41,7 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   std::vector<std::vector<unsigned char>> dev(shapes.size());
   for (size_t k = 0; k < shapes.size(); ++k) {
     if (shapes[k].empty()) { rin64.push_back(Tensor()); continue; }
-    const DType t = op.input_dtype(k, dt);
+    const DType t = op.input_dtype(k, dt, Attrs{});
     vals[k] = cpu.from_host(shapes[k], t, v[k]).to_double();
     rin64.push_back(cpu.from_host(shapes[k], t == DType::i32 ? t : DType::f64, vals[k]));
     dev[k] = to_dev(vals[k], t);

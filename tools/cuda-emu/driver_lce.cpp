@@ -86,7 +86,7 @@ void run_lce(const TestCase& tc, bool grad, DType dt, uint64_t lce_rows, bool dw
   std::vector<std::vector<double>> vals(3);
   std::vector<std::vector<unsigned char>> dev(3);
   for (size_t k = 0; k < 3; ++k) {
-    const DType t = op.input_dtype(k, dt);
+    const DType t = op.input_dtype(k, dt, Attrs{});
     vals[k] = cpu.from_host(shapes[k], t, v[k]).to_double();
     rin64.push_back(cpu.from_host(shapes[k], t == DType::i32 ? t : DType::f64, vals[k]));
     dev[k] = to_dev(vals[k], t);

@@ -95,7 +95,7 @@ void run(const std::string& name, const std::string& label, std::vector<Shape> s
     if (shapes[k].empty()) continue;
     host[k].shape = shapes[k];
     const size_t n = v[k].size();
-    const bool i32 = op.input_dtype(k, dt) == DType::i32;  // (cross_entropy's targets: stored as int32)
+    const bool i32 = op.input_dtype(k, dt, Attrs{}) == DType::i32;  // (cross_entropy's targets: stored as int32)
     in[k] = alloc(n * (i32 ? 4 : dtype_size(dt)), 0);
     for (size_t i = 0; i < n; ++i) {
       if (i32) {
