@@ -102,8 +102,11 @@ ACTS = {0: lambda t: t, 1: lambda t: F.relu(t), 2: lambda t: F.gelu(t), 3: lambd
 
 
 def linear(a, x, w, b=None, r=None):
-    """KERNELS.md section 4: act(x W^T + bias) + residual (torch.nn.Linear's W [out, in]); cuBLAS."""
+    """KERNELS.md section 4: act(x W^T + bias) + residual (torch.nn.Linear's W [out, in]); cuBLAS. An
+    out_dtype (kf's Attrs::out_dtype) is what eager code writes for it: a cast of the result."""
     y = ACTS[a.get("act", 0)](F.linear(x, w, b))
+    if a.get("out_dtype"):
+        y = y.to(getattr(torch, DTYPES[a["out_dtype"]]))
     return y if r is None else y + r
 
 
@@ -118,7 +121,8 @@ LINEAR = [("4096_gelu", [[4096, 4096], [4096, 4096], [4096], []], {"act": 2}),
           ("4096_bare", [[4096, 4096], [4096, 4096], [], []], {}),
           ("8192_gelu", [[8192, 8192], [8192, 8192], [8192], []], {"act": 2}),
           ("8192_bare", [[8192, 8192], [8192, 8192], [], []], {}),
-          ("decode_8192", [[1, 8192], [8192, 8192], [8192], []], {})]
+          ("decode_8192", [[1, 8192], [8192, 8192], [8192], []], {}),
+          ("4096_gelu_out_f32", [[4096, 4096], [4096, 4096], [4096], []], {"act": 2, "out_dtype": "f32"})]
 
 
 def add_rms_norm(a, x, r, w):
@@ -294,13 +298,15 @@ def out_shapes(op, shapes):
     return [x]
 
 
-def cost(op, dtype, shapes):
-    """kf's cost model (src/ops/registry.cpp op_cost): bytes of inputs and outputs, flops per element."""
+def cost(op, dtype, shapes, attrs=None):
+    """kf's cost model (src/ops/registry.cpp op_cost): bytes of inputs and outputs, flops per element; the
+    outputs in attrs' out_dtype where given (linear, matmul)."""
     es = SIZES[dtype]
+    out_es = SIZES[(attrs or {}).get("out_dtype") or dtype]
     ys = out_shapes(op, shapes)
     in_dt = INPUT_DTYPES.get(op, {})
     nbytes = sum((4 if in_dt.get(k) == "i32" else es) * numel(s) for k, s in enumerate(shapes) if s)
-    nbytes += es * sum(math.prod(y) for y in ys)  # math.prod([]) = 1: a 0-dimensional output
+    nbytes += out_es * sum(math.prod(y) for y in ys)  # math.prod([]) = 1: a 0-dimensional output
     family = OPS[op][0]
     if family == "matmul":  # 2 M N K, K the last dimension of x
         return float(nbytes), float(2 * math.prod(ys[0]) * shapes[0][-1])
@@ -410,7 +416,7 @@ def plan(args):
                 shapes = scale_shapes(shapes, dtype, args.size_mib, op)
                 if args.smoke:
                     shapes = smoke_shapes(op, shapes)
-                items.append((op, label, dtype, shapes, dict(attrs), cost(op, dtype, shapes)))
+                items.append((op, label, dtype, shapes, dict(attrs), cost(op, dtype, shapes, attrs)))
     return items
 
 
@@ -512,7 +518,7 @@ def main():
                         call = lambda: fn(a, *ins)  # noqa: E731
                     ms = timer.time(call, max(args.warmup, 2 if mode == "compile" else 0), args.reps)
                     if nbytes is None or flops is None:
-                        nbytes, flops = cost(op, dtype, shapes)
+                        nbytes, flops = cost(op, dtype, shapes, attrs)
                     gbs = nbytes / (ms * 1e6)
                     row.update({"ms": ms, "bytes": nbytes, "flops": flops, "gbs": gbs, "tflops": flops / (ms * 1e9),
                                 "fraction_of_copy": gbs / copy_gbs[dtype], "variant": row_variant})

@@ -281,14 +281,15 @@ int main(int argc, char** argv) {
             for (const auto& [ok, ik] : op.in_place) out[static_cast<size_t>(ok)] = in[static_cast<size_t>(ik)];
             const double ms = time_runs(ctx, o, [&] { ctx.run(op.name, in, out, bc.attrs); });
             const std::string variant = ctx.last_variant();
-            const Cost cost = op_cost(op, dtype, all, &bc.attrs);
+            const Cost cost = op_cost(op, dtype, all, &bc.attrs);  // (the output's bytes in out_dtype)
             const double gbs = cost.bytes / (ms * 1e6), tflops = cost.flops / (ms * 1e9);
             json r = {{"op", op.name}, {"case", bc.label}, {"dtype", dname}, {"shapes", shapes_json(shapes)},
                       {"attrs", {{"p", bc.attrs.p}, {"seed", bc.attrs.seed}, {"offset", bc.attrs.offset},
                                  {"scale", bc.attrs.scale}, {"act", bc.attrs.act}, {"causal", bc.attrs.causal},
                                  {"stride", bc.attrs.stride}, {"padding", bc.attrs.padding},
                                  {"dilation", bc.attrs.dilation}, {"groups", bc.attrs.groups}, {"window", bc.attrs.window},
-                                 {"alibi", bc.attrs.alibi}, {"softcap", bc.attrs.softcap}, {"score_mod", bc.attrs.score_mod}}},
+                                 {"alibi", bc.attrs.alibi}, {"softcap", bc.attrs.softcap}, {"score_mod", bc.attrs.score_mod},
+                                 {"out_dtype", bc.attrs.out_dtype ? json(to_string(*bc.attrs.out_dtype)) : json(nullptr)}}},
                       {"ms", ms}, {"bytes", cost.bytes}, {"flops", cost.flops}, {"gbs", gbs}, {"tflops", tflops},
                       {"fraction_of_copy", gbs / copy_gbs}, {"variant", variant}};
             if (op.family == Family::Matmul && peak_tflops > 0) r["fraction_of_matrix_peak"] = tflops / peak_tflops;

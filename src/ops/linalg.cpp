@@ -155,7 +155,9 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
                 {"4096_bare", {{4096, 4096}, {4096, 4096}, {}, {}}},
                 {"8192_gelu", {{8192, 8192}, {8192, 8192}, {8192}, {}}, {.act = kActGelu}},
                 {"8192_bare", {{8192, 8192}, {8192, 8192}, {}, {}}},
-                {"decode_8192", {{1, 8192}, {8192, 8192}, {8192}, {}}}};
+                {"decode_8192", {{1, 8192}, {8192, 8192}, {8192}, {}}},
+                // An f32 output of 16-bit inputs (Attrs::out_dtype): what storing f32 costs over 4096_gelu.
+                {"4096_gelu_out_f32", {{4096, 4096}, {4096, 4096}, {4096}, {}}, {.act = kActGelu, .out_dtype = DType::f32}}};
     ops.push_back(op);
   }
   {
