@@ -61,16 +61,23 @@ DECLARE_BUFFER(2, LSEB, readonly)
 void main() {
   const uint rows = pc.B * pc.Hq * pc.SqT;
   for (uint r = gl_GlobalInvocationID.x; r < rows; r += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
-    float d = 0.0;
-    for (uint pk = 0; pk < NPK; ++pk) {
-      FT o[VW], g[VW];
-      unpack(O_v.v[r * NPK + pk], o);
-      unpack(DO_v.v[r * NPK + pk], g);
-      [[unroll]] for (uint e = 0; e < VW; ++e) {
-        d += float(o[e]) * float(g[e]);
-        if (DO_TO_WS) ws[pc.ws_do + r * D + pk * VW + e] = floatBitsToUint(float(g[e]));
+    // Eight partial sums by d mod 8, added in grad_entry's order: for a row that sees one key, o is that
+    // key's v and the exact dS = P (dP - D) = 0 comes out as an exact 0 only when D and dP are summed
+    // alike (packed sequences of one key otherwise leave rounding noise where the reference has zeros).
+    float dp[8];
+    [[unroll]] for (uint e = 0; e < 8u; ++e) dp[e] = 0.0;
+    for (uint pk = 0; pk < NPK; pk += 8u / VW) {
+      [[unroll]] for (uint q = 0; q < 8u / VW; ++q) {
+        FT o[VW], g[VW];
+        unpack(O_v.v[r * NPK + pk + q], o);
+        unpack(DO_v.v[r * NPK + pk + q], g);
+        [[unroll]] for (uint e = 0; e < VW; ++e) {
+          dp[q * VW + e] += float(g[e]) * float(o[e]);
+          if (DO_TO_WS) ws[pc.ws_do + r * D + (pk + q) * VW + e] = floatBitsToUint(float(g[e]));
+        }
       }
     }
+    const float d = ((dp[0] + dp[1]) + (dp[2] + dp[3])) + ((dp[4] + dp[5]) + (dp[6] + dp[7]));
     ws[pc.ws_D + r] = floatBitsToUint(d);
     ws[pc.ws_lse + r] = floatBitsToUint(float(LOAD_ELEM(LSEB, r)));
   }
@@ -231,11 +238,20 @@ void grad_entry(Seq sq, uint hk, uint r0, uint nrows, uint t, int j0, uint u, ou
   if (BMASK && ws[pc.aux_bmask + (row_global / pc.block_size) * pc.nkb + (sq.kbeg + uint(j)) / pc.block_size] == 0u) return;
   const float lse = lse_s[t];
   if (lse == NEG_INF) return;
-  float dot = 0.0, dpv = 0.0;
-  for (uint d = 0; d < D; ++d) {
-    dot += Qs[t * DP + d] * Ks[u * DP + d];
-    dpv += dOs[t * DP + d] * Vs[u * DP + d];
+  // q.k and dO.v as eight partial sums (d mod 8; D is a multiple of 8) added pairwise: in f32 the score's
+  // rounding is most of the backward's error (P's relative error is the score's absolute one), and one
+  // running sum over D = 64..96 left lavapipe's relative L2 error at 0.4e-6 typical with tails past
+  // KERNELS.md's 1e-6 (NOTES.md, session 21).
+  float dot8[8], dpv8[8];
+  [[unroll]] for (uint e = 0; e < 8u; ++e) dot8[e] = 0.0, dpv8[e] = 0.0;
+  for (uint d = 0; d < D; d += 8u) {
+    [[unroll]] for (uint e = 0; e < 8u; ++e) {
+      dot8[e] += Qs[t * DP + d + e] * Ks[u * DP + d + e];
+      dpv8[e] += dOs[t * DP + d + e] * Vs[u * DP + d + e];
+    }
   }
+  const float dot = ((dot8[0] + dot8[1]) + (dot8[2] + dot8[3])) + ((dot8[4] + dot8[5]) + (dot8[6] + dot8[7]));
+  const float dpv = ((dpv8[0] + dpv8[1]) + (dpv8[2] + dpv8[3])) + ((dpv8[4] + dpv8[5]) + (dpv8[6] + dpv8[7]));
   float s = dot * pc.scale, dcap = 1.0;
   if (SOFTCAP) {
     const float th = tanh(s / pc.softcap);
