@@ -8,4 +8,26 @@ tools/install-deps.sh --tests
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 export KF_VALIDATION=1
-ctest --test-dir build --output-on-failure -j2
+status=0
+ctest --test-dir build --output-on-failure -j2 || status=$?
+if [ "$status" -ne 0 ]; then
+  # A digest last, where a log that keeps only its head and tail still shows it: the failed conformance
+  # cases (with their seeds, to rerun with kf-conformance --seed) and the failed GoogleTest assertions.
+  echo "== digest of the failures =="
+  python3 - build/conformance_*.json <<'PY' || true
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    for dev in doc.get("devices", []):
+        for r in dev.get("results", []):
+            for c in r.get("cases", []):
+                if c.get("status") == "fail":
+                    msg = " | ".join(c.get("message", "").split("\n")[:4])
+                    print(f"{dev.get('tag')} {r['op']} {r['dtype']} case {c['case']} seed {c.get('seed')}: {msg}"[:600])
+PY
+  grep -h -A3 -E "^\S+:[0-9]+: Failure|\[  FAILED  \]" build/Testing/Temporary/LastTest.log 2>/dev/null | head -60 || true
+fi
+exit "$status"
