@@ -209,35 +209,43 @@ INSTANTIATE_TEST_SUITE_P(Devices, Linalg, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<DeviceRef>& i) { return sanitize(i.param.tag); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Linalg);
 
-// ffn and ffn_swiglu with every Vulkan matrix path forced for their parts (portable tiled, few rows /
-// split-K, tensor cores where the device has them), dropout on: the masks of every kernel's epilogue
-// match the reference's.
-TEST(LinalgPaths, FfnOnEachMatrixPath) {
+// Each Vulkan device with each matrix path forced (KF_TUNE): portable tiled, few rows, few rows with
+// split-K, tensor cores (which refuse where the device has none).
+void for_each_matrix_path(const std::function<void(Context&, const std::string&)>& body) {
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
     for (const std::string tune : {"mm_path=1", "mm_path=3", "mm_path=3,mm_splitk=3", "mm_path=2"}) {
       ContextOptions o = options_for(d);
       o.tuning = tune;
       Context ctx = Context::create(o);
-      const bool coopmat = tune == "mm_path=2";  // tensor cores: f16 only, where the device has them
-      for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-        if (coopmat && dt != DType::f16) continue;
-        TestCase f{"ffn", {{2, 9, 24}, {40, 24}, {40}, {24, 40}, {24}}, {}, 1};
-        f.attrs.p = 0.3;
-        f.attrs.seed = 5;
-        f.attrs.offset = 12;
-        f.attrs.act = kActGelu;
-        TestCase s{"swiglu", {{17, 24}, {64, 24}, {24, 32}}, {}, 1};
-        for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"ffn", f}, {"ffn_swiglu", s}}) {
-          const auto r = check::run_case(ctx, get_op(name), dt, tc, fresh_seed());
-          if (coopmat && r.message.find("cooperative-matrix path was forced") != std::string::npos) break;  // no tensor cores
-          EXPECT_TRUE(r.pass) << name << " " << tune << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
-          EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : coopmat ? "coopmat" : "gemv"), std::string::npos)
-              << r.variant;
-        }
-      }
+      body(ctx, tune);
     }
   }
+}
+
+// ffn and ffn_swiglu with every Vulkan matrix path forced for their parts (portable tiled, few rows /
+// split-K, tensor cores where the device has them), dropout on: the masks of every kernel's epilogue
+// match the reference's.
+TEST(LinalgPaths, FfnOnEachMatrixPath) {
+  for_each_matrix_path([](Context& ctx, const std::string& tune) {
+    const bool coopmat = tune == "mm_path=2";  // tensor cores: f16 only, where the device has them
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      if (coopmat && dt != DType::f16) continue;
+      TestCase f{"ffn", {{2, 9, 24}, {40, 24}, {40}, {24, 40}, {24}}, {}, 1};
+      f.attrs.p = 0.3;
+      f.attrs.seed = 5;
+      f.attrs.offset = 12;
+      f.attrs.act = kActGelu;
+      TestCase s{"swiglu", {{17, 24}, {64, 24}, {24, 32}}, {}, 1};
+      for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"ffn", f}, {"ffn_swiglu", s}}) {
+        const auto r = check::run_case(ctx, get_op(name), dt, tc, fresh_seed());
+        if (coopmat && r.message.find("cooperative-matrix path was forced") != std::string::npos) break;  // no tensor cores
+        EXPECT_TRUE(r.pass) << name << " " << tune << " " << to_string(dt) << ": " << r.message << " seed " << r.seed;
+        EXPECT_NE(r.variant.find(tune == "mm_path=1" ? "portable" : coopmat ? "coopmat" : "gemv"), std::string::npos)
+            << r.variant;
+      }
+    }
+  });
 }
 
 // Attrs::out_dtype on each Vulkan matrix path (tiled, few rows, split-K, tensor cores where the device
@@ -246,39 +254,33 @@ TEST(LinalgPaths, FfnOnEachMatrixPath) {
 // residual included. The registry's out_* cases cover the automatic choice.
 TEST(LinalgPaths, OutputDtypeOnEachMatrixPath) {
   const std::vector<DType> dts = {DType::f32, DType::f16, DType::bf16};
-  for (const auto& d : devices()) {
-    if (d.backend != "vulkan") continue;
-    for (const std::string tune : {"mm_path=1", "mm_path=3", "mm_path=3,mm_splitk=3", "mm_path=2"}) {
-      ContextOptions o = options_for(d);
-      o.tuning = tune;
-      Context ctx = Context::create(o);
-      const bool coopmat = tune == "mm_path=2", gemv = tune.rfind("mm_path=3", 0) == 0;
-      bool no_tensor_cores = false;
-      for (DType in : dts) {
-        for (DType out : dts) {
-          if (in == out || (coopmat && in == DType::f32) || no_tensor_cores) continue;
-          TestCase lin{"linear", {{5, 64}, {48, 64}, {48}, {5, 48}}, {}, 1};
-          lin.attrs.act = kActGelu;
-          lin.attrs.out_dtype = out;
-          TestCase mm{"matmul", {{2, 16, 32}, {2, 32, 24}, {24}, {2, 16, 24}}, {}, 1};
-          mm.attrs.act = kActSilu;
-          mm.attrs.out_dtype = out;
-          for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"linear", lin}, {"matmul", mm}}) {
-            if (gemv && name == "matmul") continue;  // the few-rows kernel serves linear's layout only
-            const auto r = check::run_case(ctx, get_op(name), in, tc, fresh_seed());
-            if (coopmat && r.message.find("cooperative-matrix path was forced") != std::string::npos) {
-              no_tensor_cores = true;
-              break;
-            }
-            const std::string what = name + " " + tune + " " + to_string(in) + " -> " + to_string(out);
-            EXPECT_TRUE(r.pass) << what << ": " << r.message << " seed " << r.seed;
-            EXPECT_NE(r.variant.find(coopmat ? "coopmat" : gemv ? "gemv" : "portable"), std::string::npos) << what << ": " << r.variant;
-            EXPECT_NE(r.variant.find(",out-" + std::string(to_string(out))), std::string::npos) << what << ": " << r.variant;
+  for_each_matrix_path([&](Context& ctx, const std::string& tune) {
+    const bool coopmat = tune == "mm_path=2", gemv = tune.rfind("mm_path=3", 0) == 0;
+    bool no_tensor_cores = false;
+    for (DType in : dts) {
+      for (DType out : dts) {
+        if (in == out || (coopmat && in == DType::f32) || no_tensor_cores) continue;
+        TestCase lin{"linear", {{5, 64}, {48, 64}, {48}, {5, 48}}, {}, 1};
+        lin.attrs.act = kActGelu;
+        lin.attrs.out_dtype = out;
+        TestCase mm{"matmul", {{2, 16, 32}, {2, 32, 24}, {24}, {2, 16, 24}}, {}, 1};
+        mm.attrs.act = kActSilu;
+        mm.attrs.out_dtype = out;
+        for (const auto& [name, tc] : {std::pair<std::string, TestCase>{"linear", lin}, {"matmul", mm}}) {
+          if (gemv && name == "matmul") continue;  // the few-rows kernel serves linear's layout only
+          const auto r = check::run_case(ctx, get_op(name), in, tc, fresh_seed());
+          if (coopmat && r.message.find("cooperative-matrix path was forced") != std::string::npos) {
+            no_tensor_cores = true;
+            break;
           }
+          const std::string what = name + " " + tune + " " + to_string(in) + " -> " + to_string(out);
+          EXPECT_TRUE(r.pass) << what << ": " << r.message << " seed " << r.seed;
+          EXPECT_NE(r.variant.find(coopmat ? "coopmat" : gemv ? "gemv" : "portable"), std::string::npos) << what << ": " << r.variant;
+          EXPECT_NE(r.variant.find(",out-" + std::string(to_string(out))), std::string::npos) << what << ": " << r.variant;
         }
       }
     }
-  }
+  });
 }
 
 // Grids capped at a few workgroups (KF_TUNE max_groups): the convolution loops over its pixel tiles and
