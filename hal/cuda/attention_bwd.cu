@@ -42,7 +42,9 @@ struct BwdTiles {
   }
 };
 
-// D_i = do_i . o_i, one thread per row (d in order).
+// D_i = do_i . o_i, one thread per row, as four partial sums by d mod 4 added as grad_entry adds dP's: for a
+// row that sees one key o is that key's v, and the exact dS = P (dP - D) = 0 comes out as 0 only when D
+// and dP are summed alike (packed sequences of one key otherwise left noise where the reference has zeros).
 template <class T>
 __global__ void __launch_bounds__(256) attn_bwd_pre(const AttnBwdParams P) {
   using C = typename T::C;
@@ -51,15 +53,15 @@ __global__ void __launch_bounds__(256) attn_bwd_pre(const AttnBwdParams P) {
   const int64_t rows = int64_t(P.a.B) * P.a.Hq * P.a.SqT;
   C* dsum = static_cast<C*>(P.dsum);
   for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x) {
-    C d = C(0);
+    C d4[4] = {C(0), C(0), C(0), C(0)};
     for (int pk = 0; pk < NPK; ++pk) {
       C o[VW], g[VW];
       T::unpack(load_pack(P.o, r * NPK + pk), o);
       T::unpack(load_pack(P.dout, r * NPK + pk), g);
 #pragma unroll
-      for (int e = 0; e < VW; ++e) d += g[e] * o[e];
+      for (int e = 0; e < VW; ++e) d4[(pk * VW + e) & 3] += g[e] * o[e];
     }
-    dsum[r] = d;
+    dsum[r] = (d4[0] + d4[1]) + (d4[2] + d4[3]);
   }
 }
 
