@@ -2,8 +2,12 @@
 // (and, as they land, embedding and the convolutions), the composed ops' paths and variants, and
 // determinism.
 #include <functional>
+#include <iostream>
+#include <sstream>
 
 #include "common.hpp"
+#include "hal/vulkan/runtime_shader.hpp"
+#include "hal/vulkan/spirv_table.hpp"
 #include "ops/reference_math.hpp"
 
 namespace kf::test {
@@ -284,6 +288,48 @@ TEST(LinalgPaths, OutputDtypeOnEachMatrixPath) {
       }
     }
   });
+}
+
+// Attrs::out_dtype's Vulkan kernels are built at run time (ODT_<dtype> added to a matrix variant's
+// definitions): every matrix variant of this build, the tensor-core ones included, compiles with each
+// output dtype other than its own, so that a GPU's first such call never meets a shader that lavapipe,
+// which has no cooperative matrices, never compiled.
+TEST(LinalgPaths, OutputDtypeVariantsCompile) {
+  namespace vk = kf::hal::vk;
+  int compiled = 0;
+  for (size_t k = 0; k < vk::kSpirvTableSize; ++k) {
+    const vk::SpirvEntry& e = vk::kSpirvTable[k];
+    const std::string src = e.source, defs = e.defines;
+    if (src != "mm.comp" && src != "mm_gemv.comp" && src != "mm_coopmat.comp") continue;
+    if (src == "mm_coopmat.comp" && std::string(e.name).rfind("mm_coopmat_peak", 0) == 0) continue;
+    std::vector<std::pair<std::string, std::string>> base;
+    std::stringstream list(defs);
+    for (std::string d; std::getline(list, d, ',');) {
+      if (d.empty()) continue;
+      const size_t eq = d.find('=');
+      base.emplace_back(d.substr(0, eq), eq == std::string::npos ? "" : d.substr(eq + 1));
+    }
+    // The variant's own output dtype: its storage dtype (mm_coopmat: f16, or bf16 with OUT_BF16).
+    const auto has = [&](const std::string& n) { return ("," + defs + ",").find("," + n + ",") != std::string::npos; };
+    const std::string own = src == "mm_coopmat.comp" ? (has("OUT_BF16") ? "BF16" : "F16")
+                            : has("DT_F16")          ? "F16"
+                            : has("DT_BF16")         ? "BF16"
+                                                     : "F32";
+    for (const std::string odt : {"F32", "F16", "BF16"}) {
+      if (odt == own) continue;
+      auto all = base;
+      all.emplace_back("ODT_" + odt, "");
+      try {
+        EXPECT_GT(vk::compile_shader(src, all, std::string(e.name) + " with ODT_" + odt).size(), 5u);
+        ++compiled;
+      } catch (const Error& err) {
+        if (err.code() == ErrorCode::Unsupported) GTEST_SKIP() << err.what();  // a build without shaderc
+        ADD_FAILURE() << e.name << " with ODT_" << odt << ": " << err.what();
+      }
+    }
+  }
+  std::cout << compiled << " matrix variants compiled with another output dtype\n";
+  EXPECT_GE(compiled, 12) << "the mm / mm_gemv variants of f32, f16 and bf16, each with two other outputs";
 }
 
 // Grids capped at a few workgroups (KF_TUNE max_groups): the convolution loops over its pixel tiles and
