@@ -136,6 +136,9 @@ class CudaDevice final : public Device {
   // linear and matmul (matmul.cpp): whether cuBLASLt could be loaded (why not), and the dispatch.
   bool matmul_supported(std::string* why) const;
   std::string dispatch_matmul(const OpCall& call);
+  // Attrs::out_dtype's form (matmul.cpp): the product in f32, the epilogue, then the output's dtype.
+  std::string dispatch_matmul_out_dtype(const OpCall& call, DType odt, bool trans_a, int64_t M, int64_t N, int64_t K,
+                                        int64_t batches);
 #if !defined(KF_HIP)
   LtState& lt_state(const std::string& op);  // the handle and workspace (matmul.cpp), created once
 #endif

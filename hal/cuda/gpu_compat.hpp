@@ -46,6 +46,7 @@
 #define gpuErrorInsufficientDriver KF_GPU(ErrorInsufficientDriver)
 #define gpuErrorIllegalAddress KF_GPU(ErrorIllegalAddress)
 #define gpuErrorLaunchFailure KF_GPU(ErrorLaunchFailure)
+#define gpuErrorInvalidValue KF_GPU(ErrorInvalidValue)
 #define gpuStreamNonBlocking KF_GPU(StreamNonBlocking)
 #define gpuMemcpyHostToDevice KF_GPU(MemcpyHostToDevice)
 #define gpuMemcpyDeviceToHost KF_GPU(MemcpyDeviceToHost)

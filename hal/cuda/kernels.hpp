@@ -295,6 +295,15 @@ struct EpilogueParams {
   double keep_scale = 1;
 };
 
+// Attrs::out_dtype's conversions (matmul.cpp): dst[i] = To(src[i] + add[i]), src in one dtype, add (optional)
+// and dst in another; the bias to f32 (add null) and the f32 product plus the residual to a 16-bit output.
+struct ConvertParams {
+  const void* src = nullptr;
+  const void* add = nullptr;
+  void* dst = nullptr;
+  int64_t n = 0;
+};
+
 // ---- Section 4's convolutions (conv.cu). NCHW, as src/ops/conv.cpp: x [N, C, H, W], W [O, C / groups, KH,
 // KW], y [N, O, OH, OW]; zero padding. The epilogue (bias, batch norm, activation, dropout at the output's
 // linear index) as EpilogueParams with n = O, inner = OH OW (its y, res and total unused).
@@ -461,6 +470,7 @@ int launch_lce_dw(Dt dt, const LceDwParams& p, uint32_t blocks, void* stream);  
 int launch_mse(Dt dt, const MseParams& p, void* stream);
 int launch_optim(OptimOp op, Dt dt, const OptimParams& p, uint32_t blocks, void* stream);
 int launch_epilogue(Dt dt, const EpilogueParams& p, uint32_t blocks, void* stream);
+int launch_convert(Dt from, Dt to, const ConvertParams& p, uint32_t blocks, void* stream);  // f32 / f16 / bf16
 int launch_embedding(Dt dt, const EmbeddingParams& p, uint32_t blocks, void* stream);
 // conv.cu. The direct kernel on grid (grid_x pixel tiles, grid_y (group, channel tile) pairs), each
 // looping over the rest; and the column matrix of the cuBLASLt path: col[i][k][pix] for the images

@@ -13,7 +13,8 @@
 // when b is shared ([K, N]). Accumulation in float (TF32 off: CUBLAS_COMPUTE_32F, so that f32 meets the
 // f32 tolerance), double for f64; f16 and bf16 in and out with float accumulation.
 //
-// Epilogues: act(x W^T + bias) + residual.
+// Epilogues: act(x W^T + bias) + residual (Attrs::out_dtype, another output dtype than the inputs': see
+// dispatch_matmul_out_dtype).
 //   - bias: cuBLASLt's BIAS epilogue (f32, f16, bf16, unbatched products);
 //   - relu: the RELU(_BIAS) epilogue, exact; gelu_tanh: cuBLASLt's GELU(_BIAS) epilogue, which is the
 //     tanh form, for f16 and bf16 only (its accuracy in f32 is not documented, and the f32 tolerance is
@@ -56,6 +57,10 @@ bool CudaDevice::matmul_supported(std::string* why) const {
 }
 
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
+  throw Error(ErrorCode::Unsupported, "hip: " + call.op->name + ": the HIP build has no matmul (no hipBLASLt)");
+}
+
+std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType, bool, int64_t, int64_t, int64_t, int64_t) {
   throw Error(ErrorCode::Unsupported, "hip: " + call.op->name + ": the HIP build has no matmul (no hipBLASLt)");
 }
 
@@ -434,6 +439,91 @@ bool CudaDevice::lt_product(const std::string& op, DType in, DType out, bool ta,
   return lt_run(g, op) >= 0;
 }
 
+// Attrs::out_dtype (another output dtype than the inputs'; f32, f16 and bf16): the product with an f32 D
+// (cuBLASLt: f32 or 16-bit A and B, f32 accumulation) into y itself when y is f32, else into a scratch
+// buffer; then the epilogue kernel in f32 on it (bias converted to f32 first, activation, dropout, and the
+// residual when y is f32); for a 16-bit y the conversion kernel adds the residual and rounds once, to y.
+// cuBLASLt's fused epilogues are left out: their bias would have to be in the output's type.
+std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt, bool trans_a, int64_t M, int64_t N,
+                                                  int64_t K, int64_t batches) {
+  const OpDef& op = *call.op;
+  const std::string prefix = std::string(kBackend) + ":";
+  const auto dt_of = [](DType t, Dt* d) {
+    *d = t == DType::f16 ? Dt::f16 : t == DType::bf16 ? Dt::bf16 : Dt::f32;
+    return t == DType::f32 || t == DType::f16 || t == DType::bf16;
+  };
+  Dt in_dt = Dt::f32, out_dt = Dt::f32;
+  if (!dt_of(call.dtype, &in_dt) || !dt_of(odt, &out_dt))
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no product stores " + to_string(odt) + " from " +
+                                            to_string(call.dtype) + " inputs (f32, f16 and bf16 mix; f64 does not)");
+  const TensorArg& a = call.inputs[0];
+  const TensorArg& b = call.inputs[1];
+  const TensorArg* bias = call.inputs.size() > 2 && call.inputs[2].buffer ? &call.inputs[2] : nullptr;
+  const TensorArg* res = call.inputs.size() > 3 && call.inputs[3].buffer ? &call.inputs[3] : nullptr;
+  const TensorArg& y = call.outputs[0];
+  const bool direct = odt == DType::f32;
+  std::shared_ptr<Buffer> acc = direct ? nullptr : scratch(static_cast<size_t>(y.numel) * 4);
+  void* acc_p = direct ? ptr_of(y.buffer) : ptr_of(acc);
+  const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((y.numel + 255) / 256, 1, int64_t(sm_count_) * 32));
+  make_current();
+
+  LtProduct g;
+  g.dtype = call.dtype;
+  g.out_dtype = DType::f32;
+  g.soft_fail = true;
+  g.trans_a = trans_a;
+  g.m = N, g.n = M, g.k = K;
+  g.lda = trans_a ? K : N, g.ldb = K, g.ldd = N;
+  g.batches = batches;
+  if (batches > 1) g.stride_a = K * N, g.stride_b = M * K, g.stride_d = M * N;
+  g.A = ptr_of(b.buffer);
+  g.B = ptr_of(a.buffer);
+  g.C = g.D = acc_p;
+  if (lt_run(g, op.name) < 0)
+    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": cuBLASLt has no f32-output product of " +
+                                            to_string(call.dtype) + " inputs for this shape");
+
+  std::shared_ptr<Buffer> bias32;
+  if (bias) {
+    bias32 = scratch(static_cast<size_t>(N) * 4);
+    ConvertParams cb;
+    cb.src = ptr_of(bias->buffer);
+    cb.dst = ptr_of(bias32);
+    cb.n = N;
+    check_launch(launch_convert(in_dt, Dt::f32, cb, static_cast<uint32_t>((N + 255) / 256), stream_), "bias to f32 " + op.name);
+  }
+  EpilogueParams ep;
+  ep.y = acc_p;
+  ep.bias = bias32 ? ptr_of(bias32) : nullptr;
+  ep.res = res && direct ? ptr_of(res->buffer) : nullptr;
+  ep.act = static_cast<int>(call.attrs.act);
+  ep.total = y.numel;
+  ep.n = N;
+  if (op.name == "linear_dropout" && call.attrs.p > 0) {
+    ep.seed_lo = static_cast<uint32_t>(call.attrs.seed);
+    ep.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
+    ep.off_lo = static_cast<uint32_t>(call.attrs.offset);
+    ep.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
+    ep.thr = ref::dropout_threshold(call.attrs.p);
+    ep.keep_scale = 1.0 / (1.0 - call.attrs.p);
+  }
+  std::string variant = prefix + "cublaslt,f32-product" + (batches > 1 ? ",batched" : "");
+  if (ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u) {
+    check_launch(launch_epilogue(Dt::f32, ep, blocks, stream_), "epilogue " + op.name);
+    variant += "+epilogue-kernel";
+  }
+  if (!direct) {
+    ConvertParams cv;
+    cv.src = acc_p;
+    cv.add = res ? ptr_of(res->buffer) : nullptr;
+    cv.dst = ptr_of(y.buffer);
+    cv.n = y.numel;
+    check_launch(launch_convert(Dt::f32, out_dt, cv, blocks, stream_), "convert " + op.name);
+    variant += "+convert";
+  }
+  return variant + ",out-" + to_string(odt);
+}
+
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const OpDef& op = *call.op;
   const LtApi& api = lt_api();
@@ -465,6 +555,8 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   }
 
   const bool f64 = call.dtype == DType::f64, half = call.dtype == DType::f16 || call.dtype == DType::bf16;
+  const DType odt = op.output_dtype(call.dtype, call.attrs);
+  if (odt != call.dtype) return dispatch_matmul_out_dtype(call, odt, trans_a, M, N, K, batches);
 
   // Which parts of the epilogue cuBLASLt fuses; the rest goes to the epilogue kernel.
   const bool unbatched = batches == 1;

@@ -805,6 +805,18 @@ __global__ void __launch_bounds__(256) epilogue_kernel(const EpilogueParams p) {
   }
 }
 
+// Attrs::out_dtype (matmul.cpp): dst = To(src + add), add optional; in To's compute type (float for f32, f16
+// and bf16), so an f32 source is rounded once, to the output.
+template <class Ti, class To>
+__global__ void __launch_bounds__(256) convert_kernel(const ConvertParams p) {
+  using C = typename To::C;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
+    C v = static_cast<C>(Ti::load(p.src, i));
+    if (p.add) v += To::load(p.add, i);
+    To::store(p.dst, i, v);
+  }
+}
+
 // The same epilogue by 16-byte packs, where each pack's elements share a row of y (inner == 1, n and the
 // total whole packs, buffers 16-byte aligned: every linear and matmul output of kf's registry): one thread
 // a pack, the channel of its first element from one division per pack instead of one 64-bit division per
@@ -1046,6 +1058,26 @@ template <class I> void epilogue_packs_launch(Dt dt, const EpilogueParams& p, ui
     case 3: epilogue_packs_launch<I, 3>(dt, p, pb, s); break;
     case 4: epilogue_packs_launch<I, 4>(dt, p, pb, s); break;
     default: epilogue_packs_launch<I, 0>(dt, p, pb, s); break;
+  }
+}
+
+template <class Ti> int convert_launch(Dt to, const ConvertParams& p, uint32_t blocks, gpuStream_t s) {
+  switch (to) {
+    case Dt::f32: convert_kernel<Ti, F32><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::f16: convert_kernel<Ti, F16><<<blocks, 256, 0, s>>>(p); break;
+    case Dt::bf16: convert_kernel<Ti, BF16><<<blocks, 256, 0, s>>>(p); break;
+    default: return static_cast<int>(gpuErrorInvalidValue);
+  }
+  return static_cast<int>(gpuGetLastError());
+}
+
+int launch_convert(Dt from, Dt to, const ConvertParams& p, uint32_t blocks, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (from) {
+    case Dt::f32: return convert_launch<F32>(to, p, blocks, s);
+    case Dt::f16: return convert_launch<F16>(to, p, blocks, s);
+    case Dt::bf16: return convert_launch<BF16>(to, p, blocks, s);
+    default: return static_cast<int>(gpuErrorInvalidValue);
   }
 }
 

@@ -926,8 +926,101 @@ void norm_backwards(const std::string& only) {
 
 }  // namespace
 
+// ---- Attrs::out_dtype of the matrix products (matmul.cpp dispatch_matmul_out_dtype, mirrored: keep the two in
+// step): the product in f32 (cuBLASLt's part: a plain product here, accumulated in double and rounded to
+// f32), the bias converted to f32 (launch_convert), train.cu's epilogue in f32 (with the residual when the
+// output is f32), then launch_convert to a 16-bit output adding the residual; on the registry's *_out_*
+// cases of linear, linear_dropout and matmul, every input dtype.
+void out_dtype_products(const std::string& only) {
+  if (std::string("linear matmul out_dtype").find(only) == std::string::npos) return;
+  for (const std::string name : {"linear", "linear_dropout", "matmul"}) {
+    const OpDef& op = get_op(name);
+    for (const TestCase& tc : op.tests) {
+      if (!tc.attrs.out_dtype) continue;
+      for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+        const Attrs& a = tc.attrs;
+        const DType odt = *a.out_dtype;
+        std::vector<Shape> shapes = tc.inputs;
+        shapes.resize(op.inputs.size());
+        auto v = check::random_inputs(shapes, tc.range, 99);
+        std::vector<HostTensor> host(shapes.size());
+        std::vector<Buf> in(shapes.size());
+        for (size_t k = 0; k < shapes.size(); ++k) {
+          if (shapes[k].empty()) continue;
+          const DType t = op.input_dtype(k, dt, a);
+          host[k].shape = shapes[k];
+          in[k] = alloc(v[k].size() * dtype_size(t), 0);
+          for (size_t i = 0; i < v[k].size(); ++i) {
+            host[k].data.push_back(check::round_to(t, v[k][i]));
+            store(in[k].data(), i, t, host[k].data.back());
+          }
+        }
+        const Shape ys = op.infer(op, shapes, a)[0];
+        std::vector<HostTensor> ref(1);
+        ref[0].shape = ys;
+        ref[0].data.assign(size_t(numel(ys)), 0.0);
+        op.reference(host, ref, a);
+        // The product (row-major): linear y = x W^T, matmul y[b] = a[b] b[b] (b shared or batched).
+        const bool lin = name != "matmul";
+        const int64_t K = shapes[0].back(), N = lin ? shapes[1][0] : shapes[1].back();
+        const int64_t rows = numel(shapes[0]) / K, n_out = rows * N;
+        const int64_t M = lin ? rows : shapes[0][shapes[0].size() - 2];
+        const bool b_batched = !lin && shapes[1].size() > 2;
+        Buf acc = alloc(size_t(n_out) * 4, 0xff);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t n = 0; n < N; ++n) {
+            double s = 0;
+            const int64_t bi = r / M;
+            for (int64_t k = 0; k < K; ++k)
+              s += host[0].data[size_t(r * K + k)] *
+                   (lin ? host[1].data[size_t(n * K + k)] : host[1].data[size_t((b_batched ? bi * K * N : 0) + k * N + n)]);
+            store(acc.data(), size_t(r * N + n), DType::f32, s);
+          }
+        Buf bias32, y = alloc(size_t(n_out) * dtype_size(odt), 0xff);
+        if (!shapes[2].empty()) {
+          bias32 = alloc(size_t(N) * 4, 0xff);
+          hc::ConvertParams cb;
+          cb.src = in[2].data(), cb.dst = bias32.data(), cb.n = N;
+          hc::launch_convert(dt_of(dt), hc::Dt::f32, cb, 2, nullptr);
+        }
+        const bool direct = odt == DType::f32;
+        void* acc_p = direct ? y.data() : acc.data();
+        if (direct) std::memcpy(y.data(), acc.data(), size_t(n_out) * 4);
+        hc::EpilogueParams ep;
+        ep.y = acc_p;
+        ep.bias = bias32.bytes ? bias32.data() : nullptr;
+        ep.res = direct ? ptr(in, 3) : nullptr;
+        ep.act = static_cast<int>(a.act);
+        ep.total = n_out, ep.n = N;
+        if (name == "linear_dropout" && a.p > 0) {
+          ep.seed_lo = uint32_t(a.seed), ep.seed_hi = uint32_t(a.seed >> 32);
+          ep.off_lo = uint32_t(a.offset), ep.off_hi = uint32_t(a.offset >> 32);
+          ep.thr = ref::dropout_threshold(a.p), ep.keep_scale = 1.0 / (1.0 - a.p);
+        }
+        if (ep.bias || ep.res || ep.act != 0 || ep.thr != 0u) hc::launch_epilogue(hc::Dt::f32, ep, 3, nullptr);
+        if (!direct) {
+          hc::ConvertParams cv;
+          cv.src = acc_p, cv.add = ptr(in, 3), cv.dst = y.data(), cv.n = n_out;
+          hc::launch_convert(hc::Dt::f32, dt_of(odt), cv, 3, nullptr);
+        }
+        std::vector<double> o(static_cast<size_t>(n_out));
+        for (size_t i = 0; i < o.size(); ++i) o[i] = load(y.data(), i, odt);
+        const check::Comparison c = check::compare(o, ref[0].data, odt, op.terms(shapes));
+        ++runs;
+        fails += !c.pass;
+        if (!c.pass || std::getenv("EMU_VERBOSE"))
+          std::printf("%s %-18s %-28s %-4s -> %-4s err %.3g (limit %.3g) worst %.3g at %lld (got %g want %g)\n",
+                      c.pass ? "ok  " : "FAIL", name.c_str(), tc.label.c_str(), to_string(dt), to_string(odt), c.err,
+                      c.err_limit, c.worst, (long long)c.worst_index, c.worst_out, c.worst_ref);
+      }
+    }
+  }
+  std::fflush(stdout);
+}
+
 int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
+  out_dtype_products(only);
   norms(only);
   batch_norms(only);
   optimizers(only);

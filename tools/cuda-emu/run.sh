@@ -22,7 +22,8 @@
 #     replaced by a plain product of the same arguments; conv: hal/cuda/conv.cu (each direct-kernel tile,
 #     im2col) and train.cu's epilogue kernel on the convolutions' cases (conv_driver.cpp; EMU_VERBOSE=1
 #     prints every comparison); mem[:NAME]: the memory-bound kernels of norm.cu, rows.cu, eltwise.cu and
-#     train.cu's optimizers on registry and awkward shapes, every dtype, each layout, the norms',
+#     train.cu's optimizers on registry and awkward shapes, every dtype, each layout, matmul.cpp's out_dtype form
+#     (train.cu's conversion and epilogue kernels, the product itself on the host) on the registry's *_out_* cases, the norms',
 #     softmax's and cross_entropy_backward's thread-block cluster kernels too (a cluster's blocks run at once: one cluster barrier, each
 #     block's dynamic shared memory readable by the others) (driver_mem.cpp; NAME: the ops whose name
 #     contains it; EMU_VERBOSE=1 prints every comparison).

@@ -158,6 +158,7 @@ struct __nv_bfloat16 { unsigned short u; };
 typedef int gpuError_t;
 typedef void* gpuStream_t;
 #define gpuSuccess 0
+#define gpuErrorInvalidValue 1
 inline int gpuGetLastError() { return 0; }
 #define gpuFuncAttributeMaxDynamicSharedMemorySize 0
 inline int gpuFuncSetAttribute(const void*, int, int) { return 0; }
