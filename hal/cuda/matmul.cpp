@@ -439,6 +439,36 @@ bool CudaDevice::lt_product(const std::string& op, DType in, DType out, bool ta,
   return lt_run(g, op) >= 0;
 }
 
+namespace {
+
+// The product of linear / matmul as cuBLASLt's column-major one: y^T (N x M) = op(W or b) (x or a)^T, D at `d`.
+LtProduct product_of(const OpCall& call, bool trans_a, int64_t M, int64_t N, int64_t K, int64_t batches, void* d) {
+  LtProduct g;
+  g.dtype = call.dtype;
+  g.trans_a = trans_a;
+  g.m = N, g.n = M, g.k = K;
+  g.lda = trans_a ? K : N, g.ldb = K, g.ldd = N;
+  g.batches = batches;
+  if (batches > 1) g.stride_a = K * N, g.stride_b = M * K, g.stride_d = M * N;
+  g.A = ptr_of(call.inputs[1].buffer);
+  g.B = ptr_of(call.inputs[0].buffer);
+  g.C = g.D = d;
+  return g;
+}
+
+// linear_dropout's dropout in the epilogue (none for p = 0 and the other ops).
+void set_dropout(EpilogueParams& ep, const OpCall& call) {
+  if (call.op->name != "linear_dropout" || call.attrs.p <= 0) return;
+  ep.seed_lo = static_cast<uint32_t>(call.attrs.seed);
+  ep.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
+  ep.off_lo = static_cast<uint32_t>(call.attrs.offset);
+  ep.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
+  ep.thr = ref::dropout_threshold(call.attrs.p);
+  ep.keep_scale = 1.0 / (1.0 - call.attrs.p);
+}
+
+}  // namespace
+
 // Attrs::out_dtype (another output dtype than the inputs'; f32, f16 and bf16): the product with an f32 D
 // (cuBLASLt: f32 or 16-bit A and B, f32 accumulation) into y itself when y is f32, else into a scratch
 // buffer; then the epilogue kernel in f32 on it (bias converted to f32 first, activation, dropout, and the
@@ -456,8 +486,6 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   if (!dt_of(call.dtype, &in_dt) || !dt_of(odt, &out_dt))
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no product stores " + to_string(odt) + " from " +
                                             to_string(call.dtype) + " inputs (f32, f16 and bf16 mix; f64 does not)");
-  const TensorArg& a = call.inputs[0];
-  const TensorArg& b = call.inputs[1];
   const TensorArg* bias = call.inputs.size() > 2 && call.inputs[2].buffer ? &call.inputs[2] : nullptr;
   const TensorArg* res = call.inputs.size() > 3 && call.inputs[3].buffer ? &call.inputs[3] : nullptr;
   const TensorArg& y = call.outputs[0];
@@ -467,18 +495,9 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((y.numel + 255) / 256, 1, int64_t(sm_count_) * 32));
   make_current();
 
-  LtProduct g;
-  g.dtype = call.dtype;
+  LtProduct g = product_of(call, trans_a, M, N, K, batches, acc_p);
   g.out_dtype = DType::f32;
   g.soft_fail = true;
-  g.trans_a = trans_a;
-  g.m = N, g.n = M, g.k = K;
-  g.lda = trans_a ? K : N, g.ldb = K, g.ldd = N;
-  g.batches = batches;
-  if (batches > 1) g.stride_a = K * N, g.stride_b = M * K, g.stride_d = M * N;
-  g.A = ptr_of(b.buffer);
-  g.B = ptr_of(a.buffer);
-  g.C = g.D = acc_p;
   if (lt_run(g, op.name) < 0)
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": cuBLASLt has no f32-output product of " +
                                             to_string(call.dtype) + " inputs for this shape");
@@ -499,14 +518,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   ep.act = static_cast<int>(call.attrs.act);
   ep.total = y.numel;
   ep.n = N;
-  if (op.name == "linear_dropout" && call.attrs.p > 0) {
-    ep.seed_lo = static_cast<uint32_t>(call.attrs.seed);
-    ep.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
-    ep.off_lo = static_cast<uint32_t>(call.attrs.offset);
-    ep.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-    ep.thr = ref::dropout_threshold(call.attrs.p);
-    ep.keep_scale = 1.0 / (1.0 - call.attrs.p);
-  }
+  set_dropout(ep, call);
   std::string variant = prefix + "cublaslt,f32-product" + (batches > 1 ? ",batched" : "");
   if (ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u) {
     check_launch(launch_epilogue(Dt::f32, ep, blocks, stream_), "epilogue " + op.name);
@@ -575,28 +587,12 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   ep.act = lt_act ? static_cast<int>(kActNone) : act;
   ep.total = y.numel;
   ep.n = N;
-  if (dropout) {
-    ep.seed_lo = static_cast<uint32_t>(call.attrs.seed);
-    ep.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
-    ep.off_lo = static_cast<uint32_t>(call.attrs.offset);
-    ep.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-    ep.thr = ref::dropout_threshold(call.attrs.p);
-    ep.keep_scale = 1.0 / (1.0 - call.attrs.p);
-  }
+  set_dropout(ep, call);
   bool own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
 
   // Column-major: A (the weight / b: K x N transposed, or N x K), B (x / a: K x M), C and D (y^T: N x M).
-  LtProduct g;
-  g.dtype = call.dtype;
-  g.trans_a = trans_a;
-  g.m = N, g.n = M, g.k = K;
-  g.lda = trans_a ? K : N, g.ldb = K, g.ldd = N;
-  g.batches = batches;
-  if (batches > 1) g.stride_a = K * N, g.stride_b = M * K, g.stride_d = M * N;
-  g.A = ptr_of(b.buffer);
-  g.B = ptr_of(a.buffer);
-  g.D = ptr_of(y.buffer);
-  g.C = lt_res ? ptr_of(res->buffer) : g.D;
+  LtProduct g = product_of(call, trans_a, M, N, K, batches, ptr_of(y.buffer));
+  if (lt_res) g.C = ptr_of(res->buffer);
   g.beta_one = lt_res;
   g.epilogue = epi;
   g.bias = lt_bias ? ptr_of(bias->buffer) : nullptr;
