@@ -1,6 +1,11 @@
-// Section 4 of KERNELS.md: matrix products with fused epilogues (bias, activation, residual).
+// Section 4 of KERNELS.md: matrix products with fused epilogues (bias, activation, residual, output dtype).
 // linear(x [.., K], W [N, K], bias? [N], residual? [.., N]) = act(x W^T + bias) + residual
 // matmul(a [.., M, K], b [.., K, N] or [K, N], bias? [N], residual? [.., M, N]), batched.
+// Output dtype (KERNELS.md leaves its rules open): Attrs::out_dtype, any of the op's dtypes, makes y (and the
+// residual, which the epilogue adds last) that dtype; x, W and the bias keep the inputs'. The product
+// accumulates in f32 (f64 for f64 inputs) and y is rounded once, to its dtype; it is held to that dtype's
+// tolerance. ffn and ffn_swiglu do not take it (their hidden layer is rounded to the inputs' dtype, which an
+// f32 output's tolerance could not absorb).
 // linear_dropout(x, W, bias?, residual?) = dropout(act(x W^T + bias)) + residual: linear with the
 // Philox dropout of KERNELS.md in its epilogue (element index = the output's linear index); ffn's
 // hidden layer.
