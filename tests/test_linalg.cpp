@@ -3,7 +3,6 @@
 // determinism.
 #include <functional>
 #include <iostream>
-#include <sstream>
 
 #include "common.hpp"
 #include "hal/vulkan/runtime_shader.hpp"
@@ -303,13 +302,7 @@ TEST(LinalgPaths, OutputDtypeVariantsCompile) {
     const std::string src = e.source, defs = e.defines;
     if (src != "mm.comp" && src != "mm_gemv.comp" && src != "mm_coopmat.comp") continue;
     if (src == "mm_coopmat.comp" && std::string(e.name).rfind("mm_coopmat_peak", 0) == 0) continue;
-    std::vector<std::pair<std::string, std::string>> base;
-    std::stringstream list(defs);
-    for (std::string d; std::getline(list, d, ',');) {
-      if (d.empty()) continue;
-      const size_t eq = d.find('=');
-      base.emplace_back(d.substr(0, eq), eq == std::string::npos ? "" : d.substr(eq + 1));
-    }
+    const vk::Defines base = vk::parse_defines(defs);
     // The variant's own output dtype: its storage dtype (mm_coopmat: f16, or bf16 with OUT_BF16).
     const auto has = [&](const std::string& n) { return ("," + defs + ",").find("," + n + ",") != std::string::npos; };
     const std::string own = src == "mm_coopmat.comp" ? (has("OUT_BF16") ? "BF16" : "F16")

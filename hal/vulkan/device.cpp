@@ -436,22 +436,16 @@ void VulkanDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
 
 bool VulkanDevice::has_variant(const std::string& name) const { return spirv_index().count(name) != 0; }
 
-std::string VulkanDevice::runtime_variant(const std::string& base,
-                                          const std::vector<std::pair<std::string, std::string>>& extra,
-                                          const std::string& key, const std::string& what) {
+std::string VulkanDevice::runtime_variant(const std::string& base, const std::string& key, const std::string& what,
+                                          const std::function<Defines()>& extra) {
   const std::string name = base + "#" + key;
   if (runtime_spirv_.count(name)) return name;
   auto it = spirv_index().find(base);
   if (it == spirv_index().end()) throw Error(ErrorCode::Internal, what + ": no SPIR-V variant '" + base + "' in this build");
   // The base variant's definitions (as the build passed them to glslc), then the extra ones.
-  std::vector<std::pair<std::string, std::string>> defines;
-  std::stringstream list(it->second->defines);
-  for (std::string d; std::getline(list, d, ',');) {
-    if (d.empty()) continue;
-    const size_t eq = d.find('=');
-    defines.emplace_back(d.substr(0, eq), eq == std::string::npos ? "" : d.substr(eq + 1));
-  }
-  defines.insert(defines.end(), extra.begin(), extra.end());
+  Defines defines = parse_defines(it->second->defines);
+  const Defines more = extra();
+  defines.insert(defines.end(), more.begin(), more.end());
   runtime_spirv_[name] = compile_shader(it->second->source, defines, what);  // throws before anything is kept
   return name;
 }

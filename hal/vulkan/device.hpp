@@ -2,11 +2,13 @@
 // that records many dispatches between barriers and submits them together, and timestamps.
 #pragma once
 #include <array>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/vk_common.hpp"
 
 namespace kf::hal::vk {
@@ -168,14 +170,12 @@ class VulkanDevice final : public Device {
   std::shared_ptr<Buffer> workspace(size_t bytes, int slot = 0);
 
   // An embedded variant compiled again at run time with more macro definitions (runtime_shader.hpp: a
-  // custom score function): returns its name for Launch::variant, `base` + "#" + `key`; compiled the first
-  // time the name is asked for, then kept for the device's life. Throws (writing nothing) when it cannot.
-  std::string runtime_variant(const std::string& base, const std::vector<std::pair<std::string, std::string>>& extra,
-                              const std::string& key, const std::string& what);
-  // Whether runtime_variant has compiled `base` + "#" + `key` already.
-  bool has_runtime_variant(const std::string& base, const std::string& key) const {
-    return runtime_spirv_.count(base + "#" + key) != 0;
-  }
+  // custom score function, an output dtype): returns its name for Launch::variant, `base` + "#" + `key`;
+  // compiled the first time the name is asked for, with the definitions `extra` then returns (so that a
+  // repeated call neither parses nor prints anything), and kept for the device's life. Throws (writing
+  // nothing) when it cannot.
+  std::string runtime_variant(const std::string& base, const std::string& key, const std::string& what,
+                              const std::function<Defines()>& extra);
 
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }

@@ -290,11 +290,11 @@ std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::
   const std::string what = call.op->name + " storing " + to_string(odt) + " from " + to_string(call.dtype) + " inputs";
   if (odt == DType::f64)
     throw Error(ErrorCode::Unsupported, what + ": no Vulkan kernel stores f64 from 16- or 32-bit inputs");
-  std::string def = std::string("ODT_") + to_string(odt);
-  for (char& c : def) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  const std::string key = std::string("out_dtype:") + to_string(odt);
-  if (dev.has_runtime_variant(base, key)) return base + "#" + key;
-  return dev.runtime_variant(base, {{def, ""}}, key, what + " (out_dtype)");
+  return dev.runtime_variant(base, std::string("out_dtype:") + to_string(odt), what + " (out_dtype)", [&] {
+    std::string def = std::string("ODT_") + to_string(odt);
+    for (char& c : def) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return Defines{{def, ""}};
+  });
 }
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it

@@ -260,12 +260,12 @@ std::vector<std::shared_ptr<Buffer>> stage_bf16_as_f16(VulkanDevice& dev, const 
 // failure writes nothing.
 std::string score_mod_variant(VulkanDevice& dev, const std::string& base, const Attrs& a, const std::string& op, bool grad) {
   if (a.score_mod.empty()) return base;
-  const std::string key = "score_mod:" + a.score_mod;
-  if (dev.has_runtime_variant(base, key)) return base + "#" + key;
-  const ScoreMod fn = ScoreMod::parse(op, a.score_mod);
-  std::vector<std::pair<std::string, std::string>> defs = {{"SCORE_MOD", fn.glsl()}};
-  if (grad) defs.emplace_back("SCORE_MOD_GRAD", fn.glsl_grad());
-  return dev.runtime_variant(base, defs, key, op + " with a custom score function (score_mod)");
+  return dev.runtime_variant(base, "score_mod:" + a.score_mod, op + " with a custom score function (score_mod)", [&] {
+    const ScoreMod fn = ScoreMod::parse(op, a.score_mod);
+    Defines defs = {{"SCORE_MOD", fn.glsl()}};
+    if (grad) defs.emplace_back("SCORE_MOD_GRAD", fn.glsl_grad());
+    return defs;
+  });
 }
 
 // attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.

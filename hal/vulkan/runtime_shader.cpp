@@ -3,6 +3,7 @@
 // resolve the shaders' #include "x.glsl" lines.
 #include "hal/vulkan/runtime_shader.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -38,6 +39,21 @@ void release_include(void*, shaderc_include_result* r) { delete r; }
 #endif
 
 }  // namespace
+
+Defines parse_defines(const std::string& list) {
+  Defines out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    const std::string d = list.substr(begin, end - begin);
+    if (!d.empty()) {
+      const size_t eq = d.find('=');
+      out.emplace_back(d.substr(0, eq), eq == std::string::npos ? "" : d.substr(eq + 1));
+    }
+    begin = end + 1;
+  }
+  return out;
+}
 
 std::vector<uint32_t> compile_shader(const std::string& source,
                                      const std::vector<std::pair<std::string, std::string>>& defines,

@@ -19,6 +19,10 @@ struct ShaderSource {
 extern const ShaderSource kShaderSources[];
 extern const size_t kShaderSourcesSize;
 
+// Macro definitions as the SPIR-V table records them, "NAME,NAME=VALUE,...", as (name, value) pairs.
+using Defines = std::vector<std::pair<std::string, std::string>>;
+Defines parse_defines(const std::string& list);
+
 // Compiles shaders/<source> with the macro definitions (name, value; an empty value defines the name
 // alone) into SPIR-V words. Throws kf::Error: Unsupported when this build has no shader compiler (saying
 // so), Internal when the source does not compile (with the compiler's message); `what` names the op.
