@@ -241,6 +241,9 @@ void main() {
   // row l / 2, columns 8 (l % 2) .. + 7, written as pairs of halves when N is even.
   const uint cbase = bz * pc.stride_c;
   const bool pairs = OUT_HALF && (pc.N % 2u) == 0u;
+  // packs: each lane's eight outputs are stored (and the residual read) as 16-byte packs, when every
+  // row starts on a pack (see LOAD_OUT8).
+  const bool packs = (pc.N % (OUT_HALF ? 8u : 4u)) == 0u && (cbase % 8u) == 0u;
   const uint stage_tile = sg * 64u;
   [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j) {
     coopMatStoreNV(acc[i][j], As, stage_tile, 4u, false);
@@ -258,7 +261,18 @@ void main() {
       [[unroll]] for (uint q = 0; q < 3u; ++q)
         if (q < nq) dw[q] = philox4x32_10(uvec4(q0 + q, 0u, pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi));
     }
-    float v[8];
+    // With packs, gn0 % 8 == 0 and N % 4 == 0, so gn0 < N means gn0 + 3 < N, and gn0 + 4 < N means
+    // gn0 + 7 < N.
+    const bool in_pack = packs && gm < pc.M && gn0 < pc.N, hi4 = gn0 + 4u < pc.N;
+    float r8[8], c8[8], b8[VW];
+    if (HAS_RES && in_pack) LOAD_OUT8(RES, e0, hi4, r8)
+    if (ACC_OUT && in_pack) LOAD_OUT8(C, e0, hi4, c8)
+    // The bias as one 16-byte pack too (16-bit inputs, a bias per column, N % 8 == 0).
+    const bool bias_pack = HAS_BIAS && !BIAS_ROW && VW == 8u && (pc.N % 8u) == 0u;
+    if (bias_pack && gn0 < pc.N) unpack(BIAS_v.v[gn0 >> 3], b8);
+    // The outputs' bits, each pair packed as soon as it is computed (16-bit outputs: w8[0..3]), so that
+    // four words rather than eight floats stay live until the store.
+    uint w8[8];
     [[unroll]] for (uint h = 0; h < 8u; ++h) {
       const uint c = c0 + h;
       float x = uintBitsToFloat(As[stage_tile + r * 4u + c / 4u][c % 4u]);
@@ -266,7 +280,7 @@ void main() {
       if (gm < pc.M && gn < pc.N) {
         // (x * inv_a) * inv_b: the factors' product alone could leave f32's range.
         if (SCALES) x = x * inv_scale[bz * pc.M + gm] * inv_scale[pc.scale_b + bz * pc.scale_stride_b + gn];
-        if (HAS_BIAS) x += LOAD_ELEM(BIAS, BIAS_ROW ? gm : gn);
+        if (HAS_BIAS) x += bias_pack ? b8[h % VW] : LOAD_ELEM(BIAS, BIAS_ROW ? gm : gn);
         if (ROW_SS) x = x * uintBitsToFloat(RES_w.w[gm]) + uintBitsToFloat(RES_w.w[pc.M + gm]);
         x = act(x);
         if (DROPOUT) {
@@ -274,20 +288,34 @@ void main() {
           const uvec4 w = q == 0u ? dw[0] : q == 1u ? dw[1] : dw[2];
           x = (w[e & 3u] >> 8) >= pc.thr ? x * pc.keep_scale : 0.0;
         }
-        if (HAS_RES) x += LOAD_OUT(RES, cbase + gm * pc.N + gn);
-        if (ACC_OUT) x += LOAD_OUT(C, cbase + gm * pc.N + gn);
+        if (HAS_RES) x += packs ? r8[h] : LOAD_OUT(RES, cbase + gm * pc.N + gn);
+        if (ACC_OUT) x += packs ? c8[h] : LOAD_OUT(C, cbase + gm * pc.N + gn);
       }
-      v[h] = x;
+      if (!OUT_HALF) w8[h] = floatBitsToUint(x);
+      else if (h % 2u == 0u) w8[h] = floatBitsToUint(x);  // the pair's first value, until its second
+      else w8[h / 2u] = OUT_PAIR(uintBitsToFloat(w8[h - 1u]), x);
     }
     subgroupBarrier();  // the staging tile is reused by the next accumulator
-    if (gm < pc.M) {
+    if (packs) {
+      if (in_pack) {
+        if (OUT_HALF) C_v.v[e0 >> 3] = uvec4(w8[0], w8[1], w8[2], w8[3]);
+        else {
+          C_v.v[e0 >> 2] = uvec4(w8[0], w8[1], w8[2], w8[3]);
+          if (hi4) C_v.v[(e0 >> 2) + 1u] = uvec4(w8[4], w8[5], w8[6], w8[7]);
+        }
+      }
+    } else if (gm < pc.M) {
       [[unroll]] for (uint h = 0; h < 8u; h += 2u) {
         const uint gn = gn0 + h, idx = cbase + gm * pc.N + gn;
+        // 16-bit: the pair's bits, or each half alone (already rounded: STORE_OUT rounds it exactly).
         if (pairs && gn < pc.N) {
-          C_w.w[idx >> 1] = OUT_PAIR(v[h], v[h + 1u]);
-        } else if (!pairs) {
-          if (gn < pc.N) STORE_OUT(C, idx, v[h]);
-          if (gn + 1u < pc.N) STORE_OUT(C, idx + 1u, v[h + 1u]);
+          C_w.w[idx >> 1] = w8[h / 2u];
+        } else if (OUT_HALF) {
+          if (gn < pc.N) STORE_OUT(C, idx, OUT_LO(w8[h / 2u]));
+          if (gn + 1u < pc.N) STORE_OUT(C, idx + 1u, OUT_HI(w8[h / 2u]));
+        } else {
+          if (gn < pc.N) STORE_OUT(C, idx, uintBitsToFloat(w8[h]));
+          if (gn + 1u < pc.N) STORE_OUT(C, idx + 1u, uintBitsToFloat(w8[h + 1u]));
         }
       }
     }
