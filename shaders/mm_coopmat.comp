@@ -245,7 +245,9 @@ void main() {
   // row starts on a pack (see LOAD_OUT8).
   const bool packs = (pc.N % (OUT_HALF ? 8u : 4u)) == 0u && (cbase % 8u) == 0u;
   const uint stage_tile = sg * 64u;
-  [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j) {
+  // Column blocks outer: a column's bias and bf16 scale factor serve the FM accumulators of block j and
+  // then die (rows outer kept all FN blocks' values live across the rows' iterations).
+  [[unroll]] for (uint j = 0; j < FN; ++j) [[unroll]] for (uint i = 0; i < FM; ++i) {
     coopMatStoreNV(acc[i][j], As, stage_tile, 4u, false);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
