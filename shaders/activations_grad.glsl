@@ -52,10 +52,17 @@ float d_silu_f(float x) {
   float s = x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e), sm = x >= 0.0 ? e / (1.0 + e) : 1.0 / (1.0 + e);
   return s * (1.0 + x * sm);  // sm = 1 - s
 }
+// tanh(sp) + x sech^2(sp) sigmoid(x), sp = softplus(x). With e = e^x and n = e (e + 2) (as mish_f):
+// tanh(sp) = n / a, sech^2(sp) = 4 (n + 1) / a^2, sigmoid(x) = e / b, a = n + 2, b = 1 + e, so one exp
+// and one division: (n a b + 4 x e (n + 1)) / (a^2 b). (A softplus, a tanh, a sech^2 and a sigmoid
+// before, four exps and four divisions: 16-bit mish_backward read 0.62-0.65 of copy on an H100.) In
+// float32 against float64 over [-60, 15] outside the root's interval: relative error at most 6.7e-7.
+// Above 15 the derivative is 1 in float (and a^2 b would overflow past 17.7).
 float d_mish_f(float x) {
   if (is_near(x, ROOT_MISH)) return near_root(x, ROOT_MISH);
-  float sp = softplus_f(x);
-  return tanh_f(sp) + x * sech2_f(sp) * sigmoid_f(x);
+  if (x > 15.0) return 1.0;
+  const float e = exp(x), n = e * (e + 2.0), a = n + 2.0, b = 1.0 + e;
+  return (n * a * b + 4.0 * x * e * (n + 1.0)) / (a * a * b);
 }
 #endif
 
