@@ -2,7 +2,8 @@
 # Session 22, final check (H100) of the session's tree: (1) kf-conformance across vulkan, cuda and cpu in one run
 # with the validation layer (issue 7's check; every op, dtype and registry case); (2) CUDA flash-mma with ALiBi,
 # its slopes now computed once before the key loop (session 20: 5.70-5.87 ms at B 4, H 32, S 4096, D 128 causal,
-# 3.9x the plain case's 1.47 on flash-wgmma, about 2.8x flash-mma's plain 2.0); predicted in PROBE_NOTE below;
+# 3.9x the plain case's 1.47 on flash-wgmma, about 2.8x flash-mma's plain 2.0); predicted by the helper that wrote it
+# from the source: about 13-16 instructions a score -> 3.3 (plain: 3), so ALiBi near flash-mma's plain time, 2.0-2.4 ms;
 # (3) what an f32 output costs on CUDA (linear 4096_gelu_out_f32 against 4096_gelu: cuBLASLt with an f32 D, the
 # epilogue in f32, a conversion pass for 16-bit outputs; no prediction made before: first timing); (4) mish_backward
 # with one exp and one division (was four of each): predicted 16-bit 0.62-0.65 of copy -> 0.95 or more, f32 ~1.0.

@@ -1028,9 +1028,10 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 // sum per lane, summed over the quad at the end); P rounded to the dtype in registers, straight into the
 // A fragments of P V (the accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 tile),
 // V's B fragments from ldmatrix.trans; O (RW x D per warp) in registers, rescaled per step; dropout on P
-// with the Philox generator at the (b, h, i, j) index, as the other kernels. Soft-capping, ALiBi, the
-// window and the block mask go through a per-warp float scratch in shared memory (16 rows x KN keys a
-// pass, a rolled loop: they cost the main path few registers). Rows past the sequence are not masked
+// with the Philox generator at the (b, h, i, j) index, as the other kernels. Soft-capping, ALiBi (each
+// row's slope computed once, before the key loop) and the window in registers; the block mask through a
+// per-warp float scratch in shared memory (16 rows x KN keys a pass, a rolled loop: it costs the main
+// path few registers). Rows past the sequence are not masked
 // (their Q is zero, their scores finite, nothing of theirs is stored). Rows are padded to D + 8 elements
 // (odd 16-byte units: ldmatrix's 8 rows fall in distinct banks). The same bits every run.
 //  - RW = 16 (`warp_rows=16`, bq = 64; the default): one m16 row tile per warp, Q's A fragments held in
@@ -1057,8 +1058,9 @@ __global__ void __launch_bounds__(128) attn_wmma(const AttnParams p) {
 //    pointers and zero-fill addresses kept across the loop. __launch_bounds__(128, 2) (the 255 cap
 //    that 2 blocks a multiprocessor give anyway) keeps ptxas from aiming at 3 blocks at D = 64 (168
 //    registers, with spills).
-// ptxas (sm_90, nvcc 13.0), f16 and bf16 alike: RW 16: 210 registers at D = 128, 163 at D = 64; RW 32:
-// 254 at D = 128, 194 at D = 64; no spills (0 bytes stack frame).
+// ptxas (sm_90a, nvcc 13.0), f16 and bf16 alike: RW 16: 222 registers at D = 128, 168 at D = 64 (at most
+// 168 keeps 3 blocks a multiprocessor there); RW 32: 254 at D = 128, 212 at D = 64; no spills (0 bytes
+// stack frame).
 // Shared memory (bytes): Q BQ (D + 8) 2, K and V 2 stages x 64 (D + 8) 2 each, the scratch 4 warps x
 // 16 x (KN + 4) x 4, the keep bits (RW 32) 4 warps x 32 x 4:
 //   RW 16, D 128: 17408 + 69632 + 17408 = 104448 (102 KiB; 2 blocks a multiprocessor);
@@ -1210,6 +1212,14 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
   constexpr float kLog2e = 1.44269504088896341f;
   const bool neg = scale < 0.0f;
   const float c2 = plain ? fmaxf(fabsf(scale) * kLog2e, 1.17549435e-38f) : kLog2e;
+  // ALiBi: the slopes of this lane's rows, once (a row's head does not change with the key step; four
+  // slopes a step, each alibi_slope's loop and exp2, held the ALiBi case at 3.9x the plain causal time).
+  float slope[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+      slope[mt][x] = p.alibi ? static_cast<float>(alibi_slope<T>(hk * p.G + (rb + wr + 16 * mt + gq + 8 * x) % p.G, p)) : 0.0f;
 
   for (int buf = 0; j0 < g.jend; buf ^= 1) {
     const int jn = next_tile(j0 + kMk);
@@ -1296,30 +1306,59 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
               }
         }
       } else if (!p.bmask) {
-        // Soft-capping, ALiBi and the window in registers, as score_of computes them, each row's slope
-        // once a step (the scratch below took a row index, a slope and a division a score: ALiBi ran at
+        // Soft-capping, ALiBi and the window in registers, as score_of computes them, the slopes from
+        // before the loop (the scratch below took a row index, a slope and a division a score: ALiBi ran at
         // 0.08 of this kernel's plain speed, session 20). Rows past the sequence need no mask (above).
         using M = Math<float, T::FAST>;
         const float cap = static_cast<float>(p.softcap);
+        // Whether every score of the step is visible to this lane's rows (uniform over the warp: one
+        // branch), with the distances d = i + off - j within 2^24, where the float d of key n 8 + c is
+        // float(d of key 0) - (n 8 + c) exactly: an FADD a score where the masks' integer work, an I2F and a
+        // select were. The lane's rows' extremes (qi rises with the row) bound the lane's distances.
+        const int dhi = qi[MT - 1][1] + g.off - j1, dlo = qi[0][0] + g.off - j1 - (KN - 1);
+        const bool full = __all_sync(0xffffffffu, j1 + KN <= g.jend && (!p.causal || dlo >= 0) &&
+                                                      (p.window <= 0 || dhi < p.window) && dhi <= (1 << 24) && dlo >= -(1 << 24));
+        if (full) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int x = 0; x < 2; ++x) {
-            const int rr = rb + wr + 16 * mt + gq + 8 * x;
-            const float slope = p.alibi ? static_cast<float>(alibi_slope<T>(hk * p.G + rr % p.G, p)) : 0.0f;
+            for (int x = 0; x < 2; ++x) {
+              const float d0 = static_cast<float>(qi[mt][x] + g.off - j1 - 2 * tq);  // d of key n 8 + c: d0 - (n 8 + c)
 #pragma unroll
-            for (int n = 0; n < NT; ++n)
+              for (int n = 0; n < NT; ++n)
 #pragma unroll
-              for (int c = 0; c < 2; ++c) {
-                const int j = j1 + n * 8 + 2 * tq + c, d = qi[mt][x] + g.off - j;  // d: distance behind the diagonal
-                const bool vis = j < g.jend && (!p.causal || d >= 0) && (p.window <= 0 || d < p.window);
-                float& sv = sc[mt][n][2 * x + c];
-                float v = sv * scale;
-                if (cap > 0.0f) v = cap * M::tanh(v / cap);
-                if (p.alibi) v -= slope * fabsf(static_cast<float>(d));
-                sv = vis ? v : -INFINITY;
-              }
-          }
+                for (int c = 0; c < 2; ++c) {
+                  float& sv = sc[mt][n][2 * x + c];
+                  float v = sv * scale;
+                  if (cap > 0.0f) v = cap * M::tanh(v / cap);
+                  if (p.alibi) v -= slope[mt][x] * fabsf(d0 - static_cast<float>(n * 8 + c));
+                  sv = v;
+                }
+            }
+        } else {
+          // The masks as bounds on k = n 8 + c (a constant: two compares a score): the key exists (j < jend),
+          // the causal diagonal (d >= 0: k <= dq), the window (d < window: k > dq - window).
+          const int kend = g.jend - j1 - 2 * tq;
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+              const int dq = qi[mt][x] + g.off - j1 - 2 * tq;  // d of key n 8 + c: dq - (n 8 + c)
+              const int hi = p.causal ? m_min(dq, kend - 1) : kend - 1;
+              const int lo = p.window > 0 ? static_cast<int>(m_max(int64_t(dq) - p.window, int64_t(-1))) : -1;
+#pragma unroll
+              for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                  const int k = n * 8 + c;
+                  float& sv = sc[mt][n][2 * x + c];
+                  float v = sv * scale;
+                  if (cap > 0.0f) v = cap * M::tanh(v / cap);
+                  if (p.alibi) v -= slope[mt][x] * fabsf(static_cast<float>(dq - k));
+                  sv = k > lo && k <= hi ? v : -INFINITY;
+                }
+            }
+        }
       } else {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
