@@ -45,6 +45,7 @@ Tuning Tuning::parse(const std::string& s) {
     else if (key == "gemv_rows" && (v == 4 || v == 8 || v == 16)) t.gemv_rows = static_cast<uint32_t>(v);
     else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
     else if (key == "rows_coop" && v <= 3) t.rows_coop = static_cast<uint32_t>(v);
+    else if (key == "rows_wg" && (v == 256 || v == 512 || v == 1024)) t.rows_wg = static_cast<uint32_t>(v);
     else if (key == "rows_spin") t.rows_spin = static_cast<uint32_t>(std::min<long>(v, 0x7fffffff));
     else if (key == "lce_rows") t.lce_rows = static_cast<uint32_t>(v);
     else if (key == "normbwd_cols" && v <= 3) t.normbwd_cols = static_cast<uint32_t>(v);
@@ -60,7 +61,7 @@ Tuning Tuning::parse(const std::string& s) {
     else if (key == "attn_decode" && v <= 2) t.attn_decode = static_cast<uint32_t>(v);
     else if (key == "attn_decode_rs" && v <= 1) t.attn_decode_rs = static_cast<uint32_t>(v);
     else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, rows_coop=1 (long-row norms: two passes)|2 (one pass, workgroups sharing a row)|3 (as 2, float cache), rows_spin=N, mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..14 (tensor-core tile shape), mm_peak=1..8 (ceiling probes), mm_splitk=1..65535, gemv_rows=4|8|16, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused)|3 (fused rows, the default where it fits), normbwd_chunks=N, normbwd_packs=1|2|4, xent_stream=1 (cached chunks)|2 (streamed)|3 (backward: the row in registers where it fits, the default), conv_path=1 (implicit GEMM)|2 (im2col + tensor cores), "
+                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, rows_coop=1 (long-row norms: two passes)|2 (one pass, workgroups sharing a row)|3 (as 2, float cache), rows_spin=N, rows_wg=256|512|1024 (their workgroup), mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..14 (tensor-core tile shape), mm_peak=1..8 (ceiling probes), mm_splitk=1..65535, gemv_rows=4|8|16, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused)|3 (fused rows, the default where it fits), normbwd_chunks=N, normbwd_packs=1|2|4, xent_stream=1 (cached chunks)|2 (streamed)|3 (backward: the row in registers where it fits, the default), conv_path=1 (implicit GEMM)|2 (im2col + tensor cores), "
                                                      "attn_split=1 (never)|N (N key splits), attn_path=1 (portable)|2 (cooperative matrix), attn_quad=1 (no softmax / backward P and dS on accumulators), attn_cm=1..4 (its workgroup), attn_rows=8|16|32, attn_decode=1 (never)|2 (forced), attn_decode_rs=1 (the decode kernel's all-reduce form only))");
   }
   return t;

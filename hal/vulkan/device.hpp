@@ -61,6 +61,8 @@ struct Tuning {
                                 //   on CPU devices), 1 the two passes (statistics, then normalize: the row read
                                 //   twice), 2 one pass, P workgroups per row (16-bit rows cached as raw packs
                                 //   where they can be), 3 one pass with a float cache
+  uint32_t rows_wg = 0;         // rows split over workgroups in one pass (norm.comp PASS 3, rows.comp COOP): their
+                                //   workgroup, 256, 512 or 1024 invocations (0: kLongRowWorkgroup, 512)
   uint32_t rows_spin = 0;       // rows_coop's polls of a row's partial statistics before computing the missing
                                 //   ones itself (0: 65536 on GPUs, 64 on CPU devices)
   uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads

@@ -208,7 +208,8 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   if (stream && wide && !reduction && coop_mode >= 2 && !coop_default_off) {
     const bool raw = coop_mode == 2 && call.dtype == DType::bf16 && tuning().rows_values == 0;
     const uint32_t values = raw ? 64u : cache_values;
-    const uint64_t per_part = uint64_t(wg) * std::max<uint32_t>(1, values / vw);  // packs
+    const uint32_t cw = coop_workgroup(caps, tuning());  // the parts' workgroup (tpr = cw)
+    const uint64_t per_part = uint64_t(cw) * std::max<uint32_t>(1, values / vw);  // packs
     const uint64_t parts = (items + per_part - 1) / per_part;
     const uint64_t chunk_packs = (items + parts - 1) / parts;  // balanced parts
     const uint64_t P = (items + chunk_packs - 1) / chunk_packs;
@@ -219,11 +220,11 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
       const size_t flag_bytes = rows_coop_flag_bytes(static_cast<uint64_t>(rows));
       const std::shared_ptr<Buffer> ws = workspace(flag_bytes + 8 * static_cast<uint64_t>(rows) * P);
       record_fill(ws, 0u, flag_bytes);
-      l.spec = {wg, tpr, 1u, values, 0u, 1u, raw ? 1u : 0u};
+      l.spec = {cw, cw, 1u, values, 0u, 1u, raw ? 1u : 0u};
       l.bindings[2] = ws;
       l.groups = grid(static_cast<uint64_t>(rows) * P, 1, caps, tuning());  // each workgroup loops over tickets
       record(l);
-      return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
+      return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(cw) +
              ",16B-packs,coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) + (raw ? ",raw16" : "");
     }
   }

@@ -34,6 +34,12 @@ inline uint32_t long_row_workgroup(const Caps& c) {
   return c.max_workgroup_size >= kLongRowWorkgroup ? kLongRowWorkgroup : kWorkgroup;
 }
 
+// The workgroup of rows split over workgroups in one pass (below): KF_TUNE rows_wg where the device
+// allows it, else kLongRowWorkgroup's.
+inline uint32_t coop_workgroup(const Caps& c, const Tuning& t) {
+  return t.rows_wg && t.rows_wg <= c.max_workgroup_size ? t.rows_wg : long_row_workgroup(c);
+}
+
 // Rows longer than one workgroup's registers in one pass, P workgroups per row (norm.comp PASS 3,
 // rows.comp COOP): KF_TUNE rows_coop, by default on GPUs and not on CPU devices (lavapipe), which run
 // few workgroups at once, so that parts mostly wait out the bound and then re-read their siblings.

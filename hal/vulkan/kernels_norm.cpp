@@ -180,7 +180,7 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
   // except for the add forms, which normalize s = x + r unrounded.
   const uint32_t coop_mode = rows_coop_mode(info_, tuning());
   if (coop_mode >= 2) {
-    const uint32_t big = long_row_workgroup(caps);
+    const uint32_t big = coop_workgroup(caps, tuning());
     const bool raw = coop_mode == 2 && !add && plan.wide && tuning().rows_values == 0 &&
                      (call.dtype == DType::f16 || call.dtype == DType::bf16);
     const uint32_t values = raw ? 64u : plan.cache_values;
