@@ -202,6 +202,42 @@ TEST_P(Norm, CoopRows) {
   }
 }
 
+// KF_TUNE rows_wg: the same one-pass rows on workgroups of 256 and 1024 invocations (the parts follow:
+// P = 8 and 2 for f32 rows of 65536), against the reference; out-of-range values are refused.
+TEST_P(Norm, CoopRowsWorkgroup) {
+  if (GetParam().backend != "vulkan") GTEST_SKIP() << "KF_TUNE knobs of the Vulkan backend";
+  struct Case {
+    const char* tune;
+    std::string op;
+    std::string variant;
+  };
+  const Case cases[] = {{"rows_coop=2,rows_wg=256", "layer_norm", "coop=8x8192"},
+                        {"rows_coop=2,rows_wg=256", "softmax", "tpr=256,16B-packs,coop=8x8192"},
+                        {"rows_coop=2,rows_wg=1024", "rms_norm", "coop=2x32768"},
+                        {"rows_coop=2,rows_wg=1024", "softmax", "tpr=1024,16B-packs,coop=2x32768"}};
+  for (const Case& c : cases) {
+    ContextOptions co = options_for(GetParam());
+    co.tuning = c.tune;
+    Context ctx = Context::create(co);
+    if (ctx.device().caps.max_workgroup_size < 1024) GTEST_SKIP() << "the device's workgroups stop below 1024";
+    SCOPED_TRACE(::testing::Message() << c.op << " " << c.tune);
+    const OpDef& op = get_op(c.op);
+    std::vector<Shape> shapes = {{2, 65536}};
+    const int n_affine = c.op == "softmax" ? 0 : c.op == "layer_norm" ? 2 : 1;
+    for (int j = 0; j < n_affine; ++j) shapes.push_back({65536});
+    TestCase tc{"coop_wg", shapes};
+    check::CaseOptions o;
+    o.repeat = true;
+    const uint64_t seed = fresh_seed();
+    const auto r = check::run_case(ctx, op, DType::f32, tc, seed, o);
+    EXPECT_TRUE(r.pass && r.deterministic) << "seed " << seed << " (variant " << r.variant << "):\n" << r.message;
+    EXPECT_NE(r.variant.find(c.variant), std::string::npos) << "ran as " << r.variant << ", expected " << c.variant;
+  }
+  ContextOptions co = options_for(GetParam());
+  co.tuning = "rows_wg=300";
+  EXPECT_THROW(Context::create(co), Error);
+}
+
 // CUDA on sm_90: long rows on thread-block clusters (hal/cuda/kernels.hpp ClusterPlan), automatically for
 // the rows past a 1024-thread block's registers, and forced to P blocks (KF_TUNE rows_cluster=P) on short
 // rows (parts of a pack or two, blocks left empty) and long ones (parts in shared memory; 8 x 5003 and
