@@ -15,6 +15,9 @@
 
 namespace kf::hal::cuda {
 
+// kf::DType as the kernels' storage dtype; false for dtypes with none (i32). (kernels.cpp)
+bool dt_of(DType t, Dt* out);
+
 // The backend's name: "cuda", or "hip" when these files are built as HIP.
 #if defined(KF_HIP)
 inline constexpr const char* kBackend = "hip";

@@ -154,16 +154,6 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-bool dt_of(DType t, Dt* out) {
-  switch (t) {
-    case DType::f32: *out = Dt::f32; return true;
-    case DType::f16: *out = Dt::f16; return true;
-    case DType::bf16: *out = Dt::bf16; return true;
-    case DType::f64: *out = Dt::f64; return true;
-    default: return false;
-  }
-}
-
 Mode mode_of(const TensorArg& a, int64_t n) {
   if (!a.buffer) return kAbsent;
   if (a.numel == n) return kFull;
@@ -175,6 +165,16 @@ Mode mode_of(const TensorArg& a, int64_t n) {
 int64_t feat_of(const TensorArg& t) { return t.shape.empty() ? 1 : std::max<int64_t>(1, t.shape.back()); }
 
 }  // namespace
+
+bool dt_of(DType t, Dt* out) {
+  switch (t) {
+    case DType::f32: *out = Dt::f32; return true;
+    case DType::f16: *out = Dt::f16; return true;
+    case DType::bf16: *out = Dt::bf16; return true;
+    case DType::f64: *out = Dt::f64; return true;
+    default: return false;
+  }
+}
 
 // Sections 3 and 6: the row normalizations, group_norm, batch_norm_relu, the backward row kernels, the
 // losses and the optimizers (norm.cu, train.cu); linear and matmul (matmul.cpp).

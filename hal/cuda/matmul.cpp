@@ -478,12 +478,8 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
                                                   int64_t K, int64_t batches) {
   const OpDef& op = *call.op;
   const std::string prefix = std::string(kBackend) + ":";
-  const auto dt_of = [](DType t, Dt* d) {
-    *d = t == DType::f16 ? Dt::f16 : t == DType::bf16 ? Dt::bf16 : Dt::f32;
-    return t == DType::f32 || t == DType::f16 || t == DType::bf16;
-  };
   Dt in_dt = Dt::f32, out_dt = Dt::f32;
-  if (!dt_of(call.dtype, &in_dt) || !dt_of(odt, &out_dt))
+  if (!dt_of(call.dtype, &in_dt) || !dt_of(odt, &out_dt) || in_dt == Dt::f64 || out_dt == Dt::f64)
     throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no product stores " + to_string(odt) + " from " +
                                             to_string(call.dtype) + " inputs (f32, f16 and bf16 mix; f64 does not)");
   const TensorArg* bias = call.inputs.size() > 2 && call.inputs[2].buffer ? &call.inputs[2] : nullptr;

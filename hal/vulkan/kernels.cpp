@@ -285,6 +285,11 @@ void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const 
   }
 }
 
+std::string out_dtype_label(const OpCall& call) {
+  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
+  return odt == call.dtype ? "" : std::string(",out-") + to_string(odt);
+}
+
 std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base) {
   const DType odt = call.op->output_dtype(call.dtype, call.attrs);
   if (odt == call.dtype) return base;
@@ -381,8 +386,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
   l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
   record(l);
-  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
-  const std::string out = odt == call.dtype ? "" : std::string(",out-") + to_string(odt);
+  const std::string out = out_dtype_label(call);
   if (!coopmat) return "vulkan:mm/portable-tiled-64x64" + out;
   std::string v = std::string("vulkan:mm/coopmat-nv-") + cfg.label + out;
   if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";

@@ -109,5 +109,7 @@ std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, ui
 // (Unsupported), nor has any on a build without a shader compiler.
 class VulkanDevice;
 std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base);
+// The variant label's mark of that output dtype: ",out-<dtype>", or nothing for the inputs' dtype.
+std::string out_dtype_label(const OpCall& call);
 
 }  // namespace kf::hal::vk

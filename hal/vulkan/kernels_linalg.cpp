@@ -343,9 +343,8 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
     c.groups_z = 1;
     record(c);
   }
-  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
   return "vulkan:mm/gemv-splitk" + std::to_string(splits) + ",rows" + std::to_string(rows) + (wide ? ",16B-packs" : ",scalar") +
-         (odt == call.dtype ? "" : std::string(",out-") + to_string(odt));
+         out_dtype_label(call);
 }
 
 }  // namespace kf::hal::vk
