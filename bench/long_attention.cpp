@@ -5,7 +5,7 @@
 // Inputs are uniform in [-1, 1) with the scores' scale 1 (not 1/sqrt(D)): the scores spread over about
 // +-4, so each row's output is dominated by a few hundred keys rather than the near-zero mean of a
 // million (which would check little). Exit status 1 when a sampled row misses the f16 tolerance
-// (KERNELS.md: relative L2 error 1e-3).
+// (docs/ops.md: relative L2 error 1e-3).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 

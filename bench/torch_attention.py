@@ -65,7 +65,7 @@ def main():
                     raise ValueError("not comparable: sdpa has no " + ", ".join(other or ["option of this case"]))
                 causal = bool(attrs.get("causal", False)) or "causal" in r["case"]
                 gqa = qs[1] != ks[1]
-                # bottom-right causal alignment (KERNELS.md) equals torch's top-left one when Sq == Sk;
+                # bottom-right causal alignment (docs/ops.md) equals torch's top-left one when Sq == Sk;
                 # for Sq = 1 (decode) causal masks nothing.
                 causal = causal and qs[2] > 1
 

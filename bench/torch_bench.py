@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ops of kf-bench in PyTorch, eager and torch.compile, written in kf-bench's JSON schema.
 
-Runs the ops of docs/KERNELS.md sections 1-2 (with the semantics written there) on the bench cases of kf's
+Runs the ops of docs/ops.md sections 1-2 (with the semantics written there) on the bench cases of kf's
 op registry: [16384, 4096] in f32 is 256 MiB per input, and each case is scaled by --size-mib and by the
 dtype exactly as kf-bench's scale_shapes does, so that both tools time the same shapes. With
 --cases-from, the cases (ops, shapes, dtypes, attributes) are read from a kf-bench JSON file instead.
@@ -85,7 +85,7 @@ def gelu_tanh(t):
 
 
 def prelu(x, w):
-    """KERNELS.md: x if x >= 0 else a x, with a of x's shape or broadcast (F.prelu takes channels only)."""
+    """docs/ops.md: x if x >= 0 else a x, with a of x's shape or broadcast (F.prelu takes channels only)."""
     return torch.where(x >= 0, x, w * x)
 
 
@@ -102,7 +102,7 @@ ACTS = {0: lambda t: t, 1: lambda t: F.relu(t), 2: lambda t: F.gelu(t), 3: lambd
 
 
 def linear(a, x, w, b=None, r=None):
-    """KERNELS.md section 4: act(x W^T + bias) + residual (torch.nn.Linear's W [out, in]); cuBLAS. An
+    """docs/ops.md section 4: act(x W^T + bias) + residual (torch.nn.Linear's W [out, in]); cuBLAS. An
     out_dtype (kf's Attrs::out_dtype) is what eager code writes for it: a cast of the result."""
     y = ACTS[a.get("act", 0)](F.linear(x, w, b))
     if a.get("out_dtype"):
@@ -142,7 +142,7 @@ def lce_logits(a, h, w):
 
 
 def lce_loss(a, h, w, target):
-    """KERNELS.md section 6: cross_entropy(h W^T) (+ z_loss * mean lse^2 over the rows kept)."""
+    """docs/ops.md section 6: cross_entropy(h W^T) (+ z_loss * mean lse^2 over the rows kept)."""
     z = lce_logits(a, h, w)
     loss = cross_entropy(a, z, target)
     if a.get("z_loss", 0.0):

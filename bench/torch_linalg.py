@@ -81,7 +81,7 @@ def main():
             elif op == "ffn":
                 def call():
                     return F.linear(F.dropout(act(F.linear(t[0], t[1], t[2])), p), t[3], t[4])
-            else:  # ffn_swiglu: value rows first, then gate rows (KERNELS.md)
+            else:  # ffn_swiglu: value rows first, then gate rows (docs/ops.md)
                 H = t[1].shape[0] // 2
 
                 def call():

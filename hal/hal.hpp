@@ -1,4 +1,4 @@
-// The hardware abstraction layer (ARCHITECTURE.md principle 3): devices, buffers, kernels, streams and
+// The hardware abstraction layer (docs/architecture.md principle 3): devices, buffers, kernels, streams and
 // timers. The core talks to backends only through these classes; a backend's whole surface is one
 // factory function (make_<name>_backend). Backends trust their inputs: the core has checked them.
 #pragma once

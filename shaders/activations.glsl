@@ -44,11 +44,11 @@ float log1p_unit(float u) {
   return 2.0 * z * (1.0 + w * (1.0 / 3.0 + w * (1.0 / 5.0 + w * (1.0 / 7.0 + w * (1.0 / 9.0 + w * (1.0 / 11.0 +
          w * (1.0 / 13.0 + w * (1.0 / 15.0 + w * (1.0 / 17.0)))))))));
 }
-// softplus = log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), and x itself for x > 20 (KERNELS.md).
+// softplus = log1p(exp(x)) = max(x, 0) + log1p(exp(-|x|)), and x itself for x > 20 (docs/ops.md).
 float softplus_f(float x) { return x > 20.0 ? x : max(x, 0.0) + log1p_unit(exp(-abs(x))); }
 // mish = x tanh(log(1 + e^x)) = x n / (n + 2) with n = e^x (e^x + 2): one exp and one division instead
 // of an exp, a log series and a tanh (f16 mish_scale was compute-bound at 0.70 of copy on an H100).
-// Relative error 2.6e-7 against mpmath over [-60, 20] in float32; x itself above 20 (KERNELS.md).
+// Relative error 2.6e-7 against mpmath over [-60, 20] in float32; x itself above 20 (docs/ops.md).
 float mish_f(float x) {
   if (x > 20.0) return x;
   const float e = exp(x), n = e * (e + 2.0);

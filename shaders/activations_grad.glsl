@@ -1,4 +1,4 @@
-// Backward elementwise ops (KERNELS.md section 3: the activations' backward; section 6: mse_backward),
+// Backward elementwise ops (docs/ops.md section 3: the activations' backward; section 6: mse_backward),
 // included by eltwise.comp for variants with GRAD_OP: grad_apply(u, v) of input 0 (dy, or a) and input 1
 // (x, or b). Derivatives in float from activations.glsl's functions (eltwise.comp includes it); the ops
 // without exp or tanh also compile for f64.

@@ -1,5 +1,5 @@
 #version 450
-// Attention (KERNELS.md section 5), the portable path: any Vulkan 1.2 device, lavapipe too.
+// Attention (docs/ops.md section 5), the portable path: any Vulkan 1.2 device, lavapipe too.
 // Variants: DT_<dtype> (the main kernel), COMBINE (the decode combine pass), SCORES (attention_scores);
 // SCORE_MOD=<GLSL expression> adds a custom score function (compiled at run time, never at build time).
 //

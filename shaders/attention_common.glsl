@@ -63,7 +63,7 @@ float alibi_slope(uint h) {
   return exp2(-8.0 * float(2u * (h - c) + 1u) / float(2u * c));
 }
 
-// keep(i) of KERNELS.md's generator for i = rowidx * SkT + col (64-bit).
+// keep(i) of docs/ops.md's generator for i = rowidx * SkT + col (64-bit).
 bool dropout_keep(uint rowidx, uint col) {
   return philox_keep2d(rowidx, pc.SkT, col, uvec2(pc.off_lo, pc.off_hi), uvec2(pc.seed_lo, pc.seed_hi), pc.thr);
 }

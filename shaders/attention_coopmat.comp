@@ -1,5 +1,5 @@
 #version 450
-// Attention (KERNELS.md section 5), the tensor-core path: f16 on devices with a 16x16x16 f16 x f16 ->
+// Attention (docs/ops.md section 5), the tensor-core path: f16 on devices with a 16x16x16 f16 x f16 ->
 // f32 NV cooperative-matrix shape; head dimension HD (a define: 16 .. 256, a multiple of 16). Same
 // semantics, bindings, push and specialization constants as attention.comp (attention_common.glsl),
 // which documents the row tiling (query heads of a kv-head group share a tile), the masks, the

@@ -1,7 +1,7 @@
 // Attention's dropout bits for a 16 x 16 tile held in NV cooperative-matrix accumulators of the quad
 // layout (mma.sync's: element (H, X, Y) of invocation `lane` at row lane / 4 + 8 H, column 2 (lane % 4)
 // + X + 8 Y), drawing each Philox4x32-10 block once per subgroup instead of once per element.
-// KERNELS.md's keep(i) takes word i % 4 of block i / 4, so four consecutive keys of a row share a block;
+// docs/ops.md's keep(i) takes word i % 4 of block i / 4, so four consecutive keys of a row share a block;
 // the invocations holding them compute a share of the tile's blocks each and trade the 4-bit masks by
 // shuffles (4x fewer generator calls). Rows whose first key is not at a multiple of 4 in the generator's
 // index (cols % 4 != 0, or a tile start that is not) take each element's own block, as before.

@@ -1,5 +1,5 @@
 #version 450
-// batch_norm_relu (KERNELS.md section 3), inference form over NCHW (channels at dimension 1, `inner`
+// batch_norm_relu (docs/ops.md section 3), inference form over NCHW (channels at dimension 1, `inner`
 // elements per channel and sample): y = relu((x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c]).
 // One invocation owns one 16-byte pack of the output and writes it whole (tensors are padded to 16
 // bytes, so the last pack may be partial). PER_PACK: `inner` is a multiple of the pack, so a pack lies

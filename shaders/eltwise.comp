@@ -1,5 +1,5 @@
 #version 450
-// Elementwise fusions (KERNELS.md section 1). One invocation owns one 16-byte pack of the output and
+// Elementwise fusions (docs/ops.md section 1). One invocation owns one 16-byte pack of the output and
 // writes it whole, so packs of 16-bit elements never share a word between invocations. The op is a
 // define (OP_<name>); the operand layouts are specialization constants:
 //   MODE1, MODE2: input 1 / 2 has the output's shape (0), the features shape (1), one element (2),

@@ -1,5 +1,5 @@
 #version 450
-// Losses (KERNELS.md section 6): cross_entropy (the mean loss), cross_entropy_backward (the mean loss and
+// Losses (docs/ops.md section 6): cross_entropy (the mean loss), cross_entropy_backward (the mean loss and
 // d logits from the same pass over the logits) and mse. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 // Passes (the host records them in order, each reading what the previous wrote to the workspace):
 //   PASS 0: one workgroup counts the targets not ignored (the mean's denominator, needed by the gradient).

@@ -5,7 +5,7 @@
 // from 16-deep slices staged in shared memory; each invocation owns a 4 x 4 register block of
 // outputs (rows ty + 16 i, columns tx + 16 j, so that shared-memory reads are conflict-free).
 // Accumulation is in f32 whatever the storage dtype. DROPOUT (linear_dropout, ffn's hidden layer)
-// drops act(..) with the Philox mask of KERNELS.md, element index = the output's linear index. The
+// drops act(..) with the Philox mask of docs/ops.md, element index = the output's linear index. The
 // residual and C have the output dtype of out_dtype.glsl (Attrs::out_dtype), A, B and the bias the inputs'.
 #include "common.glsl"
 #include "out_dtype.glsl"

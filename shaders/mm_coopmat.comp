@@ -54,7 +54,7 @@ layout(constant_id = 1) const bool B_NK = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_RES = false;
 layout(constant_id = 4) const uint ACT = 0;
-// linear_dropout (ffn's hidden layer): act(..) dropped with the Philox mask of KERNELS.md, element
+// linear_dropout (ffn's hidden layer): act(..) dropped with the Philox mask of docs/ops.md, element
 // index = the output's linear index, as mm.comp's and mm_gemv.comp's epilogues.
 layout(constant_id = 5) const bool DROPOUT = false;
 // For linear_cross_entropy's d W = G^T h (kernels_lce.cpp, record_matmul_at_b), as mm.comp: A stored

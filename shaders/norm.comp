@@ -1,5 +1,5 @@
 #version 450
-// Row normalizations (KERNELS.md section 3): layer_norm, rms_norm, their activation fusions, the
+// Row normalizations (docs/ops.md section 3): layer_norm, rms_norm, their activation fusions, the
 // residual-add forms (s = x + r and norm(s) in one pass) and group_norm (a layer norm over rows of
 // C/G * HW elements, with a per-channel affine). Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 //

@@ -1,5 +1,5 @@
 #version 450
-// Row backward passes (KERNELS.md section 3, training): softmax_backward, layer_norm_backward and
+// Row backward passes (docs/ops.md section 3, training): softmax_backward, layer_norm_backward and
 // rms_norm_backward. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 //   PASS 0 (rows): TPR invocations per row, each caching up to CACHE_VALUES values of dy and of x (y for
 //     softmax); items past the cache (rows longer than TPR * CACHE_VALUES) are read again from memory in

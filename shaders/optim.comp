@@ -1,5 +1,5 @@
 #version 450
-// Optimizer steps (KERNELS.md section 6), in place: adamw_step as torch.optim.AdamW, sgd_step as
+// Optimizer steps (docs/ops.md section 6), in place: adamw_step as torch.optim.AdamW, sgd_step as
 // torch.optim.SGD. One invocation owns one 16-byte pack of every tensor, reads it and writes it back
 // (tensors are padded to 16 bytes, so the last pack may be partial). The host derives the step's
 // scalars (bias corrections, decay factor) in double precision. Arithmetic in float (double for f64).

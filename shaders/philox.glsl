@@ -1,4 +1,4 @@
-// Philox4x32-10 (Salmon et al. 2011), bit for bit the generator of docs/KERNELS.md and the CPU reference.
+// Philox4x32-10 (Salmon et al. 2011), bit for bit the generator of docs/ops.md and the CPU reference.
 uvec4 philox4x32_10(uvec4 c, uvec2 k) {
   [[unroll]] for (int r = 0; r < 10; ++r) {
     uint hi0, lo0, hi1, lo1;
@@ -21,7 +21,7 @@ uvec4 philox_block2d(uint row, uint cols, uint col, uvec2 off, uvec2 seed, out u
   return philox4x32_10(uvec4((lo >> 2) | (hi << 30), hi >> 2, off.x, off.y), seed);
 }
 
-// keep(i) of KERNELS.md's dropout for that element: its word's top 24 bits against thr.
+// keep(i) of docs/ops.md's dropout for that element: its word's top 24 bits against thr.
 bool philox_keep2d(uint row, uint cols, uint col, uvec2 off, uvec2 seed, uint thr) {
   uint k;
   const uvec4 r = philox_block2d(row, cols, col, off, seed, k);

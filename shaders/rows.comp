@@ -1,5 +1,5 @@
 #version 450
-// Row kernels (KERNELS.md section 2): reductions and softmax along the last dimension.
+// Row kernels (docs/ops.md section 2): reductions and softmax along the last dimension.
 // TPR invocations share one row (a subgroup for short rows, the whole workgroup for long ones); a
 // workgroup holds WG / TPR rows. Each invocation keeps up to CACHE packs of its row in registers, so a
 // row that fits is read from memory once; longer rows re-read the rest. Partial results combine in a
@@ -191,7 +191,7 @@ void process(uint row, bool valid, uint lane, uint slot) {
   const float S = row_sum(acc, lane, slot);
   if (!valid) return;
 #if defined(OP_softmax)
-  // A row that is all -inf gives zeros (KERNELS.md).
+  // A row that is all -inf gives zeros (docs/ops.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
 #define OUT(v) (exp2(fma((v), kk, -Mw)) * inv)
@@ -409,7 +409,7 @@ void coop_row(uint row, uint part, uint lane) {
     S += mk == NEG_INF ? sk : sk * exp2(mk - M);  // (sk: 0, or NaN)
   }
 #if defined(OP_softmax)
-  // A row that is all -inf gives zeros (KERNELS.md).
+  // A row that is all -inf gives zeros (docs/ops.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
   const float f = sh == NEG_INF ? inv : exp2(sh - M) * inv;  // the cached exponentials' factor

@@ -1,4 +1,4 @@
-# Shader variants of KERNELS.md section 4 beyond mm.comp / mm_coopmat.comp (included by variants.cmake),
+# Shader variants of docs/ops.md section 4 beyond mm.comp / mm_coopmat.comp (included by variants.cmake),
 # looked up by hal/vulkan/kernels_linalg.cpp. No f64: the epilogues take gelu / silu.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)

@@ -1,4 +1,4 @@
-# Shader variants of KERNELS.md sections 3 and 6 (included by variants.cmake). Names:
+# Shader variants of docs/ops.md sections 3 and 6 (included by variants.cmake). Names:
 # <family>_<op>_<dtype>[_sg], looked up by hal/vulkan/kernels_norm.cpp (training_variant). Ops that need
 # exp/tanh/erf have no f64 variant (GLSL has no float64 transcendentals).
 set(KF_NORM_OPS layer_norm layer_norm_relu layer_norm_gelu layer_norm_silu rms_norm rms_norm_gelu rms_norm_silu
@@ -65,7 +65,7 @@ foreach(op adamw_step sgd_step)
   endforeach()
 endforeach()
 
-# Attention (attention.comp, KERNELS.md section 5): the flash-attention kernel, the combine pass of the
+# Attention (attention.comp, docs/ops.md section 5): the flash-attention kernel, the combine pass of the
 # split path and attention_scores, the decode kernel; no f64 (exp). hal/vulkan/kernels_attn.cpp chooses them.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)

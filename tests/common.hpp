@@ -1,6 +1,6 @@
 // Helpers shared by the test suites: the devices to test, one cached context per device, and gtest
 // wrappers of the library's conformance checks (fresh random inputs, the comparison against the float64
-// reference with the tolerances of docs/KERNELS.md).
+// reference with the tolerances of docs/ops.md).
 #pragma once
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Attention (KERNELS.md section 5) beyond the registry cases that test_ops runs: each Vulkan path forced
+// Attention (docs/ops.md section 5) beyond the registry cases that test_ops runs: each Vulkan path forced
 // in turn (one pass and key splits with a combine pass, each tile height), the decode kernel forced and
 // chosen automatically, the automatic choice of the split (decode) path, determinism, the argument checks, and the float64 reference against the same
 // computation composed of other ops.
@@ -1115,13 +1115,13 @@ TEST(AttentionCuda, AutomaticChoice) {
   }
 }
 
-// Dropout inside attention keeps exactly the probabilities KERNELS.md's generator keeps at the
+// Dropout inside attention keeps exactly the probabilities docs/ops.md's generator keeps at the
 // (b, h, i, j) index of [B, Hq, Sq, Sk], on every CUDA path, as the CPU backend does: with q = 0 every
 // visible score is equal and v = the identity (Sk = D), so o[b, h, i, d] = keep(b, h, i, d) / (Sk (1 - p))
 // shows the mask element by element.
 // Attention's dropout mask, bit for bit: with Q = 0 every visible probability is 1 / Sk and V's rows are
 // one-hot (key j at column j, Sk <= D), so output (r, j) is 1 / (Sk (1 - p)) where keep(r Sk + j) and
-// 0 where not: each element of the device's mask against KERNELS.md's generator and the CPU backend.
+// 0 where not: each element of the device's mask against docs/ops.md's generator and the CPU backend.
 // Sk % 4 != 0 puts odd rows' Philox blocks across row ends (the tensor-core kernels' shared-block draws
 // take each element's own block there).
 struct MaskGeometry {

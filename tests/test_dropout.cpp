@@ -1,4 +1,4 @@
-// The counter-based dropout generator (KERNELS.md, "The counter-based random generator"): Philox
+// The counter-based dropout generator (docs/ops.md, "The counter-based random generator"): Philox
 // known answers, the worked mask, and masks that agree bit for bit between every backend.
 #include <array>
 #include <cstdio>
@@ -12,7 +12,7 @@ namespace {
 using Block = std::array<uint32_t, 4>;
 
 TEST(Philox, KnownAnswers) {
-  // The standard Philox4x32-10 vectors (Random123's kat_vectors), as listed in KERNELS.md.
+  // The standard Philox4x32-10 vectors (Random123's kat_vectors), as listed in docs/ops.md.
   EXPECT_EQ(ref::philox4x32_10({0, 0, 0, 0}, {0, 0}), (Block{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
   EXPECT_EQ(ref::philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
             (Block{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
@@ -28,7 +28,7 @@ TEST(Philox, WorkedMaskReference) {
   for (uint64_t i = 0; i < 16; ++i) mask += ref::dropout_keep(i, 42, 0, thr) ? '1' : '0';
   EXPECT_EQ(mask, kWorkedMask);
   const double u0 = (ref::philox_word(0, 42, 0) >> 8) * 0x1p-24;
-  EXPECT_NEAR(u0, 0.61295986, 1e-8);  // KERNELS.md gives 8 digits
+  EXPECT_NEAR(u0, 0.61295986, 1e-8);  // docs/ops.md gives 8 digits
 }
 
 TEST(Philox, CounterLayout) {

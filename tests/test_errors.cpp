@@ -1,4 +1,4 @@
-// Argument errors (KERNELS.md, "Conventions"; ARCHITECTURE.md principle 6): each raises kf::Error with the
+// Argument errors (docs/ops.md, "Conventions"; docs/architecture.md principle 6): each raises kf::Error with the
 // right code and a message naming the op and the argument; nothing is written to the output; and the
 // context still works afterwards.
 #include <functional>

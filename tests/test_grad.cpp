@@ -1,4 +1,4 @@
-// Gradient checks (KERNELS.md section 3, training): every backward op against central finite differences
+// Gradient checks (docs/ops.md section 3, training): every backward op against central finite differences
 // of its forward op, both run in float64 on the CPU backend (the references). test_ops already checks
 // every backward kernel of every device against the float64 analytic reference; this checks that the
 // analytic references are the derivatives of the forward references.

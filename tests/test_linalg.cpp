@@ -1,4 +1,4 @@
-// KERNELS.md section 4 beyond the registry cases: the argument checks of linear_dropout, ffn, ffn_swiglu
+// docs/ops.md section 4 beyond the registry cases: the argument checks of linear_dropout, ffn, ffn_swiglu
 // (and, as they land, embedding and the convolutions), the composed ops' paths and variants, and
 // determinism.
 #include <functional>
@@ -430,7 +430,7 @@ TEST(LinalgPaths, ForcedTensorCorePathsRejectCleanly) {
 // ---- The CUDA backend's convolutions (hal/cuda/conv.cu): each path forced (KF_TUNE conv_path=1 the
 // direct kernel, conv_path=2 im2col + cuBLASLt) on every registry case of the convolutions and on awkward
 // shapes (odd sizes, several tiles of pixels, channels and k, stride 2, dilation 2, groups 2, depthwise,
-// 1 x 1 with stride or padding), in f32, f16 and bf16, against the float64 reference within KERNELS.md's
+// 1 x 1 with stride or padding), in f32, f16 and bf16, against the float64 reference within docs/ops.md's
 // tolerances and twice for the same bits; the automatic choice (with several column-matrix chunks); and
 // conv2d_gelu_dropout's mask element by element against the generator and the CPU backend. Skipped,
 // saying why, where the build or the machine has no usable CUDA device.
@@ -591,7 +591,7 @@ TEST(ConvCuda, AutomaticChoice) {
   }
 }
 
-// conv2d_gelu_dropout keeps exactly the elements KERNELS.md's generator keeps at the output's NCHW linear
+// conv2d_gelu_dropout keeps exactly the elements docs/ops.md's generator keeps at the output's NCHW linear
 // index, on both paths, as the CPU backend does: with positive inputs, weights and bias every
 // pre-dropout value is positive (gelu > 0), so an output is zero exactly where the mask drops it.
 TEST(ConvCuda, DropoutMaskMatchesGeneratorAndCpu) {

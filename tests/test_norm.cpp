@@ -1,4 +1,4 @@
-// Normalizations (KERNELS.md section 3) beyond the registry-driven accuracy tests of test_ops: eps and
+// Normalizations (docs/ops.md section 3) beyond the registry-driven accuracy tests of test_ops: eps and
 // groups checks, the three row regimes of the Vulkan kernels (several rows per workgroup, one workgroup
 // per row, rows split over workgroups) each reached and deterministic, and the in-place aliasing rules.
 #include <algorithm>
@@ -313,7 +313,7 @@ TEST_P(Norm, CudaClusterRows) {
 }
 
 // The multi-pass kernels of sections 3 and 6 (split rows, column sums, loss reductions) give the same
-// bits on the same inputs every run (ARCHITECTURE.md principle 8).
+// bits on the same inputs every run (docs/architecture.md principle 8).
 TEST_P(Norm, MultiPassDeterministic) {
   ValidationCheck vc(*ctx_);
   const std::vector<std::pair<std::string, std::vector<Shape>>> cases = {

@@ -1,4 +1,4 @@
-// Registry-driven correctness (ARCHITECTURE.md principle 1): every op of kf::registry(), in every dtype it
+// Registry-driven correctness (docs/architecture.md principle 1): every op of kf::registry(), in every dtype it
 // takes, on every test case it declares, on every usable device of every backend, against its float64
 // reference. An op added to the registry is tested here without another line.
 #include <algorithm>
@@ -81,7 +81,7 @@ TEST(OpsCoverage, VulkanRunsEveryOp) {
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
 }
 
-// The CUDA (or HIP) backend, when built: its device runs every op that has a kernel in hal/cuda/ (KERNELS.md
+// The CUDA (or HIP) backend, when built: its device runs every op that has a kernel in hal/cuda/ (docs/ops.md
 // sections 1 to 6, as listed below) in every dtype; linear, matmul and linear_cross_entropy need cuBLASLt, opened at run
 // time, and must say so when it is missing (and the HIP build, which has no hipBLASLt); any other op is
 // unsupported with a reason. When the build has the backend but the machine has no usable device, the

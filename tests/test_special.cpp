@@ -41,7 +41,7 @@ TEST(Special, SigmoidAndTanhLimits) {
 }
 
 // Softmax rows: one with +inf (inf - inf = NaN: the reference gives a NaN row), one with a NaN (a NaN
-// row), one all -inf (zeros, KERNELS.md), one with some -inf (those are 0), and a finite one.
+// row), one all -inf (zeros, docs/ops.md), one with some -inf (those are 0), and a finite one.
 const std::vector<double> kSoftmaxRows = {1, kInf, 2, 3,  1,    kNaN, 2, 3,     -kInf, -kInf, -kInf, -kInf,
                                           1, -kInf, 2, -kInf, 0.5, -1, 2, 0.25};
 
@@ -78,7 +78,7 @@ TEST(Special, ReductionsPropagate) {
   check_special("mean_abs", {{3, 3}}, {{kNaN, 1, 2, kInf, 1, 2, -kInf, 0, 0}});
 }
 
-// Reductions add in a fixed order (ARCHITECTURE.md principle 8): the same input gives the same bits.
+// Reductions add in a fixed order (docs/architecture.md principle 8): the same input gives the same bits.
 TEST(Special, DeterministicRepeats) {
   const uint64_t seed = fresh_seed();
   for (const auto& d : devices()) {

@@ -1,4 +1,4 @@
-// Training ops (KERNELS.md section 6) beyond the registry-driven accuracy tests of test_ops: the
+// Training ops (docs/ops.md section 6) beyond the registry-driven accuracy tests of test_ops: the
 // documented behaviour of cross_entropy's targets (out of range, all ignored, dtype), and the optimizers
 // stepped in place ten times against their float64 reference stepped the same way.
 #include <algorithm>
@@ -24,7 +24,7 @@ class Training : public ::testing::TestWithParam<DeviceRef> {
 };
 
 // Out-of-range targets are data on the device: the CPU backend (the reference) raises kf::Error naming
-// 'target'; a Vulkan device gives a NaN loss and a NaN gradient row for that row (KERNELS.md section 6).
+// 'target'; a Vulkan device gives a NaN loss and a NaN gradient row for that row (docs/ops.md section 6).
 TEST_P(Training, CrossEntropyTargetOutOfRange) {
   ValidationCheck vc(*ctx_);
   for (const Shape& s : {Shape{4, 10}, Shape{3, 20000}}) {
@@ -281,7 +281,7 @@ TEST_P(Training, OptimizerAliasing) {
 
 // The activation derivatives that cross zero keep their relative precision there (activations_grad.glsl
 // evaluates them by a series about the root): every element of a dense sweep around the roots, alone,
-// within the f32 tolerance of KERNELS.md (a one-element output is judged by its relative error).
+// within the f32 tolerance of docs/ops.md (a one-element output is judged by its relative error).
 TEST_P(Training, ActivationBackwardNearRoots) {
   ValidationCheck vc(*ctx_);
   std::vector<double> x;

@@ -1,5 +1,5 @@
 // The unfused baselines of kf-bench (OpDef::unfused): on every device, each op's chain of primitives
-// gives the fused op's result within the tolerance of the dtype (KERNELS.md; see compare_chain), on the
+// gives the fused op's result within the tolerance of the dtype (docs/ops.md; see compare_chain), on the
 // op's own small test cases (broadcast, packed, dropout forms). A form without a chain (packed swiglu, a
 // scalar operand) must say so with ErrorCode::Unsupported, and every op with a chain runs it somewhere.
 #include <cmath>
@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kSmall = 20000;  // elements of all inputs together: the cases CI can afford here
 
 // The chain against the fused op. Per element: |chain - fused| <= atol + rtol |fused| with the dtype's
-// tolerance (KERNELS.md), NaN and infinities matched exactly. Relative L2 error <= the dtype's err, except
+// tolerance (docs/ops.md), NaN and infinities matched exactly. Relative L2 error <= the dtype's err, except
 // for f16 / bf16 outputs of fewer than 1000 elements: the chain stores every intermediate in the dtype
 // (the fused op does not), so one value whose intermediate is near zero (an f16 subnormal, say) carries a
 // large relative error; per element it is within atol, but in the L2 norm of a tiny output it dominates.
@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(All, Unfused, ::testing::ValuesIn(chain_params()),
                          [](const ::testing::TestParamInfo<ChainParam>& i) { return i.param.name; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Unfused);
 
-// The elementwise fusions of KERNELS.md section 1 each have a baseline; the primitives themselves have none.
+// The elementwise fusions of docs/ops.md section 1 each have a baseline; the primitives themselves have none.
 // (Reductions and softmax have no reduction primitive to chain; ops of other sections may add chains.)
 TEST(UnfusedCoverage, EveryElementwiseFusionHasAChain) {
   for (const char* name : {"add_relu", "mul_relu", "add_sigmoid", "mul_tanh", "bias_relu", "bias_gelu",

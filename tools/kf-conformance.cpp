@@ -1,6 +1,6 @@
 // kf-conformance: checks every registered op (catalog fusions and primitives), in every dtype it takes,
 // on every test case the registry declares, on every usable device of every backend, against the float64
-// reference with the tolerances of docs/KERNELS.md (the checks of src/check/conformance.hpp, shared with
+// reference with the tolerances of docs/ops.md (the checks of src/check/conformance.hpp, shared with
 // the test suites). It also checks determinism (each case run twice on the same inputs gives the same
 // bits) and that the dropout ops apply the CPU backend's mask bit for bit. It prints a report card and a
 // table per device, can write the same content as JSON and as JUnit XML, and exits non-zero on any
@@ -782,7 +782,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "kf-conformance: checks every registered op, in every dtype, on every test case of the registry, on every "
-      "usable device, against the float64 reference (docs/KERNELS.md tolerances); also determinism and dropout "
+      "usable device, against the float64 reference (docs/ops.md tolerances); also determinism and dropout "
       "masks against the CPU backend. Exit status: 0 all passed (unsupported is not a failure), 1 a check "
       "failed, 2 bad options or no device."};
   app.add_option("--backend", o.backends, "backends to check (vulkan, cpu; comma-separated); default all, or KF_BACKEND")
@@ -802,7 +802,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-determinism", o.determinism, "skip the second run of each case that checks for identical bits");
   app.add_flag("!--no-masks", o.masks, "skip the dropout mask comparison with the CPU backend");
   app.add_option("--tolerance-scale", o.tolerance_scale,
-                 "multiply every tolerance of KERNELS.md (below 1: how much margin the kernels have; 0 accepts "
+                 "multiply every tolerance of docs/ops.md (below 1: how much margin the kernels have; 0 accepts "
                  "only exactly rounded results)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--progress", o.progress, "progress display: auto (a bar on a terminal, else lines), bar, lines, none")

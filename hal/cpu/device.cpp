@@ -1,6 +1,6 @@
 // The CPU backend: the float64 reference of every op, run multi-threaded on host memory. It is the
 // reference the tests compare against and the fallback when no GPU is usable. Kept plain on purpose:
-// it is also the skeleton to copy when a new backend starts (STYLE.md).
+// it is also the skeleton to copy when a new backend starts (docs/architecture.md).
 #include <chrono>
 #include <cstdlib>
 #include <cstring>

@@ -1,5 +1,5 @@
 // Device memory of the CUDA/HIP backend: a caching sub-allocator over cudaMalloc (device.hpp says how).
-// One cudaMalloc per slab or large block instead of one per tensor (STYLE.md: Kompute's mistake to
+// One cudaMalloc per slab or large block instead of one per tensor (docs/architecture.md: Kompute's mistake to
 // avoid), and a freed block is reused without going back to the driver.
 #include <algorithm>
 #include <string>

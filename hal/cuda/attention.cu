@@ -1,4 +1,4 @@
-// KERNELS.md section 5 (attention_scores, attention) and section 4's embedding in CUDA/HIP: the
+// docs/ops.md section 5 (attention_scores, attention) and section 4's embedding in CUDA/HIP: the
 // counterparts of shaders/attention.comp, attention_coopmat.comp and embedding.comp, with exactly the
 // semantics of src/ops/attention.cpp's reference (which writes down every choice: score order, window,
 // ALiBi slopes, RoPE positions, the dropout index, sinks, empty rows).

@@ -1,4 +1,4 @@
-// attention_backward (KERNELS.md section 5, training) in CUDA/HIP: the counterpart of
+// attention_backward (docs/ops.md section 5, training) in CUDA/HIP: the counterpart of
 // shaders/attention_bwd.comp, with exactly the semantics of src/ops/attention_backward.cpp's reference, as
 // FlashAttention 2 computes it: the probabilities are recomputed tile by tile from q, k and the forward's
 // lse, never stored.
@@ -149,7 +149,7 @@ KF_DEV void grad_entry(const AttnBwdParams& P, const Geo& g, int hk, int64_t r0,
   const C* k = s.Ks + u * s.DP;
   const C* v = s.Vs + u * s.DP;
   // Four partial sums a product (D is a multiple of 8): a quarter of one running sum's rounding, which exp()
-  // turns into P's relative error (f32 over D 128 missed KERNELS.md's 1e-6 in some runs with one sum).
+  // turns into P's relative error (f32 over D 128 missed docs/ops.md's 1e-6 in some runs with one sum).
   C dq4[4] = {C(0), C(0), C(0), C(0)}, dp4[4] = {C(0), C(0), C(0), C(0)};
   for (int d = 0; d < p.D; d += 4) {
 #pragma unroll

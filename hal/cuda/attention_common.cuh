@@ -46,7 +46,7 @@ KF_DEV typename T::C alibi_slope(int h, const AttnParams& p) {
   return m_exp2(C(-8) * C(2 * (h - c) + 1) / C(2 * c));
 }
 
-// Philox block blk of attention's dropout (KERNELS.md's generator: counter (blk, offset), key the seed), each
+// Philox block blk of attention's dropout (docs/ops.md's generator: counter (blk, offset), key the seed), each
 // round's key from p.rk (philox4x32_10's arithmetic: the same words).
 KF_DEV uint4 attn_block(uint64_t blk, const AttnParams& p) {
   uint4 c = make_uint4(static_cast<unsigned>(blk), static_cast<unsigned>(blk >> 32), p.off_lo, p.off_hi);
@@ -61,7 +61,7 @@ KF_DEV uint4 attn_block(uint64_t blk, const AttnParams& p) {
   return c;
 }
 
-// The 4 keep bits of Philox block blk (bit k: index 4 blk + k), KERNELS.md's rule (the top 24 bits of
+// The 4 keep bits of Philox block blk (bit k: index 4 blk + k), docs/ops.md's rule (the top 24 bits of
 // each word against the threshold).
 KF_DEV unsigned keep_bits4(uint64_t blk, const AttnParams& p) {
   const uint4 w = attn_block(blk, p);
@@ -69,7 +69,7 @@ KF_DEV unsigned keep_bits4(uint64_t blk, const AttnParams& p) {
          unsigned((w.w >> 8) >= p.thr) << 3;
 }
 
-// keep(i) of KERNELS.md's generator for i = rowidx * SkT + col.
+// keep(i) of docs/ops.md's generator for i = rowidx * SkT + col.
 KF_DEV bool attn_keep(int64_t rowidx, int64_t col, const AttnParams& p) {
   const uint64_t i = static_cast<uint64_t>(rowidx) * static_cast<uint64_t>(p.SkT) + static_cast<uint64_t>(col);
   const uint4 w = attn_block(i >> 2, p);
@@ -88,7 +88,7 @@ KF_DEV unsigned shift_in_dropped(unsigned acc, uint64_t blk, const AttnParams& p
   return acc;
 }
 
-// Bits c = 0..31: the dropout keep rule of KERNELS.md's generator at indices first + c (attn_keep's rule, one
+// Bits c = 0..31: the dropout keep rule of docs/ops.md's generator at indices first + c (attn_keep's rule, one
 // Philox call per block of 4 indices: 8 calls, 9 where first is not a multiple of 4).
 KF_DEV unsigned keep_bits32(uint64_t first, const AttnParams& p) {
   const uint64_t b0 = first >> 2;

@@ -1,5 +1,5 @@
 // Device code shared by the CUDA/HIP kernels (as shaders/common.glsl, activations.glsl and philox.glsl
-// are for the Vulkan ones): the storage dtypes and their 16-byte packs, the activations of KERNELS.md,
+// are for the Vulkan ones): the storage dtypes and their 16-byte packs, the activations of docs/ops.md,
 // and Philox4x32-10 bit for bit as the CPU reference (src/ops/reference_math.hpp).
 #pragma once
 #include <stdint.h>
@@ -173,7 +173,7 @@ KF_DEV double m_abs(double x) { return fabs(x); }
 KF_DEV float m_sqrt(float x) { return sqrtf(x); }
 KF_DEV double m_sqrt(double x) { return ::sqrt(x); }
 
-// ---- The activations of KERNELS.md (same functions as shaders/activations.glsl and the reference).
+// ---- The activations of docs/ops.md (same functions as shaders/activations.glsl and the reference).
 template <class M, class C> KF_DEV C relu_f(C x) { return x < C(0) ? C(0) : x; }  // NaN stays NaN
 template <class M, class C> KF_DEV C sigmoid_f(C x) { return M::div(C(1), C(1) + M::exp(-x)); }
 template <class M, class C> KF_DEV C tanh_f(C x) { return M::tanh(x); }
@@ -199,7 +199,7 @@ template <class M, class C> KF_DEV C gelu_tanh_f(C x) {
   return C(0.5) * x * (C(1) + M::tanh(C(0.79788456080286535588) * (x + C(0.044715) * x * x * x)));
 }
 template <class M, class C> KF_DEV C silu_f(C x) { return M::div(x, C(1) + M::exp(-x)); }
-// mish = x tanh(softplus(x)), softplus = log1p(exp(x)) and x itself for x > 20 (KERNELS.md). With
+// mish = x tanh(softplus(x)), softplus = log1p(exp(x)) and x itself for x > 20 (docs/ops.md). With
 // e = exp(x), tanh(log(1 + e)) = n / (n + 2) for n = e (e + 2): one exp, no log, no cancellation
 // (for x << 0 it tends to x e). Above 20, tanh(x) is 1 in float and within 1e-17 of it in double.
 template <class M, class C> KF_DEV C mish_f(C x) {
@@ -208,7 +208,7 @@ template <class M, class C> KF_DEV C mish_f(C x) {
   return x * M::div(n, n + C(2));
 }
 
-// ---- Derivatives of the activations (the backward ops of KERNELS.md section 3), as
+// ---- Derivatives of the activations (the backward ops of docs/ops.md section 3), as
 // shaders/activations_grad.glsl in float and as the float64 reference (src/ops/backward.cpp) in double.
 // Each of d gelu, d gelu_tanh, d silu and d mish crosses zero once, where its closed form is a difference
 // of two terms that cancel: within 0.5 of the root x0 (held as hi + lo floats) the float versions use
@@ -278,7 +278,7 @@ KF_DEV float d_mish_g(float x) {
 
 // The same derivatives for the 16-bit dtypes (f16 / bf16 storage, float compute): the hardware's
 // approximate exp and reciprocal, and no root series. Their output is rounded to 2^-11 (f16) or 2^-8
-// (bf16) relative, and KERNELS.md's tolerances there (atol 1e-3 / 8e-3) are four orders above what the
+// (bf16) relative, and docs/ops.md's tolerances there (atol 1e-3 / 8e-3) are four orders above what the
 // closed forms lose to cancellation at the roots (a few 1e-8 absolute). The accurate versions made the
 // 16-bit backward ops compute-bound on an H100 (mish 0.40 of copy, gelu 0.60, gelu_tanh 0.71, silu 0.78).
 KF_DEV float d_gelu_fast(float x) {  // Phi(x) + x phi(x): phi's exp serves erfc too
@@ -399,7 +399,7 @@ KF_DEV unsigned word_of(const uint4& w, int64_t i) {
 
 // ---- The matrix products' and convolutions' epilogue of one value v of output element i, channel ch
 // (EpilogueParams): + bias, the batch norm (conv2d_bn_relu), the activation, then dropout with the
-// Philox word of element i (KERNELS.md; the same words as eltwise.cu's dropout). The residual, which
+// Philox word of element i (docs/ops.md; the same words as eltwise.cu's dropout). The residual, which
 // comes after the dropout, is the caller's. In the compute type, with the accurate libm.
 template <class T> KF_DEV typename T::C epilogue_value(typename T::C v, int64_t i, int64_t ch, const EpilogueParams& p) {
   using C = typename T::C;

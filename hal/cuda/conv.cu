@@ -1,4 +1,4 @@
-// KERNELS.md section 4's convolutions in CUDA/HIP (conv2d, conv2d_bn_relu, conv2d_gelu_dropout; the
+// docs/ops.md section 4's convolutions in CUDA/HIP (conv2d, conv2d_bn_relu, conv2d_gelu_dropout; the
 // composed depthwise_pointwise runs conv2d twice): the counterparts of shaders/conv.comp, with exactly
 // the semantics of src/ops/conv.cpp's reference (NCHW as torch.nn.Conv2d: stride, zero padding,
 // dilation, groups).

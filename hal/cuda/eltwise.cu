@@ -1,4 +1,4 @@
-// Elementwise fusions (KERNELS.md section 1) in CUDA/HIP: the counterpart of shaders/eltwise.comp.
+// Elementwise fusions (docs/ops.md section 1) in CUDA/HIP: the counterpart of shaders/eltwise.comp.
 // A thread owns whole 16-byte packs of the output. A block handles tiles of kEltwiseThreads *
 // kEltwiseItems packs, each thread issuing the loads of its kEltwiseItems packs before computing any, so
 // that enough bytes are in flight to saturate memory; blocks stride over the tiles. Operands of the
@@ -133,7 +133,7 @@ KF_DEV typename T::C load_operand_elem(const void* q, uint32_t mode, const Eltwi
 }
 
 // Dropout of value v at element i given its Philox word; then the residual of add_dropout_residual.
-// keep(i) = (word >> 8) >= thr (KERNELS.md), compared as word > thr 256 - 1 (thr in [1, 2^24]: in 32
+// keep(i) = (word >> 8) >= thr (docs/ops.md), compared as word > thr 256 - 1 (thr in [1, 2^24]: in 32
 // bits 255 .. 2^32 - 1, the product wrapping to 0 for 2^24): one instruction a value fewer.
 template <EltOp OP, class C>
 KF_DEV C finish(C v, C b, unsigned word, const EltwiseParams& p) {

@@ -1,4 +1,4 @@
-// The CUDA/HIP-common dialect of hal/cuda/ (VkFFT's idea in STYLE.md: one kernel source, several
+// The CUDA/HIP-common dialect of hal/cuda/ (VkFFT's idea in docs/architecture.md: one kernel source, several
 // backends). Host code calls the runtime through gpu* names and kernels use the KF_* helpers below, so
 // nvcc compiles these files as CUDA and hipcc compiles the very same files as HIP (build with KF_HIP, or
 // tools/check-hip.sh). Nothing else in hal/cuda/ names cuda* or hip* directly.

@@ -9,7 +9,7 @@ namespace kf::hal::cuda {
 // Storage dtypes of the kernels (kf::DType without i32).
 enum class Dt : uint8_t { f32, f16, bf16, f64 };
 
-// Elementwise ops with a kernel in eltwise.cu (KERNELS.md section 1 and the unfused primitives).
+// Elementwise ops with a kernel in eltwise.cu (docs/ops.md section 1 and the unfused primitives).
 #define KF_CUDA_ELTWISE_OPS(X)                                                                      \
   X(add_relu) X(mul_relu) X(add_sigmoid) X(mul_tanh) X(bias_relu) X(bias_gelu) X(bias_gelu_tanh)     \
   X(bias_silu) X(swiglu) X(geglu) X(mish_scale) X(prelu_bias) X(dropout) X(gelu_dropout)            \
@@ -17,7 +17,7 @@ enum class Dt : uint8_t { f32, f16, bf16, f64 };
   X(tanh) X(gelu) X(gelu_tanh) X(silu) X(mish) X(relu_backward) X(sigmoid_backward) X(tanh_backward)    \
   X(gelu_backward) X(gelu_tanh_backward) X(silu_backward) X(mish_backward) X(mse_backward)
 
-// Row ops with a kernel in rows.cu (KERNELS.md section 2).
+// Row ops with a kernel in rows.cu (docs/ops.md section 2).
 #define KF_CUDA_ROW_OPS(X) X(sum_squared) X(mean_abs) X(softmax) X(log_softmax)
 
 #define KF_CUDA_ENUM_ENTRY(name) name,
@@ -290,7 +290,7 @@ struct EpilogueParams {
   const void* bn_var = nullptr;
   double eps = 1e-5;
   // linear_dropout: dropout after the activation, before the residual, with the Philox mask of element
-  // i of y (KERNELS.md; the same words as eltwise.cu's dropout): keep(i) = (word >> 8) >= thr.
+  // i of y (docs/ops.md; the same words as eltwise.cu's dropout): keep(i) = (word >> 8) >= thr.
   uint32_t seed_lo = 0, seed_hi = 0, off_lo = 0, off_hi = 0, thr = 0;
   double keep_scale = 1;
 };
@@ -398,7 +398,7 @@ inline int64_t attn_keep_words_bytes(int64_t rows, int64_t SkT) { return ((SkT +
 // skipping words no key of which a row sees by the causal mask or the window (attention_keep.cu).
 int launch_attention_keep_words(const AttnParams& p, void* stream);
 
-// KERNELS.md's Philox4x32-10 key schedule for a seed: round r's key (rk[2 r], rk[2 r + 1]).
+// docs/ops.md's Philox4x32-10 key schedule for a seed: round r's key (rk[2 r], rk[2 r + 1]).
 inline void philox_round_keys(uint32_t seed_lo, uint32_t seed_hi, uint32_t (&rk)[20]) {
   for (int r = 0; r < 10; ++r) {
     rk[2 * r] = seed_lo + static_cast<uint32_t>(r) * 0x9E3779B9u;

@@ -1,4 +1,4 @@
-// linear and matmul (KERNELS.md section 4) on the CUDA backend, through cuBLASLt.
+// linear and matmul (docs/ops.md section 4) on the CUDA backend, through cuBLASLt.
 //
 // cuBLASLt is loaded at run time (dlopen of libcublasLt.so.<major of the headers>), not linked: libkf
 // must load on machines without CUDA (as the static CUDA runtime does, cmake/Cuda.cmake), the toolkit has

@@ -1,4 +1,4 @@
-// Normalizations (KERNELS.md section 3) in CUDA/HIP: layer_norm, rms_norm and their fusions,
+// Normalizations (docs/ops.md section 3) in CUDA/HIP: layer_norm, rms_norm and their fusions,
 // add_layer_norm / add_rms_norm, group_norm, batch_norm_relu, and the backward kernels softmax_backward,
 // layer_norm_backward and rms_norm_backward. The counterpart of shaders/norm.comp, norm_bwd.comp and
 // batchnorm.comp, with one regime: one block per row, the row read from memory once per pass (the

@@ -1,4 +1,4 @@
-// Row kernels (KERNELS.md section 2) in CUDA/HIP: the counterpart of shaders/rows.comp. p.tpr threads
+// Row kernels (docs/ops.md section 2) in CUDA/HIP: the counterpart of shaders/rows.comp. p.tpr threads
 // share a row (a warp for short rows, up to the whole block for long ones); a block of BLOCK threads
 // holds BLOCK / tpr rows and strides over the rows. Rows whose length is a multiple of the pack move as
 // 16-byte packs ("units" of VW elements), others element by element (units of 1).

@@ -1,4 +1,4 @@
-// Training kernels (KERNELS.md section 6) in CUDA/HIP: cross_entropy (+ its gradient in the same pass),
+// Training kernels (docs/ops.md section 6) in CUDA/HIP: cross_entropy (+ its gradient in the same pass),
 // mse, adamw_step and sgd_step; and the matrix products' own epilogue (matmul.cpp). Counterparts of
 // shaders/loss.comp and optim.comp. Sums in a fixed order (block sums of common.cuh, then partial sums
 // added in index order by one block): the same bits every run. Accumulation in float (double for f64).
@@ -790,7 +790,7 @@ __global__ void __launch_bounds__(256) optim_packs(const OptimParams p) {
   }
 }
 
-// ---- The matrix products' own epilogue, in place: y = dropout(act(y + bias)) + residual (KERNELS.md
+// ---- The matrix products' own epilogue, in place: y = dropout(act(y + bias)) + residual (docs/ops.md
 // section 4; the dropout for linear_dropout only).
 // The convolutions' too (conv2d's bias and activation, conv2d_bn_relu's batch norm, conv2d_gelu_dropout's
 // gelu and dropout; channel (i / inner) % n of the NCHW output): common.cuh's epilogue_value.

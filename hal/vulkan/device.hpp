@@ -133,7 +133,7 @@ class VulkanDevice final : public Device {
   bool supports_linalg(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_linalg(const OpCall& call);
   std::string dispatch_conv(const OpCall& call);
-  // KERNELS.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
+  // docs/ops.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
   bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_training(const OpCall& call);
   std::string dispatch_batch_norm(const OpCall& call);
@@ -148,7 +148,7 @@ class VulkanDevice final : public Device {
   std::string record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                           const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
                           bool accumulate);
-  // KERNELS.md section 5 (kernels_attn.cpp).
+  // docs/ops.md section 5 (kernels_attn.cpp).
   bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
   std::string dispatch_attention(const OpCall& call);
   // The element layout of NV cooperative-matrix accumulators when it has the quad form that

@@ -1,4 +1,4 @@
-// The Vulkan kernels of KERNELS.md section 5 (shaders/attention.comp, attention_coopmat.comp,
+// The Vulkan kernels of docs/ops.md section 5 (shaders/attention.comp, attention_coopmat.comp,
 // attention_decode.comp, attention_bwd.comp): attention_scores, attention and attention_backward.
 // attention, decoding (one query row per sequence, not packed; no RoPE, dropout or block mask; the
 // device has subgroup shuffles): attention_decode.comp, one workgroup per (sequence, kv head, chunk of

@@ -1,4 +1,4 @@
-// The Vulkan kernels of KERNELS.md section 3 (normalizations, forward and backward): which shader
+// The Vulkan kernels of docs/ops.md section 3 (normalizations, forward and backward): which shader
 // variant serves an op, its specialization constants, push constants and grid, and the row regime
 // (several rows per workgroup, one workgroup per row, or rows split over workgroups with a combine
 // pass). Also the entry point of every section 3 and 6 op (dispatch_training, supports_training): the

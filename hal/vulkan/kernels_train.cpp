@@ -1,4 +1,4 @@
-// The Vulkan kernels of KERNELS.md section 6 (losses, optimizers) and the section 3 backward passes.
+// The Vulkan kernels of docs/ops.md section 6 (losses, optimizers) and the section 3 backward passes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

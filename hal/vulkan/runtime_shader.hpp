@@ -1,4 +1,4 @@
-// Shader variants compiled at run time: a custom score function (KERNELS.md section 5) is spliced into
+// Shader variants compiled at run time: a custom score function (docs/ops.md section 5) is spliced into
 // a kernel's GLSL as a macro and compiled with shaderc, with the options the build gives glslc for the
 // embedded variants (--target-env=vulkan1.2 -O). shaderc (with glslang and SPIRV-Tools) is linked into
 // libkf statically, so programs need nothing more at run time.

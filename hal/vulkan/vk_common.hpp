@@ -60,7 +60,7 @@ class CudaContextHold {
   bool held_ = false;
 };
 
-// Sub-allocates device memory from large blocks (STYLE.md: never one allocation per tensor).
+// Sub-allocates device memory from large blocks (docs/architecture.md: never one allocation per tensor).
 struct Allocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkDeviceSize offset = 0;

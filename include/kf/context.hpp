@@ -14,7 +14,7 @@ namespace kf {
 // Epilogue activations of linear and matmul (Attrs::act).
 enum Activation : int64_t { kActNone = 0, kActRelu = 1, kActGelu = 2, kActGeluTanh = 3, kActSilu = 4 };
 
-// Scalar arguments of ops. Each op reads the fields it documents in KERNELS.md.
+// Scalar arguments of ops. Each op reads the fields it documents in docs/ops.md.
 struct Attrs {
   double p = 0;            // dropout probability, in [0, 1)
   uint64_t seed = 0;       // Philox key
@@ -49,7 +49,7 @@ struct Attrs {
   // attention, before masks and bias); 0 = off.
   double z_loss = 0;
   double softcap = 0;
-  // Attention (KERNELS.md section 5: attention_scores, attention, attention_backward). Dropout on the
+  // Attention (docs/ops.md section 5: attention_scores, attention, attention_backward). Dropout on the
   // probabilities reads p, seed and offset above. Per-head slopes, key lengths, cu_seqlens, sinks and
   // the block mask are optional input tensors of the op, not attributes.
   double attn_scale = 0;   // scores = q k^T * attn_scale; 0 means 1 / sqrt(D)
@@ -61,7 +61,7 @@ struct Attrs {
   double rope_base = 10000;
   bool return_lse = false; // attention also returns the row log-sum-exp [B, Hq, Sq] (natural log)
   int64_t block_size = 0;  // block-sparse attention: the edge of the square blocks of input 'block_mask'
-  // attention: a custom score function (KERNELS.md section 5), an expression of score, b, h, i, j giving the
+  // attention: a custom score function (docs/ops.md section 5), an expression of score, b, h, i, j giving the
   // new score (-inf masks the key), applied after soft-capping and ALiBi, before the masks; compiled into
   // the kernel at run time (Vulkan: shaderc; CUDA refuses it as Unsupported). "" = none. Example: "score - 0.05 * float(abs(i - j))".
   std::string score_mod;

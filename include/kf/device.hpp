@@ -11,7 +11,7 @@ struct MemoryHeap {
   bool device_local = false;
 };
 
-// The capabilities kernels ask about; a plain struct filled at device creation (STYLE.md habits).
+// The capabilities kernels ask about; a plain struct filled at device creation (docs/architecture.md habits).
 struct Caps {
   bool storage16 = false;        // 16-bit storage buffers
   bool float16_arith = false;    // 16-bit float arithmetic in shaders

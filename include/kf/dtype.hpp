@@ -20,7 +20,7 @@ uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t b);
 
 // Store a double as one element of dtype t at dst (rounding once: f64 -> f16 goes through float,
-// which can double-round only in cases far below every tolerance of KERNELS.md).
+// which can double-round only in cases far below every tolerance of docs/ops.md).
 void store_element(DType t, void* dst, double v);
 double load_element(DType t, const void* src);
 

@@ -1,4 +1,4 @@
-// kf::Error: the one exception type of the library (ARCHITECTURE.md principle 6).
+// kf::Error: the one exception type of the library (docs/architecture.md principle 6).
 #pragma once
 #include <stdexcept>
 #include <string>

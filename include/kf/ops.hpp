@@ -1,4 +1,4 @@
-// Typed entry points for the ops of docs/KERNELS.md. Each allocates its output on the device of its
+// Typed entry points for the ops of docs/ops.md. Each allocates its output on the device of its
 // inputs; Context::run takes caller-provided outputs instead. Every call checks its arguments first and
 // raises kf::Error (naming the op, the argument and the values) before anything is written.
 #pragma once

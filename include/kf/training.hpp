@@ -1,4 +1,4 @@
-// Typed entry points for the normalizations (KERNELS.md section 3, forward and backward) and the training
+// Typed entry points for the normalizations (docs/ops.md section 3, forward and backward) and the training
 // fusions (section 6). Each allocates its outputs on the device of its inputs and goes through the same
 // checks as Context::run (errors name the op and the argument; nothing is written when one is
 // rejected). An undefined Tensor stands for an optional argument left out; eps = 0 selects the op's

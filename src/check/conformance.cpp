@@ -236,7 +236,7 @@ CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vecto
       if (!c.pass) add("output '" + op.outputs[k] + "':" + c.message);
     }
     if (options.repeat) {
-      // Reductions add in a fixed order (ARCHITECTURE.md principle 8): the same inputs give the same bits.
+      // Reductions add in a fixed order (docs/architecture.md principle 8): the same inputs give the same bits.
       std::vector<Tensor> again;
       for (const auto& s : out_shapes) {
         again.push_back(ctx.empty(s, odt));

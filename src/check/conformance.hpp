@@ -1,5 +1,5 @@
 // The conformance checks shared by the test suites and kf-conformance (no test framework here): the
-// tolerances of docs/KERNELS.md, the comparison of an output with its float64 reference, fresh random
+// tolerances of docs/ops.md, the comparison of an output with its float64 reference, fresh random
 // inputs, running one registry case on a context with poisoned outputs, and the dropout mask an op
 // applied. Library-internal: the tests and the tools include it as "check/conformance.hpp".
 #pragma once
@@ -19,7 +19,7 @@ struct Tolerance {
   double err, atol, rtol;
 };
 
-// KERNELS.md, "Tolerances against the float64 reference" (zeros for a dtype it does not list).
+// docs/ops.md, "Tolerances against the float64 reference" (zeros for a dtype it does not list).
 Tolerance tolerance(DType t);
 
 // The value rounded to the dtype: what an exact kernel would store.
@@ -60,7 +60,7 @@ struct Comparison {
 // `state` (optional, the same size as ref): for an output that updates a tensor in place (OpDef::in_place,
 // the optimizers), the values it replaces. The relative L2 error is then taken against the larger of
 // ||ref|| and ||state||: an update p - lr g may cancel to almost nothing while its arithmetic works at the
-// size of p, so its error is measured at that size (KERNELS.md, tolerances).
+// size of p, so its error is measured at that size (docs/ops.md, tolerances).
 Comparison compare(const std::vector<double>& out, const std::vector<double>& ref, DType dtype, double terms,
                    double tolerance_scale = 1, const std::vector<double>* state = nullptr);
 

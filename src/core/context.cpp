@@ -9,7 +9,7 @@
 namespace kf {
 namespace {
 
-// All environment options are read here, once per context (STYLE.md: no scattered getenv).
+// All environment options are read here, once per context (docs/architecture.md: no scattered getenv).
 ContextOptions apply_environment(ContextOptions o) {
   if (const char* v = std::getenv("KF_BACKEND"); v && *v) o.backend = v;
   if (const char* v = std::getenv("KF_DEVICE"); v && *v) o.device = v;

@@ -1,4 +1,4 @@
-// Section 5 of KERNELS.md: attention, declared once for every backend.
+// Section 5 of docs/ops.md: attention, declared once for every backend.
 //
 // attention_scores(q, k) = q k^T * scale, q [B, Hq, Sq, D], k [B, Hkv, Sk, D] (Hq a multiple of Hkv).
 // attention(q, k, v, alibi_slopes?, key_lengths?, cu_seqlens_q?, cu_seqlens_k?, sinks?, block_mask?) =
@@ -16,7 +16,7 @@
 // Block-sparse attention is an input of attention rather than a separate op: it is one more mask, so it
 // composes with every other option and the same kernel (which skips the masked tiles) serves it.
 //
-// Choices where KERNELS.md is silent (written down here and in docs):
+// Choices where docs/ops.md is silent (written down here and in docs):
 // - score order: s = scale q.k; soft-capping c tanh(s / c); + ALiBi bias; the custom score function
 //   (Attrs::score_mod, src/ops/score_mod.hpp: an expression of score, b, h, i, j; b is the sequence
 //   when packed, i and j the indices within it; -inf masks the key); then masks (-inf).

@@ -1,4 +1,4 @@
-// attention_backward (KERNELS.md section 5, training): the gradients dq, dk, dv of attention given the
+// attention_backward (docs/ops.md section 5, training): the gradients dq, dk, dv of attention given the
 // forward's output o and row log-sum-exp lse (Attrs::return_lse), as FlashAttention 2 computes them:
 //   P = exp(s - lse) (the forward's probabilities, recomputed), Z = keep / (1 - p) (the same dropout mask),
 //   dv_j = sum_i Z_ij P_ij do_i,  dP_ij = Z_ij do_i . v_j,  D_i = do_i . o_i,  dS_ij = P_ij (dP_ij - D_i),

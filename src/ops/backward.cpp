@@ -1,4 +1,4 @@
-// The backward kernels of KERNELS.md section 3 (training), declared once for every backend: the input
+// The backward kernels of docs/ops.md section 3 (training), declared once for every backend: the input
 // gradient of every activation, of dropout and of softmax, and the input, weight and bias gradients of
 // layer_norm and rms_norm. Each takes the output gradient dy first; the float64 references are the
 // analytic derivatives (tests/test_grad.cpp also checks them against finite differences of the forward

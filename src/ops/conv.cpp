@@ -1,4 +1,4 @@
-// KERNELS.md section 4, convolutions (NCHW, as torch.nn.Conv2d: stride, zero padding, dilation and groups
+// docs/ops.md section 4, convolutions (NCHW, as torch.nn.Conv2d: stride, zero padding, dilation and groups
 // from Attrs, each {height, width}):
 //   conv2d(x [N, C, H, W], W [O, C/groups, KH, KW], bias? [O]) = act(conv(x) + bias)   (act: Attrs::act)
 //   conv2d_bn_relu(x, W, bn_w, bn_b, bn_mean, bn_var, conv_bias?) = relu(batch_norm(conv(x) + conv_bias)),
@@ -6,7 +6,7 @@
 //     (the registry's optional inputs follow the required ones). The norm is folded into a per-channel
 //     scale w / sqrt(var + eps) and shift (conv_bias - mean) scale + b by a preparation pass, then applied
 //     to the accumulator in the epilogue (the same as scaling W's rows, without rewriting W).
-//   conv2d_gelu_dropout(x, W, bias?) = dropout(gelu(conv(x) + bias)), Philox mask of KERNELS.md with the
+//   conv2d_gelu_dropout(x, W, bias?) = dropout(gelu(conv(x) + bias)), Philox mask of docs/ops.md with the
 //     element index the output's linear (NCHW) index; p, seed, offset from Attrs.
 //   depthwise_pointwise(x, W_dw [C, 1, KH, KW], W_pw [O, C, 1, 1], b_dw? [C], b_pw? [O])
 //     = act(conv1x1(act(conv_dw(x) + b_dw), W_pw) + b_pw): the MobileNet block with its batch norms folded

@@ -1,4 +1,4 @@
-// Section 1 of KERNELS.md: elementwise fusions, declared once for every backend.
+// Section 1 of docs/ops.md: elementwise fusions, declared once for every backend.
 #include <cmath>
 #include <sstream>
 

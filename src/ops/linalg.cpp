@@ -1,17 +1,17 @@
-// Section 4 of KERNELS.md: matrix products with fused epilogues (bias, activation, residual, output dtype).
+// Section 4 of docs/ops.md: matrix products with fused epilogues (bias, activation, residual, output dtype).
 // linear(x [.., K], W [N, K], bias? [N], residual? [.., N]) = act(x W^T + bias) + residual
 // matmul(a [.., M, K], b [.., K, N] or [K, N], bias? [N], residual? [.., M, N]), batched.
-// Output dtype (KERNELS.md leaves its rules open): Attrs::out_dtype, any of the op's dtypes, makes y (and the
+// Output dtype (docs/ops.md leaves its rules open): Attrs::out_dtype, any of the op's dtypes, makes y (and the
 // residual, which the epilogue adds last) that dtype; x, W and the bias keep the inputs'. The product
 // accumulates in f32 (f64 for f64 inputs) and y is rounded once, to its dtype; it is held to that dtype's
 // tolerance. ffn and ffn_swiglu do not take it (their hidden layer is rounded to the inputs' dtype, which an
 // f32 output's tolerance could not absorb).
 // linear_dropout(x, W, bias?, residual?) = dropout(act(x W^T + bias)) + residual: linear with the
-// Philox dropout of KERNELS.md in its epilogue (element index = the output's linear index); ffn's
+// Philox dropout of docs/ops.md in its epilogue (element index = the output's linear index); ffn's
 // hidden layer.
 // ffn(x, W1, b1, W2, b2) = linear(dropout(act(linear(x, W1, b1))), W2, b2), and
 // ffn_swiglu(x, W_gate_up, W_down) = linear(swiglu(linear(x, W_gate_up)), W_down) with W_gate_up
-// [2H, d] packed as KERNELS.md's packed swiglu: rows 0..H-1 the value ("x") half, rows H..2H-1 the
+// [2H, d] packed as docs/ops.md's packed swiglu: rows 0..H-1 the value ("x") half, rows H..2H-1 the
 // gate, so hidden = silu(x W_gate^T) * (x W_value^T). Both are composed ops (OpDef::compose): every
 // backend with linear, linear_dropout and swiglu runs them.
 #include <cmath>
@@ -59,7 +59,7 @@ void check_p(const OpDef& d, const Attrs& a) {
 }
 
 // C[b] = dropout(act(A[b] * op(B[b]) + bias)) + residual over `batches` products of M x K by K x N; the
-// dropout (when `drop`) keeps element i = the output's linear index with the Philox mask of KERNELS.md.
+// dropout (when `drop`) keeps element i = the output's linear index with the Philox mask of docs/ops.md.
 void reference_product(const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs& a,
                        int64_t batches, int64_t M, int64_t N, int64_t K, bool b_is_nk, bool b_batched,
                        bool drop = false) {

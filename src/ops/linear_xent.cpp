@@ -1,4 +1,4 @@
-// linear_cross_entropy (KERNELS.md section 6): the loss of a language model's head without the logits.
+// linear_cross_entropy (docs/ops.md section 6): the loss of a language model's head without the logits.
 //   logits = h W^T                                    h [N, d], W [C, d] (torch.nn.Linear's weight)
 //   logits = softcap * tanh(logits / softcap)          when softcap > 0 (Gemma 2's final-logit capping)
 //   loss   = cross_entropy(logits, target, ignore_index, label_smoothing)     (the mean over rows kept)
@@ -6,7 +6,7 @@
 // Two ops, as cross_entropy: linear_cross_entropy -> loss, and linear_cross_entropy_backward -> (loss,
 // d_h, d_W), the gradients of that loss (d loss = 1). A backend computes them chunk by chunk over the rows,
 // so that the N x C logits never exist whole in memory (hal/vulkan/kernels_lce.cpp).
-// Choices where KERNELS.md is silent: the z-loss term is added per row to the rows not ignored and
+// Choices where docs/ops.md is silent: the z-loss term is added per row to the rows not ignored and
 // divided by the same count as the cross entropy (as Liger-Kernel's lse_square_scale and PaLM); label
 // smoothing is torch's (eps / C on every class, the smoothed term over the capped logits); with every row
 // ignored the loss is NaN and the gradients are zero, as torch.nn.functional.cross_entropy.

@@ -1,4 +1,4 @@
-// Section 3 of KERNELS.md, forward: normalization fusions, declared once for every backend.
+// Section 3 of docs/ops.md, forward: normalization fusions, declared once for every backend.
 // Row normalizations (layer_norm, rms_norm, their activation and residual-add fusions) normalize along
 // the last dimension; batch_norm_relu (inference) and group_norm take NCHW tensors (any number of
 // trailing spatial dimensions, channels at dimension 1) as torch does.

@@ -1,4 +1,4 @@
-// Optimizers (KERNELS.md section 6): adamw_step and sgd_step as torch.optim.AdamW and torch.optim.SGD,
+// Optimizers (docs/ops.md section 6): adamw_step and sgd_step as torch.optim.AdamW and torch.optim.SGD,
 // one tensor per op call. They update in place: each declares which outputs may be the same tensor as
 // which inputs (OpDef::in_place), the one exception to the core's no-aliasing rule. Given separate
 // outputs they leave the inputs as they were. The list form ("a list of tensors in one launch") is

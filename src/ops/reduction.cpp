@@ -1,4 +1,4 @@
-// Section 2 of KERNELS.md: reductions and softmax along the last dimension.
+// Section 2 of docs/ops.md: reductions and softmax along the last dimension.
 #include <cmath>
 #include <limits>
 
@@ -75,7 +75,7 @@ OpDef softmax_op(const std::string& name, bool log) {
     rows(in, out, features(in[0].shape), [&](const double* x, int64_t F, double* y) {
       double m = -std::numeric_limits<double>::infinity();
       for (int64_t i = 0; i < F; ++i) m = std::max(m, s * x[i]);
-      if (!log && m == -std::numeric_limits<double>::infinity()) {  // all -inf: zeros (KERNELS.md)
+      if (!log && m == -std::numeric_limits<double>::infinity()) {  // all -inf: zeros (docs/ops.md)
         for (int64_t i = 0; i < F; ++i) y[i] = 0;
         return;
       }

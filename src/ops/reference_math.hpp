@@ -1,4 +1,4 @@
-// Float64 reference math shared by the references and the CPU backend: activations (KERNELS.md) and
+// Float64 reference math shared by the references and the CPU backend: activations (docs/ops.md) and
 // the Philox4x32-10 generator that every backend reproduces bit for bit.
 #pragma once
 #include <array>

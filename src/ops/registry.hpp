@@ -1,4 +1,4 @@
-// The op registry (ARCHITECTURE.md principle 1). Each op is declared once here: its arguments and their
+// The op registry (docs/architecture.md principle 1). Each op is declared once here: its arguments and their
 // checks, its float64 reference, its cost model, and the shapes it is tested and benchmarked on. The
 // tests, kf-conformance and kf-bench iterate this table; backends register kernels against its names.
 #pragma once

@@ -1,4 +1,4 @@
-// The custom score function of attention (KERNELS.md section 5, Attrs::score_mod): a small expression
+// The custom score function of attention (docs/ops.md section 5, Attrs::score_mod): a small expression
 // language, parsed once and used three ways: evaluated in float64 by the CPU reference, emitted as a GLSL
 // expression that the Vulkan kernel compiles at run time, and differentiated in `score` for the backward
 // pass (evaluated in float64 and emitted as GLSL as well). The parser is our own: no Debian library parses

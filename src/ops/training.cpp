@@ -1,4 +1,4 @@
-// Section 6 of KERNELS.md (losses, optimizers) and the backward kernels of section 3, declared once for
+// Section 6 of docs/ops.md (losses, optimizers) and the backward kernels of section 3, declared once for
 // every backend.
 #include <cmath>
 #include <limits>

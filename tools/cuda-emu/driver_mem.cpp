@@ -750,7 +750,7 @@ void cross_entropy(const std::string& only) {
   }
 }
 
-// cross_entropy_backward with soft-capping and z-loss (linear_cross_entropy's row pass: KERNELS.md section
+// cross_entropy_backward with soft-capping and z-loss (linear_cross_entropy's row pass: docs/ops.md section
 // 6; the registry's cross_entropy has neither), against a float64 reference computed here: z' = c tanh(z /
 // c), lse over z', loss = lse - (1 - eps) z'_t - eps / C sum z' + zl lse^2, d z = (exp(z' - lse)(1 + 2 zl
 // lse) - eps / C - [j = t](1 - eps)) sech^2(z / c) / count. The block-per-row kernel and the cluster
