@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kf/context.hpp"
+#include "core/op_id.hpp"
+#include "kf/attrs.hpp"
 #include "kf/device.hpp"
 #include "kf/tensor.hpp"
 
@@ -34,6 +35,7 @@ struct TensorArg {
 };
 
 struct OpCall {
+  OpId id{};  // what backends switch on
   const OpDef* op = nullptr;
   DType dtype = DType::f32;
   std::vector<TensorArg> inputs;

@@ -166,7 +166,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     };
     const std::shared_ptr<Buffer> hc = part(h, D);
     // 1. Z = h[chunk] W^T
-    OpCall zc{&linear, call.dtype, {}, {}, Attrs{}};
+    OpCall zc{OpId::linear, &linear, call.dtype, {}, {}, Attrs{}};
     zc.inputs = {{hc, {int64_t(n), int64_t(D)}, int64_t(n * D)}, W, {}, {}};
     zc.outputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}};
     mm_variant = dispatch_matmul(zc, w_rows ? &zb : nullptr);
@@ -186,7 +186,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     }
     if (!grad) continue;
     // 3. d_h[chunk] = G W (W as matmul's [K, N] operand: K = C)
-    OpCall dc{&matmul, call.dtype, {}, {}, Attrs{}};
+    OpCall dc{OpId::matmul, &matmul, call.dtype, {}, {}, Attrs{}};
     dc.inputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}, W, {}, {}};
     dc.outputs = {{part(call.outputs[1], D), {int64_t(n), int64_t(D)}, int64_t(n * D)}};
     dispatch_matmul(dc, w_cols ? &db : nullptr);

@@ -46,4 +46,30 @@ struct DeviceInfo {
   Caps caps;
 };
 
+// Device memory of a context (Context::memory_usage): bytes of live allocations now and their
+// high-water mark since the context opened or since Context::reset_peak_memory().
+struct MemoryUsage {
+  uint64_t current = 0;
+  uint64_t peak = 0;
+};
+
+struct ContextOptions {
+  std::string backend;            // "" = automatic, "vulkan", "cpu" (KF_BACKEND overrides)
+  std::string device;             // "" = automatic, an index or a name substring (KF_DEVICE overrides)
+  bool validation = false;        // Khronos validation layer (KF_VALIDATION=1 also turns it on)
+  bool allow_cpu_fallback = false;  // an op the device cannot run goes to the CPU backend instead of raising
+  std::string pipeline_cache_dir;   // "" = $KF_CACHE_DIR, else $XDG_CACHE_HOME/kf, else ~/.cache/kf
+  double timeout_s = 120;           // bound on every wait for the device
+  // Developer knobs of a backend, "key=value,..." (README, Environment). "" = $KF_TUNE; knobs given
+  // here take precedence: KF_TUNE is then not read at all (its knobs are not merged with these).
+  std::string tuning;
+};
+
+// A device a backend can open, as kf-info lists it.
+struct DeviceEntry {
+  DeviceInfo info;
+  bool usable = true;
+  std::string why_not;
+};
+
 }  // namespace kf

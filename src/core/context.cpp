@@ -203,7 +203,7 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
     in.push_back(h);
   }
   for (const auto& t : outputs) out.push_back(c.make_tensor(t.shape(), t.dtype()));
-  hal::OpCall call{&op, op_dtype(op, inputs), {}, {}, attrs};
+  hal::OpCall call{op.id, &op, op_dtype(op, inputs), {}, {}, attrs};
   for (auto& t : in) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
   for (auto& t : out) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
   c.device->dispatch(call);
@@ -284,7 +284,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
                                             impl_->device->info().name + ": " + why);
   }
-  hal::OpCall call{&op, dtype, {}, {}, attrs};
+  hal::OpCall call{op.id, &op, dtype, {}, {}, attrs};
   for (const auto& t : inputs) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
   call.inputs.resize(op.inputs.size());
   for (const auto& t : outputs) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});

@@ -17,15 +17,40 @@ const std::vector<OpDef>& registry() {
     register_normalization_ops(v);
     register_training_ops(v);
     register_attention_ops(v);
+    // Every op has exactly one identifier and every identifier one op (core/op_id.hpp's list).
+    std::vector<bool> seen(kOpCount);
+    for (auto& op : v) {
+      if (!op_id_of(op.name.c_str(), &op.id))
+        throw Error(ErrorCode::InvalidArgument, "registry: op '" + op.name + "' has no OpId (core/op_id.hpp)");
+      if (seen[static_cast<int>(op.id)])
+        throw Error(ErrorCode::InvalidArgument, "registry: op '" + op.name + "' is declared twice");
+      seen[static_cast<int>(op.id)] = true;
+    }
+    for (int k = 0; k < kOpCount; ++k)
+      if (!seen[k])
+        throw Error(ErrorCode::InvalidArgument, std::string("registry: OpId ") + op_name(static_cast<OpId>(k)) + " has no op");
     return v;
   }();
   return ops;
 }
 
+namespace {
+// Registry entries indexed by OpId.
+const std::vector<const OpDef*>& by_id() {
+  static const std::vector<const OpDef*> table = [] {
+    std::vector<const OpDef*> t(kOpCount);
+    for (const auto& op : registry()) t[static_cast<int>(op.id)] = &op;
+    return t;
+  }();
+  return table;
+}
+}  // namespace
+
+const OpDef& get_op(OpId id) { return *by_id()[static_cast<int>(id)]; }
+
 const OpDef* find_op(const std::string& name) {
-  for (const auto& op : registry())
-    if (op.name == name) return &op;
-  return nullptr;
+  OpId id;
+  return op_id_of(name.c_str(), &id) ? by_id()[static_cast<int>(id)] : nullptr;
 }
 
 const OpDef& get_op(const std::string& name) {

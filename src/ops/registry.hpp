@@ -9,6 +9,7 @@
 
 #include "kf/context.hpp"
 #include "kf/dtype.hpp"
+#include "core/op_id.hpp"
 #include "kf/tensor.hpp"
 
 namespace kf {
@@ -33,13 +34,9 @@ struct Cost {
   double flops = 0;
 };
 
-// Normalization: row kernels with statistics (section 3 and its backward); Loss: reductions of a whole
-// batch to one value (section 6: cross_entropy, mse); Optimizer: in-place parameter updates;
-// Attention: section 5 (src/ops/attention.cpp).
-enum class Family { Elementwise, Reduction, Matmul, Normalization, Loss, Optimizer, Attention };
-
 struct OpDef {
   std::string name;
+  OpId id{};  // set by registry() from the name (core/op_id.hpp)
   Family family = Family::Elementwise;
   std::vector<std::string> inputs;  // argument names, in order
   int required_inputs = 0;          // the first n inputs are required; the rest optional
@@ -143,6 +140,7 @@ class UnfusedScratch {
 
 const std::vector<OpDef>& registry();
 const OpDef* find_op(const std::string& name);     // nullptr when unknown
+const OpDef& get_op(OpId id);
 const OpDef& get_op(const std::string& name);      // throws kf::Error when unknown
 
 // `attrs` (when given) are the call's: the output shapes and OpDef::flops may depend on them.
