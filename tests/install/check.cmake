@@ -18,6 +18,16 @@ function(step)
 endfunction()
 
 step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# An installed tool runs from the prefix as it is, with no library path set (its run path is relative).
+if(EXPECT_TOOLS)
+  set(ENV{LD_LIBRARY_PATH} "")
+  set(ENV{KF_BACKEND} cpu)
+  execute_process(COMMAND ${prefix}/bin/kf-info RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "cpu")
+    message(FATAL_ERROR "the installed kf-info failed (${rc}): ${err}${out}")
+  endif()
+  unset(ENV{KF_BACKEND})
+endif()
 step(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
 step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
