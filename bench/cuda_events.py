@@ -6,8 +6,7 @@ import statistics
 # kf-bench's warm-up (tools/kf-bench.cpp time_runs): `warmup` calls, then rounds of 1, 2, 4, ... calls until
 # one takes WARMUP_MS of device time. With a fixed 5 calls, PyTorch timed a GPU that had idled while the script
 # made its inputs: linear 16384 x 8192 x 8192 ran 5-10 % faster than after kf-bench's warm-up, on the same
-# cuBLAS kernel (H100, bench/results/h100/session11/probes/probe3), clocks not yet lowered by the power
-# limit. Both sides now time the same state.
+# cuBLAS kernel (H100), clocks not yet lowered by the power limit. Both sides now time the same state.
 WARMUP_MS = 50.0
 
 

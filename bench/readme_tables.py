@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown tables for the README's "Measured" section, from kf-bench and torch_bench JSON (bench/SCHEMA.md).
+"""Markdown tables for docs/performance.md, from kf-bench and torch_bench JSON (bench/SCHEMA.md).
 
 The memory-bound table: for each selected op, case and dtype, kf's Vulkan GB/s and fraction of its copy
 bandwidth, the fusion speed-up over the unfused kf chain, PyTorch's time over kf's (eager, compile: above

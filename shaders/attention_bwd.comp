@@ -241,7 +241,7 @@ void grad_entry(Seq sq, uint hk, uint r0, uint nrows, uint t, int j0, uint u, ou
   // q.k and dO.v as eight partial sums (d mod 8; D is a multiple of 8) added pairwise: in f32 the score's
   // rounding is most of the backward's error (P's relative error is the score's absolute one), and one
   // running sum over D = 64..96 left lavapipe's relative L2 error at 0.4e-6 typical with tails past
-  // docs/ops.md's 1e-6 (NOTES.md, session 21).
+  // docs/ops.md's 1e-6.
   float dot8[8], dpv8[8];
   [[unroll]] for (uint e = 0; e < 8u; ++e) dot8[e] = 0.0, dpv8[e] = 0.0;
   for (uint d = 0; d < D; d += 8u) {

@@ -289,7 +289,7 @@ void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], float f1, float
 #if defined(DKV)
 // A tile's q and do packs (and, in the first BQ invocations, its rows' lse, D and query). Loaded as the
 // tile starts: loading the next tile during the products (16-row tiles at D 128, for the registers) was
-// 3-7 % slower than these 32-row tiles without it (session 16, probe 5).
+// 3-7 % slower than these 32-row tiles without it (H100).
 const uint PF = (BQ * NPK + NT - 1u) / NT;  // packs an invocation (the last round partly, at D 80 or 96)
 uvec4 pq[PF], pd[PF];
 shared RowStats rst[BQ];  // the tile rows'

@@ -31,7 +31,7 @@ uint to_bf16(float f) {  // round to nearest even, NaN kept quiet
 }
 // Two values rounded to nearest even and packed (lo in the low half): the same bits as to_bf16 twice,
 // in fewer instructions, since without native bf16 conversion this integer rounding is what holds
-// bf16 kernels below f16 (NOTES.md): a bit extract and a three-input add per value, one byte permute
+// bf16 kernels below f16 (H100): a bit extract and a three-input add per value, one byte permute
 // for the pair, and one unordered compare that sends a pair holding a NaN to to_bf16.
 uint pack_bf16x2(float lo, float hi) {
   uint a = floatBitsToUint(lo), b = floatBitsToUint(hi);

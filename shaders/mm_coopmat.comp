@@ -12,7 +12,7 @@
 // ahead into registers.
 // The tile shape is a compile-time choice (defines; variants in variants.cmake, picked by the
 // backend and by KF_TUNE mm_cfg): the defaults are the measured best on an H100
-// (bench/results/h100-vulkan/NOTES.md).
+// (docs/performance.md).
 #extension GL_NV_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable

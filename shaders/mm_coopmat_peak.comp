@@ -4,7 +4,8 @@
 // times, so nothing but the cooperative-matrix multiply-add is timed. The sums are stored at the end
 // so that the compiler cannot drop the work.
 //
-// PEAK_LOAD != 0 builds probes of what mm_coopmat.comp adds to that (KF_TUNE mm_peak=N; NOTES.md):
+// PEAK_LOAD != 0 builds variants that add what mm_coopmat.comp adds to that (KF_TUNE mm_peak=N), to
+// measure what each costs:
 // every 8 multiply-adds also load 4 A and 2 B fragments from a shared-memory slice shaped as
 // mm_coopmat.comp's c1 (128 rows x 32 halves), from a different half of the slice each iteration so
 // that the loads cannot be hoisted.
@@ -13,7 +14,7 @@
 //   3: uvec4 array without padding (4 packs per row: bank conflicts)
 //   4: as 1 with B row-major too
 //   5: as 1 plus a workgroup barrier every iteration (c1 has two per 32-deep slice)
-// and probes of fragments built element by element instead of coopMatLoadNV (the timing only: the
+// and variants with fragments built element by element instead of coopMatLoadNV (the timing only: the
 // elements go where the accumulators' quad layout puts them, coopmat_layout.comp, whether or not that
 // is where the driver keeps an f16 fragment):
 //   6: A and B from 32-bit shared-memory words, 4 per fragment (B as if staged [K, N])

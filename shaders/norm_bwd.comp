@@ -276,7 +276,7 @@ void row(uint r, bool valid, uint lane, uint slot) {
 // rows in sequence, where plain float addition would lose digits. `precise` keeps a compiler from
 // reassociating it away, and so does g_one, a 1 the compiler cannot see (lavapipe ignored `precise`
 // here: its sums came out bit for bit those of plain addition, and f32 db over 1000 rows off by 1e-6 of
-// its norm, session 16).
+// its norm).
 ACC g_one;
 void kahan_add(inout ACC s, inout ACC c, ACC v) {
   precise ACC y = v - c;

@@ -64,7 +64,7 @@ if(coopmat_nv_rc EQUAL 0)
   list(APPEND KF_SHADER_VARIANTS "bf16_cols_to_f16|bf16_rows_to_f16.comp|COLS")
   list(APPEND KF_SHADER_VARIANTS
     "mm_coopmat_peak_f16|mm_coopmat_peak.comp|KF_COOPMAT_NV"
-    # Probes of the shared-memory fragment loads (KF_TUNE mm_peak=1..8; mm_coopmat_peak.comp).
+    # The ceiling with shared-memory fragment loads added (KF_TUNE mm_peak=1..8; mm_coopmat_peak.comp).
     "mm_coopmat_peak_f16_l1|mm_coopmat_peak.comp|PEAK_LOAD=1"
     "mm_coopmat_peak_f16_l2|mm_coopmat_peak.comp|PEAK_LOAD=2"
     "mm_coopmat_peak_f16_l3|mm_coopmat_peak.comp|PEAK_LOAD=3"

@@ -80,7 +80,7 @@ list(APPEND KF_SHADER_VARIANTS "attn_scores_f64|attention.comp|DT_F64,SCORES")
 # The tensor-core forward (attention_coopmat.comp, f16, GL_NV_cooperative_matrix), one per head dimension.
 if(coopmat_nv_rc EQUAL 0)
   # QUAD: the softmax on the accumulators, for devices whose accumulator layout is m16n8k16's
-  # (coopmat_layout.comp probes it).
+  # (coopmat_layout.comp finds it on the device).
   foreach(hd 16 32 48 64 80 96 112 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cm_f16_d${hd}|attention_coopmat.comp|HD=${hd}")
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}|attention_coopmat.comp|HD=${hd},QUAD=1")

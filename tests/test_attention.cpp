@@ -1300,7 +1300,7 @@ bool bwd_mma_runs(const DeviceRef& d) {
 // code); where it does not, forcing it is refused saying why.
 bool bwd_wg_runs(const DeviceRef& d) {
   Context ctx = tuned(d, "attn_path=2,attn_wmma=wgmma");
-  TestCase tc{"wg_probe_d64", bwd_shapes(1, 2, 1, 70, 90, 64), {}, 2};
+  TestCase tc{"wg_check_d64", bwd_shapes(1, 2, 1, 70, 90, 64), {}, 2};
   tc.attrs.causal = true;
   const check::CaseResult r = check::run_case(ctx, attention_backward_op(), DType::f16, tc, fresh_seed());
   if (r.pass) return true;

@@ -1,11 +1,16 @@
 // kf-info: every device of every compiled-in backend, what it can do, which one Context::create() picks,
-// and (with --ops) which ops and dtypes that device runs and why not.
+// and (with --ops) which ops and dtypes that device runs and why not. With --ops --markdown it prints the
+// README's table of op families, dtypes and backends (and with --per-op docs/ops.md's list of ops) from
+// the registry alone: no device is opened, so the output is the same on every machine and build.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
@@ -109,6 +114,102 @@ void print_device(const ordered_json& d) {
   std::printf("\n");
 }
 
+const char* family_name(kf::Family f) {
+  switch (f) {
+    case kf::Family::Elementwise: return "elementwise";
+    case kf::Family::Reduction: return "reduction";
+    case kf::Family::Matmul: return "linear algebra";
+    case kf::Family::Normalization: return "normalization";
+    case kf::Family::Loss: return "loss";
+    case kf::Family::Optimizer: return "optimizer";
+    case kf::Family::Attention: return "attention";
+  }
+  return "?";
+}
+
+const kf::Family kFamilies[] = {kf::Family::Elementwise, kf::Family::Reduction,     kf::Family::Normalization,
+                                kf::Family::Loss,        kf::Family::Optimizer,     kf::Family::Matmul,
+                                kf::Family::Attention};
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (const auto& p : parts) {
+    if (!s.empty()) s += sep;
+    s += p;
+  }
+  return s;
+}
+
+bool declares(const kf::OpDef& op, kf::DType t) {
+  for (kf::DType d : op.dtypes)
+    if (d == t) return true;
+  return false;
+}
+
+// The backends with a kernel for an op in a dtype, by the registry's declarations: the CPU backend runs
+// every declared dtype (in float64), the CUDA backend every op of the registry, and the Vulkan backend
+// every op but the f64 forms of those that need exp / tanh / erf (GLSL has no float64 transcendentals).
+// A device still needs the capability (16-bit storage, shaderFloat64): kf-info --ops says for yours.
+std::string backends_cell(const kf::OpDef& op, kf::DType t) {
+  if (!declares(op, t)) return "-";
+  if (t == kf::DType::f64 && op.transcendental) return "cpu, cuda";
+  return "all";
+}
+
+// One row per (family, same coverage in every dtype): the ops of a family that read alike share a row.
+void print_markdown_families() {
+  std::printf("| family | ops | f32 | f16 | bf16 | f64 |\n| --- | --- | --- | --- | --- | --- |\n");
+  for (kf::Family f : kFamilies) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> rows;  // coverage key, op names
+    for (const auto& op : kf::registry()) {
+      if (op.family != f) continue;
+      std::string key;
+      for (kf::DType t : kDTypes) key += backends_cell(op, t) + "|";
+      auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == key; });
+      if (it == rows.end()) rows.push_back({key, {op.name}});
+      else it->second.push_back(op.name);
+    }
+    for (const auto& [key, names] : rows) {
+      std::printf("| %s | %s |", family_name(f), join(names, ", ").c_str());
+      const kf::OpDef& first = kf::get_op(names.front());
+      for (kf::DType t : kDTypes) std::printf(" %s |", backends_cell(first, t).c_str());
+      std::printf("\n");
+    }
+  }
+}
+
+// One row per op: its arguments as the registry declares them (docs/ops.md).
+void print_markdown_ops() {
+  std::printf("| op | family | inputs | outputs | dtypes | notes |\n| --- | --- | --- | --- | --- | --- |\n");
+  for (kf::Family f : kFamilies) {
+    for (const auto& op : kf::registry()) {
+      if (op.family != f) continue;
+      std::vector<std::string> in, dt;
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        std::string a = op.inputs[k];
+        if (k < op.input_dtypes.size() && op.input_dtypes[k]) a += std::string(":") + kf::to_string(*op.input_dtypes[k]);
+        if (static_cast<int>(k) >= op.required_inputs) a += "?";
+        in.push_back(a);
+      }
+      for (kf::DType t : op.dtypes)
+        dt.push_back(std::string(kf::to_string(t)) + (t == kf::DType::f64 && op.transcendental ? "*" : ""));
+      std::vector<std::string> notes;
+      if (op.primitive) notes.push_back("unfused primitive");
+      if (op.random) notes.push_back("Philox dropout (p, seed, offset)");
+      if (op.takes_out_dtype) notes.push_back("out_dtype");
+      if (op.default_eps != 0) {
+        char e[32];
+        std::snprintf(e, sizeof e, "default eps %g", op.default_eps);
+        notes.push_back(e);
+      }
+      for (const auto& [o, i] : op.in_place) notes.push_back("in place: " + op.outputs[o] + " may be " + op.inputs[i]);
+      if (!op.composed_of.empty()) notes.push_back("composed of " + join(op.composed_of, ", "));
+      std::printf("| %s | %s | %s | %s | %s | %s |\n", op.name.c_str(), family_name(f), join(in, ", ").c_str(),
+                  join(op.outputs, ", ").c_str(), join(dt, " ").c_str(), join(notes, "; ").c_str());
+    }
+  }
+}
+
 void print_ops(const ordered_json& ops) {
   std::printf("%-22s", "op");
   for (kf::DType t : kDTypes) std::printf(" %-5s", kf::to_string(t));
@@ -129,10 +230,24 @@ void print_ops(const ordered_json& ops) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kf-info: the devices KernelFusion sees, their capabilities, and the ops they run"};
-  bool ops = false, json = false;
+  bool ops = false, json = false, markdown = false, per_op = false;
   app.add_flag("--ops", ops, "also list which ops and dtypes the selected device runs, and why not");
   app.add_flag("--json", json, "print JSON instead of text");
+  app.add_flag("--markdown", markdown,
+               "with --ops: print the registry's op families, dtypes and backends as a markdown table "
+               "(README.md's), opening no device");
+  app.add_flag("--per-op", per_op, "with --ops --markdown: one row per op, its inputs and outputs (docs/ops.md's)");
   CLI11_PARSE(app, argc, argv);
+
+  if (markdown || per_op) {
+    if (!ops || json) {
+      std::fprintf(stderr, "kf-info: --markdown and --per-op go with --ops, not --json\n");
+      return 2;
+    }
+    if (per_op) print_markdown_ops();
+    else print_markdown_families();
+    return 0;
+  }
 
   try {
     ordered_json out;

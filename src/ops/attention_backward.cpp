@@ -249,7 +249,7 @@ void register_attention_backward(std::vector<OpDef>& ops) {
     // dS = P (dP - D) is 0: the kernels give an exact 0 when D = dO.o and dP = dO.v are summed in the same
     // order (shaders/attention_bwd.comp), but with dropout o = z v, and dO.(z v) rounds apart from
     // z (dO.v): noise where the reference has zeros, past f32's relative 1e-6 on 3-6 % of seeds when the
-    // other sequences are short too. NOTES.md, sessions 20-21.)
+    // other sequences are short too.)
     op.tests.push_back({"varlen_score_mod_softcap", with(with(qkv(1, 2, 2, 40, 50, 64), 8, {4}), 9, {4}), packed, 1});
   }
   op.bench = {{"b4_h32_s1024_d128_causal", qkv(4, 32, 32, 1024, 1024, 128), causal},
