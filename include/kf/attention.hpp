@@ -27,15 +27,17 @@ struct AttentionOptions {
   double rope_base = 10000;
   // A custom score function of score, b, h, i, j (docs/ops.md section 5), compiled into the kernel at run
   // time; "" = none. Example: "score - 0.05 * float(abs(i - j))".
-  std::string score_mod;
+  std::string score_mod = {};
   double dropout_p = 0;           // dropout on the probabilities, in [0, 1)
   uint64_t seed = 0, offset = 0;  // its Philox key and counter offset
-  Tensor alibi_slopes;            // [Hq]: per-head ALiBi slopes
-  Tensor key_lengths;             // i32 [B] (per sequence when packed): keys at or past the length are masked
-  Tensor cu_seqlens_q, cu_seqlens_k;  // i32 [N + 1]: N packed sequences, q [1, Hq, Tq, D], k, v [1, Hkv, Tk, D]
-  Tensor sinks;                   // [Hq]: a logit per head that joins each row's softmax denominator
-  int64_t block_size = 0;         // block-sparse attention: the edge of block_mask's square blocks
-  Tensor block_mask;              // i32 [ceil(Sq / block_size), ceil(Sk / block_size)]: nonzero blocks are computed
+  // The optional inputs (each given a default so that designated initializers may leave it out).
+  Tensor alibi_slopes = {};  // [Hq]: per-head ALiBi slopes
+  Tensor key_lengths = {};   // i32 [B] (per sequence when packed): keys at or past the length are masked
+  // i32 [N + 1]: N packed sequences, with q [1, Hq, Tq, D] and k, v [1, Hkv, Tk, D]
+  Tensor cu_seqlens_q = {}, cu_seqlens_k = {};
+  Tensor sinks = {};         // [Hq]: a logit per head that joins each row's softmax denominator
+  int64_t block_size = 0;    // block-sparse attention: the edge of block_mask's square blocks
+  Tensor block_mask = {};    // i32 [ceil(Sq / block_size), ceil(Sk / block_size)]: nonzero blocks are computed
 };
 
 // q [B, Hq, Sq, D], k [B, Hkv, Sk, D] (Hq a multiple of Hkv): s = q k^T * scale [B, Hq, Sq, Sk], scale 0

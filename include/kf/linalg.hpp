@@ -17,7 +17,7 @@ struct LinearOptions {
   Activation act = kActNone;
   // The dtype y (and the residual it adds) is stored in when it is not the inputs' (f16 or bf16 inputs
   // with an f32 output, ...); empty = the inputs' dtype.
-  std::optional<DType> out_dtype;
+  std::optional<DType> out_dtype = std::nullopt;
 };
 
 // x [.., K], W [N, K] (as torch.nn.Linear), bias [N], residual [.., N]: y [.., N] (docs/ops.md section 4).
@@ -32,7 +32,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias = {}, const T
 // element index = the output's linear index (docs/ops.md section 4). p = 0 is linear.
 struct LinearDropoutOptions {
   Activation act = kActNone;
-  std::optional<DType> out_dtype;  // as LinearOptions::out_dtype
+  std::optional<DType> out_dtype = std::nullopt;  // as LinearOptions::out_dtype
   double p = 0;                    // in [0, 1)
   uint64_t seed = 0, offset = 0;   // Philox key and counter offset
 };
