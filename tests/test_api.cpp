@@ -5,8 +5,9 @@
 // bad argument raises the kf::Error that Context::run raises, naming the op and the argument, with the
 // inputs and Context::run's outputs untouched.
 #include <algorithm>
-#include <cstring>
+#include <cstdio>
 #include <functional>
+#include <optional>
 #include <random>
 
 #include "common.hpp"
