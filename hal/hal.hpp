@@ -78,6 +78,9 @@ class Device {
   // matrix multiply-adds on operands held in registers and returns the floating-point operations it
   // performs, with what it measures in `what`; 0 when the backend has no such kernel.
   virtual double record_matrix_peak(std::string* what) { (void)what; return 0; }
+
+  // Vulkan on NVIDIA: the GPU's CUDA driver context is held (hal/vulkan/cuda_context.cpp); set when opened.
+  bool cuda_context_held = false;
 };
 
 class Backend {

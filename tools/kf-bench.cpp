@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "bench/report.hpp"
+#include "core/internal.hpp"
 #include "kf/kf.hpp"
 #include "ops/parallel.hpp"
 #include "ops/registry.hpp"
@@ -241,7 +242,7 @@ int main(int argc, char** argv) {
       if (any_matmul && dtype == DType::f16) {
         std::string what;
         double flops = 0;
-        const double peak_ms = time_runs(ctx, o, [&] { flops = ctx.record_matrix_peak(&what); });
+        const double peak_ms = time_runs(ctx, o, [&] { flops = kf::detail::record_matrix_peak(ctx, &what); });
         if (flops > 0) {
           peak_tflops = flops / (peak_ms * 1e9);
           matrix_peak[dname] = {{"tflops", peak_tflops}, {"what", what}};

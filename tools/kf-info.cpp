@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal.hpp"
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
 
@@ -53,7 +54,6 @@ ordered_json caps_json(const kf::Caps& c) {
   j["max_workgroup_count"] = c.max_workgroup_count;
   j["max_storage_range"] = c.max_storage_range;
   j["max_allocation"] = c.max_allocation;
-  j["cuda_context"] = c.cuda_context;
   return j;
 }
 
@@ -257,7 +257,8 @@ int main(int argc, char** argv) {
     // The device Context::create() picks (KF_BACKEND and KF_DEVICE apply, as in any program).
     try {
       kf::Context ctx = kf::Context::create();
-      out["selected"] = {{"backend", ctx.backend()}, {"index", ctx.device().index}, {"name", ctx.device().name}};
+      out["selected"] = {{"backend", ctx.backend()}, {"index", ctx.device().index}, {"name", ctx.device().name},
+                         {"cuda_context", kf::detail::holds_cuda_context(ctx)}};
       if (ops) out["ops"] = ops_json(ctx);
     } catch (const kf::Error& e) {
       out["selected"] = {{"error", e.what()}};
@@ -276,8 +277,9 @@ int main(int argc, char** argv) {
       std::printf("Context::create() fails: %s\n", sel["error"].get<std::string>().c_str());
       return 1;
     }
-    std::printf("Context::create() picks: %s %d: %s\n", sel["backend"].get<std::string>().c_str(),
-                sel["index"].get<int>(), sel["name"].get<std::string>().c_str());
+    std::printf("Context::create() picks: %s %d: %s%s\n", sel["backend"].get<std::string>().c_str(),
+                sel["index"].get<int>(), sel["name"].get<std::string>().c_str(),
+                sel["cuda_context"].get<bool>() ? " (holding the GPU's CUDA context)" : "");
     if (ops) {
       std::printf("\nops on that device:\n");
       print_ops(out["ops"]);

@@ -209,7 +209,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     uint8_t uuid[16];
     std::memcpy(uuid, idp.deviceUUID, 16);
     cuda_hold_ = std::make_unique<CudaContextHold>(uuid);
-    info_.caps.cuda_context = cuda_hold_->held();
+    cuda_context_held = cuda_hold_->held();
   }
 
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};

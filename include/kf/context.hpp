@@ -49,9 +49,6 @@ class Context {
   uint32_t timestamp();
   double elapsed_ms(uint32_t begin, uint32_t end);
   void reset_timestamps();
-  // kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be
-  // timed between two timestamps) and returns its floating-point operations; 0 when there is none.
-  double record_matrix_peak(std::string* what = nullptr);
 
   // Device memory held by tensors and scratch buffers, and its high-water mark (kf-lce-memory).
   MemoryUsage memory_usage() const;

@@ -31,7 +31,6 @@ struct Caps {
   uint32_t max_workgroup_count = 0;  // in x
   uint64_t max_storage_range = 0;    // largest storage-buffer binding
   uint64_t max_allocation = 0;
-  bool cuda_context = false;         // Vulkan on NVIDIA: the GPU's CUDA context held (hal/vulkan/cuda_context.cpp); set when the device is opened
   std::vector<MemoryHeap> heaps;
 };
 

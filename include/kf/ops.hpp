@@ -3,6 +3,7 @@
 // raises kf::Error (naming the op, the argument and the values) before anything is written.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "kf/context.hpp"
 #include "kf/tensor.hpp"
@@ -36,5 +37,14 @@ Tensor sum_squared(const Tensor& x);  // shape x.shape[:-1]
 Tensor mean_abs(const Tensor& x);
 Tensor softmax(const Tensor& x, double scale = 1);
 Tensor log_softmax(const Tensor& x, double scale = 1);
+
+// The unfused primitives, the building blocks the fusions are measured against: a + b, a * b and prelu(a, b)
+// (slopes b; b of a's shape or [F] in all three), a copy, and one activation by name: relu, sigmoid, tanh,
+// gelu, gelu_tanh, silu or mish (docs/ops.md, Activations).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor prelu(const Tensor& a, const Tensor& b);
+Tensor copy(const Tensor& x);
+Tensor activation(const std::string& act, const Tensor& x);
 
 }  // namespace kf

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/context_impl.hpp"
+#include "core/internal.hpp"
 #include "kf/error.hpp"
 #include "ops/registry.hpp"
 
@@ -315,10 +316,12 @@ void Context::synchronize() { impl_->device->synchronize(); }
 uint32_t Context::timestamp() { return impl_->device->timestamp(); }
 double Context::elapsed_ms(uint32_t b, uint32_t e) { return impl_->device->elapsed_ms(b, e); }
 void Context::reset_timestamps() { impl_->device->reset_timestamps(); }
-double Context::record_matrix_peak(std::string* what) { return impl_->device->record_matrix_peak(what); }
 MemoryUsage Context::memory_usage() const { return impl_->device->memory_usage(); }
 void Context::reset_peak_memory() { impl_->device->reset_peak_memory(); }
 uint64_t Context::validation_messages() const { return impl_->device->validation_messages(); }
 std::vector<std::string> Context::validation_log() const { return impl_->device->validation_log(); }
+
+double detail::record_matrix_peak(Context& ctx, std::string* what) { return ctx.impl()->device->record_matrix_peak(what); }
+bool detail::holds_cuda_context(const Context& ctx) { return ctx.impl()->device->cuda_context_held; }
 
 }  // namespace kf

@@ -1,15 +1,14 @@
 // Typed entry points (include/kf/ops.hpp): thin wrappers over Context::call.
 #include "kf/ops.hpp"
 
+#include "core/typed_call.hpp"
 #include "kf/error.hpp"
 
 namespace kf {
 namespace {
 
 Tensor call1(const char* op, std::vector<Tensor> in, const Attrs& a = {}) {
-  if (in.empty() || !in[0].defined())
-    throw Error(ErrorCode::Shape, std::string(op) + ": argument 1 is required but was not given (an undefined tensor)");
-  return Context::of(in[0]).call(op, in, a)[0];
+  return detail::call_op(op, std::move(in), a)[0];
 }
 
 Attrs drop(double p, uint64_t seed, uint64_t offset) {
@@ -59,6 +58,18 @@ Tensor log_softmax(const Tensor& x, double scale) {
   Attrs a;
   a.scale = scale;
   return call1("log_softmax", {x}, a);
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return call1("add", {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call1("mul", {a, b}); }
+Tensor prelu(const Tensor& a, const Tensor& b) { return call1("prelu", {a, b}); }
+Tensor copy(const Tensor& x) { return call1("copy", {x}); }
+Tensor activation(const std::string& act, const Tensor& x) {
+  static const char* const kActs[] = {"relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "mish"};
+  for (const char* a : kActs)
+    if (act == a) return call1(a, {x});
+  throw Error(ErrorCode::InvalidArgument, "activation: argument 'act' is '" + act +
+                                              "'; expected relu, sigmoid, tanh, gelu, gelu_tanh, silu or mish");
 }
 
 }  // namespace kf

@@ -1,6 +1,7 @@
 // Typed entry points of kf/training.hpp: thin wrappers over Context::call and Context::run.
 #include "kf/training.hpp"
 
+#include "core/typed_call.hpp"
 #include "kf/error.hpp"
 #include "ops/registry.hpp"
 
@@ -8,10 +9,7 @@ namespace kf {
 namespace {
 
 std::vector<Tensor> call(const std::string& op, std::vector<Tensor> in, const Attrs& a = {}) {
-  if (in.empty() || !in[0].defined())
-    throw Error(ErrorCode::Shape, op + ": argument 1 is required but was not given (an undefined tensor)");
-  while (!in.empty() && !in.back().defined()) in.pop_back();  // trailing optional arguments left out
-  return Context::of(in[0]).call(op, in, a);
+  return detail::call_op(op, std::move(in), a);
 }
 
 Attrs eps_attrs(double eps) {

@@ -1,0 +1,18 @@
+// Internals that kf's own tools use (kf-bench, kf-info): not part of the public API and not installed.
+#pragma once
+#include <string>
+
+#include "kf/context.hpp"
+
+namespace kf::detail {
+
+// kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be timed
+// between two timestamps) and returns its floating-point operations, with what it measures in `what`; 0
+// when the backend has none.
+double record_matrix_peak(Context& ctx, std::string* what = nullptr);
+
+// Vulkan on NVIDIA: whether the opened device holds the GPU's CUDA driver context
+// (hal/vulkan/cuda_context.cpp; KF_VK_CUDA_CONTEXT=0 turns it off). False on every other device.
+bool holds_cuda_context(const Context& ctx);
+
+}  // namespace kf::detail
