@@ -51,7 +51,6 @@ struct Launch {
 // The launch parameters that kf-bench sweeps (KF_TUNE="eltwise_items=4,max_groups=8192") are kf::Tuning
 // (core/options.hpp: the options table, parsed by the core).
 
-
 class VulkanDevice final : public Device {
  public:
   VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index, const DeviceOptions& o);

@@ -84,15 +84,15 @@ const std::vector<Knob>& knobs() {
             "attention: 0 automatic, 1 the portable kernel, 2 the tensor-core kernel (Unsupported where it "
             "does not apply)"),
       range("attn_split", B, &T::attn_split, 0, 1024, 0,
-            "attention key splits: 0 automatic, 1 never (one pass), N exactly N"),
+            "attention key splits: 0 automatic, 1 never (one pass), N exactly N (with attn_decode=2: the decode kernel's)"),
       one_of("attn_rows", B, &T::attn_rows, {0, 8, 16, 32},
              "attention's portable kernel: query rows per workgroup at most (0 automatic)"),
       range("attn_cm", V, &T::attn_cm, 0, 4, 0,
             "cooperative-matrix attention's workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, "
             "4 4 with prefetch"),
       range("attn_quad", V, &T::attn_quad, 0, 1, 0,
-            "cooperative-matrix attention: softmax (backward: P and dS) on the accumulators where probed "
-            "(0), never (1)"),
+            "cooperative-matrix attention: softmax (backward: P and dS) on the accumulators (m16n8k16 layout) "
+            "where probed (0), never (1)"),
       range("attn_decode", B, &T::attn_decode, 0, 2, 0,
             "decode kernel (one query row): 0 automatic, 1 never, 2 forced (Unsupported where the call "
             "does not qualify)"),
