@@ -162,18 +162,31 @@ TEST(OptionsTable, DeviceOptionsFromTheEnvironment) {
 
 // ---- Through Context::create, on the backends of this build.
 
-// The usable devices of `backend` (first index only: one is enough here).
+// KF_BACKEND, when set, narrows the backends tested here; it and KF_DEVICE are then unset, so that each
+// context opens the backend its options name (as tests/common.hpp's devices() does).
+const std::string& wanted_backend() {
+  static const std::string b = [] {
+    const char* v = std::getenv("KF_BACKEND");
+    std::string s = v ? v : "";
+    unsetenv("KF_BACKEND");
+    unsetenv("KF_DEVICE");
+    return s;
+  }();
+  return b;
+}
+
+// The first usable device of `backend` (one is enough here), none where KF_BACKEND names another.
 std::vector<DeviceEntry> usable(const std::string& backend) {
-  std::vector<DeviceEntry> v;
+  if (!wanted_backend().empty() && wanted_backend() != backend) return {};
   for (const auto& e : Context::list_devices())
     if (e.usable && e.info.backend == backend) return {e};
-  return v;
+  return {};
 }
 
 ContextOptions options_for(const std::string& backend, const std::string& tuning) {
   ContextOptions o;
   o.backend = backend;
-  o.device = backend == "cpu" ? "" : std::to_string(usable(backend).at(0).info.index);
+  o.device = backend == "cpu" ? "" : std::to_string(usable(backend).at(0).info.index);  // (an index names a GPU)
   o.validation = backend == "vulkan";
   o.tuning = tuning;
   return o;
@@ -191,8 +204,8 @@ std::string create_error(const std::string& backend, const std::string& tuning) 
 }
 
 std::vector<std::string> backends_here() {
-  std::vector<std::string> v = {"cpu"};
-  for (const char* b : {"vulkan", "cuda", "hip"})
+  std::vector<std::string> v;
+  for (const char* b : {"cpu", "vulkan", "cuda", "hip"})
     if (!usable(b).empty()) v.push_back(b);
   return v;
 }
@@ -201,7 +214,7 @@ std::vector<std::string> backends_here() {
 // included, which reads no knob), as parse_tuning gives it.
 TEST(OptionsContext, SameErrorOnEveryBackend) {
   const auto backends = backends_here();
-  if (backends.size() < 2) std::printf("(only the cpu backend here: no Vulkan device to compare with)\n");
+  if (backends.size() < 2) std::printf("(one backend here: nothing to compare its message with but parse_tuning's)\n");
   for (const std::string tuning : {"no_such_knob=1", "mm_path=9", "attn_wmma=wgmmma", "rows_values=8", "mm_path=1x",
                                    "eltwise_items=0", "attn_decode"}) {
     const std::string want = parse_error(tuning);
