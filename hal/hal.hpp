@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/op_id.hpp"
+#include "core/options.hpp"
 #include "kf/attrs.hpp"
 #include "kf/device.hpp"
 #include "kf/tensor.hpp"
@@ -89,7 +90,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Devices this backend sees, best first is not required: the core ranks them.
   virtual std::vector<DeviceEntry> enumerate(const ContextOptions& options) = 0;
-  virtual std::unique_ptr<Device> open(int index, const ContextOptions& options) = 0;
+  // Opens a device with the context's options as the core resolved them (core/options.hpp: the knobs
+  // parsed, the environment read).
+  virtual std::unique_ptr<Device> open(int index, const DeviceOptions& options) = 0;
 };
 
 // Backend entry points. The core refers to them only through src/core/backends.cpp.

@@ -1031,7 +1031,7 @@ TEST(AttentionCuda, TensorCoreKernelF16BF16) {
   EXPECT_GT(refused, 0);
 }
 
-// A KF_TUNE attn_wmma value the CUDA backend does not know is refused (InvalidArgument naming the knob
+// A KF_TUNE attn_wmma value the options table does not know is refused (InvalidArgument naming the knob
 // and the values it takes) when the context is made; a context with a known value still works.
 TEST(AttentionCuda, UnknownKernelKnobRefused) {
   const auto devs = cuda_devices();
@@ -1043,7 +1043,7 @@ TEST(AttentionCuda, UnknownKernelKnobRefused) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
       EXPECT_NE(std::string(e.what()).find("attn_wmma=wgmmma"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("'wgmma', 'mma', 'regs' or 'smem'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("attn_wmma takes auto, regs, smem, mma or wgmma"), std::string::npos) << e.what();
     }
     Context ok = tuned(d, "attn_path=2,attn_wmma=mma");
     const check::CaseResult r = check::run_case(ok, attention_op(), DType::f16, attention_op().tests[0], fresh_seed());

@@ -124,7 +124,7 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   std::vector<DeviceEntry> enumerate(const ContextOptions&) override { return {DeviceEntry{cpu_info(), true, ""}}; }
-  std::unique_ptr<Device> open(int, const ContextOptions&) override { return std::make_unique<CpuDevice>(); }
+  std::unique_ptr<Device> open(int, const DeviceOptions&) override { return std::make_unique<CpuDevice>(); }
 };
 
 }  // namespace

@@ -184,126 +184,23 @@ void throw_error(gpuError_t e, const std::string& what) {
   throw Error(code, msg);
 }
 
-namespace {
-
-// The developer knobs of KF_TUNE / ContextOptions::tuning ("key=value,...") this backend reads; the
-// others belong to other backends and are left to them.
-int rows_values_of(const std::string& tuning) {
-  int rows_values = kRowCache256;
-  size_t at = 0;
-  while (at <= tuning.size()) {
-    const size_t end = std::min(tuning.find(',', at), tuning.size());
-    const std::string item = tuning.substr(at, end - at);
-    at = end + 1;
-    if (item.rfind("rows_values=", 0) != 0) continue;
-    // The Vulkan kernels take 16 to 128; these have 16 and 32 (the variant string says which ran).
-    const long v = std::strtol(item.c_str() + 12, nullptr, 10);
-    if (v <= 0) throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item + "' needs a positive value");
-    rows_values = v >= 32 ? 32 : 16;
-  }
-  return rows_values;
-}
-
-// KF_TUNE mm_epilogue=kernel: linear / matmul leave cuBLASLt's fused epilogues (bias, relu, gelu_tanh)
-// unused and run every part of the epilogue in the epilogue kernel (to compare or isolate them).
-bool lt_epilogues_of(const std::string& tuning) {
-  size_t at = 0;
-  while (at <= tuning.size()) {
-    const size_t end = std::min(tuning.find(',', at), tuning.size());
-    const std::string item = tuning.substr(at, end - at);
-    at = end + 1;
-    if (item == "mm_epilogue=kernel") return false;
-    if (item.rfind("mm_epilogue=", 0) == 0 && item != "mm_epilogue=cublaslt")
-      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
-                                                  "': mm_epilogue is 'cublaslt' (default) or 'kernel'");
-  }
-  return true;
-}
-
-// KF_TUNE attn_path, attn_split, attn_rows, attn_decode, conv_path, lce_rows (the Vulkan backend's knobs of the same names),
-// rows_cluster (kernels.hpp ClusterPlan: 1 never, N clusters of N blocks), optim_items / optim_blocks (train.cu
-// optim_packs: packs a thread per tile, blocks per multiprocessor), attn_decode_heads (the decode kernel's
-// query heads a block at most), attn_decode_rs (1: never its reduce-scatter form), attn_bwd_bits (1: the tensor-core
-// backward draws dropout's keep bits in both passes, 2: keeps the dK/dV pass's for the dQ pass whatever their size),
-// attn_fwd_bits (1: flash-wgmma draws them itself instead of attention_keep.cu's pre-pass), mm_algo (matmul.cpp lt_run: the
-// N-th of cuBLASLt's heuristic answers): a non-negative integer, 0 (absent)
-// meaning automatic.
-int attn_knob(const std::string& tuning, const std::string& key, int max) {
-  int value = 0;
-  size_t at = 0;
-  while (at <= tuning.size()) {
-    const size_t end = std::min(tuning.find(',', at), tuning.size());
-    const std::string item = tuning.substr(at, end - at);
-    at = end + 1;
-    if (item.rfind(key + "=", 0) != 0) continue;
-    char* rest = nullptr;
-    const long v = std::strtol(item.c_str() + key.size() + 1, &rest, 10);
-    if (v < 0 || v > max || !rest || *rest != '\0' || rest == item.c_str() + key.size() + 1)
-      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item + "' needs an integer in [0, " +
-                                                  std::to_string(max) + "]");
-    value = static_cast<int>(v);
-  }
-  return value;
-}
-
-// KF_TUNE attn_wmma=wgmma | mma | regs | smem: which tensor-core attention kernel runs. Absent:
+// The knobs come parsed and checked against the options table (core/options.hpp); rows_values' 64 and 128
+// (the Vulkan kernels') run as 32 here. attn_wmma (0 auto, 1 regs, 2 smem, 3 mma, 4 wgmma): auto takes
 // flash-wgmma (Hopper's warpgroup instructions) where it applies (kernels.cpp), else flash-mma (the
-// FlashAttention-2 kernel: mma.sync, the softmax and O in registers) where that applies (f16 / bf16, D 64
-// or 128, no RoPE), else flash-wmma-regs. wgmma forces flash-wgmma and mma flash-mma (Unsupported, saying
-// why, where it does not apply); regs flash-wmma-regs (the accumulator in wmma fragments; 1.2x flash-wmma
-// on an H100, bench/results/h100/kf-cuda-attn-regs.txt); smem flash-wmma (the accumulator in shared
-// memory). Returns 0 (absent), 1 regs, 2 smem, 3 mma, 4 wgmma.
-int attn_wmma_mode_of(const std::string& tuning) {
-  int mode = 0;
-  size_t at = 0;
-  while (at <= tuning.size()) {
-    const size_t end = std::min(tuning.find(',', at), tuning.size());
-    const std::string item = tuning.substr(at, end - at);
-    at = end + 1;
-    if (item.rfind("attn_wmma=", 0) != 0) continue;
-    if (item == "attn_wmma=regs") mode = 1;
-    else if (item == "attn_wmma=smem") mode = 2;
-    else if (item == "attn_wmma=mma") mode = 3;
-    else if (item == "attn_wmma=wgmma") mode = 4;
-    else
-      throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE '" + item +
-                                                  "': attn_wmma is 'wgmma', 'mma', 'regs' or 'smem'");
-  }
-  return mode;
-}
-
-// KF_TUNE attn_rows_per_warp=16 | 32: flash-mma's query rows per warp (blocks of 4 warps: 64 or 128 query
-// rows). 16: one m16 row tile a warp, Q's fragments in registers; 32 (the default): two m16 row tiles a
-// warp sharing each K and V fragment (FlashAttention-2's d = 128 layout), Q's fragments re-read from
-// shared memory. Returns 0 when absent.
-int attn_rows_per_warp_of(const std::string& tuning) {
-  const int v = attn_knob(tuning, "attn_rows_per_warp", 32);
-  if (v != 0 && v != 16 && v != 32)
-    throw Error(ErrorCode::InvalidArgument, std::string(kBackend) + ": KF_TUNE 'attn_rows_per_warp=" + std::to_string(v) +
-                                                "': flash-mma takes 16 or 32 query rows per warp");
-  return v;
-}
-
-// KF_TUNE optim_items=1 | 2 | 4: packs of each tensor a thread per tile in adamw / sgd (train.cu
-// optim_packs has those three forms). Returns 0 when absent (2).
-int optim_items_of(const std::string& tuning) {
-  const int v = attn_knob(tuning, "optim_items", 4);
-  if (v == 3)
-    throw Error(ErrorCode::InvalidArgument, std::string(kBackend) +
-                                                ": KF_TUNE 'optim_items=3': the optimizers take 1, 2 or 4 packs a thread");
-  return v;
-}
-
-}  // namespace
-
-CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o)
-    : ordinal_(ordinal), info_(info), options_(o), rows_values_(rows_values_of(o.tuning)),
-      lt_epilogues_(lt_epilogues_of(o.tuning)), attn_path_(attn_knob(o.tuning, "attn_path", 2)),
-      attn_split_(attn_knob(o.tuning, "attn_split", 1024)), attn_rows_(attn_knob(o.tuning, "attn_rows", 32)), attn_decode_(attn_knob(o.tuning, "attn_decode", 2)),
-      conv_path_(attn_knob(o.tuning, "conv_path", 2)), attn_wmma_regs_(attn_wmma_mode_of(o.tuning) != 2), attn_wmma_mode_(attn_wmma_mode_of(o.tuning)),
-      attn_rows_per_warp_(attn_rows_per_warp_of(o.tuning)), lce_rows_(attn_knob(o.tuning, "lce_rows", INT32_MAX)),
-      optim_items_(optim_items_of(o.tuning)), optim_blocks_(attn_knob(o.tuning, "optim_blocks", 64)),
-      attn_decode_rs_(attn_knob(o.tuning, "attn_decode_rs", 1)), attn_decode_heads_(attn_knob(o.tuning, "attn_decode_heads", 8)), attn_bwd_bits_(attn_knob(o.tuning, "attn_bwd_bits", 2)), attn_fwd_bits_(attn_knob(o.tuning, "attn_fwd_bits", 1)), mm_algo_(attn_knob(o.tuning, "mm_algo", 32)), rows_cluster_(attn_knob(o.tuning, "rows_cluster", kClusterMax)) {
+// FlashAttention-2 kernel: mma.sync, the softmax and O in registers) where that applies, else
+// flash-wmma-regs; wgmma and mma force theirs (Unsupported, saying why, where it does not apply); regs
+// flash-wmma-regs (the accumulator in wmma fragments), smem flash-wmma (the accumulator in shared memory).
+CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const DeviceOptions& o)
+    : ordinal_(ordinal), info_(info), options_(o),
+      rows_values_(o.tuning.rows_values == 0 ? kRowCache256 : o.tuning.rows_values >= 32 ? 32 : 16),
+      lt_epilogues_(o.tuning.mm_epilogue == 0), attn_path_(int(o.tuning.attn_path)), attn_split_(int(o.tuning.attn_split)),
+      attn_rows_(int(o.tuning.attn_rows)), attn_decode_(int(o.tuning.attn_decode)), conv_path_(int(o.tuning.conv_path)),
+      attn_wmma_regs_(o.tuning.attn_wmma != 2), attn_wmma_mode_(int(o.tuning.attn_wmma)),
+      attn_rows_per_warp_(int(o.tuning.attn_rows_per_warp)), lce_rows_(int(o.tuning.lce_rows)),
+      optim_items_(int(o.tuning.optim_items)), optim_blocks_(int(o.tuning.optim_blocks)),
+      attn_decode_rs_(int(o.tuning.attn_decode_rs)), attn_decode_heads_(int(o.tuning.attn_decode_heads)),
+      attn_bwd_bits_(int(o.tuning.attn_bwd_bits)), attn_fwd_bits_(int(o.tuning.attn_fwd_bits)),
+      mm_algo_(int(o.tuning.mm_algo)), rows_cluster_(int(o.tuning.rows_cluster)) {
   make_current();
   const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
   if (probe != gpuSuccess) {
@@ -457,7 +354,7 @@ class CudaBackend final : public Backend {
  public:
   std::string name() const override { return kBackend; }
   std::vector<DeviceEntry> enumerate(const ContextOptions&) override { return devices(); }
-  std::unique_ptr<Device> open(int index, const ContextOptions& o) override {
+  std::unique_ptr<Device> open(int index, const DeviceOptions& o) override {
     for (const auto& e : devices()) {
       if (e.info.index != index || e.info.backend != kBackend) continue;
       if (!e.usable) throw Error(ErrorCode::Device, std::string(kBackend) + ": " + e.info.name + ": " + e.why_not);

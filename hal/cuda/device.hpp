@@ -111,7 +111,7 @@ struct ConvGemm {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int ordinal, const DeviceInfo& info, const ContextOptions& o);
+  CudaDevice(int ordinal, const DeviceInfo& info, const DeviceOptions& o);
   ~CudaDevice() override;
 
   const DeviceInfo& info() const override { return info_; }
@@ -171,7 +171,7 @@ class CudaDevice final : public Device {
 
   int ordinal_;
   DeviceInfo info_;
-  ContextOptions options_;
+  DeviceOptions options_;
   int sm_count_ = 1;
   int rows_values_ = 16;  // KF_TUNE rows_values: row values a thread caches in 256-thread row kernels
   gpuStream_t stream_ = nullptr;
@@ -186,7 +186,7 @@ class CudaDevice final : public Device {
   int attn_decode_ = 0; // KF_TUNE attn_decode: 0 automatic, 1 never the decode kernel, 2 always (Unsupported where it does not apply)
   int conv_path_ = 0;   // KF_TUNE conv_path: 0 automatic, 1 the direct kernel, 2 im2col + cuBLASLt
   bool attn_wmma_regs_ = false;  // KF_TUNE attn_wmma=regs: the tensor-core kernel's accumulator in registers
-  int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-mma where it applies), 1 regs, 2 smem, 3 mma
+  int attn_wmma_mode_ = 0;       // KF_TUNE attn_wmma: 0 absent (flash-wgmma / flash-mma where they apply), 1 regs, 2 smem, 3 mma, 4 wgmma
   int attn_rows_per_warp_ = 0;   // KF_TUNE attn_rows_per_warp: flash-mma's query rows per warp, 16 or 32 (0: absent, 32)
   int lce_rows_ = 0;    // KF_TUNE lce_rows: linear_cross_entropy's rows per chunk (0: automatic)
   int optim_items_ = 0;   // KF_TUNE optim_items: adamw / sgd packs a thread per tile (1, 2, 4; 0: 2)

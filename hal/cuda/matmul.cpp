@@ -96,14 +96,14 @@ struct LtApi {
 std::string soname() { return "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR); }
 
 // Candidates in order: $KF_CUBLASLT, the dynamic loader's search (LD_LIBRARY_PATH, ld.so.cache, a copy
-// already loaded by the process, e.g. PyTorch's), the toolkit, PyTorch's wheels.
-std::vector<std::string> candidates() {
+// already loaded by the process, e.g. PyTorch's), the toolkit, PyTorch's wheels. The environment's
+// part comes in DeviceOptions (the core reads it).
+std::vector<std::string> candidates(const DeviceOptions& o) {
   std::vector<std::string> c;
-  if (const char* e = std::getenv("KF_CUBLASLT"); e && *e) c.push_back(e);
+  if (!o.cublaslt.empty()) c.push_back(o.cublaslt);
   const std::string so = soname();
   c.push_back(so);
-  for (const char* env : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* e = std::getenv(env); e && *e) c.push_back(std::string(e) + "/lib64/" + so);
+  for (const std::string& root : o.cuda_roots) c.push_back(root + "/lib64/" + so);
   c.push_back("/usr/local/cuda/lib64/" + so);
   std::vector<std::string> patterns;
   for (const char* root : {"/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
@@ -111,16 +111,13 @@ std::vector<std::string> candidates() {
     patterns.push_back(std::string(root) + "/nvidia/cu" + std::to_string(CUBLAS_VER_MAJOR) + "/lib/" + so);
     patterns.push_back(std::string(root) + "/nvidia/cublas/lib/" + so);
   }
-  for (const char* env : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (const char* e = std::getenv(env); e && *e) {
-      patterns.push_back(std::string(e) + "/lib/python3*/site-packages/nvidia/cu" + std::to_string(CUBLAS_VER_MAJOR) +
-                         "/lib/" + so);
-      patterns.push_back(std::string(e) + "/lib/python3*/site-packages/nvidia/cublas/lib/" + so);
-    }
-  if (const char* h = std::getenv("HOME"); h && *h) {
-    patterns.push_back(std::string(h) + "/.local/lib/python3*/site-packages/nvidia/cu" +
-                       std::to_string(CUBLAS_VER_MAJOR) + "/lib/" + so);
-    patterns.push_back(std::string(h) + "/.local/lib/python3*/site-packages/nvidia/cublas/lib/" + so);
+  for (const std::string& e : o.python_prefixes) {
+    patterns.push_back(e + "/lib/python3*/site-packages/nvidia/cu" + std::to_string(CUBLAS_VER_MAJOR) + "/lib/" + so);
+    patterns.push_back(e + "/lib/python3*/site-packages/nvidia/cublas/lib/" + so);
+  }
+  if (const std::string& h = o.home; !h.empty()) {
+    patterns.push_back(h + "/.local/lib/python3*/site-packages/nvidia/cu" + std::to_string(CUBLAS_VER_MAJOR) + "/lib/" + so);
+    patterns.push_back(h + "/.local/lib/python3*/site-packages/nvidia/cublas/lib/" + so);
   }
   for (const std::string& pat : patterns) {
     glob_t g{};
@@ -131,12 +128,14 @@ std::vector<std::string> candidates() {
   return c;
 }
 
-const LtApi& lt_api() {
-  static const LtApi api = [] {
+// Loaded once per process, by the first call: the devices' matmul_supported and lt_state pass their
+// options (the search paths); the calls made after a product was set up pass none.
+const LtApi& lt_api(const DeviceOptions* options = nullptr) {
+  static const LtApi api = [options] {
     LtApi a;
     void* h = nullptr;
     std::string loader_error;
-    for (const std::string& c : candidates()) {
+    for (const std::string& c : candidates(options ? *options : DeviceOptions{})) {
       h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (h) {
         a.path = c;
@@ -248,7 +247,7 @@ struct LtProduct {
 };
 
 bool CudaDevice::matmul_supported(std::string* why) const {
-  const LtApi& a = lt_api();
+  const LtApi& a = lt_api(&options_);
   if (a.error.empty()) return true;
   if (why) *why = "cuBLASLt is unavailable: " + a.error;
   return false;
@@ -257,7 +256,7 @@ bool CudaDevice::matmul_supported(std::string* why) const {
 // The device's handle and workspace, created by the first product (one per device, shared by every
 // caller: linear, matmul, the convolutions, linear_cross_entropy).
 LtState& CudaDevice::lt_state(const std::string& op) {
-  const LtApi& api = lt_api();
+  const LtApi& api = lt_api(&options_);
   if (!api.error.empty())
     throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op + ": cuBLASLt is unavailable: " + api.error);
   if (!lt_) {
@@ -275,7 +274,7 @@ LtState& CudaDevice::lt_state(const std::string& op) {
 // ran: g.epilogue, or CUBLASLT_EPILOGUE_DEFAULT when cuBLASLt has no algorithm with it for this shape
 // (the caller's epilogue kernel then does its part); -1 with g.soft_fail when it has none at all.
 int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
-  const LtApi& api = lt_api();
+  const LtApi& api = lt_api(&options_);
   const std::string prefix = std::string(kBackend) + ":";
   const auto type_of = [&](DType t) {
     switch (t) {
@@ -534,7 +533,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
 
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   const OpDef& op = *call.op;
-  const LtApi& api = lt_api();
+  const LtApi& api = lt_api(&options_);
   if (!api.error.empty()) throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op.name + ": cuBLASLt is unavailable: " + api.error);
   const bool dropout = op.name == "linear_dropout" && call.attrs.p > 0;
   const bool is_linear = op.name == "linear" || op.name == "linear_dropout";

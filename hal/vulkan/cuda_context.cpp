@@ -7,7 +7,8 @@
 //
 // libcuda.so.1 (the driver API, installed with every NVIDIA driver) is opened at run time, so this
 // needs neither the CUDA toolkit nor the CUDA backend; where it is missing or fails, nothing is held and
-// the device works as before. KF_VK_CUDA_CONTEXT=0 turns it off (for measuring the effect).
+// the device works as before. KF_VK_CUDA_CONTEXT=0 turns it off (for measuring the effect): the device
+// then makes no CudaContextHold (DeviceOptions::vk_cuda_context).
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -31,7 +32,6 @@ using PFN_cuDevicePrimaryCtxRelease = CUresult (*)(int);
 }  // namespace
 
 CudaContextHold::CudaContextHold(const uint8_t (&uuid)[16]) {
-  if (const char* e = std::getenv("KF_VK_CUDA_CONTEXT"); e && std::strcmp(e, "0") == 0) return;
   lib_ = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib_) return;
   const auto sym = [&](const char* name) { return dlsym(lib_, name); };

@@ -26,47 +26,6 @@ const std::unordered_map<std::string, const SpirvEntry*>& spirv_index() {
 }
 }  // namespace
 
-Tuning Tuning::parse(const std::string& s) {
-  Tuning t;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    const std::string key = item.substr(0, eq);
-    const long v = eq == std::string::npos ? -1 : std::strtol(item.c_str() + eq + 1, nullptr, 10);
-    if (v <= 0) throw Error(ErrorCode::InvalidArgument, "KF_TUNE: '" + item + "' needs a positive value");
-    if (key == "eltwise_items" && v <= 16) t.eltwise_items = static_cast<uint32_t>(v);
-    else if (key == "max_groups") t.max_groups = static_cast<uint32_t>(v);
-    else if (key == "mm_path" && v <= 3) t.mm_path = static_cast<uint32_t>(v);
-    else if (key == "mm_cfg" && v <= 14) t.mm_cfg = static_cast<uint32_t>(v);
-    else if (key == "mm_peak" && v <= 8) t.mm_peak = static_cast<uint32_t>(v);
-    else if (key == "mm_splitk" && v <= 65535) t.mm_splitk = static_cast<uint32_t>(v);
-    else if (key == "gemv_rows" && (v == 4 || v == 8 || v == 16)) t.gemv_rows = static_cast<uint32_t>(v);
-    else if (key == "rows_values" && (v == 16 || v == 32 || v == 64 || v == 128)) t.rows_values = static_cast<uint32_t>(v);
-    else if (key == "rows_coop" && v <= 3) t.rows_coop = static_cast<uint32_t>(v);
-    else if (key == "rows_wg" && (v == 256 || v == 512 || v == 1024)) t.rows_wg = static_cast<uint32_t>(v);
-    else if (key == "rows_spin") t.rows_spin = static_cast<uint32_t>(std::min<long>(v, 0x7fffffff));
-    else if (key == "lce_rows") t.lce_rows = static_cast<uint32_t>(v);
-    else if (key == "normbwd_cols" && v <= 3) t.normbwd_cols = static_cast<uint32_t>(v);
-    else if (key == "normbwd_packs" && (v == 1 || v == 2 || v == 4)) t.normbwd_packs = static_cast<uint32_t>(v);
-    else if (key == "normbwd_chunks" && v <= 65535) t.normbwd_chunks = static_cast<uint32_t>(v);
-    else if (key == "xent_stream" && v <= 3) t.xent_stream = static_cast<uint32_t>(v);
-    else if (key == "attn_split" && v <= 1024) t.attn_split = static_cast<uint32_t>(v);
-    else if (key == "conv_path" && v <= 2) t.conv_path = static_cast<uint32_t>(v);
-    else if (key == "attn_path" && v <= 2) t.attn_path = static_cast<uint32_t>(v);
-    else if (key == "attn_cm" && v <= 4) t.attn_cm = static_cast<uint32_t>(v);
-    else if (key == "attn_quad" && v <= 1) t.attn_quad = static_cast<uint32_t>(v);
-    else if (key == "attn_rows" && (v == 8 || v == 16 || v == 32)) t.attn_rows = static_cast<uint32_t>(v);
-    else if (key == "attn_decode" && v <= 2) t.attn_decode = static_cast<uint32_t>(v);
-    else if (key == "attn_decode_rs" && v <= 1) t.attn_decode_rs = static_cast<uint32_t>(v);
-    else throw Error(ErrorCode::InvalidArgument, "KF_TUNE: unknown or out-of-range knob '" + item +
-                                                     "' (eltwise_items=1..16, max_groups=N, rows_values=16|32|64|128, rows_coop=1 (long-row norms: two passes)|2 (one pass, workgroups sharing a row)|3 (as 2, float cache), rows_spin=N, rows_wg=256|512|1024 (their workgroup), mm_path=1 (portable)|2 (cooperative matrix)|3 (few rows / split-K), mm_cfg=1..14 (tensor-core tile shape), mm_peak=1..8 (ceiling probes), mm_splitk=1..65535, gemv_rows=4|8|16, lce_rows=N, normbwd_cols=1 (column pass)|2 (fused)|3 (fused rows, the default where it fits), normbwd_chunks=N, normbwd_packs=1|2|4, xent_stream=1 (cached chunks)|2 (streamed)|3 (backward: the row in registers where it fits, the default), conv_path=1 (implicit GEMM)|2 (im2col + tensor cores), "
-                                                     "attn_split=1 (never)|N (N key splits), attn_path=1 (portable)|2 (cooperative matrix), attn_quad=1 (no softmax / backward P and dS on accumulators), attn_cm=1..4 (its workgroup), attn_rows=8|16|32, attn_decode=1 (never)|2 (forced), attn_decode_rs=1 (the decode kernel's all-reduce form only))");
-  }
-  return t;
-}
-
 VkBuf::VkBuf(VulkanDevice& dev, size_t bytes) : dev_(dev) {
   size_ = bytes;
   VkBufferCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
@@ -118,8 +77,8 @@ VkBuf::~VkBuf() {
 }
 
 VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index,
-                           const ContextOptions& o)
-    : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o), tuning_(Tuning::parse(o.tuning)) {
+                           const DeviceOptions& o)
+    : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o), tuning_(o.tuning) {
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
   std::vector<VkQueueFamilyProperties> qf(nq);
@@ -177,7 +136,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   // (registers, shared memory, spills, ...) through VK_KHR_pipeline_executable_properties, on stderr.
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe_on{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-  if (const char* e = std::getenv("KF_PIPELINE_STATS"); e && *e && *e != '0') {
+  if (options_.pipeline_stats) {
     uint32_t n = 0;
     vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
     std::vector<VkExtensionProperties> all(n);
@@ -202,7 +161,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   volkLoadDevice(device_);  // one device per process at a time is the common case; see docs/architecture.md
   vkGetDeviceQueue(device_, family_, 0, &queue_);
   allocator_ = std::make_unique<Allocator>(pd, device_);
-  if (info_.vendor == "NVIDIA") {
+  if (info_.vendor == "NVIDIA" && options_.vk_cuda_context) {  // KF_VK_CUDA_CONTEXT=0: not held
     VkPhysicalDeviceIDProperties idp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &idp};
     vkGetPhysicalDeviceProperties2(pd, &p2);

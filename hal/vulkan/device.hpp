@@ -48,46 +48,12 @@ struct Launch {
   uint32_t groups_y = 1, groups_z = 1;
 };
 
-// Launch parameters that kf-bench sweeps (KF_TUNE="eltwise_items=4,max_groups=8192").
-struct Tuning {
-  uint32_t eltwise_items = 2;   // 16-byte packs each invocation loads before computing
-  uint32_t max_groups = 65535;  // cap on workgroups per dispatch (the kernels loop over the rest)
-  uint32_t mm_path = 0;         // matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix,
-                                //   3 the few-rows / split-K kernel (mm_gemv.comp; linear's layout only)
-  uint32_t mm_splitk = 0;       // mm_gemv.comp's K slices: 0 automatic, else forced (clamped to K's packs)
-  uint32_t gemv_rows = 0;       // mm_gemv.comp's rows of W per workgroup: 0 automatic, 4, 8 or 16
-  uint32_t rows_values = 0;     // row values an invocation caches (0: the default, 32)
-  uint32_t rows_coop = 0;       // norms of rows longer than a workgroup's registers: 0 automatic (2 on GPUs, 1
-                                //   on CPU devices), 1 the two passes (statistics, then normalize: the row read
-                                //   twice), 2 one pass, P workgroups per row (16-bit rows cached as raw packs
-                                //   where they can be), 3 one pass with a float cache
-  uint32_t rows_wg = 0;         // rows split over workgroups in one pass (norm.comp PASS 3, rows.comp COOP): their
-                                //   workgroup, 256, 512 or 1024 invocations (0: kLongRowWorkgroup, 512)
-  uint32_t rows_spin = 0;       // rows_coop's polls of a row's partial statistics before computing the missing
-                                //   ones itself (0: 65536 on GPUs, 64 on CPU devices)
-  uint32_t mm_peak = 0;         // matrix ceiling probe: 0 registers only, 1..5 with shared-memory loads
-  uint32_t mm_cfg = 0;          // tensor-core tile shape, 1..14 (kernels.cpp kCoopmatConfigs; 0: the default)
-  uint32_t lce_rows = 0;        // linear_cross_entropy: rows of logits per chunk (0: automatic)
-  uint32_t normbwd_cols = 0;    // layer/rms_norm_backward's dw, db: 0 automatic, 1 separate column pass, 2 fused
-  uint32_t normbwd_packs = 0;   // fused-rows norm backward: 16-byte packs an invocation caches (0: kernels_train.cpp's fused_norm_packs)
-  uint32_t normbwd_chunks = 0;  // norm backward column pass: at most this many row chunks (0: kernels_train.cpp's cap)
-  uint32_t xent_stream = 0;     // cross_entropy(_backward) over long rows: 0 automatic, 1 the cached chunks, 2 streamed, 3 the backward's row in registers where it fits
-  uint32_t attn_split = 0;      // attention key splits: 0 automatic, 1 never (one pass), N >= 2 exactly N
-  uint32_t conv_path = 0;       // convolutions: 0 automatic, 1 implicit GEMM (portable), 2 im2col + tensor cores
-  uint32_t attn_path = 0;       // attention forward: 0 automatic, 1 portable, 2 cooperative matrix
-  uint32_t attn_cm = 0;         // its QUAD workgroup: 0 automatic, 1 4 subgroups, 2 8, 3 8 with prefetch, 4 4 with prefetch
-  uint32_t attn_quad = 0;       // its softmax (backward: P and dS) on the accumulators (m16n8k16 layout): 0 where probed, 1 never
-  uint32_t attn_rows = 0;       // attention query rows per workgroup: 0 automatic, else at most 8, 16 or 32
-  uint32_t attn_decode = 0;     // decode kernel (Sq = 1): 0 automatic, 1 never, 2 forced (Unsupported if the call
-                                //   does not qualify); with attn_decode=2, attn_split=N sets its key splits
-  uint32_t attn_decode_rs = 0;  // the decode kernel's reduce-scatter form (where its lanes per key = 4 x its heads):
-                                //   0 there, 1 never (the all-reduce form only)
-  static Tuning parse(const std::string& s);  // throws kf::Error on an unknown key
-};
+// The launch parameters that kf-bench sweeps (KF_TUNE="eltwise_items=4,max_groups=8192") are kf::Tuning
+// (core/options.hpp: the options table, parsed by the core).
 
 class VulkanDevice final : public Device {
  public:
-  VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index, const ContextOptions& o);
+  VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index, const DeviceOptions& o);
   ~VulkanDevice() override;
 
   const DeviceInfo& info() const override { return info_; }
@@ -196,7 +162,7 @@ class VulkanDevice final : public Device {
   std::shared_ptr<Instance> instance_;
   VkPhysicalDevice pd_;
   DeviceInfo info_;
-  ContextOptions options_;
+  DeviceOptions options_;
   Tuning tuning_;
   void print_pipeline_stats(VkPipeline p, const std::string& key);  // KF_PIPELINE_STATS
   bool pipeline_stats_ = false;

@@ -278,7 +278,7 @@ class VulkanBackend final : public Backend {
     return out;
   }
 
-  std::unique_ptr<Device> open(int index, const ContextOptions& o) override {
+  std::unique_ptr<Device> open(int index, const DeviceOptions& o) override {
     auto inst = Instance::create(o.validation);
     auto pds = inst->physical_devices();
     if (index < 0 || index >= static_cast<int>(pds.size()))

@@ -815,7 +815,7 @@ int64_t VulkanDevice::coopmat_quad_layout() {
   const std::shared_ptr<Buffer> out = allocate(32 * 33 * sizeof(float));
   Launch l;
   // KF_COOPMAT_LAYOUT=f16 probes (and prints) an f16 matrix's layout instead of the accumulator's.
-  const char* diag = std::getenv("KF_COOPMAT_LAYOUT");
+  const char* diag = options_.coopmat_layout.empty() ? nullptr : options_.coopmat_layout.c_str();
   l.variant = diag && std::string(diag) == "f16" && has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";
   l.bindings[0] = out;
   l.groups = 1;

@@ -44,7 +44,8 @@ class Instance {
 DeviceInfo describe(VkPhysicalDevice pd, int index);
 
 // NVIDIA only: holds the CUDA driver's primary context of the GPU whose UUID is given, for as long as it
-// lives (why: cuda_context.cpp). held() is false where libcuda is absent, fails or KF_VK_CUDA_CONTEXT=0.
+// lives (why: cuda_context.cpp). held() is false where libcuda is absent or fails; the device makes
+// none under KF_VK_CUDA_CONTEXT=0.
 class CudaContextHold {
  public:
   explicit CudaContextHold(const uint8_t (&uuid)[16]);

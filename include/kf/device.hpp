@@ -59,8 +59,9 @@ struct ContextOptions {
   bool allow_cpu_fallback = false;  // an op the device cannot run goes to the CPU backend instead of raising
   std::string pipeline_cache_dir;   // "" = $KF_CACHE_DIR, else $XDG_CACHE_HOME/kf, else ~/.cache/kf
   double timeout_s = 120;           // bound on every wait for the device
-  // Developer knobs of a backend, "key=value,..." (README, Environment). "" = $KF_TUNE; knobs given
+  // Developer knobs of the backends, "key=value,..." (docs/tuning.md). "" = $KF_TUNE; knobs given
   // here take precedence: KF_TUNE is then not read at all (its knobs are not merged with these).
+  // Context::create refuses an unknown knob or a bad value (InvalidArgument) on every backend.
   std::string tuning;
 };
 

@@ -4,6 +4,7 @@
 
 #include "core/context_impl.hpp"
 #include "core/internal.hpp"
+#include "core/options.hpp"
 #include "kf/error.hpp"
 #include "ops/registry.hpp"
 
@@ -31,6 +32,37 @@ ContextOptions apply_environment(ContextOptions o) {
   }
   return o;
 }
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+// The backends' options: the knobs parsed once here (so that a bad one is the same error on every
+// backend), and the developer switches and library search paths of the environment (docs/tuning.md),
+// which the backends do not read themselves.
+DeviceOptions device_options(const ContextOptions& o) {
+  DeviceOptions d;
+  d.validation = o.validation;
+  d.pipeline_cache_dir = o.pipeline_cache_dir;
+  d.timeout_s = o.timeout_s;
+  d.tuning = parse_tuning(o.tuning);
+  const std::string stats = env("KF_PIPELINE_STATS");
+  d.pipeline_stats = !stats.empty() && stats[0] != '0';
+  d.coopmat_layout = env("KF_COOPMAT_LAYOUT");
+  d.vk_cuda_context = env("KF_VK_CUDA_CONTEXT") != "0";
+  d.cublaslt = env("KF_CUBLASLT");
+  for (const char* v : {"CUDA_HOME", "CUDA_PATH"})
+    if (std::string e = env(v); !e.empty()) d.cuda_roots.push_back(e);
+  for (const char* v : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (std::string e = env(v); !e.empty()) d.python_prefixes.push_back(e);
+  d.home = env("HOME");
+  return d;
+}
+
+namespace {
 
 int rank(const DeviceInfo& d) {
   if (d.backend == "cpu") return 4;
@@ -90,6 +122,7 @@ std::vector<DeviceEntry> Context::list_devices(const ContextOptions& options) {
 
 Context Context::create(const ContextOptions& options) {
   const ContextOptions o = apply_environment(options);
+  const DeviceOptions device_opts = device_options(o);
   struct Candidate {
     hal::Backend* backend;
     DeviceEntry entry;
@@ -133,7 +166,7 @@ Context Context::create(const ContextOptions& options) {
   auto impl = std::make_shared<ContextImpl>();
   impl->options = o;
   impl->backend_name = best.backend->name();
-  impl->device = best.backend->open(best.entry.info.index, o);
+  impl->device = best.backend->open(best.entry.info.index, device_opts);
   // Keep the backend object alive as long as its device.
   for (auto& b : backends)
     if (b.get() == best.backend) impl->backend = std::move(b);
