@@ -95,7 +95,7 @@ class VulkanDevice final : public Device {
   void upload(Buffer& dst, const void* src, size_t bytes) override;
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
-  bool supports(const OpDef& op, DType dtype, std::string* why) const override;
+  bool supports(const OpCall& call, std::string* why) const override;
   std::string dispatch(const OpCall& call) override;
   void synchronize() override;
   uint32_t timestamp() override;
@@ -119,6 +119,7 @@ class VulkanDevice final : public Device {
     uint32_t scale_b = 0;
   };
   std::string dispatch_matmul(const OpCall& call, const ScaledB* scaled_b = nullptr);
+  bool supports_matmul(const OpCall& call, std::string* why) const;  // forced paths, the few-rows kernel's grid
   // A bf16 operand of the tensor-core products (mm_coopmat.comp SCALES): src [batches, rows, cols] as
   // f16 times a power of two per row (the batches' rows in order) or, by_cols, per column of each batch
   // into dst (bf16_rows_to_f16.comp), the inverse factors to words scale_off + (batch * cols + col | row)
@@ -129,12 +130,12 @@ class VulkanDevice final : public Device {
   // Section 4 beyond the tiled products (kernels_linalg.cpp): few-rows / split-K products, convolutions,
   // embedding. supports_linalg / dispatch_linalg serve the ops that is_linalg_op names.
   std::string dispatch_gemv(const OpCall& call);
-  static bool is_linalg_op(const OpDef& op);
-  bool supports_linalg(const OpDef& op, DType dtype, std::string* why) const;
+  static bool is_linalg_op(OpId id);
+  bool supports_linalg(const OpCall& call, std::string* why) const;
   std::string dispatch_linalg(const OpCall& call);
   std::string dispatch_conv(const OpCall& call);
   // docs/ops.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
-  bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
+  bool supports_training(const OpCall& call, std::string* why) const;
   std::string dispatch_training(const OpCall& call);
   std::string dispatch_batch_norm(const OpCall& call);
   std::string dispatch_norm_backward(const OpCall& call);
@@ -143,13 +144,14 @@ class VulkanDevice final : public Device {
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
   std::string dispatch_linear_cross_entropy(const OpCall& call);  // kernels_lce.cpp
+  bool supports_linear_cross_entropy(const OpCall& call, std::string* why) const;
   // C (+)= A^T B with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's d W;
   // separate from dispatch_matmul (kernels_lce.cpp). Returns the path taken.
   std::string record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                           const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
                           bool accumulate);
   // docs/ops.md section 5 (kernels_attn.cpp).
-  bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
+  bool supports_attention(const OpCall& call, std::string* why) const;
   std::string dispatch_attention(const OpCall& call);
   // The element layout of NV cooperative-matrix accumulators when it has the quad form that
   // attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; probed once on the device

@@ -7,9 +7,8 @@
 #include <cstring>
 
 #include "hal/vulkan/device.hpp"
+#include "core/dropout.hpp"
 #include "hal/vulkan/kernels_common.hpp"
-#include "ops/reference_math.hpp"
-#include "ops/registry.hpp"
 
 namespace kf::hal::vk {
 namespace {
@@ -38,10 +37,10 @@ struct RowsPush {
   uint32_t chunk = 0, nchunks = 0, spin = 0;  // COOP
 };
 
-std::string variant_name(const OpDef& op, DType t, bool subgroup) {
-  if (op.family == Family::Matmul) return "mm_" + dtype_suffix(t);  // linear and matmul share it
-  const std::string fam = op.family == Family::Reduction ? "rows_" : "eltwise_";
-  return fam + op.name + "_" + dtype_suffix(t) + (subgroup ? "_sg" : "");
+std::string variant_name(const OpCall& call, DType t, bool subgroup) {
+  if (call.family == Family::Matmul) return "mm_" + dtype_suffix(t);  // linear and matmul share it
+  const std::string fam = call.family == Family::Reduction ? "rows_" : "eltwise_";
+  return fam + call.name() + "_" + dtype_suffix(t) + (subgroup ? "_sg" : "");
 }
 
 // The tile shapes of mm_coopmat.comp (variants.cmake): KF_TUNE mm_cfg=k picks entry k - 1.
@@ -91,38 +90,40 @@ std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, ui
   return c.variant;
 }
 
-bool VulkanDevice::supports(const OpDef& op, DType dtype, std::string* why) const {
+bool VulkanDevice::supports(const OpCall& call, std::string* why) const {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
+  const DType dtype = call.dtype;
   if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
-  if (is_linalg_op(op)) return supports_linalg(op, dtype, why);  // embedding, convolutions: kernels_linalg.cpp
-  if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
-    return supports_training(op, dtype, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
-  if (op.family == Family::Attention) return supports_attention(op, dtype, why);  // section 5: kernels_attn.cpp
-  const std::string name = variant_name(op, dtype, op.family == Family::Reduction && use_subgroups(info_.caps));
+  if (is_linalg_op(call.id)) return supports_linalg(call, why);  // embedding, convolutions: kernels_linalg.cpp
+  if (call.family == Family::Normalization || call.family == Family::Loss || call.family == Family::Optimizer)
+    return supports_training(call, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
+  if (call.family == Family::Attention) return supports_attention(call, why);  // section 5: kernels_attn.cpp
+  const std::string name = variant_name(call, dtype, call.family == Family::Reduction && use_subgroups(info_.caps));
   if (!has_variant(name)) {
-    if (dtype == DType::f64 && op.transcendental)
-      return no("GLSL has no float64 exp/tanh/erf, so " + op.name +
+    if (dtype == DType::f64 && call.transcendental)
+      return no(std::string("GLSL has no float64 exp/tanh/erf, so ") + call.name() +
                 " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)");
-    return no("this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype));
+    return no(std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(dtype));
   }
+  if (call.family == Family::Matmul) return supports_matmul(call, why);
   return true;
 }
 
 std::string VulkanDevice::dispatch(const OpCall& call) {
-  const OpDef& op = *call.op;
   const Caps& caps = info_.caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
-  if (is_linalg_op(op)) return dispatch_linalg(call);
+  if (is_linalg_op(call.id)) return dispatch_linalg(call);
 
-  if (op.family == Family::Elementwise) {
+  if (call.family == Family::Elementwise) {
     const int64_t n = out.numel;
     const int64_t feat = out.shape.empty() ? 1 : out.shape.back();
-    const bool packed = call.inputs.size() > 1 && !call.inputs[1].buffer && op.required_inputs == 1 &&
-                        op.inputs.size() == 2 && op.inputs[1] == "gate";
+    // swiglu / geglu without a gate: x holds [value, gate] halves.
+    const bool packed = (call.id == OpId::swiglu || call.id == OpId::geglu) && call.inputs.size() > 1 &&
+                        !call.inputs[1].buffer;
     const Mode m1 = packed ? kAbsent : (call.inputs.size() > 1 ? mode_of(call.inputs[1], n) : kAbsent);
     const Mode m2 = call.inputs.size() > 2 ? mode_of(call.inputs[2], n) : kAbsent;
     const bool gather = (packed || m1 == kFeatures || m2 == kFeatures) && feat % vw != 0;
@@ -134,7 +135,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
     pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
     pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-    pc.thr = ref::dropout_threshold(call.attrs.p);
+    pc.thr = dropout_threshold(call.attrs.p);
     const double keep = 1.0 / (1.0 - call.attrs.p);
     pc.keep_scale = static_cast<float>(keep);
     uint64_t bits;
@@ -143,7 +144,7 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     pc.keep_scale_hi = static_cast<uint32_t>(bits >> 32);
 
     Launch l;
-    l.variant = variant_name(op, call.dtype, false);
+    l.variant = variant_name(call, call.dtype, false);
     const uint32_t items = tuning().eltwise_items;
     l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u, items};
     l.bindings[0] = call.inputs[0].buffer;
@@ -157,9 +158,9 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     return std::string("vulkan:eltwise/") + (gather ? "gather" : "16B-packs");
   }
 
-  if (op.family == Family::Matmul) return dispatch_matmul(call);
-  if (op.family == Family::Attention) return dispatch_attention(call);
-  if (op.family == Family::Normalization || op.family == Family::Loss || op.family == Family::Optimizer)
+  if (call.family == Family::Matmul) return dispatch_matmul(call);
+  if (call.family == Family::Attention) return dispatch_attention(call);
+  if (call.family == Family::Normalization || call.family == Family::Loss || call.family == Family::Optimizer)
     return dispatch_training(call);
 
   // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
@@ -184,12 +185,12 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   // a larger workgroup per row caches twice as much. (Limiting the workgroups in flight so that their
   // rows stay in L2 for the re-read was measured slower at every budget on an H100: NOTES.md.) The
   // plain reductions read the row once anyway.
-  const bool reduction = op.name == "sum_squared" || op.name == "mean_abs";
+  const bool reduction = call.id == OpId::sum_squared || call.id == OpId::mean_abs;
   uint32_t wg = kWorkgroup;
   if (!reduction && uint64_t(tpr) * per_invocation < items) wg = tpr = long_row_workgroup(caps);
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
-  l.variant = variant_name(op, call.dtype, sg);
+  l.variant = variant_name(call, call.dtype, sg);
   const bool stream = uint64_t(tpr) * per_invocation < items;  // rows.comp STREAM
   l.spec = {wg, tpr, wide ? 1u : 0u, cache_values, stream ? 1u : 0u};
   l.bindings[0] = in.buffer;
@@ -286,14 +287,14 @@ void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const 
 }
 
 std::string out_dtype_label(const OpCall& call) {
-  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
+  const DType odt = call.out_dtype;
   return odt == call.dtype ? "" : std::string(",out-") + to_string(odt);
 }
 
 std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base) {
-  const DType odt = call.op->output_dtype(call.dtype, call.attrs);
+  const DType odt = call.out_dtype;
   if (odt == call.dtype) return base;
-  const std::string what = call.op->name + " storing " + to_string(odt) + " from " + to_string(call.dtype) + " inputs";
+  const std::string what = std::string(call.name()) + " storing " + to_string(odt) + " from " + to_string(call.dtype) + " inputs";
   if (odt == DType::f64)
     throw Error(ErrorCode::Unsupported, what + ": no Vulkan kernel stores f64 from 16- or 32-bit inputs");
   return dev.runtime_variant(base, std::string("out_dtype:") + to_string(odt), what + " (out_dtype)", [&] {
@@ -303,54 +304,109 @@ std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::
   });
 }
 
-// linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
-// applies, else the portable tiled kernel (shaders/mm.comp).
-std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* scaled_b) {
-  const bool linear = call.op->name == "linear" || call.op->name == "linear_dropout";  // W [N, K]
+namespace {
+
+// The product of a linear (B = W [N, K]) or matmul (B [.., K, N]) call: its sizes and the paths it takes.
+struct MatmulPlan {
+  bool linear = false, b_batched = false;
+  uint64_t M = 0, N = 0, K = 0, batches = 1;
+  bool gemv = false;            // the few-rows kernel (mm_gemv.comp)
+  const CoopmatConfig* cfg = nullptr;
+  std::string cm_variant;       // the tensor-core kernel's variant
+  bool coopmat_fits = false;    // the tensor-core path takes the call
+};
+
+MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
+  MatmulPlan p;
+  const Tuning& t = dev.tuning();
+  p.linear = call.id == OpId::linear || call.id == OpId::linear_dropout;  // W [N, K]
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
-  const uint64_t K = static_cast<uint64_t>(a.back());
-  const uint64_t N = static_cast<uint64_t>(linear ? b[0] : b.back());
-  const uint64_t M = linear ? static_cast<uint64_t>(call.inputs[0].numel) / K : static_cast<uint64_t>(a[a.size() - 2]);
-  const uint64_t batches = static_cast<uint64_t>(call.inputs[0].numel) / (M * K);
-  const bool b_batched = !linear && b.size() > 2;
-  const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
-  const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
+  p.K = static_cast<uint64_t>(a.back());
+  p.N = static_cast<uint64_t>(p.linear ? b[0] : b.back());
+  p.M = p.linear ? static_cast<uint64_t>(call.inputs[0].numel) / p.K : static_cast<uint64_t>(a[a.size() - 2]);
+  p.batches = static_cast<uint64_t>(call.inputs[0].numel) / (p.M * p.K);
+  p.b_batched = !p.linear && b.size() > 2;
   // Few rows (decode): the weight-streaming kernel, linear's layout only (mm_gemv.comp). Forced with
   // KF_TUNE mm_path=3; chosen automatically for M <= 16 (a 64- or 128-row tile would be mostly empty).
-  if (tuning().mm_path == 3 && !linear)
-    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows / split-K path was forced (KF_TUNE mm_path=3) "
-                                        "but serves linear's W [N, K] layout only");
-  if (linear && (tuning().mm_path == 3 || (tuning().mm_path == 0 && M <= 16))) return dispatch_gemv(call);
-  MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
-                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N),
-                static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
-                static_cast<uint32_t>(call.attrs.offset), static_cast<uint32_t>(call.attrs.offset >> 32),
-                ref::dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
-  // linear_dropout: the dropout is in every product kernel's epilogue (DROPOUT, spec constant 5).
-  const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
+  p.gemv = p.linear && (t.mm_path == 3 || (t.mm_path == 0 && p.M <= 16));
   // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
-  const size_t auto_cfg = default_coopmat_config(M, N, batches);
-  const CoopmatConfig* pick = &kCoopmatConfigs[tuning().mm_cfg ? tuning().mm_cfg - 1 : auto_cfg];
-  if (pick->whole_tiles && (M % pick->bm || N % pick->bn || K % 16)) pick = &kCoopmatConfigs[auto_cfg];
-  const CoopmatConfig& cfg = *pick;
+  const size_t auto_cfg = default_coopmat_config(p.M, p.N, p.batches);
+  p.cfg = &kCoopmatConfigs[t.mm_cfg ? t.mm_cfg - 1 : auto_cfg];
+  if (p.cfg->whole_tiles && (p.M % p.cfg->bm || p.N % p.cfg->bn || p.K % 16)) p.cfg = &kCoopmatConfigs[auto_cfg];
   // bf16: A's rows (all batches') and B's rows (linear's W [N, K]) or columns (matmul's [.., K, N], per
   // batch when B is batched: the factors are per batch, indexed by bz in the epilogue) as f16 times
   // powers of two (bf16_rows_to_f16.comp), undone in the epilogue; the output, bias and residual stay
   // bf16.
   const bool bf16 = call.dtype == DType::bf16;
-  const std::string cm_variant = bf16 ? "mm_coopmat_bf16_" + std::string(cfg.variant).substr(std::string("mm_coopmat_f16_").size())
-                                      : std::string(cfg.variant);
+  p.cm_variant = bf16 ? "mm_coopmat_bf16_" + std::string(p.cfg->variant).substr(std::string("mm_coopmat_f16_").size())
+                      : std::string(p.cfg->variant);
+  const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;  // B's inverse factors (words)
+  const bool bf16_fits = bf16 && dev.has_variant("bf16_rows_to_f16") && (p.linear || dev.has_variant("bf16_cols_to_f16")) &&
+                         p.batches * p.M + 2 * b_factors <= 0xffffffffull &&
+                         (p.batches * p.M * p.K / 8 <= 0xffffffffull) && (p.batches * p.M + 3) / 4 <= 65535ull * 65535ull &&
+                         b_factors * p.K / 8 <= 0xffffffffull;
+  p.coopmat_fits = dev.coopmat_f16() && (call.dtype == DType::f16 || bf16_fits) && p.K % 8 == 0 &&
+                   (p.linear || p.N % 8 == 0) && dev.has_variant(p.cm_variant) && p.M + p.N <= 0xffffffffull;
+  return p;
+}
+
+// The few-rows kernel's rows of W per workgroup and its grid (mm_gemv.comp): at most 65535 x 65535.
+uint32_t gemv_rows(const Tuning& t) { return t.gemv_rows ? t.gemv_rows : 8u; }
+bool gemv_fits(const Tuning& t, uint64_t M, uint64_t N) {
+  const uint64_t mt = std::min<uint64_t>(M, 16), rows = gemv_rows(t);
+  return (N + rows - 1) / rows <= 65535 && (M + mt - 1) / mt <= 65535;
+}
+
+}  // namespace
+
+bool VulkanDevice::supports_matmul(const OpCall& call, std::string* why) const {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const bool linear = call.id == OpId::linear || call.id == OpId::linear_dropout;
+  if (tuning().mm_path == 3 && !linear)
+    return no("the few-rows / split-K path was forced (KF_TUNE mm_path=3) but serves linear's W [N, K] layout only");
+  if (call.out_dtype == DType::f64 && call.dtype != DType::f64)
+    return no(std::string("no Vulkan kernel stores f64 from ") + to_string(call.dtype) + " inputs (out_dtype)");
+  if (call.inputs.empty()) return true;  // the op and dtype alone
+  const MatmulPlan p = plan_matmul(*this, call);
+  if (p.gemv) {
+    if (!gemv_fits(tuning(), p.M, p.N))
+      return no("the few-rows kernel covers at most " + std::to_string(65535ull * gemv_rows(tuning())) +
+                " outputs and 1048560 rows (N = " + std::to_string(p.N) + ", M = " + std::to_string(p.M) + ")");
+    return true;
+  }
+  if (tuning().mm_path == 2 && !p.coopmat_fits)
+    return no("the cooperative-matrix path was forced (KF_TUNE mm_path=2) but needs VK_NV_cooperative_matrix "
+              "16x16x16 f16, dtype f16 or bf16, K % 8 == 0 and, for B [K, N], N % 8 == 0");
+  return true;
+}
+
+// linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
+// applies, else the portable tiled kernel (shaders/mm.comp).
+std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* scaled_b) {
+  const MatmulPlan plan = plan_matmul(*this, call);
+  const bool linear = plan.linear;
+  const uint64_t K = plan.K, N = plan.N, M = plan.M, batches = plan.batches;
+  const bool b_batched = plan.b_batched;
+  const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
+  const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
+  if (plan.gemv) return dispatch_gemv(call);  // its grid was checked by supports_matmul
+  MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
+                static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N),
+                static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
+                static_cast<uint32_t>(call.attrs.offset), static_cast<uint32_t>(call.attrs.offset >> 32),
+                dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
+  // linear_dropout: the dropout is in every product kernel's epilogue (DROPOUT, spec constant 5).
+  const bool drop = call.id == OpId::linear_dropout && call.attrs.p > 0;
+  const CoopmatConfig& cfg = *plan.cfg;
+  const bool bf16 = call.dtype == DType::bf16;
+  const std::string& cm_variant = plan.cm_variant;
   const uint64_t b_factors = (b_batched ? batches : 1) * N;  // B's inverse factors (words)
-  const bool bf16_fits = bf16 && has_variant("bf16_rows_to_f16") && (linear || has_variant("bf16_cols_to_f16")) &&
-                         batches * M + 2 * b_factors <= 0xffffffffull;
-  const bool coopmat_fits = coopmat_f16_ && (call.dtype == DType::f16 || bf16_fits) && K % 8 == 0 &&
-                            (linear || N % 8 == 0) && has_variant(cm_variant) && M + N <= 0xffffffffull;
-  if (tuning().mm_path == 2 && !coopmat_fits)
-    throw Error(ErrorCode::Unsupported, call.op->name + ": the cooperative-matrix path was forced (KF_TUNE mm_path=2) "
-                                        "but needs VK_NV_cooperative_matrix 16x16x16 f16, dtype f16 or bf16, K % 8 == 0 "
-                                        "and, for B [K, N], N % 8 == 0");
-  const bool coopmat = coopmat_fits && tuning().mm_path != 1;
+  // A forced tensor-core path (KF_TUNE mm_path=2) that does not fit was refused by supports_matmul.
+  const bool coopmat = plan.coopmat_fits && tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   std::shared_ptr<Buffer> a_in = call.inputs[0].buffer, b_in = call.inputs[1].buffer, inv_scales;
   if (coopmat && bf16) {
@@ -370,7 +426,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
     pc.scale_stride_b = b_batched ? static_cast<uint32_t>(N) : 0u;
   }
   Launch l;
-  l.variant = out_dtype_variant(*this, call, coopmat ? cm_variant : variant_name(*call.op, call.dtype, false));
+  l.variant = out_dtype_variant(*this, call, coopmat ? cm_variant : variant_name(call, call.dtype, false));
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
   if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES

@@ -6,7 +6,8 @@
 #include <string>
 
 #include "hal/vulkan/device.hpp"
-#include "ops/registry.hpp"
+#include "kf/dtype.hpp"
+#include "kf/error.hpp"
 
 namespace kf::hal::vk {
 
@@ -89,7 +90,7 @@ struct LossPush {
 void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
 
 // The shader variant of a section 3 / 6 op: <family>_<op>_<dtype>[_sg] ("" when it has none).
-std::string training_variant(const OpDef& op, DType dtype, const Caps& caps);
+std::string training_variant(const OpCall& call, DType dtype, const Caps& caps);
 
 // The push constants of mm.comp, mm_coopmat.comp (and mm_gemv.comp's first fields).
 struct MatmulPush {
