@@ -144,7 +144,9 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     pc.keep_scale_hi = static_cast<uint32_t>(bits >> 32);
 
     Launch l;
-    l.variant = variant_name(call, call.dtype, false);
+    int32_t& id = variant_slot(call.id, call.dtype, false);  // the name is built once per op and dtype
+    if (id < 0) id = static_cast<int32_t>(variant_id(variant_name(call, call.dtype, false)));
+    l.variant_id = id;
     const uint32_t items = tuning().eltwise_items;
     l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u, items};
     l.bindings[0] = call.inputs[0].buffer;
@@ -155,7 +157,8 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     l.push_bytes = sizeof(pc);
     l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, tuning());
     record(l);
-    return std::string("vulkan:eltwise/") + (gather ? "gather" : "16B-packs");
+    static const std::string kGather = "vulkan:eltwise/gather", kPacks = "vulkan:eltwise/16B-packs";
+    return gather ? kGather : kPacks;
   }
 
   if (call.family == Family::Matmul) return dispatch_matmul(call);
@@ -190,7 +193,9 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
   if (!reduction && uint64_t(tpr) * per_invocation < items) wg = tpr = long_row_workgroup(caps);
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
-  l.variant = variant_name(call, call.dtype, sg);
+  int32_t& id = variant_slot(call.id, call.dtype, sg);
+  if (id < 0) id = static_cast<int32_t>(variant_id(variant_name(call, call.dtype, sg)));
+  l.variant_id = id;
   const bool stream = uint64_t(tpr) * per_invocation < items;  // rows.comp STREAM
   l.spec = {wg, tpr, wide ? 1u : 0u, cache_values, stream ? 1u : 0u};
   l.bindings[0] = in.buffer;
