@@ -121,6 +121,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
                            const ContextOptions& o)
     : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o), tuning_(Tuning::parse(o.tuning)) {
   std::fill(&variant_slots_[0][0][0], &variant_slots_[0][0][0] + sizeof(variant_slots_) / sizeof(int32_t), -1);
+  std::fill(&simple_supported_[0][0], &simple_supported_[0][0] + sizeof(simple_supported_), int8_t(-1));
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
   std::vector<VkQueueFamilyProperties> qf(nq);

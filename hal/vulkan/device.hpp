@@ -286,6 +286,7 @@ class VulkanDevice final : public Device {
   std::unordered_map<std::string, uint32_t> variant_ids_;
   std::vector<std::string> variant_names_;
   int32_t variant_slots_[kOpCount][5][2];
+  mutable int8_t simple_supported_[kOpCount][5];  // supports() of the elementwise and row ops: -1 not asked yet
   std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // runtime_variant
 
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -101,7 +101,13 @@ bool VulkanDevice::supports(const OpCall& call, std::string* why) const {
   if (call.family == Family::Normalization || call.family == Family::Loss || call.family == Family::Optimizer)
     return supports_training(call, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
   if (call.family == Family::Attention) return supports_attention(call, why);  // section 5: kernels_attn.cpp
+  // The elementwise and row ops depend on the op and dtype alone: the answer is kept, so that a call
+  // builds no variant name.
+  const bool simple = call.family == Family::Elementwise || call.family == Family::Reduction;
+  int8_t& known = simple_supported_[static_cast<int>(call.id)][static_cast<int>(dtype)];
+  if (simple && known == 1) return true;
   const std::string name = variant_name(call, dtype, call.family == Family::Reduction && use_subgroups(info_.caps));
+  if (simple) known = has_variant(name) ? 1 : 0;
   if (!has_variant(name)) {
     if (dtype == DType::f64 && call.transcendental)
       return no(std::string("GLSL has no float64 exp/tanh/erf, so ") + call.name() +

@@ -293,13 +293,28 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     op.compose(self, inputs, outputs, attrs);  // sets last_variant to the parts' variants
     return;
   }
-  hal::OpCall call;
+  hal::OpCall& call = impl_->call;
   describe_call(op, dtype, attrs, call);
-  call.inputs.reserve(op.inputs.size());
-  for (const auto& t : inputs) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
+  const auto set = [](hal::TensorArg& a, const Tensor& t) {
+    a.buffer = t.defined() ? t.buffer_ref() : nullptr;
+    a.shape.assign(t.shape().begin(), t.shape().end());  // reuses the shape's storage
+    a.numel = t.defined() ? t.numel() : 0;
+  };
   call.inputs.resize(op.inputs.size());
-  call.outputs.reserve(outputs.size());
-  for (const auto& t : outputs) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
+  for (size_t k = 0; k < call.inputs.size(); ++k) {
+    if (k < inputs.size()) set(call.inputs[k], inputs[k]);
+    else call.inputs[k] = {};
+  }
+  call.outputs.resize(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) set(call.outputs[k], outputs[k]);
+  // The buffers go back when the call returns or throws (the device retains what it recorded).
+  struct Release {
+    hal::OpCall& c;
+    ~Release() {
+      for (auto& a : c.inputs) a.buffer.reset();
+      for (auto& a : c.outputs) a.buffer.reset();
+    }
+  } release{call};
   // The backend sees the whole call: a shape, attribute or optional input its kernels lack is refused here.
   if (!impl_->device->supports(call, &why)) {
     if (impl_->options.allow_cpu_fallback) {
