@@ -17,6 +17,7 @@ namespace kf::hal::vk {
 
 class VulkanDevice;
 struct RowPlan;
+struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
  public:
@@ -133,7 +134,7 @@ class VulkanDevice final : public Device {
   void upload(Buffer& dst, const void* src, size_t bytes) override;
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
-  bool supports(const OpCall& call, std::string* why) const override;
+  bool supports(const OpCall& call, std::string* why) const override;  // through the family table (families.cpp)
   std::string dispatch(const OpCall& call) override;
   void synchronize() override;
   uint32_t timestamp() override;
@@ -145,6 +146,10 @@ class VulkanDevice final : public Device {
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
 
+  // The kernels of kernels.cpp: elementwise, rows (reductions, softmax), the tiled matrix products.
+  bool supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const;
+  std::string dispatch_eltwise(const OpCall& call);
+  std::string dispatch_rows(const OpCall& call);
   // For kernels.cpp.
   bool has_variant(const std::string& name) const;
   // A small integer for a variant name, the same for the device's life: pipelines are looked up by it
@@ -286,7 +291,8 @@ class VulkanDevice final : public Device {
   std::unordered_map<std::string, uint32_t> variant_ids_;
   std::vector<std::string> variant_names_;
   int32_t variant_slots_[kOpCount][5][2];
-  mutable int8_t simple_supported_[kOpCount][5];  // supports() of the elementwise and row ops: -1 not asked yet
+  mutable int8_t simple_supported_[kOpCount][5];
+  mutable const KernelFamily* families_[kOpCount] = {};  // families.cpp's table, filled per op on first use  // supports() of the elementwise and row ops: -1 not asked yet
   std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // runtime_variant
 
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -90,17 +90,13 @@ std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, ui
   return c.variant;
 }
 
-bool VulkanDevice::supports(const OpCall& call, std::string* why) const {
+// The elementwise, row and matrix-product ops (this file): a kernel variant per op and dtype.
+bool VulkanDevice::supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
   const DType dtype = call.dtype;
-  if (dtype == DType::f64 && !info_.caps.float64) return no("the device lacks shaderFloat64 (f64 arithmetic)");
-  if (is_linalg_op(call.id)) return supports_linalg(call, why);  // embedding, convolutions: kernels_linalg.cpp
-  if (call.family == Family::Normalization || call.family == Family::Loss || call.family == Family::Optimizer)
-    return supports_training(call, why);  // sections 3 and 6: kernels_norm.cpp, kernels_train.cpp
-  if (call.family == Family::Attention) return supports_attention(call, why);  // section 5: kernels_attn.cpp
   // The elementwise and row ops depend on the op and dtype alone: the answer is kept, so that a call
   // builds no variant name.
   const bool simple = call.family == Family::Elementwise || call.family == Family::Reduction;
@@ -118,13 +114,11 @@ bool VulkanDevice::supports(const OpCall& call, std::string* why) const {
   return true;
 }
 
-std::string VulkanDevice::dispatch(const OpCall& call) {
+std::string VulkanDevice::dispatch_eltwise(const OpCall& call) {
   const Caps& caps = info_.caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
-  if (is_linalg_op(call.id)) return dispatch_linalg(call);
-
-  if (call.family == Family::Elementwise) {
+  {
     const int64_t n = out.numel;
     const int64_t feat = out.shape.empty() ? 1 : out.shape.back();
     // swiglu / geglu without a gate: x holds [value, gate] halves.
@@ -166,12 +160,12 @@ std::string VulkanDevice::dispatch(const OpCall& call) {
     static const std::string kGather = "vulkan:eltwise/gather", kPacks = "vulkan:eltwise/16B-packs";
     return gather ? kGather : kPacks;
   }
+}
 
-  if (call.family == Family::Matmul) return dispatch_matmul(call);
-  if (call.family == Family::Attention) return dispatch_attention(call);
-  if (call.family == Family::Normalization || call.family == Family::Loss || call.family == Family::Optimizer)
-    return dispatch_training(call);
-
+std::string VulkanDevice::dispatch_rows(const OpCall& call) {
+  const Caps& caps = info_.caps;
+  const uint32_t vw = pack_elems(call.dtype);
+  const TensorArg& out = call.outputs[0];
   // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
   const TensorArg& in = call.inputs[0];
   const int64_t feat = in.shape.back();
