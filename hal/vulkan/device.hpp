@@ -146,11 +146,11 @@ class VulkanDevice final : public Device {
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
 
-  // The kernels of kernels.cpp: elementwise, rows (reductions, softmax), the tiled matrix products.
+  // eltwise.cpp, rows.cpp (reductions, softmax): their kernels; which elementwise, row and product calls run.
   bool supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const;
   std::string dispatch_eltwise(const OpCall& call);
   std::string dispatch_rows(const OpCall& call);
-  // For kernels.cpp.
+  // For the kernel families.
   bool has_variant(const std::string& name) const;
   // A small integer for a variant name, the same for the device's life: pipelines are looked up by it
   // and the specialization constants, without building or hashing strings per dispatch.

@@ -4,7 +4,7 @@
 namespace kf::hal::vk {
 namespace {
 
-// docs/ops.md section 1: elementwise (kernels.cpp, eltwise.comp).
+// docs/ops.md section 1: elementwise (eltwise.cpp, eltwise.comp).
 struct Elementwise final : KernelFamily {
   bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
     return dev.supports_eltwise_rows_matmul(call, why);
@@ -12,7 +12,7 @@ struct Elementwise final : KernelFamily {
   std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_eltwise(call); }
 };
 
-// Section 2: reductions and softmax over rows (kernels.cpp, rows.comp).
+// Section 2: reductions and softmax over rows (rows.cpp, rows.comp).
 struct Rows final : KernelFamily {
   bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
     return dev.supports_eltwise_rows_matmul(call, why);
@@ -20,7 +20,7 @@ struct Rows final : KernelFamily {
   std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_rows(call); }
 };
 
-// Section 4: linear and matmul (kernels.cpp: tiled, tensor cores; kernels_linalg.cpp: the few-rows kernel).
+// Section 4: linear and matmul (matmul.cpp: tiled, tensor cores; kernels_linalg.cpp: the few-rows kernel).
 struct Matmul final : KernelFamily {
   bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
     return dev.supports_eltwise_rows_matmul(call, why);

@@ -1,4 +1,4 @@
-// The Vulkan kernels of docs/ops.md section 4 beyond the tiled products of kernels.cpp: the few-rows /
+// The Vulkan kernels of docs/ops.md section 4 beyond the tiled products of matmul.cpp: the few-rows /
 // split-K product (shaders/mm_gemv.comp) that dispatch_matmul selects for decode shapes, embedding
 // (shaders/embedding.comp) and the convolutions (shaders/conv.comp).
 #include <algorithm>

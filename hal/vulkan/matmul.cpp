@@ -1,6 +1,6 @@
-// The Vulkan kernels of the registry's ops: which shader variant serves an op, with which
-// specialization constants, push constants and grid. Capabilities decide the variant (subgroup
-// reductions where the device has them); an op without a variant is reported unsupported with why.
+// The matrix products (docs/ops.md section 4): linear and matmul on the tensor-core kernel
+// (mm_coopmat.comp) where it applies, else the portable tiled kernel (mm.comp) or, for few rows, the
+// few-rows kernel (kernels_linalg.cpp); bf16 operands converted for the tensor cores; the output dtype.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,36 +12,6 @@
 
 namespace kf::hal::vk {
 namespace {
-
-std::string dtype_suffix(DType t) { return to_string(t); }
-
-// Operand layouts of eltwise.comp (MODE1 / MODE2).
-enum Mode : uint32_t { kFull = 0, kFeatures = 1, kScalar = 2, kAbsent = 3 };
-
-Mode mode_of(const TensorArg& a, int64_t n) {
-  if (!a.buffer) return kAbsent;
-  if (a.numel == n) return kFull;
-  if (a.numel == 1) return kScalar;
-  return kFeatures;
-}
-
-struct EltwisePush {
-  uint32_t n, feat, seed_lo, seed_hi, off_lo, off_hi, thr;
-  float keep_scale;
-  uint32_t keep_scale_lo, keep_scale_hi;
-};
-
-struct RowsPush {
-  uint32_t rows, feat;
-  float scale;
-  uint32_t chunk = 0, nchunks = 0, spin = 0;  // COOP
-};
-
-std::string variant_name(const OpCall& call, DType t, bool subgroup) {
-  if (call.family == Family::Matmul) return "mm_" + dtype_suffix(t);  // linear and matmul share it
-  const std::string fam = call.family == Family::Reduction ? "rows_" : "eltwise_";
-  return fam + call.name() + "_" + dtype_suffix(t) + (subgroup ? "_sg" : "");
-}
 
 // The tile shapes of mm_coopmat.comp (variants.cmake): KF_TUNE mm_cfg=k picks entry k - 1.
 struct CoopmatConfig {
@@ -88,156 +58,6 @@ std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, ui
   *bm = c.bm;
   *bn = c.bn;
   return c.variant;
-}
-
-// The elementwise, row and matrix-product ops (this file): a kernel variant per op and dtype.
-bool VulkanDevice::supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const {
-  auto no = [&](const std::string& reason) {
-    if (why) *why = reason;
-    return false;
-  };
-  const DType dtype = call.dtype;
-  // The elementwise and row ops depend on the op and dtype alone: the answer is kept, so that a call
-  // builds no variant name.
-  const bool simple = call.family == Family::Elementwise || call.family == Family::Reduction;
-  int8_t& known = simple_supported_[static_cast<int>(call.id)][static_cast<int>(dtype)];
-  if (simple && known == 1) return true;
-  const std::string name = variant_name(call, dtype, call.family == Family::Reduction && use_subgroups(info_.caps));
-  if (simple) known = has_variant(name) ? 1 : 0;
-  if (!has_variant(name)) {
-    if (dtype == DType::f64 && call.transcendental)
-      return no(std::string("GLSL has no float64 exp/tanh/erf, so ") + call.name() +
-                " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)");
-    return no(std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(dtype));
-  }
-  if (call.family == Family::Matmul) return supports_matmul(call, why);
-  return true;
-}
-
-std::string VulkanDevice::dispatch_eltwise(const OpCall& call) {
-  const Caps& caps = info_.caps;
-  const uint32_t vw = pack_elems(call.dtype);
-  const TensorArg& out = call.outputs[0];
-  {
-    const int64_t n = out.numel;
-    const int64_t feat = out.shape.empty() ? 1 : out.shape.back();
-    // swiglu / geglu without a gate: x holds [value, gate] halves.
-    const bool packed = (call.id == OpId::swiglu || call.id == OpId::geglu) && call.inputs.size() > 1 &&
-                        !call.inputs[1].buffer;
-    const Mode m1 = packed ? kAbsent : (call.inputs.size() > 1 ? mode_of(call.inputs[1], n) : kAbsent);
-    const Mode m2 = call.inputs.size() > 2 ? mode_of(call.inputs[2], n) : kAbsent;
-    const bool gather = (packed || m1 == kFeatures || m2 == kFeatures) && feat % vw != 0;
-
-    EltwisePush pc{};
-    pc.n = static_cast<uint32_t>(n);
-    pc.feat = static_cast<uint32_t>(feat);
-    pc.seed_lo = static_cast<uint32_t>(call.attrs.seed);
-    pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
-    pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
-    pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-    pc.thr = dropout_threshold(call.attrs.p);
-    const double keep = 1.0 / (1.0 - call.attrs.p);
-    pc.keep_scale = static_cast<float>(keep);
-    uint64_t bits;
-    std::memcpy(&bits, &keep, 8);
-    pc.keep_scale_lo = static_cast<uint32_t>(bits);
-    pc.keep_scale_hi = static_cast<uint32_t>(bits >> 32);
-
-    Launch l;
-    int32_t& id = variant_slot(call.id, call.dtype, false);  // the name is built once per op and dtype
-    if (id < 0) id = static_cast<int32_t>(variant_id(variant_name(call, call.dtype, false)));
-    l.variant_id = id;
-    const uint32_t items = tuning().eltwise_items;
-    l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u, items};
-    l.bindings[0] = call.inputs[0].buffer;
-    if (call.inputs.size() > 1) l.bindings[1] = call.inputs[1].buffer;
-    if (call.inputs.size() > 2) l.bindings[2] = call.inputs[2].buffer;
-    l.bindings[3] = out.buffer;
-    l.push = &pc;
-    l.push_bytes = sizeof(pc);
-    l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, tuning());
-    record(l);
-    static const std::string kGather = "vulkan:eltwise/gather", kPacks = "vulkan:eltwise/16B-packs";
-    return gather ? kGather : kPacks;
-  }
-}
-
-std::string VulkanDevice::dispatch_rows(const OpCall& call) {
-  const Caps& caps = info_.caps;
-  const uint32_t vw = pack_elems(call.dtype);
-  const TensorArg& out = call.outputs[0];
-  // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
-  const TensorArg& in = call.inputs[0];
-  const int64_t feat = in.shape.back();
-  const int64_t rows = in.numel / feat;
-  const bool wide = feat % vw == 0;
-  const bool sg = use_subgroups(caps);
-  const uint64_t items = wide ? static_cast<uint64_t>(feat / vw) : static_cast<uint64_t>(feat);
-  // Enough invocations per row that each holds about a register cache's worth of packs (rows.comp's
-  // CACHE = 32 values) or, for plain reductions, two rounds of its unrolled loads: fewer invocations
-  // per row mean fewer reduction steps between the load and store phases.
-  // 32 cached values per invocation measured best on an H100 for f32, f16 and bf16 (64 and 128 lose
-  // occupancy: bench/results/h100-vulkan/NOTES.md).
-  const uint32_t cache_values = tuning().rows_values ? tuning().rows_values : 32;
-  const uint64_t per_invocation = std::max<uint64_t>(1, wide ? cache_values / vw : 8);
-  uint32_t tpr = 1;
-  while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
-  if (sg) tpr = std::max(tpr, caps.subgroup_size);
-  tpr = std::max<uint32_t>(tpr, 1);
-  // Rows longer than a workgroup's cache (softmax and log_softmax re-read the rest for their output):
-  // a larger workgroup per row caches twice as much. (Limiting the workgroups in flight so that their
-  // rows stay in L2 for the re-read was measured slower at every budget on an H100: NOTES.md.) The
-  // plain reductions read the row once anyway.
-  const bool reduction = call.id == OpId::sum_squared || call.id == OpId::mean_abs;
-  uint32_t wg = kWorkgroup;
-  if (!reduction && uint64_t(tpr) * per_invocation < items) wg = tpr = long_row_workgroup(caps);
-  RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
-  Launch l;
-  int32_t& id = variant_slot(call.id, call.dtype, sg);
-  if (id < 0) id = static_cast<int32_t>(variant_id(variant_name(call, call.dtype, sg)));
-  l.variant_id = id;
-  const bool stream = uint64_t(tpr) * per_invocation < items;  // rows.comp STREAM
-  l.spec = {wg, tpr, wide ? 1u : 0u, cache_values, stream ? 1u : 0u};
-  l.bindings[0] = in.buffer;
-  l.bindings[1] = out.buffer;
-  l.push = &pc;
-  l.push_bytes = sizeof(pc);
-  // softmax / log_softmax over rows longer than the workgroup's cache in one pass (rows.comp COOP): P
-  // workgroups per row, each caching its part, exchanging the parts' max and sum. bf16 parts are cached
-  // raw (64 values in the registers of 32 floats: P = 2 for rows of 65536); f16 keeps the float cache,
-  // whose exponentials softmax reuses for its output (a raw f16 cache converts each value twice, and on
-  // an H100 those conversions cost cross_entropy more than the bytes in flight gained: NOTES.md probe7).
-  // By default f16 keeps the two-read path: on the H100 its float-cached parts read 0.63 of copy against
-  // the two-read path's 0.80 (f32 0.73 -> 0.84, bf16 raw 0.72 -> 0.80; NOTES.md, session 8 probe 4).
-  const uint32_t coop_mode = rows_coop_mode(info_, tuning());
-  const bool coop_default_off = call.dtype == DType::f16 && tuning().rows_coop == 0;
-  if (stream && wide && !reduction && coop_mode >= 2 && !coop_default_off) {
-    const bool raw = coop_mode == 2 && call.dtype == DType::bf16 && tuning().rows_values == 0;
-    const uint32_t values = raw ? 64u : cache_values;
-    const uint32_t cw = coop_workgroup(caps, tuning());  // the parts' workgroup (tpr = cw)
-    const uint64_t per_part = uint64_t(cw) * std::max<uint32_t>(1, values / vw);  // packs
-    const uint64_t parts = (items + per_part - 1) / per_part;
-    const uint64_t chunk_packs = (items + parts - 1) / parts;  // balanced parts
-    const uint64_t P = (items + chunk_packs - 1) / chunk_packs;
-    if (P >= 2 && P <= 32 && uint64_t(rows) * P <= 0xffffffffull) {
-      pc.chunk = static_cast<uint32_t>(chunk_packs * vw);
-      pc.nchunks = static_cast<uint32_t>(P);
-      pc.spin = rows_coop_spin(info_, tuning());
-      const size_t flag_bytes = rows_coop_flag_bytes(static_cast<uint64_t>(rows));
-      const std::shared_ptr<Buffer> ws = workspace(flag_bytes + 8 * static_cast<uint64_t>(rows) * P);
-      record_fill(ws, 0u, flag_bytes);
-      l.spec = {cw, cw, 1u, values, 0u, 1u, raw ? 1u : 0u};
-      l.bindings[2] = ws;
-      l.groups = grid(static_cast<uint64_t>(rows) * P, 1, caps, tuning());  // each workgroup loops over tickets
-      record(l);
-      return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(cw) +
-             ",16B-packs,coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) + (raw ? ",raw16" : "");
-    }
-  }
-  l.groups = grid(static_cast<uint64_t>(rows), wg / tpr, caps, tuning());
-  record(l);
-  return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
-         (wide ? ",16B-packs" : ",scalar");
 }
 
 void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
@@ -431,7 +251,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
     pc.scale_stride_b = b_batched ? static_cast<uint32_t>(N) : 0u;
   }
   Launch l;
-  l.variant = out_dtype_variant(*this, call, coopmat ? cm_variant : variant_name(call, call.dtype, false));
+  l.variant = out_dtype_variant(*this, call, coopmat ? cm_variant : kernel_variant_name(call, call.dtype, false));
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
   if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
