@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/op_id.hpp"
@@ -35,13 +36,24 @@ struct TensorArg {
   int64_t numel = 0;
 };
 
+// One op call as the core checked it. Backends switch on `id` and read the op's properties here, so that
+// they need not include the registry. The core fills every field; a call from Context::supports(op,
+// dtype) has no tensors (inputs and outputs empty): the backend answers for the op and dtype alone.
 struct OpCall {
   OpId id{};  // what backends switch on
-  const OpDef* op = nullptr;
+  const OpDef* op = nullptr;  // the registry entry (the CPU backend runs its reference)
   DType dtype = DType::f32;
   std::vector<TensorArg> inputs;
   std::vector<TensorArg> outputs;
   Attrs attrs;
+  Family family = Family::Elementwise;
+  DType out_dtype = DType::f32;  // the outputs' dtype: Attrs::out_dtype where the op takes one, else dtype
+  double eps = 0;                // the normalizations' epsilon (Attrs::eps or the op's default)
+  bool transcendental = false;   // the op needs exp/tanh/erf (GLSL has none in float64)
+  // The (output, input) pairs that may be one tensor (the optimizers' updates in place); never null.
+  const std::vector<std::pair<int, int>>* in_place = &kNoPairs;
+  static inline const std::vector<std::pair<int, int>> kNoPairs{};
+  const char* name() const { return op_name(id); }  // for messages
 };
 
 class Device {
@@ -55,8 +67,10 @@ class Device {
   virtual void download(Buffer& src, void* dst, size_t bytes) = 0;
   virtual void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) = 0;
 
-  // Kernels. supports() says whether the device can run an op in a dtype and, if not, why.
-  virtual bool supports(const OpDef& op, DType dtype, std::string* why) const = 0;
+  // Kernels. supports() says whether the device can run the call (its dtype, shapes, attributes and
+  // optional inputs; a call without tensors asks for the op and dtype alone) and, if not, why. A call it
+  // accepts is not refused by dispatch() for a reason the call shows.
+  virtual bool supports(const OpCall& call, std::string* why) const = 0;
   // Records the op (it may run later, at synchronize()); returns the variant that was chosen.
   virtual std::string dispatch(const OpCall& call) = 0;
 

@@ -427,6 +427,79 @@ TEST(LinalgPaths, ForcedTensorCorePathsRejectCleanly) {
   }
 }
 
+// A call the backend's supports() accepts is dispatched: the Vulkan checks that depend only on the call
+// (a path forced by KF_TUNE that does not apply, a kernel's size limits) refuse it before dispatch, with
+// the core's "cannot run on" message and nothing written; the forced paths that apply run.
+TEST(LinalgPaths, ForcedPathsRefusedBySupportsNotDispatch) {
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan") continue;
+    const auto run_or_refuse = [&](const std::string& tuning, const std::string& what,
+                                   const std::function<void(Context&, std::vector<Tensor>&)>& call, bool must_run) {
+      SCOPED_TRACE(what + " with KF_TUNE " + tuning);
+      ContextOptions o = options_for(d);
+      o.tuning = tuning;
+      Context ctx = Context::create(o);
+      std::vector<Tensor> outs;
+      try {
+        call(ctx, outs);
+        ctx.synchronize();
+      } catch (const Error& e) {
+        EXPECT_FALSE(must_run) << e.what();
+        EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+        EXPECT_NE(std::string(e.what()).find("cannot run on"), std::string::npos)
+            << "refused by dispatch, not by supports: " << e.what();
+        for (const Tensor& t : outs) {
+          size_t changed = 0;
+          for (auto b : raw_bytes(t)) changed += b != kPoison;
+          EXPECT_EQ(changed, 0u) << "the refused call wrote " << changed << " bytes";
+        }
+      }
+    };
+    const auto filled = [](Context& ctx, const Shape& s) {
+      return ctx.from_host(s, DType::f32, std::vector<double>(numel(s), 0.25));
+    };
+    const auto poisoned = [](Context& ctx, const Shape& s, std::vector<Tensor>& outs) {
+      Tensor y = ctx.empty(s, DType::f32);
+      y.fill_bytes(kPoison);
+      outs.push_back(y);
+      return y;
+    };
+    // The few-rows kernel serves linear's W [N, K] only: matmul refused, linear run.
+    run_or_refuse("mm_path=3", "matmul", [&](Context& ctx, std::vector<Tensor>& outs) {
+      ctx.run("matmul", {filled(ctx, {4, 8}), filled(ctx, {8, 16})}, {poisoned(ctx, {4, 16}, outs)});
+    }, false);
+    run_or_refuse("mm_path=3", "linear", [&](Context& ctx, std::vector<Tensor>& outs) {
+      ctx.run("linear", {filled(ctx, {4, 8}), filled(ctx, {16, 8})}, {poisoned(ctx, {4, 16}, outs)});
+    }, true);
+    // The tensor cores take f16 and bf16 only: an f32 product is refused.
+    run_or_refuse("mm_path=2", "linear f32", [&](Context& ctx, std::vector<Tensor>& outs) {
+      ctx.run("linear", {filled(ctx, {32, 64}), filled(ctx, {16, 64})}, {poisoned(ctx, {32, 16}, outs)});
+    }, false);
+    run_or_refuse("conv_path=2", "conv2d f32", [&](Context& ctx, std::vector<Tensor>& outs) {
+      ctx.run("conv2d", {filled(ctx, {1, 8, 5, 5}), filled(ctx, {4, 8, 3, 3})}, {poisoned(ctx, {1, 4, 3, 3}, outs)});
+    }, false);
+    run_or_refuse("conv_path=1", "conv2d f32", [&](Context& ctx, std::vector<Tensor>& outs) {
+      ctx.run("conv2d", {filled(ctx, {1, 8, 5, 5}), filled(ctx, {4, 8, 3, 3})}, {poisoned(ctx, {1, 4, 3, 3}, outs)});
+    }, true);
+    // The decode kernel takes one query row per sequence: Sq = 5 refused; Sq = 1 runs where the device has
+    // what it needs (else supports says why).
+    run_or_refuse("attn_decode=2", "attention Sq=5", [&](Context& ctx, std::vector<Tensor>& outs) {
+      Tensor k = filled(ctx, {1, 2, 7, 16});
+      ctx.run("attention", {filled(ctx, {1, 2, 5, 16}), k, k}, {poisoned(ctx, {1, 2, 5, 16}, outs)});
+    }, false);
+    run_or_refuse("attn_decode=2", "attention Sq=1", [&](Context& ctx, std::vector<Tensor>& outs) {
+      Tensor k = filled(ctx, {1, 2, 7, 16});
+      ctx.run("attention", {filled(ctx, {1, 2, 1, 16}), k, k}, {poisoned(ctx, {1, 2, 1, 16}, outs)});
+    }, false);
+    // linear_cross_entropy's backward computes d h as a matmul, which the forced few-rows path cannot take.
+    run_or_refuse("mm_path=3", "linear_cross_entropy_backward", [&](Context& ctx, std::vector<Tensor>& outs) {
+      Tensor t = ctx.from_host({4}, DType::i32, {0, 1, 2, 3});
+      ctx.run("linear_cross_entropy_backward", {filled(ctx, {4, 8}), filled(ctx, {16, 8}), t},
+              {poisoned(ctx, {}, outs), poisoned(ctx, {4, 8}, outs), poisoned(ctx, {16, 8}, outs)});
+    }, false);
+  }
+}
+
 // ---- The CUDA backend's convolutions (hal/cuda/conv.cu): each path forced (KF_TUNE conv_path=1 the
 // direct kernel, conv_path=2 im2col + cuBLASLt) on every registry case of the convolutions and on awkward
 // shapes (odd sizes, several tiles of pixels, channels and k, stride 2, dilation 2, groups 2, depthwise,

@@ -26,10 +26,12 @@ using json = nlohmann::json;
 namespace {
 
 struct Options {
-  std::string backend, device, ops = ".*", cases, json_path, html_path, input_path;
+  std::string backend, device, ops = ".*", cases, json_path, html_path, input_path, chain;
   std::vector<std::string> dtypes = {"f32", "f16"}, compare;
   double size_mib = 256, warmup_ms = 50, max_gflop = 0;
   int reps = 30, warmup = 5;
+  int chain_len = 2000;
+  int64_t chain_numel = 1024;
   bool primitives = false, all_cases = false, no_unfused = false, render_only = false;
 };
 
@@ -161,6 +163,60 @@ Tensor output(Context& ctx, TensorCache& cache, const Shape& shape, DType dtype,
 
 }  // namespace
 
+// --chain OP: the host cost of a dispatch. Records chain_len dependent calls of an elementwise op of
+// two inputs (y = op(y, b), alternating between two buffers) on chain_numel f32 elements, then
+// synchronizes; the wall clock of the recording per call is the host cost (what a small op pays
+// whatever the device), the wall clock to the end of synchronize per call the end-to-end cost. Medians
+// over the repetitions.
+int run_chain(Context& ctx, const Options& o) {
+  const OpDef* op = find_op(o.chain);
+  if (op == nullptr || op->inputs.size() < 2 || op->family != Family::Elementwise)
+    throw Error(ErrorCode::InvalidArgument, "kf-bench: --chain takes an elementwise op of two inputs (add_relu, "
+                                            "mul_relu, add, ...), got '" + o.chain + "'");
+  if (o.chain_len < 1 || o.chain_numel < 1)
+    throw Error(ErrorCode::InvalidArgument, "kf-bench: --chain-len and --chain-numel must be positive");
+  const Shape shape{o.chain_numel};
+  std::vector<double> host(static_cast<size_t>(o.chain_numel));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = 0.001 * double(i % 97) - 0.04;
+  Tensor a = ctx.from_host(shape, DType::f32, host), b = ctx.from_host(shape, DType::f32, host);
+  Tensor c = ctx.empty(shape, DType::f32);
+  const std::vector<Tensor> in_ab{a, b}, in_cb{c, b}, out_a{a}, out_c{c};
+  const auto chain = [&] {
+    for (int k = 0; k < o.chain_len; ++k) ctx.run(op->name, k % 2 ? in_cb : in_ab, k % 2 ? out_a : out_c);
+  };
+  using clock = std::chrono::steady_clock;
+  for (int w = 0; w < std::max(1, o.warmup); ++w) {  // pipelines created, memory touched
+    chain();
+    ctx.synchronize();
+  }
+  std::vector<double> record_us, total_us;
+  for (int r = 0; r < std::max(1, o.reps); ++r) {
+    const auto t0 = clock::now();
+    chain();
+    const auto t1 = clock::now();
+    ctx.synchronize();
+    const auto t2 = clock::now();
+    record_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / o.chain_len);
+    total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count() / o.chain_len);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double rec = median(record_us), tot = median(total_us);
+  std::printf("chain %s: %d dependent calls on %lld f32 elements, median of %d runs: %.3f us recorded per op, "
+              "%.3f us end to end per op (%s)\n",
+              op->name.c_str(), o.chain_len, static_cast<long long>(o.chain_numel), std::max(1, o.reps), rec, tot,
+              ctx.last_variant().c_str());
+  if (!o.json_path.empty()) {
+    json j = {{"chain", op->name},          {"chain_len", o.chain_len}, {"numel", o.chain_numel},
+              {"dtype", "f32"},             {"reps", std::max(1, o.reps)}, {"record_us_per_op", rec},
+              {"end_to_end_us_per_op", tot}, {"device", ctx.device().name}, {"backend", ctx.backend()}};
+    std::ofstream(o.json_path) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"kf-bench: times the registry's ops on a device against its measured copy bandwidth"};
@@ -183,6 +239,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_flag("--render-only", o.render_only, "time nothing: draw the report of --input (and --compare) to --html");
   app.add_option("--input", o.input_path, "kf-bench JSON that --render-only draws")->check(CLI::ExistingFile);
+  app.add_option("--chain", o.chain, "time the host cost of a dispatch instead: CHAIN-LEN dependent calls of this "
+                                     "elementwise op (add_relu, ...) by wall clock, recorded and end to end per op");
+  app.add_option("--chain-len", o.chain_len, "--chain: dependent calls per run");
+  app.add_option("--chain-numel", o.chain_numel, "--chain: f32 elements per tensor");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -201,6 +261,7 @@ int main(int argc, char** argv) {
     co.backend = o.backend;
     co.device = o.device;
     Context ctx = Context::create(co);
+    if (!o.chain.empty()) return run_chain(ctx, o);
     // Device memory is allocated once and reused (inputs and outputs by shape, the chains' temporaries
     // through the scratch): allocating and freeing large buffers between timings fragments device memory,
     // and on some drivers later allocations then move data more slowly.

@@ -67,7 +67,7 @@ class CpuDevice final : public Device {
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override {
     std::memset(static_cast<CpuBuffer&>(dst).data(), pattern, bytes);
   }
-  bool supports(const OpDef&, DType, std::string*) const override { return true; }
+  bool supports(const OpCall&, std::string*) const override { return true; }
 
   std::string dispatch(const OpCall& call) override {
     const DType t = call.dtype;

@@ -79,6 +79,8 @@ VkBuf::~VkBuf() {
 VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index,
                            const DeviceOptions& o)
     : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o), tuning_(o.tuning) {
+  std::fill(&variant_slots_[0][0][0], &variant_slots_[0][0][0] + sizeof(variant_slots_) / sizeof(int32_t), -1);
+  std::fill(&simple_supported_[0][0], &simple_supported_[0][0] + sizeof(simple_supported_), int8_t(-1));
   uint32_t nq = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
   std::vector<VkQueueFamilyProperties> qf(nq);
@@ -410,10 +412,20 @@ std::string VulkanDevice::runtime_variant(const std::string& base, const std::st
   return name;
 }
 
-VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<uint32_t>& spec) {
+uint32_t VulkanDevice::variant_id(const std::string& name) {
+  if (auto it = variant_ids_.find(name); it != variant_ids_.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(variant_names_.size());
+  variant_names_.push_back(name);
+  variant_ids_.emplace(name, id);
+  return id;
+}
+
+VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) {
+  PipeKey pk{variant_index, spec};
+  if (auto it = pipelines_.find(pk); it != pipelines_.end()) return it->second;
+  const std::string variant = variant_names_[variant_index];  // a new pipeline: names are fine here
   std::string key = variant;
   for (uint32_t v : spec) key += ":" + std::to_string(v);
-  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   VkShaderModule& mod = modules_[variant];
   if (!mod) {
     VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
@@ -444,7 +456,7 @@ VkPipeline VulkanDevice::pipeline(const std::string& variant, const std::vector<
   if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline p;
   KF_VK(vkCreateComputePipelines(device_, pipe_cache_, 1, &ci, nullptr, &p));
-  pipelines_[key] = p;
+  pipelines_[pk] = p;
   if (pipeline_stats_) print_pipeline_stats(p, key);
   return p;
 }
@@ -471,7 +483,8 @@ void VulkanDevice::record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word
 }
 
 void VulkanDevice::record(const Launch& l) {
-  VkPipeline p = pipeline(l.variant, l.spec);  // may throw before anything is recorded
+  // may throw before anything is recorded
+  VkPipeline p = pipeline(l.variant_id >= 0 ? static_cast<uint32_t>(l.variant_id) : variant_id(l.variant), l.spec);
   if (commands_ >= kMaxBatch) submit_and_wait();
   begin();
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};

@@ -1,7 +1,9 @@
 // The Vulkan device: queue, buffers, pipelines (created once, cached on disk), the command stream
 // that records many dispatches between barriers and submits them together, and timestamps.
 #pragma once
+#include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -15,6 +17,7 @@ namespace kf::hal::vk {
 
 class VulkanDevice;
 struct RowPlan;
+struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
  public:
@@ -36,11 +39,47 @@ class VkBuf final : public Buffer {
 
 constexpr uint32_t kBindings = 7;  // storage buffers of the one descriptor-set layout all kernels share
 
-// One recorded kernel launch: a shader variant, its specialization constants (ids 0..n-1), up to
-// kBindings storage buffers, push constants and the workgroup grid.
+// Specialization constants (ids 0..n-1) in a fixed array, so that recording a launch allocates nothing.
+struct SpecList {
+  static constexpr uint32_t kMax = 24;
+  uint32_t v[kMax] = {};
+  uint32_t n = 0;
+  SpecList() = default;
+  SpecList(std::initializer_list<uint32_t> il) { assign(il.begin(), il.end()); }
+  SpecList(const std::vector<uint32_t>& s) { assign(s.begin(), s.end()); }  // NOLINT: converts implicitly
+  operator std::vector<uint32_t>() const { return {v, v + n}; }
+  template <class It>
+  void assign(It b, It e) {
+    n = 0;
+    for (; b != e; ++b) push_back(*b);
+  }
+  void push_back(uint32_t x) {
+    if (n >= kMax) throw Error(ErrorCode::Internal, "vulkan: more than 24 specialization constants");
+    v[n++] = x;
+  }
+  void insert(const uint32_t* at, std::initializer_list<uint32_t> il) {  // at the end only
+    (void)at;
+    for (uint32_t x : il) push_back(x);
+  }
+  void resize(size_t m, uint32_t x = 0) {
+    while (n > m) v[--n] = 0;
+    while (n < m) push_back(x);
+  }
+  size_t size() const { return n; }
+  const uint32_t* data() const { return v; }
+  const uint32_t* begin() const { return v; }
+  const uint32_t* end() const { return v + n; }
+  uint32_t& operator[](size_t i) { return v[i]; }
+  uint32_t operator[](size_t i) const { return v[i]; }
+};
+
+// One recorded kernel launch: a shader variant (by name, or by the identifier VulkanDevice::variant_id
+// gave it, which spares hashing the name), its specialization constants, up to kBindings storage
+// buffers, push constants and the workgroup grid.
 struct Launch {
   std::string variant;
-  std::vector<uint32_t> spec;
+  int32_t variant_id = -1;
+  SpecList spec;
   std::shared_ptr<Buffer> bindings[kBindings];
   const void* push = nullptr;
   uint32_t push_bytes = 0;
@@ -61,7 +100,7 @@ class VulkanDevice final : public Device {
   void upload(Buffer& dst, const void* src, size_t bytes) override;
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
-  bool supports(const OpDef& op, DType dtype, std::string* why) const override;
+  bool supports(const OpCall& call, std::string* why) const override;  // through the family table (families.cpp)
   std::string dispatch(const OpCall& call) override;
   void synchronize() override;
   uint32_t timestamp() override;
@@ -73,8 +112,19 @@ class VulkanDevice final : public Device {
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
 
-  // For kernels.cpp.
+  // eltwise.cpp, rows.cpp (reductions, softmax): their kernels; which elementwise, row and product calls run.
+  bool supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const;
+  std::string dispatch_eltwise(const OpCall& call);
+  std::string dispatch_rows(const OpCall& call);
+  // For the kernel families.
   bool has_variant(const std::string& name) const;
+  // A small integer for a variant name, the same for the device's life: pipelines are looked up by it
+  // and the specialization constants, without building or hashing strings per dispatch.
+  uint32_t variant_id(const std::string& name);
+  // A per-op cache of such identifiers for the hot paths (-1 until set): [op][dtype][subgroup].
+  int32_t& variant_slot(OpId id, DType t, bool subgroup) {
+    return variant_slots_[static_cast<int>(id)][static_cast<int>(t)][subgroup ? 1 : 0];
+  }
   void record(const Launch& launch);
   // B of a bf16 product already converted for the tensor-core path (linear_cross_entropy converts W once
   // per call): as f16 times powers of two per row (linear's W [N, K]) or per column (matmul's [K, N]),
@@ -85,6 +135,7 @@ class VulkanDevice final : public Device {
     uint32_t scale_b = 0;
   };
   std::string dispatch_matmul(const OpCall& call, const ScaledB* scaled_b = nullptr);
+  bool supports_matmul(const OpCall& call, std::string* why) const;  // forced paths, the few-rows kernel's grid
   // A bf16 operand of the tensor-core products (mm_coopmat.comp SCALES): src [batches, rows, cols] as
   // f16 times a power of two per row (the batches' rows in order) or, by_cols, per column of each batch
   // into dst (bf16_rows_to_f16.comp), the inverse factors to words scale_off + (batch * cols + col | row)
@@ -95,12 +146,12 @@ class VulkanDevice final : public Device {
   // Section 4 beyond the tiled products (kernels_linalg.cpp): few-rows / split-K products, convolutions,
   // embedding. supports_linalg / dispatch_linalg serve the ops that is_linalg_op names.
   std::string dispatch_gemv(const OpCall& call);
-  static bool is_linalg_op(const OpDef& op);
-  bool supports_linalg(const OpDef& op, DType dtype, std::string* why) const;
+  static bool is_linalg_op(OpId id);
+  bool supports_linalg(const OpCall& call, std::string* why) const;
   std::string dispatch_linalg(const OpCall& call);
   std::string dispatch_conv(const OpCall& call);
   // docs/ops.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
-  bool supports_training(const OpDef& op, DType dtype, std::string* why) const;
+  bool supports_training(const OpCall& call, std::string* why) const;
   std::string dispatch_training(const OpCall& call);
   std::string dispatch_batch_norm(const OpCall& call);
   std::string dispatch_norm_backward(const OpCall& call);
@@ -109,13 +160,14 @@ class VulkanDevice final : public Device {
   std::string dispatch_loss(const OpCall& call);
   std::string dispatch_optimizer(const OpCall& call);
   std::string dispatch_linear_cross_entropy(const OpCall& call);  // kernels_lce.cpp
+  bool supports_linear_cross_entropy(const OpCall& call, std::string* why) const;
   // C (+)= A^T B with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's d W;
   // separate from dispatch_matmul (kernels_lce.cpp). Returns the path taken.
   std::string record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                           const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
                           bool accumulate);
   // docs/ops.md section 5 (kernels_attn.cpp).
-  bool supports_attention(const OpDef& op, DType dtype, std::string* why) const;
+  bool supports_attention(const OpCall& call, std::string* why) const;
   std::string dispatch_attention(const OpCall& call);
   // The element layout of NV cooperative-matrix accumulators when it has the quad form that
   // attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; probed once on the device
@@ -155,7 +207,7 @@ class VulkanDevice final : public Device {
   void barrier();          // orders the next command after everything recorded before it
   void submit_and_wait();  // ends, submits, waits (bounded) and resets the stream
   void finish_pending();   // waits (bounded) for a submitted batch, then resets the stream
-  VkPipeline pipeline(const std::string& variant, const std::vector<uint32_t>& spec);
+  VkPipeline pipeline(uint32_t variant, const SpecList& spec);
   void copy_through_staging(VkBuffer buf, void* host, size_t bytes, bool to_device);
   std::string cache_path() const;
 
@@ -187,7 +239,26 @@ class VulkanDevice final : public Device {
   VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   std::unordered_map<std::string, VkShaderModule> modules_;
-  std::unordered_map<std::string, VkPipeline> pipelines_;
+  struct PipeKey {
+    uint32_t variant;
+    SpecList spec;
+    bool operator==(const PipeKey& o) const {
+      return variant == o.variant && spec.n == o.spec.n && std::equal(spec.begin(), spec.end(), o.spec.begin());
+    }
+  };
+  struct PipeKeyHash {
+    size_t operator()(const PipeKey& k) const {
+      uint64_t h = 1469598103934665603ull ^ k.variant;
+      for (uint32_t x : k.spec) h = (h ^ x) * 1099511628211ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<PipeKey, VkPipeline, PipeKeyHash> pipelines_;
+  std::unordered_map<std::string, uint32_t> variant_ids_;
+  std::vector<std::string> variant_names_;
+  int32_t variant_slots_[kOpCount][5][2];
+  mutable int8_t simple_supported_[kOpCount][5];
+  mutable const KernelFamily* families_[kOpCount] = {};  // families.cpp's table, filled per op on first use  // supports() of the elementwise and row ops: -1 not asked yet
   std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // runtime_variant
 
   VkQueryPool queries_ = VK_NULL_HANDLE;

@@ -24,9 +24,8 @@
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
-#include "ops/attention_ref.hpp"
-#include "ops/reference_math.hpp"
-#include "ops/registry.hpp"
+#include "core/attn_geometry.hpp"
+#include "core/dropout.hpp"
 #include "ops/score_mod.hpp"
 
 namespace kf::hal::vk {
@@ -140,11 +139,20 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
   return true;
 }
 
-std::string kind_of(const OpDef& op) {
-  if (op.name == "attention_scores") return "attn_scores";
-  if (op.name == "attention") return "attn";
-  if (op.name == "attention_backward") return "attn_bwd_dkv";
-  return "";
+std::string kind_of(OpId id) {
+  switch (id) {
+    case OpId::attention_scores: return "attn_scores";
+    case OpId::attention: return "attn";
+    case OpId::attention_backward: return "attn_bwd_dkv";
+    default: return "";
+  }
+}
+
+// The geometry of a forward call (attention, attention_scores) from its inputs' shapes.
+AttnGeometry forward_geometry(const OpCall& call) {
+  std::vector<Shape> shapes;
+  for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
+  return attn_geometry(shapes);
 }
 
 // attention_bwd.comp's push constants.
@@ -293,7 +301,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(a.offset);
   pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = ref::dropout_threshold(a.p);
+  pc.thr = dropout_threshold(a.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
 
   // The tile: the largest that fits the shared memory and the workgroup size.
@@ -557,33 +565,48 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
 
 }  // namespace
 
-bool VulkanDevice::supports_attention(const OpDef& op, DType dtype, std::string* why) const {
-  const std::string kind = kind_of(op);
+bool VulkanDevice::supports_attention(const OpCall& call, std::string* why) const {
+  const DType dtype = call.dtype;
+  const std::string kind = kind_of(call.id);
   if (kind.empty()) {
-    if (why) *why = "this build has no Vulkan kernel for " + op.name;
+    if (why) *why = std::string("this build has no Vulkan kernel for ") + call.name();
     return false;
   }
   const std::string dt = to_string(dtype);
   if (has_variant(kind + "_" + dt) && (kind != "attn_bwd_dkv" || (has_variant("attn_bwd_dq_" + dt) &&
-                                                                  has_variant("attn_bwd_pre_" + dt))))
+                                                                  has_variant("attn_bwd_pre_" + dt)))) {
+    if (call.id == OpId::attention_scores && !call.inputs.empty()) {  // a 16 x 16 tile per workgroup
+      const AttnGeometry g = forward_geometry(call);
+      if ((g.SkT + 15) / 16 > 65535 || (g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535) {
+        if (why) *why = "the grid of 16 x 16 score tiles exceeds 65535 workgroups in a dimension";
+        return false;
+      }
+    }
+    // A forced decode kernel (KF_TUNE attn_decode=2) serves only the calls it takes.
+    if (call.id == OpId::attention && tuning().attn_decode == 2 && !call.inputs.empty()) {
+      DecodePlan dp;
+      std::string no;
+      if (!decode_plan(*this, call, forward_geometry(call), dp, no)) {
+        if (why) *why = "the decode kernel was forced (KF_TUNE attn_decode=2) but " + no;
+        return false;
+      }
+    }
     return true;
+  }
   if (why) {
-    if (dtype == DType::f64 && op.transcendental)
-      *why = "GLSL has no float64 exp, so " + op.name + " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)";
+    if (dtype == DType::f64 && call.transcendental)
+      *why = std::string("GLSL has no float64 exp, so ") + call.name() + " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)";
     else
-      *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
+      *why = std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(dtype);
   }
   return false;
 }
 
 std::string VulkanDevice::dispatch_attention(const OpCall& call) {
-  const OpDef& op = *call.op;
-  if (op.name == "attention_backward") return dispatch_backward(*this, call);
+  if (call.id == OpId::attention_backward) return dispatch_backward(*this, call);
   const Attrs& a = call.attrs;
   const Caps& caps = info_.caps;
-  std::vector<Shape> shapes;
-  for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
-  const AttnGeometry g = attn_geometry(shapes);
+  const AttnGeometry g = forward_geometry(call);
   const double scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
 
@@ -598,7 +621,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   pc.split_len = u32(g.SkT);
   set_eps(scale, pc.scale, pc.scale_lo, pc.scale_hi);
 
-  if (op.name == "attention_scores") {
+  if (call.id == OpId::attention_scores) {
     Launch l;
     l.variant = std::string("attn_scores_") + to_string(call.dtype);
     l.spec = {256u, u32(g.D)};
@@ -610,10 +633,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     l.groups = u32((g.SkT + 15) / 16);
     l.groups_y = u32((g.SqT + 15) / 16);
     l.groups_z = u32(g.B * g.Hq);
-    if (l.groups > 65535 || l.groups_y > 65535 || l.groups_z > 65535)
-      throw Error(ErrorCode::Unsupported, "attention_scores: the grid " + std::to_string(l.groups) + " x " +
-                                              std::to_string(l.groups_y) + " x " + std::to_string(l.groups_z) +
-                                              " exceeds 65535 workgroups in a dimension");
+    // (the grid fits 65535 workgroups in each dimension: supports_attention)
     record(l);
     return "vulkan:attention_scores/tiled-16x16";
   }
@@ -629,8 +649,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     DecodePlan dp;
     std::string why;
     const bool ok = decode_plan(*this, call, g, dp, why);
-    if (tune.attn_decode == 2 && !ok)
-      throw Error(ErrorCode::Unsupported, "attention: the decode kernel was forced (KF_TUNE attn_decode=2) but " + why);
+    // (a forced decode kernel that does not take the call was refused by supports_attention)
     const bool flash_knobs = tune.attn_path != 0 || tune.attn_split != 0 || tune.attn_rows != 0;
     if (ok && (tune.attn_decode == 2 || !flash_knobs)) return dispatch_decode(*this, call, g, dp, pc);
   }
@@ -762,7 +781,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(a.offset);
   pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = ref::dropout_threshold(a.p);
+  pc.thr = dropout_threshold(a.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
 
   const bool lse = call.outputs.size() > 1;

@@ -6,7 +6,8 @@
 #include <string>
 
 #include "hal/vulkan/device.hpp"
-#include "ops/registry.hpp"
+#include "kf/dtype.hpp"
+#include "kf/error.hpp"
 
 namespace kf::hal::vk {
 
@@ -88,8 +89,12 @@ struct LossPush {
 // A double as a float and as its two 32-bit halves (push constants of the f64 variants).
 void set_eps(double v, float& f, uint32_t& lo, uint32_t& hi);
 
+// The shader variant of an elementwise op (eltwise_<op>_<dtype>), a row op (rows_<op>_<dtype>[_sg]) or a
+// matrix product (mm_<dtype>: linear and matmul share it).
+std::string kernel_variant_name(const OpCall& call, DType t, bool subgroup);
+
 // The shader variant of a section 3 / 6 op: <family>_<op>_<dtype>[_sg] ("" when it has none).
-std::string training_variant(const OpDef& op, DType dtype, const Caps& caps);
+std::string training_variant(const OpCall& call, DType dtype, const Caps& caps);
 
 // The push constants of mm.comp, mm_coopmat.comp (and mm_gemv.comp's first fields).
 struct MatmulPush {
@@ -99,13 +104,13 @@ struct MatmulPush {
   uint32_t scale_b = 0, scale_stride_b = 0;  // mm_coopmat.comp SCALES: B's inverse factors (its words)
 };
 
-// mm_coopmat.comp's default tile for an M x N product (kernels.cpp): its variant and tile, by the grid
+// mm_coopmat.comp's default tile for an M x N product (matmul.cpp): its variant and tile, by the grid
 // it gives.
 std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, uint32_t* bm, uint32_t* bn);
 
 // The variant of a matrix kernel (mm.comp, mm_coopmat.comp, mm_gemv.comp) that stores the call's output
 // dtype (Attrs::out_dtype): `base` itself when it is the inputs', else `base` compiled at run time with
-// ODT_<dtype> (shaders/out_dtype.glsl; kernels.cpp). An f64 output of 16- or 32-bit inputs has no kernel
+// ODT_<dtype> (shaders/out_dtype.glsl; matmul.cpp). An f64 output of 16- or 32-bit inputs has no kernel
 // (Unsupported), nor has any on a build without a shader compiler.
 class VulkanDevice;
 std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base);

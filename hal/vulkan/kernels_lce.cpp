@@ -20,7 +20,6 @@
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
-#include "ops/registry.hpp"
 
 namespace kf::hal::vk {
 namespace {
@@ -31,7 +30,40 @@ constexpr uint64_t kChunkBytes = 256ull << 20;     // logits per chunk (automati
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// A product of the chunk loop as a call of linear or matmul in the op's dtype.
+OpCall product_call(OpId id, DType dtype) {
+  OpCall c;
+  c.id = id;
+  c.family = Family::Matmul;
+  c.dtype = c.out_dtype = dtype;
+  return c;
+}
+
+// Rows per chunk are a multiple of this, so that every chunk's view of h and d_h starts on an aligned byte.
+uint64_t lce_granule(uint64_t D, uint64_t es) { return kViewAlign / std::gcd(kViewAlign, D * es); }
+uint64_t lce_chunk_limit(const Caps& caps) {
+  return std::min<uint64_t>(kChunkBytes, caps.max_storage_range ? caps.max_storage_range : kChunkBytes);
+}
+
 }  // namespace
+
+bool VulkanDevice::supports_linear_cross_entropy(const OpCall& call, std::string* why) const {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (call.id == OpId::linear_cross_entropy_backward && tuning().mm_path == 3)
+    return no("the few-rows / split-K path was forced (KF_TUNE mm_path=3), which the backward's products "
+              "(d h = G W as matmul) cannot take");
+  if (call.inputs.empty()) return true;
+  const uint64_t D = static_cast<uint64_t>(call.inputs[0].shape[1]), C = static_cast<uint64_t>(call.inputs[1].shape[0]);
+  const uint64_t es = dtype_size(call.dtype);
+  const uint64_t granule = lce_granule(D, es), limit = lce_chunk_limit(info_.caps);
+  if (granule * C * es > limit)
+    return no(std::to_string(granule) + " rows of " + std::to_string(C) + " logits exceed the chunk limit of " +
+              std::to_string(limit) + " bytes (chunking over the classes is not implemented)");
+  return true;
+}
 
 std::string VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                                              const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
@@ -76,7 +108,6 @@ std::string VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, c
 }
 
 std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
-  const OpDef& op = *call.op;
   const bool grad = call.outputs.size() > 1;
   const Caps& caps = info_.caps;
   const TensorArg& h = call.inputs[0];
@@ -87,12 +118,8 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
 
   // Rows per chunk: a multiple of `granule`, so that every chunk's view of h and d_h starts on an
   // aligned byte; as many as fit kChunkBytes of logits (or KF_TUNE lce_rows).
-  const uint64_t row_bytes = D * es, granule = kViewAlign / std::gcd(kViewAlign, row_bytes);
-  const uint64_t limit = std::min<uint64_t>(kChunkBytes, caps.max_storage_range ? caps.max_storage_range : kChunkBytes);
-  if (granule * C * es > limit)
-    throw Error(ErrorCode::Unsupported, op.name + ": " + std::to_string(granule) + " rows of " + std::to_string(C) +
-                                            " logits exceed the chunk limit of " + std::to_string(limit) +
-                                            " bytes (chunking over the classes is not implemented)");
+  // (granule rows of logits fit the limit: supports_linear_cross_entropy)
+  const uint64_t granule = lce_granule(D, es), limit = lce_chunk_limit(caps);
   uint64_t rows = tuning().lce_rows ? align_up(tuning().lce_rows, granule)
                                     : std::max<uint64_t>(granule, limit / (C * es) / granule * granule);
   rows = std::min<uint64_t>(rows, N);
@@ -117,7 +144,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
   pc.softcap = static_cast<float>(call.attrs.softcap);
   pc.z_loss = static_cast<float>(call.attrs.z_loss);
   Launch loss;
-  loss.variant = training_variant(op, call.dtype, caps);
+  loss.variant = training_variant(call, call.dtype, caps);
   loss.bindings[0] = z;
   loss.bindings[1] = call.inputs[2].buffer;
   loss.bindings[2] = call.outputs[0].buffer;
@@ -155,8 +182,6 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     }
   }
 
-  const OpDef& linear = get_op("linear");
-  const OpDef& matmul = get_op("matmul");
   std::string mm_variant, dw_variant;
   for (uint64_t r0 = 0; r0 < N; r0 += rows) {
     const uint64_t n = std::min(rows, N - r0);
@@ -166,7 +191,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     };
     const std::shared_ptr<Buffer> hc = part(h, D);
     // 1. Z = h[chunk] W^T
-    OpCall zc{OpId::linear, &linear, call.dtype, {}, {}, Attrs{}};
+    OpCall zc = product_call(OpId::linear, call.dtype);
     zc.inputs = {{hc, {int64_t(n), int64_t(D)}, int64_t(n * D)}, W, {}, {}};
     zc.outputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}};
     mm_variant = dispatch_matmul(zc, w_rows ? &zb : nullptr);
@@ -186,7 +211,7 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     }
     if (!grad) continue;
     // 3. d_h[chunk] = G W (W as matmul's [K, N] operand: K = C)
-    OpCall dc{OpId::matmul, &matmul, call.dtype, {}, {}, Attrs{}};
+    OpCall dc = product_call(OpId::matmul, call.dtype);
     dc.inputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}, W, {}, {}};
     dc.outputs = {{part(call.outputs[1], D), {int64_t(n), int64_t(D)}, int64_t(n * D)}};
     dispatch_matmul(dc, w_cols ? &db : nullptr);

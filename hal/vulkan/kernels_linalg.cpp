@@ -1,4 +1,4 @@
-// The Vulkan kernels of docs/ops.md section 4 beyond the tiled products of kernels.cpp: the few-rows /
+// The Vulkan kernels of docs/ops.md section 4 beyond the tiled products of matmul.cpp: the few-rows /
 // split-K product (shaders/mm_gemv.comp) that dispatch_matmul selects for decode shapes, embedding
 // (shaders/embedding.comp) and the convolutions (shaders/conv.comp).
 #include <algorithm>
@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "hal/vulkan/kernels_common.hpp"
+#include "core/dropout.hpp"
 #include "ops/depthwise_tiles.hpp"
-#include "ops/reference_math.hpp"
 
 namespace kf::hal::vk {
 namespace {
@@ -51,22 +51,77 @@ struct FoldPush {
 
 uint32_t hw16(int64_t h, int64_t w) { return static_cast<uint32_t>(h) | (static_cast<uint32_t>(w) << 16); }
 
-}  // namespace
-
-bool VulkanDevice::is_linalg_op(const OpDef& op) {
-  return op.name == "embedding" || op.name == "conv2d" || op.name == "conv2d_bn_relu" || op.name == "conv2d_gelu_dropout";
+// The embedding kernel's work units: output packs (d a multiple of the pack), else elements or words.
+uint64_t embedding_units(const OpCall& call) {
+  const uint64_t d = static_cast<uint64_t>(call.inputs[1].shape[1]);
+  const uint32_t vw = pack_elems(call.dtype);
+  const uint64_t n = static_cast<uint64_t>(call.inputs[0].numel) * d;
+  return d % vw == 0 ? n / vw : (dtype_size(call.dtype) == 2 ? (n + 1) / 2 : n);
 }
 
-bool VulkanDevice::supports_linalg(const OpDef& op, DType dtype, std::string* why) const {
-  const std::string v = (op.name == "embedding" ? op.name : std::string("conv")) + "_" + to_string(dtype);
-  if (has_variant(v)) return true;
-  if (why) *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
-  return false;
+// The convolutions' tensor-core path (conv.comp IM2COL + mm_coopmat.comp): whether it takes the call.
+struct ConvCoopmat {
+  bool fits = false;
+  std::string variant;
+  uint32_t bm = 0, bn = 0;
+};
+ConvCoopmat conv_coopmat(const VulkanDevice& dev, const OpCall& call) {
+  const Shape& xs = call.inputs[0].shape;
+  const Shape& ws = call.inputs[1].shape;
+  const Shape& ys = call.outputs[0].shape;
+  const uint64_t O = static_cast<uint64_t>(ws[0]);
+  const uint64_t M = static_cast<uint64_t>(ys[0] * ys[2] * ys[3]);
+  const uint64_t K = static_cast<uint64_t>(ws[1] * ws[2] * ws[3]);
+  const uint64_t P = static_cast<uint64_t>(ys[2] * ys[3]), images = static_cast<uint64_t>(xs[0]);
+  const uint64_t col_bytes = M * K * 2;
+  const uint64_t range = dev.info().caps.max_storage_range ? dev.info().caps.max_storage_range : (1ull << 30);
+  ConvCoopmat c;
+  c.variant = default_coopmat_variant(O, P, images, &c.bm, &c.bn);
+  c.fits = dev.coopmat_f16() && call.dtype == DType::f16 && call.attrs.groups == 1 && K % 8 == 0 &&
+           col_bytes <= std::min<uint64_t>(range, 1ull << 30) && dev.has_variant("conv_im2col_f16") &&
+           dev.has_variant(c.variant) && O <= 0xffffffffull && (P + c.bn - 1) / c.bn <= 65535 &&
+           (O + c.bm - 1) / c.bm <= 65535 && images <= 65535;
+  return c;
+}
+
+}  // namespace
+
+bool VulkanDevice::is_linalg_op(OpId id) {
+  return id == OpId::embedding || id == OpId::conv2d || id == OpId::conv2d_bn_relu || id == OpId::conv2d_gelu_dropout;
+}
+
+bool VulkanDevice::supports_linalg(const OpCall& call, std::string* why) const {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const bool embedding = call.id == OpId::embedding;
+  const std::string v = (embedding ? std::string("embedding") : std::string("conv")) + "_" + to_string(call.dtype);
+  if (!has_variant(v)) return no(std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(call.dtype));
+  if (call.inputs.empty()) return true;  // the op and dtype alone
+  if (embedding) {
+    if (embedding_units(call) > 0xffffffffull) return no("more than 2^32 output elements");
+    return true;
+  }
+  const Shape& ws = call.inputs[1].shape;
+  const Shape& ys = call.outputs[0].shape;
+  const uint64_t groups = static_cast<uint64_t>(call.attrs.groups);
+  const uint64_t Og = static_cast<uint64_t>(ws[0]) / groups;
+  const uint64_t M = static_cast<uint64_t>(ys[0] * ys[2] * ys[3]);
+  const uint64_t K = static_cast<uint64_t>(ws[1] * ws[2] * ws[3]);
+  if (call.outputs[0].numel > 0xffffffffll || call.inputs[0].numel > 0xffffffffll ||
+      static_cast<uint64_t>(call.inputs[1].numel) > 0xffffffffull || M * 64 > 0xffffffffull || K > 0xffffffffull)
+    return no("tensors of more than 2^32 elements (32-bit indices in conv.comp)");
+  if (groups > 65535 || (Og + 63) / 64 > 65535) return no("more than 65535 groups or 4194240 channels per group");
+  if (tuning().conv_path == 2 && !conv_coopmat(*this, call).fits)
+    return no("the tensor-core path was forced (KF_TUNE conv_path=2) but needs NV cooperative matrices, f16, one "
+              "group, C * kh * kw a multiple of 8, a column matrix of at most 1 GiB and at most 65535 workgroups "
+              "in each dimension of its grid");
+  return true;
 }
 
 std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
-  const OpDef& op = *call.op;
-  if (op.name != "embedding") return dispatch_conv(call);
+  if (call.id != OpId::embedding) return dispatch_conv(call);
   // embedding: one invocation per output pack (d a multiple of the pack), else per element / word.
   const TensorArg& tok = call.inputs[0];
   const TensorArg& table = call.inputs[1];
@@ -75,13 +130,11 @@ std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
   const uint64_t rows = static_cast<uint64_t>(tok.numel);
   const uint32_t vw = pack_elems(call.dtype);
   const bool wide = d % vw == 0;
-  const uint64_t n = rows * d;
-  const uint64_t units = wide ? n / vw : (dtype_size(call.dtype) == 2 ? (n + 1) / 2 : n);
-  if (units > 0xffffffffull) throw Error(ErrorCode::Unsupported, op.name + ": more than 2^32 output elements");
+  const uint64_t units = embedding_units(call);  // at most 2^32 (supports_linalg)
   EmbeddingPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(d), static_cast<uint32_t>(tok.shape.back()),
                    static_cast<uint32_t>(table.shape[0]), static_cast<uint32_t>(units)};
   Launch l;
-  l.variant = op.name + "_" + to_string(call.dtype);
+  l.variant = "embedding_" + std::string(to_string(call.dtype));
   l.spec = {kWorkgroup, has_pos ? 1u : 0u, wide ? 1u : 0u};
   l.bindings[0] = tok.buffer;
   l.bindings[1] = table.buffer;
@@ -99,28 +152,23 @@ std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
 // pixels of one or more planes, looped past 65535), the rest on conv.comp's implicit GEMM: x = pixel
 // tiles (looped past 65535), y = channel tiles of a group, z = groups (or its tensor-core path).
 std::string VulkanDevice::dispatch_conv(const OpCall& call) {
-  const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
   const Shape& xs = call.inputs[0].shape;
   const Shape& ws = call.inputs[1].shape;
   const Shape& ys = call.outputs[0].shape;
-  const bool bn = op.name == "conv2d_bn_relu";
-  const bool gelu_drop = op.name == "conv2d_gelu_dropout";
+  const bool bn = call.id == OpId::conv2d_bn_relu;
+  const bool gelu_drop = call.id == OpId::conv2d_gelu_dropout;
   const size_t bias_k = bn ? 6 : 2;
   const bool has_bias = call.inputs.size() > bias_k && call.inputs[bias_k].buffer;
   const uint64_t groups = static_cast<uint64_t>(a.groups);
   const uint64_t O = static_cast<uint64_t>(ws[0]), Og = O / groups;
   const uint64_t M = static_cast<uint64_t>(ys[0] * ys[2] * ys[3]);
   const uint64_t K = static_cast<uint64_t>(ws[1] * ws[2] * ws[3]);
-  if (call.outputs[0].numel > 0xffffffffll || call.inputs[0].numel > 0xffffffffll ||
-      static_cast<uint64_t>(call.inputs[1].numel) > 0xffffffffull || M * 64 > 0xffffffffull || K > 0xffffffffull)
-    throw Error(ErrorCode::Unsupported, op.name + ": tensors of more than 2^32 elements (32-bit indices in conv.comp)");
-  if (groups > 65535 || (Og + 63) / 64 > 65535)
-    throw Error(ErrorCode::Unsupported, op.name + ": more than 65535 groups or 4194240 channels per group");
+  // 32-bit indices, at most 65535 groups of at most 4194240 channels: supports_linalg.
 
   std::shared_ptr<Buffer> ss;
   if (bn) {
-    FoldPush fp{static_cast<uint32_t>(O), static_cast<float>(op.eps_of(a))};
+    FoldPush fp{static_cast<uint32_t>(O), static_cast<float>(call.eps)};
     ss = workspace(8 * O);
     Launch f;
     f.variant = "conv_fold_bn_" + std::string(to_string(call.dtype));
@@ -149,7 +197,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(a.offset);
   pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = ref::dropout_threshold(a.p);
+  pc.thr = dropout_threshold(a.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
   const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
                                                                         : static_cast<uint32_t>(a.act);
@@ -200,17 +248,11 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   // take the implicit GEMM below.
   const uint64_t P = static_cast<uint64_t>(ys[2] * ys[3]), images = static_cast<uint64_t>(xs[0]);
   const uint64_t col_bytes = M * K * 2;
-  const uint64_t range = info_.caps.max_storage_range ? info_.caps.max_storage_range : (1ull << 30);
-  uint32_t cm_bm = 0, cm_bn = 0;
-  const std::string cm_variant = default_coopmat_variant(O, P, images, &cm_bm, &cm_bn);
-  const bool cm_fits = coopmat_f16_ && call.dtype == DType::f16 && groups == 1 && K % 8 == 0 &&
-                       col_bytes <= std::min<uint64_t>(range, 1ull << 30) && has_variant("conv_im2col_f16") &&
-                       has_variant(cm_variant) && O <= 0xffffffffull;
-  if (tuning().conv_path == 2 && !cm_fits)
-    throw Error(ErrorCode::Unsupported, op.name + ": the tensor-core path was forced (KF_TUNE conv_path=2) but needs "
-                                        "NV cooperative matrices, f16, one group, C * kh * kw a multiple of 8 and a "
-                                        "column matrix of at most 1 GiB");
-  if (cm_fits && tuning().conv_path != 1) {
+  // A forced tensor-core path (KF_TUNE conv_path=2) that does not fit was refused by supports_linalg.
+  const ConvCoopmat cm = conv_coopmat(*this, call);
+  const std::string& cm_variant = cm.variant;
+  const uint32_t cm_bm = cm.bm, cm_bn = cm.bn;
+  if (cm.fits && tuning().conv_path != 1) {
     // A 1 x 1 convolution with stride 1 and no padding needs no column matrix: each image [C, P] is B
     // as it stands ([K, N], rows of P: P % 8 == 0 for whole 16-byte loads).
     const bool direct = ws[2] == 1 && ws[3] == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
@@ -247,8 +289,6 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
     g.groups = static_cast<uint32_t>((P + cm_bn - 1) / cm_bn);
     g.groups_y = static_cast<uint32_t>((O + cm_bm - 1) / cm_bm);
     g.groups_z = static_cast<uint32_t>(images);
-    if (g.groups > 65535 || g.groups_y > 65535 || g.groups_z > 65535)
-      throw Error(ErrorCode::Unsupported, op.name + ": the grid exceeds 65535 workgroups in a dimension");
     record(g);
     return std::string(direct ? "vulkan:conv/1x1-coopmat-nv" : "vulkan:conv/im2col+coopmat-nv") + (bn ? ",bn-folded" : "");
   }
@@ -283,7 +323,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   const bool wide = K % vw == 0;
   const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
-  const bool drop = call.op->name == "linear_dropout" && call.attrs.p > 0;
+  const bool drop = call.id == OpId::linear_dropout && call.attrs.p > 0;
   const uint32_t mt = static_cast<uint32_t>(std::min<uint64_t>(M, 16));
   const uint32_t rows = tuning().gemv_rows ? tuning().gemv_rows : 8u;
   const uint64_t groups_n = (N + rows - 1) / rows, groups_m = (M + mt - 1) / mt;
@@ -300,9 +340,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   splits = std::clamp<uint64_t>(splits, 1, std::min<uint64_t>(kunits, 65535));
   const uint64_t kslice = (kunits + splits - 1) / splits * align;
   splits = (K + kslice - 1) / kslice;
-  if (groups_n > 65535 || groups_m > 65535)
-    throw Error(ErrorCode::Unsupported, call.op->name + ": the few-rows kernel covers at most " + std::to_string(65535ull * rows) +
-                                        " outputs and 1048560 rows (N = " + std::to_string(N) + ", M = " + std::to_string(M) + ")");
+  // groups_n and groups_m are at most 65535 (supports_matmul).
 
   GemvPush pc{};
   pc.M = static_cast<uint32_t>(M);
@@ -314,7 +352,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
   pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-  pc.thr = ref::dropout_threshold(call.attrs.p);
+  pc.thr = dropout_threshold(call.attrs.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - call.attrs.p));
 
   const std::string variant = "mm_gemv_" + std::string(to_string(call.dtype));

@@ -8,17 +8,20 @@
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
-#include "ops/registry.hpp"
 
 namespace kf::hal::vk {
 namespace {
 
 // Forward row normalizations of norm.comp.
-bool is_row_norm(const std::string& n) {
-  static const char* names[] = {"layer_norm",     "layer_norm_relu", "layer_norm_gelu", "layer_norm_silu",
-                                "rms_norm",       "rms_norm_gelu",   "rms_norm_silu",   "add_layer_norm",
-                                "add_rms_norm",   "group_norm"};
-  return std::find(std::begin(names), std::end(names), n) != std::end(names);
+bool is_row_norm(OpId id) {
+  switch (id) {
+    case OpId::layer_norm: case OpId::layer_norm_relu: case OpId::layer_norm_gelu: case OpId::layer_norm_silu:
+    case OpId::rms_norm: case OpId::rms_norm_gelu: case OpId::rms_norm_silu: case OpId::add_layer_norm:
+    case OpId::add_rms_norm: case OpId::group_norm:
+      return true;
+    default:
+      return false;
+  }
 }
 
 struct NormPush {
@@ -63,44 +66,53 @@ void set_eps(double eps, float& f, uint32_t& lo, uint32_t& hi) {
   hi = static_cast<uint32_t>(bits >> 32);
 }
 
-std::string training_variant(const OpDef& op, DType dtype, const Caps& caps) {
+std::string training_variant(const OpCall& call, DType dtype, const Caps& caps) {
   const std::string dt = to_string(dtype);
   const std::string sg = use_subgroups(caps) ? "_sg" : "";
-  if (op.family == Family::Optimizer) return "optim_" + op.name + "_" + dt;
-  if (op.family == Family::Loss) return "loss_" + op.name + "_" + dt + sg;
-  if (op.name == "batch_norm_relu") return "bn_" + dt;
-  if (is_row_norm(op.name)) return "norm_" + op.name + "_" + dt + sg;
-  return "normbwd_" + op.name + "_" + dt + sg;
+  const std::string name = call.name();
+  if (call.family == Family::Optimizer) return "optim_" + name + "_" + dt;
+  if (call.family == Family::Loss) return "loss_" + name + "_" + dt + sg;
+  if (call.id == OpId::batch_norm_relu) return "bn_" + dt;
+  if (is_row_norm(call.id)) return "norm_" + name + "_" + dt + sg;
+  return "normbwd_" + name + "_" + dt + sg;
 }
 
-bool VulkanDevice::supports_training(const OpDef& op, DType dtype, std::string* why) const {
-  const std::string name = training_variant(op, dtype, info_.caps);
+namespace {
+bool is_linear_cross_entropy(OpId id) {
+  return id == OpId::linear_cross_entropy || id == OpId::linear_cross_entropy_backward;
+}
+}  // namespace
+
+bool VulkanDevice::supports_training(const OpCall& call, std::string* why) const {
+  const DType dtype = call.dtype;
+  const std::string name = training_variant(call, dtype, info_.caps);
   // linear_cross_entropy also runs the matrix-product kernel (mm.comp).
-  const bool mm = op.name.rfind("linear_cross_entropy", 0) != 0 || has_variant(std::string("mm_") + to_string(dtype));
-  if (!name.empty() && has_variant(name) && mm) return true;
+  const bool lce = is_linear_cross_entropy(call.id);
+  const bool mm = !lce || has_variant(std::string("mm_") + to_string(dtype));
+  if (!name.empty() && has_variant(name) && mm) return lce ? supports_linear_cross_entropy(call, why) : true;
   if (why) {
-    if (dtype == DType::f64 && op.transcendental)
-      *why = "GLSL has no float64 exp/tanh/erf, so " + op.name +
+    if (dtype == DType::f64 && call.transcendental)
+      *why = std::string("GLSL has no float64 exp/tanh/erf, so ") + call.name() +
              " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)";
     else
-      *why = "this build has no Vulkan kernel for " + op.name + " in " + to_string(dtype);
+      *why = std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(dtype);
   }
   return false;
 }
 
 std::string VulkanDevice::dispatch_training(const OpCall& call) {
-  const OpDef& op = *call.op;
-  if (op.name.rfind("linear_cross_entropy", 0) == 0) return dispatch_linear_cross_entropy(call);
-  if (op.family == Family::Loss) return dispatch_loss(call);
-  if (op.family == Family::Optimizer) return dispatch_optimizer(call);
-  if (op.name == "batch_norm_relu") return dispatch_batch_norm(call);
-  if (!is_row_norm(op.name)) return dispatch_norm_backward(call);
+  if (is_linear_cross_entropy(call.id)) return dispatch_linear_cross_entropy(call);
+  if (call.family == Family::Loss) return dispatch_loss(call);
+  if (call.family == Family::Optimizer) return dispatch_optimizer(call);
+  if (call.id == OpId::batch_norm_relu) return dispatch_batch_norm(call);
+  if (!is_row_norm(call.id)) return dispatch_norm_backward(call);
 
   const Caps& caps = info_.caps;
   const TensorArg& x = call.inputs[0];
-  const bool add = op.name.rfind("add_", 0) == 0;
-  const bool group = op.name == "group_norm";
-  const bool layer = op.name.find("layer_norm") != std::string::npos || group;
+  const bool add = call.id == OpId::add_layer_norm || call.id == OpId::add_rms_norm;
+  const bool group = call.id == OpId::group_norm;
+  const bool layer = group || call.id == OpId::layer_norm || call.id == OpId::layer_norm_relu ||
+                     call.id == OpId::layer_norm_gelu || call.id == OpId::layer_norm_silu || call.id == OpId::add_layer_norm;
   const size_t k_aff = add ? 2 : 1;  // index of w; b follows for layer norms
   const bool has_w = call.inputs.size() > k_aff && call.inputs[k_aff].buffer;
   const bool has_b = layer && call.inputs.size() > k_aff + 1 && call.inputs[k_aff + 1].buffer;
@@ -146,10 +158,10 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
   NormPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(len), static_cast<uint32_t>(plan.chunk),
               static_cast<uint32_t>(plan.nchunks), static_cast<uint32_t>(inner), static_cast<uint32_t>(period),
               0, 0, 0, 0};
-  set_eps(op.eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
+  set_eps(call.eps, pc.eps, pc.eps_lo, pc.eps_hi);
 
   Launch l;
-  l.variant = training_variant(op, call.dtype, caps);
+  l.variant = training_variant(call, call.dtype, caps);
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   l.bindings[0] = x.buffer;
@@ -230,10 +242,10 @@ std::string VulkanDevice::dispatch_batch_norm(const OpCall& call) {
     float eps;
     uint32_t eps_lo, eps_hi;
   } pc{static_cast<uint32_t>(x.numel), static_cast<uint32_t>(inner), static_cast<uint32_t>(C), 0, 0, 0};
-  set_eps(call.op->eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
+  set_eps(call.eps, pc.eps, pc.eps_lo, pc.eps_hi);
   const bool per_pack = inner % vw == 0;
   Launch l;
-  l.variant = training_variant(*call.op, call.dtype, info_.caps);
+  l.variant = training_variant(call, call.dtype, info_.caps);
   l.spec = {kWorkgroup, per_pack ? 1u : 0u};
   l.bindings[0] = x.buffer;
   l.bindings[1] = call.inputs[1].buffer;

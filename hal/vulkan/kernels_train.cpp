@@ -5,7 +5,6 @@
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
-#include "ops/registry.hpp"
 
 namespace kf::hal::vk {
 
@@ -41,9 +40,9 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
     float eps;
     uint32_t eps_lo, eps_hi;
   } pc{static_cast<uint32_t>(R), static_cast<uint32_t>(L), 0, G, 0, 0, 0};
-  set_eps(call.op->eps_of(call.attrs), pc.eps, pc.eps_lo, pc.eps_hi);
+  set_eps(call.eps, pc.eps, pc.eps_lo, pc.eps_hi);
   Launch l;
-  l.variant = training_variant(*call.op, call.dtype, caps);
+  l.variant = training_variant(call, call.dtype, caps);
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   const std::shared_ptr<Buffer> ws = workspace(acc_bytes(call.dtype) * uint64_t(G) * Q * L);
@@ -53,7 +52,7 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = ws;
   // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs, or KF_TUNE normbwd_packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
-  const uint32_t packs = fused_norm_packs(tuning(), plan, call.op->name == "layer_norm_backward");
+  const uint32_t packs = fused_norm_packs(tuning(), plan, call.id == OpId::layer_norm_backward);
   l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, 1u};
   l.groups = G;
   record(l);
@@ -68,12 +67,11 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
 }
 
 std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
-  const OpDef& op = *call.op;
   const Caps& caps = info_.caps;
   const TensorArg& dy = call.inputs[0];
   const uint64_t L = static_cast<uint64_t>(dy.shape.back()), R = static_cast<uint64_t>(dy.numel) / L;
   const RowPlan plan = plan_rows(caps, tuning(), call.dtype, R, L);
-  const bool norm = op.name != "softmax_backward";
+  const bool norm = call.id != OpId::softmax_backward;
   const bool has_w = norm && call.inputs.size() > 2 && call.inputs[2].buffer;
   const uint64_t npk = (L + plan.vw - 1) / plan.vw, colgroups = (npk + kWorkgroup - 1) / kWorkgroup;
   // Row chunks of the column pass: enough (row chunk, column group) units to fill a large GPU, with at
@@ -99,9 +97,9 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // sums of its packs in its registers). The default there; KF_TUNE normbwd_cols=1|2 picks the older
   // paths.
   {
-    const uint32_t fused_packs = fused_norm_packs(tuning(), plan, op.name == "layer_norm_backward");  // NT of PASS 3
+    const uint32_t fused_packs = fused_norm_packs(tuning(), plan, call.id == OpId::layer_norm_backward);  // NT of PASS 3
     constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
-    const uint64_t Q = op.name == "layer_norm_backward" ? 2 : 1;
+    const uint64_t Q = call.id == OpId::layer_norm_backward ? 2 : 1;
     uint32_t B = 32;
     if (plan.subgroup) B = std::max(B, caps.subgroup_size);
     const uint32_t max_b = std::min<uint32_t>(1024, caps.max_workgroup_size ? caps.max_workgroup_size : 256);
@@ -125,11 +123,11 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
     uint32_t eps_lo, eps_hi;
   } pc{static_cast<uint32_t>(R), static_cast<uint32_t>(L), static_cast<uint32_t>(rchunk),
        static_cast<uint32_t>(nrchunks), 0, 0, 0};
-  set_eps(norm ? op.eps_of(call.attrs) : call.attrs.scale, pc.eps, pc.eps_lo, pc.eps_hi);
+  set_eps(norm ? call.eps : call.attrs.scale, pc.eps, pc.eps_lo, pc.eps_hi);
   // Rows longer than TPR * CACHE_VALUES are streamed (read again in each pass) rather than split.
   const uint32_t tpr = plan.split ? kWorkgroup : plan.tpr;
   Launch l;
-  l.variant = training_variant(op, call.dtype, caps);
+  l.variant = training_variant(call, call.dtype, caps);
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   const auto spec = [&](uint32_t t, uint32_t pass) {
@@ -170,12 +168,11 @@ namespace {
 // cross_entropy, cross_entropy_backward and mse (loss.comp): a count pass, the row (or chunk) passes,
 // and a final one-workgroup sum in row order; see the shader for what each pass does.
 std::string VulkanDevice::dispatch_loss(const OpCall& call) {
-  const OpDef& op = *call.op;
   const Caps& caps = info_.caps;
   const TensorArg& x = call.inputs[0];
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
   Launch l;
-  l.variant = training_variant(op, call.dtype, caps);
+  l.variant = training_variant(call, call.dtype, caps);
   l.bindings[0] = x.buffer;
   l.bindings[1] = call.inputs[1].buffer;
   l.bindings[2] = call.outputs[0].buffer;
@@ -183,13 +180,13 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   LossPush pc{};
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  const uint32_t cache_values = op.name == "mse" ? 32 : plan_loss_rows(caps, tuning(), call.dtype, 1, 1).cache_values;
+  const uint32_t cache_values = call.id == OpId::mse ? 32 : plan_loss_rows(caps, tuning(), call.dtype, 1, 1).cache_values;
   const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass) {
     return std::vector<uint32_t>{kWorkgroup, tpr, wide ? 1u : 0u, cache_values, pass};
   };
   const std::string form = use_subgroups(caps) ? "subgroup" : "shared-memory";
 
-  if (op.name == "mse") {
+  if (call.id == OpId::mse) {
     const uint64_t n = static_cast<uint64_t>(x.numel), vw = pack_elems(call.dtype);
     const uint64_t packs = (n + vw - 1) / vw, per_chunk = uint64_t(kWorkgroup) * 16;
     pc.classes = static_cast<uint32_t>(n);
@@ -217,7 +214,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   // workgroup's registers (PASS 7), read once. KF_TUNE xent_stream=2 streams it (PASS 5, 6) instead.
   const uint64_t npk_all = C / pack_elems(call.dtype);
   const uint32_t regs_nt = 64 / pack_elems(call.dtype);
-  const bool regs = op.name == "cross_entropy_backward" && plan.wide && call.dtype != DType::f64 &&
+  const bool regs = call.id == OpId::cross_entropy_backward && plan.wide && call.dtype != DType::f64 &&
                     (tuning().xent_stream == 0 || tuning().xent_stream == 3) && npk_all >= 1024 &&
                     npk_all <= uint64_t(512) * regs_nt;
   uint32_t regs_wg = 32;
@@ -225,7 +222,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   if (use_subgroups(caps)) regs_wg = std::max(regs_wg, caps.subgroup_size);
   // f32's backward over longer rows keeps the cached chunks unless forced (H100: 0.66 against 0.65 streamed).
   const bool stream_bwd = call.dtype != DType::f32 || tuning().xent_stream == 2;
-  const bool stream = !regs && (op.name == "cross_entropy" || (op.name == "cross_entropy_backward" && stream_bwd)) &&
+  const bool stream = !regs && (call.id == OpId::cross_entropy || (call.id == OpId::cross_entropy_backward && stream_bwd)) &&
                       plan.split && plan.wide && call.dtype != DType::f64 &&
                       tuning().xent_stream != 1;
   uint32_t stream_wg = 0;
@@ -292,11 +289,10 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
 // leave the inputs unchanged; called in place (the normal use) nothing is copied. The list form of the
 // public API records one such dispatch per tensor into the same command buffer.
 std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
-  const OpDef& op = *call.op;
   const Attrs& a = call.attrs;
-  const bool adam = op.name == "adamw_step";
+  const bool adam = call.id == OpId::adamw_step;
   int copies = 0;
-  for (const auto& [o, i] : op.in_place) {
+  for (const auto& [o, i] : *call.in_place) {
     if (call.outputs[o].buffer == call.inputs[i].buffer) continue;
     record_copy(call.inputs[i].buffer, call.outputs[o].buffer,
                 static_cast<size_t>(call.inputs[i].numel) * dtype_size(call.dtype));
@@ -306,7 +302,7 @@ std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
   std::vector<double> vals;
   uint32_t flags = 0;
   if (adam) {
-    const double eps = op.eps_of(a);
+    const double eps = call.eps;
     const double bc1 = 1 - std::pow(a.beta1, double(a.step)), bc2 = 1 - std::pow(a.beta2, double(a.step));
     vals = {1 - a.lr * a.weight_decay, a.lr * std::sqrt(bc2) / bc1, a.beta1, 1 - a.beta1, a.beta2, 1 - a.beta2,
             eps * std::sqrt(bc2)};  // optim.comp's push constants
@@ -327,7 +323,7 @@ std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
     }
   }
   Launch l;
-  l.variant = training_variant(op, call.dtype, info_.caps);
+  l.variant = training_variant(call, call.dtype, info_.caps);
   l.spec = {kWorkgroup};
   l.bindings[0] = call.outputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;

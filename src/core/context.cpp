@@ -72,6 +72,19 @@ int rank(const DeviceInfo& d) {
   return 3;  // a CPU Vulkan driver (lavapipe)
 }
 
+// The op's properties a backend reads from the call (hal::OpCall), so that backends need no registry.
+void describe_call(const OpDef& op, DType dtype, const Attrs& attrs, hal::OpCall& call) {
+  call.id = op.id;
+  call.op = &op;
+  call.dtype = dtype;
+  call.attrs = attrs;
+  call.family = op.family;
+  call.out_dtype = op.output_dtype(dtype, attrs);
+  call.eps = op.eps_of(attrs);
+  call.transcendental = op.transcendental;
+  call.in_place = &op.in_place;
+}
+
 bool is_number(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -209,7 +222,9 @@ bool Context::supports(const std::string& op, DType dtype, std::string* why) con
     }
     return true;
   }
-  return impl_->device->supports(d, dtype, why);
+  hal::OpCall call;  // no tensors: the backend answers for the op and dtype alone
+  describe_call(d, dtype, Attrs{}, call);
+  return impl_->device->supports(call, why);
 }
 
 namespace {
@@ -237,7 +252,8 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
     in.push_back(h);
   }
   for (const auto& t : outputs) out.push_back(c.make_tensor(t.shape(), t.dtype()));
-  hal::OpCall call{op.id, &op, op_dtype(op, inputs), {}, {}, attrs};
+  hal::OpCall call;
+  describe_call(op, op_dtype(op, inputs), attrs, call);
   for (auto& t : in) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
   for (auto& t : out) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
   c.device->dispatch(call);
@@ -255,6 +271,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
                   const Attrs& attrs) {
   const OpDef& op = get_op(name);
   std::vector<const Tensor*> in;
+  in.reserve(inputs.size());
   for (const auto& t : inputs) in.push_back(&t);
   const std::vector<Shape> expected = check_call(op, in, attrs, impl_.get());
   const DType dtype = op_dtype(op, inputs);
@@ -264,31 +281,32 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   if (outputs.size() != expected.size())
     throw Error(ErrorCode::InvalidArgument, name + ": takes " + std::to_string(expected.size()) +
                                                 " outputs with these attributes, got " + std::to_string(outputs.size()));
+  // Every call takes this path: the messages are built only when a check fails.
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& t = outputs[k];
-    const std::string arg = name + ": output '" + op.outputs[k] + "'";
-    if (!t.defined()) throw Error(ErrorCode::Shape, arg + " is undefined");
+    const auto arg = [&] { return name + ": output '" + op.outputs[k] + "'"; };
+    if (!t.defined()) throw Error(ErrorCode::Shape, arg() + " is undefined");
     if (t.owner() != impl_.get())
-      throw Error(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
+      throw Error(ErrorCode::Device, arg() + " lives on another device or context than the one running the op");
     if (t.dtype() != out_dtype)
-      throw Error(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t.dtype())) + "; expected " +
+      throw Error(ErrorCode::DType, arg() + " has dtype " + std::string(to_string(t.dtype())) + "; expected " +
                                         to_string(out_dtype) +
                                         (out_dtype == dtype ? " (the inputs' dtype)" : " (out_dtype)"));
     if (t.shape() != expected[k])
-      throw Error(ErrorCode::Shape, arg + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
+      throw Error(ErrorCode::Shape, arg() + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
     for (size_t j = 0; j < inputs.size(); ++j) {
       if (!inputs[j].defined() || inputs[j].buffer() != t.buffer()) continue;
       // The one exception: the pairs an op declares in place (OpDef::in_place, the optimizers).
       const bool allowed = std::find(op.in_place.begin(), op.in_place.end(),
                                      std::pair<int, int>(static_cast<int>(k), static_cast<int>(j))) != op.in_place.end();
       if (!allowed)
-        throw Error(ErrorCode::InvalidArgument, arg + " is the same tensor as input '" + op.inputs[j] + "'; " +
+        throw Error(ErrorCode::InvalidArgument, arg() + " is the same tensor as input '" + op.inputs[j] + "'; " +
                                                     (op.in_place.empty() ? std::string("in-place calls are not supported")
                                                                          : "only the documented in-place pairs may alias"));
     }
     for (size_t j = 0; j < k; ++j)
       if (outputs[j].buffer() == t.buffer())
-        throw Error(ErrorCode::InvalidArgument, arg + " is the same tensor as output '" + op.outputs[j] + "'");
+        throw Error(ErrorCode::InvalidArgument, arg() + " is the same tensor as output '" + op.outputs[j] + "'");
   }
   const uint64_t limit = impl_->device->info().caps.max_storage_range;
   for (const auto* list : {&inputs, &outputs})
@@ -309,7 +327,30 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     op.compose(self, inputs, outputs, attrs);  // sets last_variant to the parts' variants
     return;
   }
-  if (!impl_->device->supports(op, dtype, &why)) {
+  hal::OpCall& call = impl_->call;
+  describe_call(op, dtype, attrs, call);
+  const auto set = [](hal::TensorArg& a, const Tensor& t) {
+    a.buffer = t.defined() ? t.buffer_ref() : nullptr;
+    a.shape.assign(t.shape().begin(), t.shape().end());  // reuses the shape's storage
+    a.numel = t.defined() ? t.numel() : 0;
+  };
+  call.inputs.resize(op.inputs.size());
+  for (size_t k = 0; k < call.inputs.size(); ++k) {
+    if (k < inputs.size()) set(call.inputs[k], inputs[k]);
+    else call.inputs[k] = {};
+  }
+  call.outputs.resize(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) set(call.outputs[k], outputs[k]);
+  // The buffers go back when the call returns or throws (the device retains what it recorded).
+  struct Release {
+    hal::OpCall& c;
+    ~Release() {
+      for (auto& a : c.inputs) a.buffer.reset();
+      for (auto& a : c.outputs) a.buffer.reset();
+    }
+  } release{call};
+  // The backend sees the whole call: a shape, attribute or optional input its kernels lack is refused here.
+  if (!impl_->device->supports(call, &why)) {
     if (impl_->options.allow_cpu_fallback) {
       run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
       impl_->last_variant = "cpu-fallback (" + why + ")";
@@ -318,10 +359,6 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
                                             impl_->device->info().name + ": " + why);
   }
-  hal::OpCall call{op.id, &op, dtype, {}, {}, attrs};
-  for (const auto& t : inputs) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
-  call.inputs.resize(op.inputs.size());
-  for (const auto& t : outputs) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});
   try {
     impl_->last_variant = impl_->device->dispatch(call);
   } catch (const Error& e) {

@@ -16,6 +16,9 @@ struct ContextImpl {
   std::string last_variant;
   std::shared_ptr<ContextImpl> cpu_fallback;  // opened on first use when allow_cpu_fallback is set
   std::weak_ptr<ContextImpl> self;
+  // The call Context::run hands the device, kept between calls so that its vectors and shapes keep their
+  // storage (a small op's dispatch then allocates none of it); its buffers are released after each call.
+  hal::OpCall call;
 
   Tensor make_tensor(const Shape& shape, DType dtype);
   ~ContextImpl();

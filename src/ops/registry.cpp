@@ -107,33 +107,33 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
   const Tensor* first = nullptr;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor* t = inputs[k];
-    const std::string arg = "argument '" + op.inputs[k] + "'";
+    const auto arg = [&] { return "argument '" + op.inputs[k] + "'"; };  // built only for a message
     const bool required = static_cast<int>(k) < op.required_inputs;
     if (t == nullptr || !t->defined()) {
-      if (required) fail(ErrorCode::Shape, arg + " is required but was not given (an undefined tensor)");
+      if (required) fail(ErrorCode::Shape, arg() + " is required but was not given (an undefined tensor)");
       continue;
     }
-    if (t->numel() == 0) fail(ErrorCode::Shape, arg + " is empty (shape " + to_string(t->shape()) + ")");
+    if (t->numel() == 0) fail(ErrorCode::Shape, arg() + " is empty (shape " + to_string(t->shape()) + ")");
     if (t->dim() < 1 || t->dim() > kMaxDims)
-      fail(ErrorCode::Shape, arg + " has " + std::to_string(t->dim()) + " dimensions; expected 1 to 8");
+      fail(ErrorCode::Shape, arg() + " has " + std::to_string(t->dim()) + " dimensions; expected 1 to 8");
     if (device_owner != nullptr && t->owner() != device_owner)
-      fail(ErrorCode::Device, arg + " lives on another device or context than the one running the op");
+      fail(ErrorCode::Device, arg() + " lives on another device or context than the one running the op");
     const bool in_out_dtype = attrs.out_dtype && std::find(op.out_dtype_inputs.begin(), op.out_dtype_inputs.end(),
                                                            static_cast<int>(k)) != op.out_dtype_inputs.end();
     if (k < op.input_dtypes.size() && op.input_dtypes[k]) {  // a pinned dtype (OpDef::input_dtypes)
       if (t->dtype() != *op.input_dtypes[k])
-        fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
+        fail(ErrorCode::DType, arg() + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
                                    to_string(*op.input_dtypes[k]));
     } else if (in_out_dtype) {  // the residual, added in the epilogue: the output's dtype
       if (t->dtype() != *attrs.out_dtype)
-        fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
+        fail(ErrorCode::DType, arg() + " has dtype " + std::string(to_string(t->dtype())) + "; it must be " +
                                    to_string(*attrs.out_dtype) + " (out_dtype: the output's dtype)");
     } else if (first == nullptr) {
       first = t;
       if (std::find(op.dtypes.begin(), op.dtypes.end(), t->dtype()) == op.dtypes.end())
-        fail(ErrorCode::DType, arg + " has dtype " + to_string(t->dtype()) + ", which this op does not take");
+        fail(ErrorCode::DType, arg() + " has dtype " + to_string(t->dtype()) + ", which this op does not take");
     } else if (t->dtype() != first->dtype()) {
-      fail(ErrorCode::DType, arg + " has dtype " + std::string(to_string(t->dtype())) + " but argument '" +
+      fail(ErrorCode::DType, arg() + " has dtype " + std::string(to_string(t->dtype())) + " but argument '" +
                                  op.inputs[0] + "' has dtype " + to_string(first->dtype()));
     }
     shapes[k] = t->shape();
