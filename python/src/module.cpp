@@ -175,6 +175,8 @@ Tensor tensor_of(Context& ctx, const A& a, const char* what) {
 template <class Framework>
 nb::object array_of(const Tensor& t) {
   if (!t.defined()) throw Error(ErrorCode::InvalidArgument, "to_numpy: the tensor is undefined");
+  if (std::is_same_v<Framework, nb::numpy> && t.dtype() == DType::bf16)
+    throw Error(ErrorCode::DType, "to_numpy: NumPy has no bf16 (use to_torch)");
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   void* data = t.host_data();
   nb::capsule owner;

@@ -67,3 +67,8 @@ def test_torch_bf16(cpu):
     x = torch.randn(4, 16).to(torch.bfloat16)
     y = kf.ops.relu(x, context=cpu)
     assert y.dtype == torch.bfloat16 and torch.equal(y, torch.relu(x))
+    t = cpu.call("relu", [cpu.wrap(x)])[0]
+    with pytest.raises(kf.DTypeError, match="NumPy has no bf16"):
+        t.to_numpy()
+    with pytest.raises(kf.DTypeError, match="NumPy has no bf16"):
+        kf.ops.relu(t, out=None).to_numpy()
