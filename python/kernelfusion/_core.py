@@ -1,4 +1,6 @@
 """Contexts, tensors and the conversion of arrays (NumPy, torch) to and from kf tensors."""
+import atexit
+
 import numpy as np
 
 from . import _kf
@@ -24,6 +26,10 @@ def set_default_context(context):
     """Makes ``context`` (a :class:`Context`, or None to reopen from the environment) the default."""
     global _default
     _default = context
+
+
+# The default context closes its device at exit, before the interpreter tears modules down.
+atexit.register(set_default_context, None)
 
 
 # kf dtype names from NumPy / torch dtypes and names.

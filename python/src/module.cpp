@@ -271,6 +271,9 @@ NB_MODULE(_kf, m) {
   using namespace kf;
   using namespace kf::py;
   m.doc() = "KernelFusion's C++ core (the kernelfusion package wraps it; use kernelfusion, not this module)";
+  // torch.library keeps the operators' Python closures (and through them the default context) until the
+  // interpreter ends, after nanobind's leak check: its warnings would be noise at every exit.
+  nb::set_leak_warnings(false);
 
   // kf::Error -> kernelfusion.Error and its subclasses (kernelfusion/errors.py), same message.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
