@@ -8,7 +8,7 @@ import kernelfusion as kf
 NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cpu():
     return kf.Context(backend="cpu")
 
