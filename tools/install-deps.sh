@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package the build, the tests and the tools need.
-# Usage: tools/install-deps.sh [--tests]   (runs apt-get as root, or through sudo when not root)
+# Usage: tools/install-deps.sh [--tests] [--python]   (runs apt-get as root, or through sudo when not root)
 #   --tests: also what only the tests need (tools/test.sh passes it): Debian's hipcc for tools/check-hip.sh.
+#   --python: also the Python package's (python/; tools/test.sh passes it): Debian's python3-venv and
+#     python3-dev, then nanobind, scikit-build-core, numpy, pytest and PyTorch from PyPI, pinned, into the
+#     project's own virtual environment .venv/ at the repository root (never into the system Python).
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -16,6 +19,25 @@ PKGS=(
 )
 # hipcc (with clang 15 and ROCm 5.2, about 600 MiB): tools/check-hip.sh, a CTest test, compiles hal/cuda/ as
 # HIP with it; nothing runs on AMD here. The tests only: the main job does not need it.
-if [ "${1:-}" = --tests ]; then PKGS+=(hipcc); fi
+TESTS=0 PYTHON=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) TESTS=1 ;;
+    --python) PYTHON=1 ;;
+    *) echo "install-deps.sh: unknown option $arg (expected --tests, --python)" >&2; exit 2 ;;
+  esac
+done
+if [ "$TESTS" = 1 ]; then PKGS+=(hipcc); fi
+if [ "$PYTHON" = 1 ]; then PKGS+=(python3-venv python3-dev); fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${PKGS[@]}"
+
+if [ "$PYTHON" = 1 ]; then
+  # PyPI's Linux torch wheel brings CUDA's libraries as dependencies (about 4.5 GB installed, measured on
+  # a Debian 12 x86-64 machine: see docs/python.md); the package's CPU tests need none of them, but the
+  # wheel does not import without them, and only PyPI is used.
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  [ -x "$root/.venv/bin/python" ] || python3 -m venv "$root/.venv"
+  "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check \
+    nanobind==3.1.0 scikit-build-core==1.1.2 numpy==2.4.6 pytest==9.2.0 torch==2.15.0
+fi

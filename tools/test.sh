@@ -4,12 +4,16 @@
 # (its "XDG_RUNTIME_DIR is invalid" warnings are harmless).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/install-deps.sh --tests
+tools/install-deps.sh --tests --python
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 export KF_VALIDATION=1
 status=0
 ctest --test-dir build --output-on-failure -j2 || status=$?
+# The Python package (python/): its module built in build/python against the libkf above, then pytest.
+{ cmake -S . -B build -DKF_PYTHON=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null &&
+  cmake --build build -j"$(nproc)" --target _kf &&
+  PYTHONPATH=build/python .venv/bin/python -m pytest -q -p no:cacheprovider python/tests; } || status=$?
 if [ "$status" -ne 0 ]; then
   # A digest last, where a log that keeps only its head and tail still shows it: the failed conformance
   # cases (with their seeds, to rerun with kf-conformance --seed) and the failed GoogleTest assertions.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "hal/cpu/cpu.hpp"
 #include "hal/hal.hpp"
 #include "kf/error.hpp"
 #include "ops/parallel.hpp"
@@ -22,11 +23,20 @@ class CpuBuffer final : public Buffer {
     if (!data_) throw Error(ErrorCode::OutOfMemory, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     size_ = bytes;
   }
-  ~CpuBuffer() override { std::free(data_); }
+  // Memory the caller owns (hal/cpu/cpu.hpp): never freed here; `keep_alive` holds it.
+  CpuBuffer(void* data, size_t bytes, std::shared_ptr<void> keep_alive)
+      : data_(static_cast<unsigned char*>(data)), keep_alive_(std::move(keep_alive)), owned_(false) {
+    size_ = bytes;
+  }
+  ~CpuBuffer() override {
+    if (owned_) std::free(data_);
+  }
   unsigned char* data() { return data_; }
 
  private:
   unsigned char* data_ = nullptr;
+  std::shared_ptr<void> keep_alive_;
+  bool owned_ = true;
 };
 
 unsigned char* bytes_of(const std::shared_ptr<Buffer>& b) { return static_cast<CpuBuffer*>(b.get())->data(); }
@@ -128,6 +138,12 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+std::shared_ptr<Buffer> wrap_cpu_memory(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
+  return std::make_shared<CpuBuffer>(data, bytes, std::move(keep_alive));
+}
+
+void* cpu_buffer_data(Buffer& buffer) { return static_cast<CpuBuffer&>(buffer).data(); }
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 

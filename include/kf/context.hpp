@@ -28,6 +28,11 @@ class Context {
 
   Tensor empty(const Shape& shape, DType dtype);
   Tensor from_host(const Shape& shape, DType dtype, const std::vector<double>& values);
+  // A tensor over memory the caller owns (row-major, `shape` and `dtype`, numel * dtype size bytes at
+  // `data`), used in place without a copy; `keep_alive` is held as long as the tensor and keeps the memory
+  // valid. The CPU backend only (the ops read and write host memory there): other backends raise
+  // ErrorCode::Unsupported, and a caller copies through Context::empty and Tensor::upload instead.
+  Tensor wrap_host(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
 
   // Runs a registered op on caller-provided outputs. Arguments are checked first; a rejected
   // call raises kf::Error and writes nothing.

@@ -43,6 +43,9 @@ class Tensor {
   void fill(double v);
   // Sets every byte to a pattern: the tests poison outputs with it.
   void fill_bytes(uint8_t pattern);
+  // The tensor's memory when it is host memory the caller may read and write in place (the CPU backend's
+  // tensors, allocated or wrapped by Context::wrap_host); nullptr on other backends.
+  void* host_data() const;
 
   // Internals, for the core and the backends.
   hal::Buffer* buffer() const { return buffer_.get(); }

@@ -5,6 +5,7 @@
 #include "core/context_impl.hpp"
 #include "core/internal.hpp"
 #include "core/options.hpp"
+#include "hal/cpu/cpu.hpp"
 #include "kf/error.hpp"
 #include "ops/registry.hpp"
 
@@ -203,6 +204,24 @@ Tensor Context::empty(const Shape& shape, DType dtype) { return impl_->make_tens
 Tensor Context::from_host(const Shape& shape, DType dtype, const std::vector<double>& values) {
   Tensor t = empty(shape, dtype);
   t.upload_from(values);
+  return t;
+}
+
+Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
+  if (impl_->backend_name != "cpu")
+    throw Error(ErrorCode::Unsupported, "Context::wrap_host: the " + impl_->backend_name +
+                                            " backend cannot use host memory in place (the CPU backend only)");
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    throw Error(ErrorCode::Shape, "Context::wrap_host: shape " + to_string(shape) + " has more than 8 dimensions");
+  for (int64_t d : shape)
+    if (d < 0) throw Error(ErrorCode::Shape, "Context::wrap_host: shape " + to_string(shape) + " has a negative size");
+  if (!data && numel(shape) > 0)
+    throw Error(ErrorCode::InvalidArgument, "Context::wrap_host: null data for shape " + to_string(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.buffer_ = hal::wrap_cpu_memory(data, t.nbytes(), std::move(keep_alive));
+  t.owner_ = impl_;
   return t;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/context_impl.hpp"
+#include "hal/cpu/cpu.hpp"
 #include "kf/error.hpp"
 
 namespace kf {
@@ -82,6 +83,11 @@ void Tensor::fill(double v) { upload_from(std::vector<double>(static_cast<size_t
 void Tensor::fill_bytes(uint8_t pattern) {
   require_defined(*this, "Tensor::fill_bytes");
   owner_->device->fill_bytes(*buffer_, pattern, buffer_->size());
+}
+
+void* Tensor::host_data() const {
+  if (!defined() || owner_->backend_name != "cpu") return nullptr;
+  return hal::cpu_buffer_data(*buffer_);
 }
 
 }  // namespace kf

@@ -1,0 +1,19 @@
+"""KernelFusion (kf): fused neural-network kernels on Vulkan, CUDA and the CPU, from Python.
+
+    import numpy as np, kernelfusion as kf
+    x = np.random.rand(4, 8).astype(np.float32)
+    y = kf.ops.softmax(x, scale=0.5)        # every registry op, attributes as keywords
+
+Arrays (NumPy, torch) go in and come out as the same kind; kf tensors (:class:`Tensor`) stay on their
+context's device. On the CPU backend nothing is copied; elsewhere arrays are copied through the host
+(docs/python.md says what copies where).
+"""
+from . import _kf
+from .errors import (Error, InvalidArgumentError, ShapeError, DTypeError, DeviceError, OutOfMemoryError,
+                     DeviceLostError, UnsupportedError, TimeoutError, InternalError)
+from ._core import Context, Tensor, default_context, set_default_context, backends, tensor
+from . import ops
+
+__all__ = ["Context", "Tensor", "default_context", "set_default_context", "backends", "tensor", "ops",
+           "Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
+           "DeviceLostError", "UnsupportedError", "TimeoutError", "InternalError"]

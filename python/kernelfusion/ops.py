@@ -1,0 +1,98 @@
+"""Every op of kf's registry as a Python function, made at import from the registry itself.
+
+``kernelfusion.ops.<name>(*inputs, out=None, context=None, **attrs)``: the inputs in the registry's order
+(also by name, as keywords; an optional input may be None or left out), the attributes (kf::Attrs fields:
+p, seed, scale, eps, causal, ...) as keywords; an unknown keyword raises TypeError. It returns the
+op's output (a tuple when it has several) as the kind of array it was given: NumPy arrays for NumPy,
+torch tensors for torch, kf tensors for kf tensors. ``out=`` (an array or a tuple of them) makes the op
+write into the caller's arrays instead, in place on the CPU backend.
+"""
+from . import _kf
+from ._core import Tensor, default_context, dtype_name, host_array, kind_of, to_kind
+
+defs = {op["name"]: op for op in _kf.op_defs()}
+attr_names = tuple(_kf.attr_names())
+_ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+
+def names():
+    """The registry's op names, in its order."""
+    return list(defs)
+
+
+def _attrs(op, kw):
+    a = dict(kw)
+    if a.get("out_dtype") is not None:
+        a["out_dtype"] = dtype_name(a["out_dtype"])
+    if isinstance(a.get("act"), str):
+        if a["act"] not in _ACTS:
+            raise TypeError(f"{op}: act '{a['act']}' is none of {', '.join(_ACTS)}")
+        a["act"] = _ACTS[a["act"]]
+    return a
+
+
+def run(name, inputs, attrs=None, out=None, context=None):
+    """Runs registry op ``name`` on a list of inputs (arrays, kf tensors or None) with an attribute dict."""
+    op = defs.get(name)
+    if op is None:
+        raise KeyError(f"kf has no op '{name}'")
+    attrs = _attrs(name, attrs or {})
+    ctx = context
+    if ctx is None:
+        ctx = next((x.context for x in inputs if isinstance(x, Tensor)), None) or default_context()
+    kinds = {kind_of(x) for x in inputs} - {None}
+    kind = "torch" if "torch" in kinds else "numpy" if "numpy" in kinds else "kf"
+    tensors = [None if x is None else x if isinstance(x, Tensor) else ctx.wrap(host_array(x, name))
+               for x in inputs]
+    if out is None:
+        results = ctx.call(name, tensors, attrs)
+        results = [to_kind(t, kind) for t in results]
+        return results[0] if len(results) == 1 else tuple(results)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    in_place = ctx.backend == "cpu"
+    targets, copies = [], []
+    for k, o in enumerate(outs):
+        if isinstance(o, Tensor):
+            targets.append(o)
+        elif in_place:
+            targets.append(ctx.wrap_output(o.detach() if kind_of(o) == "torch" else o))
+        else:  # other backends: the op writes a device tensor, then a copy into the caller's array
+            t = ctx.empty(list(o.shape), dtype_name(o.dtype))
+            targets.append(t)
+            copies.append((t, o))
+    ctx.run(name, tensors, targets, attrs)
+    for t, o in copies:
+        ctx.download_into(t, o.detach() if kind_of(o) == "torch" else o)
+    return out
+
+
+def _make(op):
+    name, inputs, required = op["name"], op["inputs"], op["required_inputs"]
+
+    def f(*args, out=None, context=None, **kw):
+        if len(args) > len(inputs):
+            raise TypeError(f"{name}() takes at most {len(inputs)} inputs ({', '.join(inputs)}), got {len(args)}")
+        given = list(args)
+        attrs = {}
+        for key, value in kw.items():
+            if key in inputs:
+                i = inputs.index(key)
+                if i < len(given) and given[i] is not None:
+                    raise TypeError(f"{name}() got multiple values for input '{key}'")
+                given += [None] * (i + 1 - len(given))
+                given[i] = value
+            else:
+                attrs[key] = value  # the C++ side raises TypeError for a name that is no attribute
+        return run(name, given, attrs, out=out, context=context)
+
+    args = ", ".join(x if i < required else f"{x}=None" for i, x in enumerate(inputs))
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"{name}({args}, *, out=None, context=None, **attrs) -> {', '.join(op['outputs'])}\n\n"
+                 f"kf's registry op '{name}' ({op['family']}; dtypes {', '.join(op['dtypes'])}); its semantics, "
+                 f"attributes and tolerances are in docs/ops.md. Attributes are kf::Attrs fields by name.")
+    return f
+
+
+for _op in defs.values():
+    globals()[_op["name"]] = _make(_op)
+del _op

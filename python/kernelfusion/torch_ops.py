@@ -1,0 +1,153 @@
+"""kf's registry ops as PyTorch operators: ``torch.ops.kernelfusion.<name>``.
+
+Importing this module (it needs torch) registers every registry op with ``torch.library.custom_op``,
+with a fake kernel (output shapes from the registry's shape inference, OpDef::infer), so that
+``torch.compile(fullgraph=True)`` traces through them, and autograd from kf's backward ops for the
+activations (relu, sigmoid, tanh, gelu, gelu_tanh, silu, mish: ``<act>_backward``) and softmax
+(``softmax_backward``). The attributes are keyword-only arguments of the operators (kf::Attrs fields).
+
+The ops run on kf's default context (``kernelfusion.set_default_context``): on the CPU backend without
+copies; CUDA tensors are copied through the host for now (the zero-copy CUDA path is later work).
+
+    import torch, kernelfusion.torch_ops as kt
+    y = kt.softmax(torch.randn(4, 8, requires_grad=True), scale=0.5)
+"""
+import torch
+
+from . import _kf
+from . import ops as _ops
+from ._core import dtype_name
+
+_TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
+          "i32": torch.int32}
+ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "mish")
+
+
+def _attr_schema():
+    """The keyword-only part of every operator's schema, typed from kf::Attrs' defaults."""
+    parts = []
+    for name, default in _kf.attr_defaults():
+        if name == "out_dtype":
+            parts.append("str? out_dtype=None")
+        elif isinstance(default, bool):
+            parts.append(f"bool {name}={default}")
+        elif isinstance(default, int):
+            parts.append(f"int {name}={default}")
+        elif isinstance(default, float):
+            parts.append(f"float {name}={default!r}")
+        elif isinstance(default, str):
+            parts.append(f'str {name}="{default}"')
+        else:  # a pair (stride, padding, dilation)
+            parts.append(f"int[2] {name}=[{default[0]}, {default[1]}]")
+    return ", ".join(parts)
+
+
+_ATTRS = _attr_schema()
+
+
+def _schema(op):
+    args = ", ".join(f"Tensor {x}" if i < op["required_inputs"] else f"Tensor? {x}=None"
+                     for i, x in enumerate(op["inputs"]))
+    outs = "Tensor" if len(op["outputs"]) == 1 else "(" + ", ".join("Tensor" for _ in op["outputs"]) + ")"
+    return f"({args}, *, {_ATTRS}) -> {outs}"
+
+
+def _op_dtype(op, args):
+    for k, a in enumerate(args):
+        if a is not None and op["input_dtypes"][k] is None:
+            return dtype_name(a.dtype)
+    return dtype_name(next(a for a in args if a is not None).dtype)
+
+
+# An operator's schema has all of the op's outputs; an output that a call does not make (attention's lse
+# without return_lse) is an empty tensor there, which the Python functions below leave out.
+def _pad(op, res, like):
+    return res + tuple(like.new_empty(0) for _ in range(len(op["outputs"]) - len(res)))
+
+
+def _real(op):
+    name = op["name"]
+
+    def impl(*args, **attrs):
+        device = next(a.device for a in args if a is not None)
+        res = _ops.run(name, list(args), attrs)
+        res = res if isinstance(res, tuple) else (res,)
+        # outputs must not alias kf's memory that another op could reuse: kf allocated them fresh, and the
+        # torch tensors view it (no copy) on the CPU backend
+        res = _pad(op, tuple(r if r.device == device else r.to(device) for r in res), res[0])
+        return res[0] if len(res) == 1 else res
+
+    return impl
+
+
+def _fake(op):
+    name = op["name"]
+
+    def fake(*args, **attrs):
+        shapes = [[] if a is None else [int(d) for d in a.shape] for a in args]
+        a = {k: v for k, v in attrs.items() if v is not None}
+        out_dtype = _TORCH[_kf.output_dtype(name, _op_dtype(op, args), a)]
+        first = next(x for x in args if x is not None)
+        res = _pad(op, tuple(first.new_empty(s, dtype=out_dtype) for s in _kf.infer(name, shapes, a)), first)
+        return res[0] if len(res) == 1 else res
+
+    return fake
+
+
+operators = {}
+for _op in _kf.op_defs():
+    _def = torch.library.custom_op(f"kernelfusion::{_op['name']}", _real(_op), mutates_args=(),
+                                   schema=_schema(_op))
+    _def.register_fake(_fake(_op))
+    operators[_op["name"]] = _def
+
+
+def _act_autograd(act):
+    backward_op = operators[f"{act}_backward"]
+
+    def setup_context(ctx, inputs, keyword_only_inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return backward_op(grad.contiguous(), x)
+
+    operators[act].register_autograd(backward, setup_context=setup_context)
+
+
+def _softmax_setup(ctx, inputs, keyword_only_inputs, output):
+    ctx.save_for_backward(output)
+    ctx.scale = keyword_only_inputs["scale"]
+
+
+def _softmax_backward(ctx, grad):
+    (y,) = ctx.saved_tensors
+    return operators["softmax_backward"](grad.contiguous(), y, scale=ctx.scale)
+
+
+for _act in ACTIVATIONS:
+    _act_autograd(_act)
+operators["softmax"].register_autograd(_softmax_backward, setup_context=_softmax_setup)
+del _op, _def, _act
+
+
+def _make(name):
+    opdef = operators[name]
+
+    def f(*inputs, **attrs):
+        attrs = _ops._attrs(name, attrs)
+        res = opdef(*inputs, **attrs)
+        if isinstance(res, tuple):
+            res = tuple(r for k, r in enumerate(res) if k == 0 or r.numel() > 0)  # padding left out
+            return res[0] if len(res) == 1 else res
+        return res
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"torch.ops.kernelfusion.{name}: {_ops.defs[name]['inputs']} -> {_ops.defs[name]['outputs']}" \
+                "\n\n" + (getattr(_ops, name).__doc__ or "")
+    return f
+
+
+for _name in operators:
+    globals()[_name] = _make(_name)
+del _name

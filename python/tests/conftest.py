@@ -1,0 +1,23 @@
+# The tests import the package from the build tree (PYTHONPATH=build/python, tools/test.sh) or from an
+# installed wheel (pip install .); KF_BACKEND is left to the tests: they open their contexts by name.
+import numpy as np
+import pytest
+
+import kernelfusion as kf
+
+NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32}
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return kf.Context(backend="cpu")
+
+
+def vulkan_context():
+    """lavapipe (or a GPU) through the Vulkan backend; None where there is none."""
+    if "vulkan" not in kf.backends():
+        return None
+    try:
+        return kf.Context(backend="vulkan")
+    except kf.DeviceError:
+        return None

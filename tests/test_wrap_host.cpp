@@ -1,0 +1,70 @@
+// Context::wrap_host: tensors over caller-owned host memory on the CPU backend (what the Python package
+// hands NumPy arrays and torch tensors through without copies), and its refusals.
+#include <memory>
+#include <vector>
+
+#include "common.hpp"
+
+namespace kf::test {
+namespace {
+
+Context cpu_context() {
+  ContextOptions o;
+  o.backend = "cpu";
+  return Context::create(o);
+}
+
+TEST(WrapHost, OpsReadAndWriteTheCallersMemory) {
+  Context ctx = cpu_context();
+  std::vector<float> x = {-2, -1, 0, 1, 2, 3}, b = {1, 1, 1}, y(6, 99);
+  Tensor tx = ctx.wrap_host(x.data(), {2, 3}, DType::f32);
+  Tensor tb = ctx.wrap_host(b.data(), {3}, DType::f32);
+  Tensor ty = ctx.wrap_host(y.data(), {2, 3}, DType::f32);
+  EXPECT_EQ(tx.host_data(), x.data());
+  ctx.run("add_relu", {tx, tb}, {ty});
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(x, (std::vector<float>{-2, -1, 0, 1, 2, 3}));  // inputs untouched
+  // A tensor the context allocated is host memory too, readable in place.
+  Tensor r = ctx.call("relu", {tx})[0];
+  ASSERT_NE(r.host_data(), nullptr);
+  EXPECT_EQ(static_cast<const float*>(r.host_data())[5], 3.0f);
+}
+
+TEST(WrapHost, KeepAliveLivesAsLongAsTheTensor) {
+  Context ctx = cpu_context();
+  auto memory = std::make_shared<std::vector<double>>(4, 1.5);
+  std::weak_ptr<std::vector<double>> watch = memory;
+  Tensor t = ctx.wrap_host(memory->data(), {4}, DType::f64, memory);
+  memory.reset();
+  ASSERT_FALSE(watch.expired());
+  EXPECT_EQ(t.to_double(), (std::vector<double>{1.5, 1.5, 1.5, 1.5}));
+  t = Tensor();
+  EXPECT_TRUE(watch.expired());
+}
+
+TEST(WrapHost, Refusals) {
+  Context ctx = cpu_context();
+  float x[4] = {};
+  const auto code_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("Context::wrap_host"), std::string::npos) << e.what();
+      return e.code();
+    }
+    ADD_FAILURE() << "no kf::Error";
+    return ErrorCode::Internal;
+  };
+  EXPECT_EQ(code_of([&] { ctx.wrap_host(x, {2, -2}, DType::f32); }), ErrorCode::Shape);
+  EXPECT_EQ(code_of([&] { ctx.wrap_host(nullptr, {4}, DType::f32); }), ErrorCode::InvalidArgument);
+  EXPECT_EQ(code_of([&] { ctx.wrap_host(x, Shape(9, 1), DType::f32); }), ErrorCode::Shape);
+  for (const auto& d : devices()) {
+    Context& other = context_for(d);
+    if (other.backend() == "cpu") continue;
+    EXPECT_EQ(code_of([&] { other.wrap_host(x, {4}, DType::f32); }), ErrorCode::Unsupported) << d.name;
+    EXPECT_EQ(other.call("relu", {other.from_host({4}, DType::f32, {-1, 0, 1, 2})})[0].host_data(), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace kf::test
