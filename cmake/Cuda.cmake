@@ -55,7 +55,7 @@ if(KF_HIP)
         COMMAND ${KF_HIPCC} -x hip ${kf_hip_arch_flags} -std=c++17 -O3 -fPIC -I${CMAKE_SOURCE_DIR}
                 -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src -c ${CMAKE_SOURCE_DIR}/${src} -o ${obj}
         DEPENDS ${src} hal/cuda/common.cuh hal/cuda/attention_common.cuh hal/cuda/kernels.hpp hal/cuda/gpu_compat.hpp
-                src/ops/depthwise_tiles.hpp
+                src/plan/depthwise.hpp
         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
         COMMENT "hipcc ${src} (${KF_HIP_ARCHITECTURES})"
         VERBATIM)

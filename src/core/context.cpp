@@ -285,6 +285,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
                                             impl_->device->info().name + ": " + why);
   }
   hal::OpCall call{op.id, &op, dtype, {}, {}, attrs};
+  call.attrs.eps = op.eps_of(attrs);  // the op's default eps resolved here: backends need no registry for it
   for (const auto& t : inputs) call.inputs.push_back({t.buffer_ref(), t.shape(), t.defined() ? t.numel() : 0});
   call.inputs.resize(op.inputs.size());
   for (const auto& t : outputs) call.outputs.push_back({t.buffer_ref(), t.shape(), t.numel()});

@@ -6,15 +6,13 @@
 #include <vector>
 
 #include "ops/registry.hpp"
+#include "plan/attention.hpp"
 
 namespace kf {
 
-// q [B, Hq, SqT, D], k and v [B, Hkv, SkT, D]; nseq sequences: B, or N when packed (cu_seqlens, B = 1).
-struct AttnGeometry {
-  int64_t B = 0, Hq = 0, Hkv = 0, SqT = 0, SkT = 0, D = 0, nseq = 0;
-  bool varlen = false;
-};
-AttnGeometry attn_geometry(const std::vector<Shape>& inputs);
+// The geometry of a call (src/plan/attention.hpp, shared with the backends).
+using plan::AttnGeometry;
+using plan::attn_geometry;
 
 // The default ALiBi slope of head h of H (2^(-8 (h + 1) / H) for H a power of two).
 double alibi_default_slope(int64_t h, int64_t H);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "plan/dropout.hpp"
+
 namespace kf::ref {
 
 inline double relu(double x) { return x < 0 ? 0.0 : x; }  // NaN stays NaN
@@ -32,8 +34,7 @@ inline std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::arr
   return c;
 }
 
-// keep(i) = u >= p with u = (word >> 8) * 2^-24, evaluated exactly as (word >> 8) >= threshold.
-inline uint32_t dropout_threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }
+using plan::dropout_threshold;  // src/plan/dropout.hpp, shared with the backends
 
 inline uint32_t philox_word(uint64_t i, uint64_t seed, uint64_t offset) {
   const uint64_t blk = i >> 2;
