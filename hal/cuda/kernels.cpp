@@ -476,45 +476,33 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   // attn_decode=1 never, attn_decode=2 always (Unsupported, saying why, where it does not apply).
   if (attn_decode_ != 1) {
     const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
-    std::string why;
-    if (g.varlen) why = "it does not take packed sequences (cu_seqlens)";
-    else if (g.SqT != 1) why = "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
-    else if (a.rope) why = "it does not apply RoPE";
-    else if (a.p > 0) why = "it does not apply dropout";
-    else if (has(8)) why = "it does not take a block mask";
-    else if (call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
-    else if (g.D % vw != 0 || g.D > 256)
-      why = "it takes head dimensions that are multiples of " + std::to_string(vw) + " up to 256 (D = " + std::to_string(g.D) + ")";
-    else if (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535)
+    std::string why = plan::decode_refusal(g, a, has(8));  // the rules Vulkan's decode kernel shares
+    if (why.empty() && call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
+    if (why.empty()) why = plan::decode_head_dim_refusal(g.D, vw);
+    if (why.empty() && (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535))
       why = "its grid exceeds 65535 blocks in y or z";
     if (attn_decode_ == 2 && !why.empty())
       throw Error(ErrorCode::Unsupported, prefix + " attention: the decode kernel was forced (KF_TUNE attn_decode=2) but " + why);
     const bool flash_knobs = attn_path_ != 0 || attn_split_ != 0 || attn_rows_ != 0;
     if (why.empty() && (attn_decode_ == 2 || !flash_knobs)) {
-      const int64_t npk = g.D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;
-      int lk = 1;
-      while (lk < npk && lk < 32) lk *= 2;
-      p.dec_lk = lk;
-      p.dec_ppl = static_cast<int>((npk + lk - 1) / lk);
       // Query heads a block: up to 8 (KF_TUNE attn_decode_heads=1|2|4|8 caps it lower: K and V are then
       // read once per chunk of heads, with fewer registers a block).
       const int64_t max_heads = attn_decode_heads_ ? attn_decode_heads_ : 8;
-      p.dec_nchunk = static_cast<int>((G + max_heads - 1) / max_heads);
-      p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
+      const plan::DecodeShape ds = plan::decode_shape(g.D, vw, g.Hq / g.Hkv, max_heads);
+      const int lk = ds.lanes;
+      p.dec_lk = lk;
+      p.dec_ppl = ds.packs_per_lane;
+      p.dec_nchunk = ds.nchunk;
+      p.dec_ng = ds.heads;
       p.dec_gc = 1;
       while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
       p.dec_rs = attn_decode_rs_ != 1;
-      // Key splits: every block resident at once (one wave: blocks of equal work end together), as many
-      // as the multiprocessors hold (at most 8 each), each split at least 256 keys and a whole number of
-      // the block's steps (128 / lk key groups x 4 keys); at most 256 splits.
+      // Key splits (plan::decode_split): one wave of the blocks the multiprocessors hold (at most 8 each),
+      // each split a whole number of the block's steps (128 / lk key groups x 4 keys).
       const int64_t base = g.B * g.Hkv * p.dec_nchunk;
       const int64_t per_sm = std::clamp(attn_decode_blocks_per_sm(dt, p), 1, 8);
-      int64_t nsplit = attn_split_;
-      if (nsplit == 0) nsplit = std::clamp<int64_t>(int64_t(sm_count_) * per_sm / base, 1, std::max<int64_t>(Sk / 256, 1));
-      nsplit = std::clamp<int64_t>(nsplit, 1, std::min<int64_t>(256, std::max<int64_t>(Sk, 1)));
-      const int64_t step = (128 / lk) * 4;
-      int64_t split_len = std::max<int64_t>((Sk + nsplit - 1) / nsplit, 1);
-      if (attn_split_ == 0) split_len = (split_len + step - 1) / step * step;
+      const plan::KeySplit ks = plan::decode_split(g.SkT, base, int64_t(sm_count_) * per_sm, (128 / lk) * 4, attn_split_);
+      const int64_t nsplit = ks.n, split_len = ks.len;
       p.nsplit = static_cast<int>(nsplit);
       p.split_len = static_cast<int>(split_len);
       std::shared_ptr<Buffer> part = scratch(static_cast<size_t>(nsplit * g.B * g.Hq * (g.D + 2) * 4));
@@ -593,18 +581,15 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
                                               std::to_string(D));
   }
 
-  // Key splits (the decode path): when the grid has few blocks and there are many keys.
+  // Key splits (the decode path): when the grid has few blocks and there are many keys, about 4 blocks a
+  // multiprocessor (plan::flash_split).
   const int64_t qtiles = (rows_needed + bq - 1) / bq;
   const int64_t base_blocks = qtiles * g.Hkv * g.nseq;
-  int64_t nsplit = 1;
-  if (attn_split_ >= 1) nsplit = attn_split_;
-  else if (base_blocks < 2 * int64_t(sm_count_) && g.SkT >= 512)
-    nsplit = std::min<int64_t>({(4 * int64_t(sm_count_) + base_blocks - 1) / base_blocks, g.SkT / 256, 64});
-  nsplit = std::max<int64_t>(1, nsplit);
+  const plan::KeySplit ks = plan::flash_split(g.SkT, base_blocks, 4 * int64_t(sm_count_), bk, attn_split_);
+  const int64_t nsplit = ks.n;
   if (nsplit > 1) {
-    const int64_t per = (g.SkT + nsplit - 1) / nsplit;
     p.nsplit = static_cast<int>(nsplit);
-    p.split_len = static_cast<int>((per + bk - 1) / bk * bk);
+    p.split_len = static_cast<int>(ks.len);
   }
   if (qtiles > INT32_MAX || g.Hkv > 65535 || g.nseq * nsplit > 65535)
     throw Error(ErrorCode::Unsupported, prefix + " attention: the grid (" + std::to_string(qtiles) + ", " +
@@ -618,10 +603,9 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   }
   if (a.rope) {
     // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
-    p.rope_pos0 = static_cast<int>(-pmin);
+    const plan::RopePositions rp = plan::rope_positions(g);
+    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8));
+    p.rope_pos0 = static_cast<int>(-rp.pmin);
   }
   // Dropout on flash-wgmma: its keep words drawn ahead by a kernel of their own (no packed sequences; where they
   // take at most 2 GiB) and read by it, instead of drawn on each warp's path; KF_TUNE attn_fwd_bits=1 draws them
@@ -863,10 +847,9 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   }
   set_attn_options(p, a, has(6));
   if (a.rope) {  // the forward's table: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq when packed)
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
-    p.rope_pos0 = static_cast<int>(-pmin);
+    const plan::RopePositions rp = plan::rope_positions(g);
+    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8));
+    p.rope_pos0 = static_cast<int>(-rp.pmin);
   }
   const std::shared_ptr<Buffer> dsum = scratch(static_cast<size_t>(g.B * g.Hq * g.SqT * cs));
   P.dsum = ptr_of(dsum);
