@@ -16,7 +16,7 @@ set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets o
 set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp
                          hal/cuda/lce.cpp)
 set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
-                          hal/cuda/attention.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu
+                          hal/cuda/attention.cu hal/cuda/attention_decode.cu hal/cuda/attention_mma.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu
                           hal/cuda/attention_wgmma.cu
                           hal/cuda/conv.cu)
 
