@@ -168,6 +168,55 @@ Mode mode_of(const TensorArg& a, int64_t n) {
 
 int64_t feat_of(const TensorArg& t) { return t.shape.empty() ? 1 : std::max<int64_t>(1, t.shape.back()); }
 
+// What a kernel cannot take in a call that the op's checks accept, seen from the call alone (its dtype,
+// shapes and attributes): the reason, or "". supports() says it, so that dispatch refuses none of these.
+std::string call_refusal(const OpCall& call, const Entry& e) {
+  // Attrs::out_dtype: the matrix products store it (matmul.cpp); no other kernel does.
+  if (call.attrs.out_dtype && *call.attrs.out_dtype != call.dtype && e.kern != Kern::Matmul)
+    return "an output dtype (" + std::string(to_string(*call.attrs.out_dtype)) + ") other than the inputs' (" +
+           to_string(call.dtype) + ") has no " + kBackend + " kernel";
+  const TensorArg& x = call.inputs.at(0);
+  switch (e.kern) {
+    case Kern::Rows: {  // rows.cu indexes within a row in 32 bits
+      const int64_t feat = std::max<int64_t>(1, x.shape.empty() ? 1 : x.shape.back());
+      if (x.numel / feat > 0 && feat > INT32_MAX)
+        return "rows of " + std::to_string(feat) + " features exceed the row kernels' 2^31 - 1";
+      return "";
+    }
+    case Kern::Lce: {
+      const int64_t N = x.shape[0], D = x.shape[1], C = call.inputs[1].shape[0];
+      if (C == 0 || D == 0)
+        return "no " + std::string(kBackend == std::string("hip") ? "HIP" : "CUDA") + " path for " + std::to_string(C) +
+               " classes of " + std::to_string(D) + " features";
+      if (C > INT32_MAX || D > INT32_MAX || N > (int64_t(1) << 40)) return "a dimension exceeds the products' limits";
+      return "";
+    }
+    case Kern::Attention: {
+      // A custom score function is compiled into the kernel at run time; this backend has no run-time
+      // compiler (NVRTC is not used).
+      if (!call.attrs.score_mod.empty() && call.id != OpId::attention_scores)
+        return "a custom score function (score_mod) is compiled into the kernel at run time, which the CUDA backend "
+               "does not do (the Vulkan and CPU backends do)";
+      const bool bwd = call.id == OpId::attention_backward;
+      std::vector<Shape> shapes;  // the forward's inputs (backward inputs 6.. are forward inputs 3..)
+      for (size_t k = 0; k < call.inputs.size(); ++k) {
+        if (bwd && k >= 3 && k < 6) continue;
+        shapes.push_back(call.inputs[k].buffer ? call.inputs[k].shape : Shape{});
+      }
+      const plan::AttnGeometry g = plan::attn_geometry(shapes);
+      for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq, bwd ? g.Hq / g.Hkv * g.SqT : 0})
+        if (v > INT32_MAX) return "a dimension of " + std::to_string(v) + " exceeds the kernels' 2^31 - 1";
+      if (call.id == OpId::attention_scores && call.outputs[0].numel > 0 &&
+          ((g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535))
+        return "the grid exceeds 65535 blocks in y or z (" + std::to_string((g.SqT + 15) / 16) + " query tiles, " +
+               std::to_string(g.B * g.Hq) + " heads)";
+      return "";
+    }
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 KernelSignature kernel_signature(OpId id) {
@@ -426,20 +475,11 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     return prefix + "embedding/" + (p.wide ? "16B-packs" : "elements");
   }
 
-  // A custom score function is compiled into the kernel at run time; this backend has no run-time
-  // compiler (NVRTC is not used), so it says so before anything runs.
-  if (!call.attrs.score_mod.empty() && call.id != OpId::attention_scores)
-    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": a custom score function (score_mod) is compiled into "
-                                        "the kernel at run time, which the CUDA backend does not do (the Vulkan and CPU backends do)");
   if (call.id == OpId::attention_backward) return dispatch_attention_backward(call, dt);
 
   std::vector<Shape> shapes;
   for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
-  const plan::AttnGeometry g = plan::attn_geometry(shapes);
-  for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq})
-    if (v > INT32_MAX)
-      throw Error(ErrorCode::Unsupported, prefix + " " + name + ": a dimension of " + std::to_string(v) +
-                                              " exceeds the kernels' 2^31 - 1");
+  const plan::AttnGeometry g = plan::attn_geometry(shapes);  // (dimensions within 2^31 - 1: supports())
   AttnParams p;
   p.q = in(0), p.k = in(1), p.o = ptr_of(out.buffer);
   p.B = static_cast<int>(g.B), p.Hq = static_cast<int>(g.Hq), p.Hkv = static_cast<int>(g.Hkv);
@@ -448,11 +488,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   p.scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
   if (out.numel == 0) return prefix + name + "/empty";
 
-  if (call.id == OpId::attention_scores) {
-    if ((g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535)
-      throw Error(ErrorCode::Unsupported, prefix + " attention_scores: the grid exceeds 65535 blocks in y or z (" +
-                                              std::to_string((g.SqT + 15) / 16) + " query tiles, " +
-                                              std::to_string(g.B * g.Hq) + " heads)");
+  if (call.id == OpId::attention_scores) {  // (its grid within 65535 blocks in y and z: supports())
     check_launch(launch_attention_scores(dt, p, stream_), "attention_scores");
     return prefix + "attention_scores/tiled-16x16";
   }
@@ -471,7 +507,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   }
   set_attn_options(p, a, has(3));
 
-  // The decode kernel (attention.cu attn_decode): one query row per sequence, automatically when the call
+  // The decode kernel (attention_decode.cu attn_decode): one query row per sequence, automatically when the call
   // qualifies and no knob of the flash kernels (attn_path, attn_split, attn_rows) is set; KF_TUNE
   // attn_decode=1 never, attn_decode=2 always (Unsupported, saying why, where it does not apply).
   if (attn_decode_ != 1) {
@@ -796,11 +832,7 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   // The forward's inputs: q, k, v, then the optional ones (backward inputs 6.. are forward inputs 3..).
   std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
   for (size_t k = 6; k < call.inputs.size(); ++k) fs.push_back(has(k) ? call.inputs[k].shape : Shape{});
-  const plan::AttnGeometry g = plan::attn_geometry(fs);
-  for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq, g.Hq / g.Hkv * g.SqT})
-    if (v > INT32_MAX)
-      throw Error(ErrorCode::Unsupported, prefix + " attention_backward: a dimension of " + std::to_string(v) +
-                                              " exceeds the kernels' 2^31 - 1");
+  const plan::AttnGeometry g = plan::attn_geometry(fs);  // (dimensions within 2^31 - 1: supports())
   if (call.outputs[0].numel == 0 && call.outputs[1].numel == 0) return prefix + "attention_backward/empty";
   const int64_t D = g.D, G = g.Hq / g.Hkv;
   const int64_t cs = call.dtype == DType::f64 ? 8 : 4;  // bytes of the compute type
@@ -955,6 +987,9 @@ bool CudaDevice::supports(const OpCall& call, std::string* why) const {
   Dt dt;
   if (!dt_of(call.dtype, &dt)) return no("no " + api + " kernel for " + name + " in " + to_string(call.dtype));
   if ((e.kern == Kern::Matmul || e.kern == Kern::Lce) && !matmul_supported(why)) return false;
+  if (call.outputs.empty()) return true;  // the op-and-dtype question
+  const std::string reason = call_refusal(call, e);
+  if (!reason.empty()) return no(reason);
   return true;
 }
 
@@ -966,11 +1001,8 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
   const TensorArg& out = call.outputs[0];
   const std::string prefix = std::string(kBackend) + ":";
-  // Attrs::out_dtype: the matrix products store it (matmul.cpp); no other kernel does.
-  if (call.attrs.out_dtype && *call.attrs.out_dtype != call.dtype && entry.kern != Kern::Matmul)
-    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": an output dtype (" +
-                                            to_string(*call.attrs.out_dtype) + ") other than the inputs' (" +
-                                            to_string(call.dtype) + ") has no " + kBackend + " kernel");
+  // What the call alone rules out (the core asks supports() for the op and dtype only).
+  if (std::string why; !supports(call, &why)) throw Error(ErrorCode::Unsupported, prefix + " " + name + ": " + why);
   make_current();
 
   if (entry.kern != Kern::Eltwise && entry.kern != Kern::Rows)
@@ -1026,9 +1058,6 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   p.scale_d = call.attrs.scale;
   const bool sums = entry.id == static_cast<int>(RowOp::sum_squared) || entry.id == static_cast<int>(RowOp::mean_abs);
   const int64_t units = p.wide ? p.feat / vw : p.feat;
-  if (p.feat > INT32_MAX)  // rows.cu indexes within a row in 32 bits
-    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": rows of " + std::to_string(p.feat) +
-                                            " features exceed the row kernels' 2^31 - 1");
   const int64_t per_value = call.dtype == DType::f64 ? 2 : 1;  // f64 caches half as many values
   auto per_thread = [&](int cache_values) -> int64_t {  // units cached per thread (rows.cu rows_kernel)
     if (sums) return 8;

@@ -42,11 +42,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   const uint64_t C = static_cast<uint64_t>(W.shape[0]);
   const uint64_t es = dtype_size(call.dtype), cs = call.dtype == DType::f64 ? 8 : 4;
   const bool half = call.dtype == DType::f16 || call.dtype == DType::bf16;
-  if (C == 0 || D == 0)
-    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": no CUDA path for " + std::to_string(C) + " classes of " +
-                                            std::to_string(D) + " features");
-  if (C > INT32_MAX || D > INT32_MAX || N > (uint64_t(1) << 40))
-    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": a dimension exceeds the products' limits");
+  // (C and D in [1, 2^31), N at most 2^40: supports())
 
   // Rows per chunk: a multiple of the granule, as many as fit kChunkBytes of logits (Vulkan's choice).
   // The backward of a 16-bit op reads and writes d_W's float accumulator (C x d x 4 bytes, held anyway)
