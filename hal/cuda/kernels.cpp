@@ -175,6 +175,12 @@ std::string call_refusal(const OpCall& call, const Entry& e) {
   if (call.attrs.out_dtype && *call.attrs.out_dtype != call.dtype && e.kern != Kern::Matmul)
     return "an output dtype (" + std::string(to_string(*call.attrs.out_dtype)) + ") other than the inputs' (" +
            to_string(call.dtype) + ") has no " + kBackend + " kernel";
+  if (call.attrs.out_dtype && *call.attrs.out_dtype != call.dtype) {  // matmul.cpp dispatch_matmul_out_dtype
+    Dt in_dt, out_dt;
+    if (!dt_of(call.dtype, &in_dt) || !dt_of(*call.attrs.out_dtype, &out_dt) || in_dt == Dt::f64 || out_dt == Dt::f64)
+      return "no product stores " + std::string(to_string(*call.attrs.out_dtype)) + " from " + to_string(call.dtype) +
+             " inputs (f32, f16 and bf16 mix; f64 does not)";
+  }
   const TensorArg& x = call.inputs.at(0);
   switch (e.kern) {
     case Kern::Rows: {  // rows.cu indexes within a row in 32 bits
