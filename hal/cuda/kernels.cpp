@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <array>
 
 #include "hal/cuda/device.hpp"
@@ -986,12 +987,13 @@ bool CudaDevice::supports(const OpCall& call, std::string* why) const {
     if (why) *why = reason;
     return false;
   };
-  const std::string api = kBackend == std::string("hip") ? "HIP" : "CUDA";
+  // (no string is built unless the answer is no: dispatch() asks this for every call)
+  const char* api = kBackend == std::string_view("hip") ? "HIP" : "CUDA";
   const char* name = op_name(call.id);
   const Entry& e = entry_of(call.id);
   if (!e.signature) return no(std::string("no ") + api + " kernel for " + name + " yet");
   Dt dt;
-  if (!dt_of(call.dtype, &dt)) return no("no " + api + " kernel for " + name + " in " + to_string(call.dtype));
+  if (!dt_of(call.dtype, &dt)) return no(std::string("no ") + api + " kernel for " + name + " in " + to_string(call.dtype));
   if ((e.kern == Kern::Matmul || e.kern == Kern::Lce) && !matmul_supported(why)) return false;
   if (call.outputs.empty()) return true;  // the op-and-dtype question
   const std::string reason = call_refusal(call, e);
@@ -1000,8 +1002,8 @@ bool CudaDevice::supports(const OpCall& call, std::string* why) const {
 }
 
 std::string CudaDevice::dispatch(const OpCall& call) {
-  const Entry& entry = entry_of(call.id);  // supports() was asked first
-  const std::string name = op_name(call.id);
+  const Entry& entry = entry_of(call.id);
+  const char* name = op_name(call.id);
   Dt dt = Dt::f32;
   dt_of(call.dtype, &dt);
   const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
@@ -1045,7 +1047,7 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     const int64_t tiles = (packs + int64_t(kEltwiseThreads) * kEltwiseItems - 1) / (int64_t(kEltwiseThreads) * kEltwiseItems);
     // Up to 32 blocks per multiprocessor (4 waves of 8 resident blocks); blocks stride over the rest.
     const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(tiles, 1, int64_t(sm_count_) * 32));
-    check_launch(launch_eltwise(static_cast<EltOp>(entry.id), dt, p, blocks, stream_), "eltwise " + name);
+    check_launch(launch_eltwise(static_cast<EltOp>(entry.id), dt, p, blocks, stream_), std::string("eltwise ") + name);
     return prefix + "eltwise/" + (p.gather ? "gather" : "16B-packs");
   }
 
@@ -1081,7 +1083,7 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   const int64_t rpb = block / tpr;
   const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((p.rows + rpb - 1) / rpb, 1, int64_t(1) << 30));
   ClusterPlan cl;
-  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_, &cl), "rows " + name);
+  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_, &cl), std::string("rows ") + name);
   if (cl.P)  // (tpr: the row's threads, over the cluster)
     return prefix + "rows/warp-shuffle,tpr=" + std::to_string(cl.P * cl.block) + ",block=" + std::to_string(cl.block) +
            ",cluster=" + std::to_string(cl.P) + (cl.smem ? ",smem=" + std::to_string(cl.smem) : "") + ",16B-packs";
