@@ -102,7 +102,7 @@ const std::array<Entry, kOpCount>& table() {
     if (elt_count != static_cast<size_t>(EltOp::count))
       throw Error(ErrorCode::Internal, std::string(kBackend) + ": the kernel table and kernels.hpp list other ops");
     // dropout_backward is dropout of dy with the forward's (p, seed, offset): the same mask.
-    put(OpId::dropout_backward, Entry{Family::Elementwise, Kern::Eltwise, static_cast<int>(EltOp::dropout), "dy"});
+    put(OpId::dropout_backward, Entry{Family::Elementwise, Kern::Eltwise, static_cast<int>(EltOp::dropout), "dy", 0, true});
     auto row = [&](OpId id, RowOp op) {
       put(id, Entry{Family::Reduction, Kern::Rows, static_cast<int>(op), "x"});
     };
