@@ -14,7 +14,10 @@ namespace kf::test {
 
 inline const OpDef& attention_op() { return get_op("attention"); }
 
+// The CPU context. devices() first: it reads KF_BACKEND / KF_DEVICE (which would otherwise pick this
+// context's device too) and unsets them, whichever test of a suite runs first.
 inline Context& cpu() {
+  (void)devices();
   static Context ctx = Context::create(ContextOptions{.backend = "cpu"});
   return ctx;
 }
