@@ -16,7 +16,7 @@ set(KF_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING "AMD GPU targets o
 set(kf_gpu_host_sources hal/cuda/allocator.cpp hal/cuda/device.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp
                          hal/cuda/lce.cpp)
 set(kf_gpu_device_sources hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu
-                          hal/cuda/attention.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu
+                          hal/cuda/attention.cu hal/cuda/attention_decode.cu hal/cuda/attention_mma.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu
                           hal/cuda/attention_wgmma.cu
                           hal/cuda/conv.cu)
 
@@ -55,7 +55,7 @@ if(KF_HIP)
         COMMAND ${KF_HIPCC} -x hip ${kf_hip_arch_flags} -std=c++17 -O3 -fPIC -I${CMAKE_SOURCE_DIR}
                 -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src -c ${CMAKE_SOURCE_DIR}/${src} -o ${obj}
         DEPENDS ${src} hal/cuda/common.cuh hal/cuda/attention_common.cuh hal/cuda/kernels.hpp hal/cuda/gpu_compat.hpp
-                src/ops/depthwise_tiles.hpp
+                src/plan/depthwise.hpp
         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
         COMMENT "hipcc ${src} (${KF_HIP_ARCHITECTURES})"
         VERBATIM)

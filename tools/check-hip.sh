@@ -3,7 +3,7 @@
 # aims at: gfx90a (MI200), gfx942 (MI300), gfx1100 (RDNA3, wave32). Nothing runs: this checks that the
 # CUDA/HIP-common dialect (hal/cuda/gpu_compat.hpp) holds. Usage: tools/check-hip.sh [TARGETS...]
 #
-# Per target, the kernels (eltwise.cu, rows.cu, norm.cu, train.cu, attention.cu, attention_bwd.cu, attention_bwd_mma.cu, attention_keep.cu, attention_wgmma.cu (nothing but its host stubs on HIP) and conv.cu) are compiled to a code object. When this hipcc's compiler
+# Per target, the kernels (eltwise.cu, rows.cu, norm.cu, train.cu, attention.cu, attention_decode.cu, attention_mma.cu (nothing but its host stubs on HIP), attention_bwd.cu, attention_bwd_mma.cu, attention_keep.cu, attention_wgmma.cu (nothing but its host stubs on HIP) and conv.cu) are compiled to a code object. When this hipcc's compiler
 # does not know a target, or its ROCm device library lacks that target's bitcode, the script says so and
 # compiles what it can instead: the device code alone without the device library (front end and code
 # generation, which checks the wavefront-size paths) and, for gfx942, gfx940 (the same GFX9.4 family).
@@ -45,7 +45,7 @@ reason_of() {  # the first line of hipcc's complaint
 
 for t in "${targets[@]}"; do
   arch=$t  # gfx942 unknown to the compiler: gfx940 stands in (the same GFX9.4 family, wave64)
-  for src in hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu hal/cuda/attention.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu hal/cuda/attention_wgmma.cu hal/cuda/conv.cu; do
+  for src in hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu hal/cuda/attention.cu hal/cuda/attention_decode.cu hal/cuda/attention_mma.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu hal/cuda/attention_wgmma.cu hal/cuda/conv.cu; do
     label="$t-$(basename "$src" .cu)"
     if compile "$label" -x hip --offload-arch="$arch" "${common[@]}" -c "$src" -o "$out/$label.o"; then
       summary+=("$t: $src compiled to a code object for $arch")

@@ -1,5 +1,5 @@
-// Device code shared by the attention kernels (attention.cu: the forward; attention_bwd.cu: the
-// backward): the ALiBi slopes, the dropout keep rule at the (b, h, i, j) index of [B, Hq, Sq, Sk], the
+// Device code shared by the attention kernels (attention.cu, attention_decode.cu, attention_mma.cu:
+// the forward; attention_bwd.cu: the backward): the ALiBi slopes, the dropout keep rule at the (b, h, i, j) index of [B, Hq, Sq, Sk], the
 // sequence geometry of a block, the masks, the score and RoPE, exactly as src/ops/attention.cpp's
 // reference writes them down. Everything here sits in an anonymous namespace: each kernel file has its
 // own copy, as with a header-only library.
@@ -210,7 +210,7 @@ KF_DEV typename T::C score_of(typename T::C dot, bool vis, int qi, int j, int ro
   return s;
 }
 
-// The end of a row of the tensor-core flash kernels (attention.cu attn_mma, attention_wgmma.cu attn_wgmma),
+// The end of a row of the tensor-core flash kernels (attention_mma.cu attn_mma, attention_wgmma.cu attn_wgmma),
 // whose output sits in the quad layout of the mma / wgmma accumulators: lane tq holds columns 8 n + 2 tq and
 // + 1 of each n8 group n (at(n, c) reads them; groups at or past p.D are padding, never stored). Writes the
 // row's partial (splits: the unnormalized accumulator, then m in natural units and l), or folds the sink,

@@ -38,7 +38,7 @@
 
 #include "hal/cuda/common.cuh"
 #include "hal/cuda/mma_ptx.cuh"
-#include "ops/depthwise_tiles.hpp"
+#include "plan/depthwise.hpp"
 
 namespace kf::hal::cuda {
 namespace {

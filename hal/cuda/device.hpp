@@ -119,8 +119,10 @@ class CudaDevice final : public Device {
   void upload(Buffer& dst, const void* src, size_t bytes) override;
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
-  bool supports(const OpCall& call, std::string* why) const override { return supports(*call.op, call.dtype, why); }
-  bool supports(const OpDef& op, DType dtype, std::string* why) const;  // kernels.cpp
+  // Whether the device runs the call (kernels.cpp): its op and dtype, and, where the call carries its tensors,
+  // their shapes and the attributes, so that dispatch() refuses nothing this accepts. A call without
+  // tensors asks about the op and dtype alone.
+  bool supports(const OpCall& call, std::string* why) const override;
   std::string dispatch(const OpCall& call) override;                              // kernels.cpp
   void synchronize() override;
   uint32_t timestamp() override;

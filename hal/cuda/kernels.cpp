@@ -1,20 +1,22 @@
-// The CUDA/HIP kernels of the registry's ops: which kernel serves an op (looked up by name in one
+// The CUDA/HIP kernels of the registry's ops: which kernel serves an op (looked up by its OpId in one
 // table), with which operand layouts, grid and parameters. An op of the registry that is not in the
 // table (new ops land in src/ops/ before their CUDA kernel) is reported unsupported with the reason,
-// never skipped and never run by a kernel written for another signature.
+// never skipped; tests/test_cuda_table.cpp checks the table's signatures against the registry's, so
+// that no op is run by a kernel written for another signature.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <unordered_map>
+#include <string_view>
+#include <array>
 
 #include "hal/cuda/device.hpp"
 #include "hal/cuda/kernels.hpp"
+#include "hal/cuda/op_table.hpp"
 #include "kf/error.hpp"
-#include "ops/attention_ref.hpp"
-#include "ops/reference_math.hpp"
-#include "ops/registry.hpp"
+#include "plan/attention.hpp"
+#include "plan/dropout.hpp"
 
 namespace kf::hal::cuda {
 namespace {
@@ -32,7 +34,7 @@ void set_attn_options(AttnParams& p, const Attrs& a, bool slopes_given) {
   p.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   p.off_lo = static_cast<uint32_t>(a.offset);
   p.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  p.thr = ref::dropout_threshold(a.p);
+  p.thr = plan::dropout_threshold(a.p);
   p.keep_scale = 1.0 / (1.0 - a.p);
   philox_round_keys(p.seed_lo, p.seed_hi, p.rk);
 }
@@ -42,117 +44,120 @@ enum class Kern { Eltwise, Rows, Norm, NormBwd, SoftmaxBwd, BatchNorm, GroupNorm
                   Attention, Conv, Lce };
 
 struct Entry {
-  Family family;            // the registry's family of the op (checked)
-  Kern kern;
-  int id;                   // EltOp, RowOp, NormOp, OptimOp; 1 for cross_entropy_backward
-  const char* signature;    // the op's inputs the kernel reads, in order
+  Family family = Family::Elementwise;  // the registry's family of the op (tests/test_cuda_table.cpp)
+  Kern kern = Kern::Eltwise;
+  int id = 0;                     // EltOp, RowOp, NormOp, OptimOp; 1 for cross_entropy_backward
+  const char* signature = nullptr;  // the op's inputs the kernel reads, in order; null: no kernel
+  uint32_t i32_inputs = 0;        // bit k: input k is read as int32 (indices, lengths, masks)
+  bool random = false;            // reads p, seed, offset (Philox dropout)
 };
 
-// Every op with a kernel, by registry name. The signatures are checked against the registry's.
-const std::unordered_map<std::string, Entry>& table() {
-  static const std::unordered_map<std::string, Entry> t = [] {
-    std::unordered_map<std::string, Entry> m;
+// Every op with a kernel, indexed by OpId.
+const std::array<Entry, kOpCount>& table() {
+  static const std::array<Entry, kOpCount> t = [] {
+    std::array<Entry, kOpCount> m{};
+    auto put = [&](OpId id, Entry e) { m[static_cast<size_t>(id)] = e; };
     size_t elt_count = 0;
-    auto elt = [&](const char* name, EltOp op, const char* sig) {
-      m.emplace(name, Entry{Family::Elementwise, Kern::Eltwise, static_cast<int>(op), sig});
+    auto elt = [&](OpId id, EltOp op, const char* sig) {
+      const bool random = op == EltOp::dropout || op == EltOp::gelu_dropout || op == EltOp::bias_gelu_dropout ||
+                          op == EltOp::add_dropout_residual;
+      put(id, Entry{Family::Elementwise, Kern::Eltwise, static_cast<int>(op), sig, 0, random});
       ++elt_count;
     };
-    elt("add_relu", EltOp::add_relu, "a,b");
-    elt("mul_relu", EltOp::mul_relu, "a,b");
-    elt("add_sigmoid", EltOp::add_sigmoid, "a,b");
-    elt("mul_tanh", EltOp::mul_tanh, "a,b");
-    elt("bias_relu", EltOp::bias_relu, "x,bias");
-    elt("bias_gelu", EltOp::bias_gelu, "x,bias");
-    elt("bias_gelu_tanh", EltOp::bias_gelu_tanh, "x,bias");
-    elt("bias_silu", EltOp::bias_silu, "x,bias");
-    elt("swiglu", EltOp::swiglu, "x,gate");
-    elt("geglu", EltOp::geglu, "x,gate");
-    elt("mish_scale", EltOp::mish_scale, "x,s");
-    elt("prelu_bias", EltOp::prelu_bias, "x,a,bias");
-    elt("dropout", EltOp::dropout, "x");
-    elt("gelu_dropout", EltOp::gelu_dropout, "x");
-    elt("bias_gelu_dropout", EltOp::bias_gelu_dropout, "x,bias");
-    elt("add_dropout_residual", EltOp::add_dropout_residual, "x,r");
-    elt("add", EltOp::add, "a,b");
-    elt("mul", EltOp::mul, "a,b");
-    elt("prelu", EltOp::prelu, "a,b");
-    elt("copy", EltOp::copy, "x");
-    elt("relu", EltOp::relu, "x");
-    elt("sigmoid", EltOp::sigmoid, "x");
-    elt("tanh", EltOp::tanh, "x");
-    elt("gelu", EltOp::gelu, "x");
-    elt("gelu_tanh", EltOp::gelu_tanh, "x");
-    elt("silu", EltOp::silu, "x");
-    elt("mish", EltOp::mish, "x");
-    elt("relu_backward", EltOp::relu_backward, "dy,x");
-    elt("sigmoid_backward", EltOp::sigmoid_backward, "dy,x");
-    elt("tanh_backward", EltOp::tanh_backward, "dy,x");
-    elt("gelu_backward", EltOp::gelu_backward, "dy,x");
-    elt("gelu_tanh_backward", EltOp::gelu_tanh_backward, "dy,x");
-    elt("silu_backward", EltOp::silu_backward, "dy,x");
-    elt("mish_backward", EltOp::mish_backward, "dy,x");
-    elt("mse_backward", EltOp::mse_backward, "a,b");
+    elt(OpId::add_relu, EltOp::add_relu, "a,b");
+    elt(OpId::mul_relu, EltOp::mul_relu, "a,b");
+    elt(OpId::add_sigmoid, EltOp::add_sigmoid, "a,b");
+    elt(OpId::mul_tanh, EltOp::mul_tanh, "a,b");
+    elt(OpId::bias_relu, EltOp::bias_relu, "x,bias");
+    elt(OpId::bias_gelu, EltOp::bias_gelu, "x,bias");
+    elt(OpId::bias_gelu_tanh, EltOp::bias_gelu_tanh, "x,bias");
+    elt(OpId::bias_silu, EltOp::bias_silu, "x,bias");
+    elt(OpId::swiglu, EltOp::swiglu, "x,gate");
+    elt(OpId::geglu, EltOp::geglu, "x,gate");
+    elt(OpId::mish_scale, EltOp::mish_scale, "x,s");
+    elt(OpId::prelu_bias, EltOp::prelu_bias, "x,a,bias");
+    elt(OpId::dropout, EltOp::dropout, "x");
+    elt(OpId::gelu_dropout, EltOp::gelu_dropout, "x");
+    elt(OpId::bias_gelu_dropout, EltOp::bias_gelu_dropout, "x,bias");
+    elt(OpId::add_dropout_residual, EltOp::add_dropout_residual, "x,r");
+    elt(OpId::add, EltOp::add, "a,b");
+    elt(OpId::mul, EltOp::mul, "a,b");
+    elt(OpId::prelu, EltOp::prelu, "a,b");
+    elt(OpId::copy, EltOp::copy, "x");
+    elt(OpId::relu, EltOp::relu, "x");
+    elt(OpId::sigmoid, EltOp::sigmoid, "x");
+    elt(OpId::tanh, EltOp::tanh, "x");
+    elt(OpId::gelu, EltOp::gelu, "x");
+    elt(OpId::gelu_tanh, EltOp::gelu_tanh, "x");
+    elt(OpId::silu, EltOp::silu, "x");
+    elt(OpId::mish, EltOp::mish, "x");
+    elt(OpId::relu_backward, EltOp::relu_backward, "dy,x");
+    elt(OpId::sigmoid_backward, EltOp::sigmoid_backward, "dy,x");
+    elt(OpId::tanh_backward, EltOp::tanh_backward, "dy,x");
+    elt(OpId::gelu_backward, EltOp::gelu_backward, "dy,x");
+    elt(OpId::gelu_tanh_backward, EltOp::gelu_tanh_backward, "dy,x");
+    elt(OpId::silu_backward, EltOp::silu_backward, "dy,x");
+    elt(OpId::mish_backward, EltOp::mish_backward, "dy,x");
+    elt(OpId::mse_backward, EltOp::mse_backward, "a,b");
     if (elt_count != static_cast<size_t>(EltOp::count))
       throw Error(ErrorCode::Internal, std::string(kBackend) + ": the kernel table and kernels.hpp list other ops");
     // dropout_backward is dropout of dy with the forward's (p, seed, offset): the same mask.
-    m.emplace("dropout_backward", Entry{Family::Elementwise, Kern::Eltwise, static_cast<int>(EltOp::dropout), "dy"});
-    auto row = [&](const char* name, RowOp op) {
-      m.emplace(name, Entry{Family::Reduction, Kern::Rows, static_cast<int>(op), "x"});
+    put(OpId::dropout_backward, Entry{Family::Elementwise, Kern::Eltwise, static_cast<int>(EltOp::dropout), "dy", 0, true});
+    auto row = [&](OpId id, RowOp op) {
+      put(id, Entry{Family::Reduction, Kern::Rows, static_cast<int>(op), "x"});
     };
-    row("sum_squared", RowOp::sum_squared);
-    row("mean_abs", RowOp::mean_abs);
-    row("softmax", RowOp::softmax);
-    row("log_softmax", RowOp::log_softmax);
-    auto norm = [&](const char* name, NormOp op, const char* sig) {
-      m.emplace(name, Entry{Family::Normalization, Kern::Norm, static_cast<int>(op), sig});
+    row(OpId::sum_squared, RowOp::sum_squared);
+    row(OpId::mean_abs, RowOp::mean_abs);
+    row(OpId::softmax, RowOp::softmax);
+    row(OpId::log_softmax, RowOp::log_softmax);
+    auto norm = [&](OpId id, NormOp op, const char* sig) {
+      put(id, Entry{Family::Normalization, Kern::Norm, static_cast<int>(op), sig});
     };
-    norm("layer_norm", NormOp::layer, "x,w,b");
-    norm("layer_norm_relu", NormOp::layer_relu, "x,w,b");
-    norm("layer_norm_gelu", NormOp::layer_gelu, "x,w,b");
-    norm("layer_norm_silu", NormOp::layer_silu, "x,w,b");
-    norm("rms_norm", NormOp::rms, "x,w");
-    norm("rms_norm_gelu", NormOp::rms_gelu, "x,w");
-    norm("rms_norm_silu", NormOp::rms_silu, "x,w");
-    norm("add_layer_norm", NormOp::add_layer, "x,r,w,b");
-    norm("add_rms_norm", NormOp::add_rms, "x,r,w");
-    m.emplace("group_norm", Entry{Family::Normalization, Kern::GroupNorm, static_cast<int>(NormOp::layer), "x,w,b"});
-    m.emplace("batch_norm_relu", Entry{Family::Normalization, Kern::BatchNorm, 0, "x,w,b,mean,var"});
-    m.emplace("softmax_backward", Entry{Family::Normalization, Kern::SoftmaxBwd, 0, "dy,y"});
-    m.emplace("layer_norm_backward", Entry{Family::Normalization, Kern::NormBwd, 1, "dy,x,w"});
-    m.emplace("rms_norm_backward", Entry{Family::Normalization, Kern::NormBwd, 0, "dy,x,w"});
-    m.emplace("cross_entropy", Entry{Family::Loss, Kern::Xent, 0, "logits,target"});
-    m.emplace("cross_entropy_backward", Entry{Family::Loss, Kern::Xent, 1, "logits,target"});
-    m.emplace("mse", Entry{Family::Loss, Kern::Mse, 0, "a,b"});
+    norm(OpId::layer_norm, NormOp::layer, "x,w,b");
+    norm(OpId::layer_norm_relu, NormOp::layer_relu, "x,w,b");
+    norm(OpId::layer_norm_gelu, NormOp::layer_gelu, "x,w,b");
+    norm(OpId::layer_norm_silu, NormOp::layer_silu, "x,w,b");
+    norm(OpId::rms_norm, NormOp::rms, "x,w");
+    norm(OpId::rms_norm_gelu, NormOp::rms_gelu, "x,w");
+    norm(OpId::rms_norm_silu, NormOp::rms_silu, "x,w");
+    norm(OpId::add_layer_norm, NormOp::add_layer, "x,r,w,b");
+    norm(OpId::add_rms_norm, NormOp::add_rms, "x,r,w");
+    put(OpId::group_norm, Entry{Family::Normalization, Kern::GroupNorm, static_cast<int>(NormOp::layer), "x,w,b"});
+    put(OpId::batch_norm_relu, Entry{Family::Normalization, Kern::BatchNorm, 0, "x,w,b,mean,var"});
+    put(OpId::softmax_backward, Entry{Family::Normalization, Kern::SoftmaxBwd, 0, "dy,y"});
+    put(OpId::layer_norm_backward, Entry{Family::Normalization, Kern::NormBwd, 1, "dy,x,w"});
+    put(OpId::rms_norm_backward, Entry{Family::Normalization, Kern::NormBwd, 0, "dy,x,w"});
+    put(OpId::cross_entropy, Entry{Family::Loss, Kern::Xent, 0, "logits,target", 1u << 1});
+    put(OpId::cross_entropy_backward, Entry{Family::Loss, Kern::Xent, 1, "logits,target", 1u << 1});
+    put(OpId::mse, Entry{Family::Loss, Kern::Mse, 0, "a,b"});
     // linear_cross_entropy(_backward): chunks of cuBLASLt products and train.cu's row pass (lce.cpp).
-    m.emplace("linear_cross_entropy", Entry{Family::Loss, Kern::Lce, 0, "h,W,target"});
-    m.emplace("linear_cross_entropy_backward", Entry{Family::Loss, Kern::Lce, 1, "h,W,target"});
-    m.emplace("adamw_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::adamw), "param,grad,m,v"});
-    m.emplace("sgd_step", Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::sgd), "param,grad,momentum_buffer"});
-    m.emplace("linear", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
-    m.emplace("linear_dropout", Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
-    m.emplace("matmul", Entry{Family::Matmul, Kern::Matmul, 0, "a,b,bias,residual"});
+    put(OpId::linear_cross_entropy, Entry{Family::Loss, Kern::Lce, 0, "h,W,target", 1u << 2});
+    put(OpId::linear_cross_entropy_backward, Entry{Family::Loss, Kern::Lce, 1, "h,W,target", 1u << 2});
+    put(OpId::adamw_step, Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::adamw), "param,grad,m,v"});
+    put(OpId::sgd_step, Entry{Family::Optimizer, Kern::Optim, static_cast<int>(OptimOp::sgd), "param,grad,momentum_buffer"});
+    put(OpId::linear, Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
+    put(OpId::linear_dropout, Entry{Family::Matmul, Kern::Matmul, 0, "x,W,bias,residual"});
+    put(OpId::matmul, Entry{Family::Matmul, Kern::Matmul, 0, "a,b,bias,residual"});
     // Section 4's convolutions (conv.cu; dispatch_conv below). depthwise_pointwise is composed of conv2d.
-    m.emplace("conv2d", Entry{Family::Matmul, Kern::Conv, 0, "x,W,bias"});
-    m.emplace("conv2d_bn_relu", Entry{Family::Matmul, Kern::Conv, 0, "x,W,bn_w,bn_b,bn_mean,bn_var,conv_bias"});
-    m.emplace("conv2d_gelu_dropout", Entry{Family::Matmul, Kern::Conv, 0, "x,W,bias"});
+    put(OpId::conv2d, Entry{Family::Matmul, Kern::Conv, 0, "x,W,bias"});
+    put(OpId::conv2d_bn_relu, Entry{Family::Matmul, Kern::Conv, 0, "x,W,bn_w,bn_b,bn_mean,bn_var,conv_bias"});
+    put(OpId::conv2d_gelu_dropout, Entry{Family::Matmul, Kern::Conv, 0, "x,W,bias"});
     // Section 4's embedding and section 5 (attention.cu; dispatch_attention below).
-    m.emplace("embedding", Entry{Family::Elementwise, Kern::Embedding, 0, "tokens,table,pos"});
-    m.emplace("attention_scores", Entry{Family::Attention, Kern::Attention, 0, "q,k"});
-    m.emplace("attention", Entry{Family::Attention, Kern::Attention, 1,
-                                 "q,k,v,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask"});
-    m.emplace("attention_backward",
-              Entry{Family::Attention, Kern::Attention, 2,
-                    "q,k,v,o,do,lse,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask"});
+    put(OpId::embedding, Entry{Family::Elementwise, Kern::Embedding, 0, "tokens,table,pos", 1u << 0});
+    put(OpId::attention_scores, Entry{Family::Attention, Kern::Attention, 0, "q,k"});
+    put(OpId::attention, Entry{Family::Attention, Kern::Attention, 1,
+                               "q,k,v,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask",
+                               1u << 4 | 1u << 5 | 1u << 6 | 1u << 8});
+    put(OpId::attention_backward,
+        Entry{Family::Attention, Kern::Attention, 2,
+              "q,k,v,o,do,lse,alibi_slopes,key_lengths,cu_seqlens_q,cu_seqlens_k,sinks,block_mask",
+              1u << 7 | 1u << 8 | 1u << 9 | 1u << 11});
     return m;
   }();
   return t;
 }
 
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
+const Entry& entry_of(OpId id) { return table()[static_cast<size_t>(id)]; }
 
 Mode mode_of(const TensorArg& a, int64_t n) {
   if (!a.buffer) return kAbsent;
@@ -164,7 +169,67 @@ Mode mode_of(const TensorArg& a, int64_t n) {
 
 int64_t feat_of(const TensorArg& t) { return t.shape.empty() ? 1 : std::max<int64_t>(1, t.shape.back()); }
 
+// What a kernel cannot take in a call that the op's checks accept, seen from the call alone (its dtype,
+// shapes and attributes): the reason, or "". supports() says it, so that dispatch refuses none of these.
+std::string call_refusal(const OpCall& call, const Entry& e) {
+  // Attrs::out_dtype: the matrix products store it (matmul.cpp); no other kernel does.
+  if (call.attrs.out_dtype && *call.attrs.out_dtype != call.dtype && e.kern != Kern::Matmul)
+    return "an output dtype (" + std::string(to_string(*call.attrs.out_dtype)) + ") other than the inputs' (" +
+           to_string(call.dtype) + ") has no " + kBackend + " kernel";
+  if (call.attrs.out_dtype && *call.attrs.out_dtype != call.dtype) {  // matmul.cpp dispatch_matmul_out_dtype
+    Dt in_dt, out_dt;
+    if (!dt_of(call.dtype, &in_dt) || !dt_of(*call.attrs.out_dtype, &out_dt) || in_dt == Dt::f64 || out_dt == Dt::f64)
+      return "no product stores " + std::string(to_string(*call.attrs.out_dtype)) + " from " + to_string(call.dtype) +
+             " inputs (f32, f16 and bf16 mix; f64 does not)";
+  }
+  const TensorArg& x = call.inputs.at(0);
+  switch (e.kern) {
+    case Kern::Rows: {  // rows.cu indexes within a row in 32 bits
+      const int64_t feat = std::max<int64_t>(1, x.shape.empty() ? 1 : x.shape.back());
+      if (x.numel / feat > 0 && feat > INT32_MAX)
+        return "rows of " + std::to_string(feat) + " features exceed the row kernels' 2^31 - 1";
+      return "";
+    }
+    case Kern::Lce: {
+      const int64_t N = x.shape[0], D = x.shape[1], C = call.inputs[1].shape[0];
+      if (C == 0 || D == 0)
+        return "no " + std::string(kBackend == std::string("hip") ? "HIP" : "CUDA") + " path for " + std::to_string(C) +
+               " classes of " + std::to_string(D) + " features";
+      if (C > INT32_MAX || D > INT32_MAX || N > (int64_t(1) << 40)) return "a dimension exceeds the products' limits";
+      return "";
+    }
+    case Kern::Attention: {
+      // A custom score function is compiled into the kernel at run time; this backend has no run-time
+      // compiler (NVRTC is not used).
+      if (!call.attrs.score_mod.empty() && call.id != OpId::attention_scores)
+        return "a custom score function (score_mod) is compiled into the kernel at run time, which the CUDA backend "
+               "does not do (the Vulkan and CPU backends do)";
+      const bool bwd = call.id == OpId::attention_backward;
+      std::vector<Shape> shapes;  // the forward's inputs (backward inputs 6.. are forward inputs 3..)
+      for (size_t k = 0; k < call.inputs.size(); ++k) {
+        if (bwd && k >= 3 && k < 6) continue;
+        shapes.push_back(call.inputs[k].buffer ? call.inputs[k].shape : Shape{});
+      }
+      const plan::AttnGeometry g = plan::attn_geometry(shapes);
+      for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq, bwd ? g.Hq / g.Hkv * g.SqT : 0})
+        if (v > INT32_MAX) return "a dimension of " + std::to_string(v) + " exceeds the kernels' 2^31 - 1";
+      if (call.id == OpId::attention_scores && call.outputs[0].numel > 0 &&
+          ((g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535))
+        return "the grid exceeds 65535 blocks in y or z (" + std::to_string((g.SqT + 15) / 16) + " query tiles, " +
+               std::to_string(g.B * g.Hq) + " heads)";
+      return "";
+    }
+    default:
+      return "";
+  }
+}
+
 }  // namespace
+
+KernelSignature kernel_signature(OpId id) {
+  const Entry& e = entry_of(id);
+  return {e.signature != nullptr, e.family, e.signature ? e.signature : "", e.i32_inputs, e.random};
+}
 
 bool dt_of(DType t, Dt* out) {
   switch (t) {
@@ -179,7 +244,7 @@ bool dt_of(DType t, Dt* out) {
 // Sections 3 and 6: the row normalizations, group_norm, batch_norm_relu, the backward row kernels, the
 // losses and the optimizers (norm.cu, train.cu); linear and matmul (matmul.cpp).
 std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int id, Dt dt) {
-  const OpDef& op = *call.op;
+  const std::string name = op_name(call.id);
   const Kern kern = static_cast<Kern>(kern_id);
   const std::string prefix = std::string(kBackend) + ":";
   const int warp = std::max<int>(32, static_cast<int>(info_.caps.subgroup_size));
@@ -192,7 +257,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
   auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;  // bytes of the compute type
   const TensorArg& x = call.inputs[0];
-  const double eps = op.eps_of(call.attrs);
+  const double eps = call.attrs.eps;
   const uint32_t elt_blocks =
       static_cast<uint32_t>(std::clamp<int64_t>((x.numel + 255) / 256, 1, int64_t(sm_count_) * 32));
 
@@ -229,10 +294,10 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       if (p.rows == 0) return prefix + "norm/empty";
       p.smem_limit = max_shared_optin_, p.l2_bytes = l2_bytes_;
       p.cluster = rows_cluster_, p.cc = cc_;
-      if (kern == Kern::Norm) no_clusters(op.name);
+      if (kern == Kern::Norm) no_clusters(name);
       const int block = row_block(p.feat);
       NormLaunch l;
-      check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_, &l), "norm " + op.name);
+      check_launch(launch_norm(static_cast<NormOp>(id), dt, p, block, stream_, &l), "norm " + name);
       if (l.block)
         return prefix + "norm/register-cache,16B-packs,block=" + std::to_string(l.block) +
                (l.cluster ? ",cluster=" + std::to_string(l.cluster) : "") +
@@ -261,7 +326,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       plan_norm_backward(dt, p, block, l);
       const auto ws = scratch(acc * size_t(l.ws_elems));
       p.ws = ptr_of(ws);
-      check_launch(launch_norm_backward(dt, p, l, stream_), "norm backward " + op.name);
+      check_launch(launch_norm_backward(dt, p, l, stream_), "norm backward " + name);
       if (l.fused)
         return prefix + "norm_bwd/fused-columns" + (l.fused == 2 ? "-in-registers" : "") + ",16B-packs,block=" + std::to_string(l.block) +
                ",partials=" + std::to_string(l.grid);
@@ -308,10 +373,10 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       // thread-block clusters).
       if (id == 1) {
         p.cluster = rows_cluster_, p.cc = cc_;
-        no_clusters(op.name);
+        no_clusters(name);
       }
       XentLaunch l;
-      check_launch(launch_cross_entropy(dt, p, max_shared_optin_, stream_, &l), op.name);
+      check_launch(launch_cross_entropy(dt, p, max_shared_optin_, stream_, &l), name);
       if (l.cluster)
         return prefix + "xent/cluster-per-row,block=" + std::to_string(l.block) + ",cluster=" + std::to_string(l.cluster) +
                ",regs=" + std::to_string(l.regs) + ",smem=" + std::to_string(l.smem_packs);
@@ -352,13 +417,13 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       const uint32_t blocks = optim_blocks_ ? static_cast<uint32_t>(std::clamp<int64_t>(
                                                   (x.numel + 255) / 256, 1, int64_t(sm_count_) * optim_blocks_))
                                             : elt_blocks;
-      check_launch(launch_optim(static_cast<OptimOp>(id), dt, p, blocks, stream_), op.name);
+      check_launch(launch_optim(static_cast<OptimOp>(id), dt, p, blocks, stream_), name);
       return prefix + "optim/elementwise" + (optim_items_ ? ",items=" + std::to_string(optim_items_) : "") +
              (optim_blocks_ ? ",blocks_per_sm=" + std::to_string(optim_blocks_) : "");
     }
     default: break;
   }
-  throw Error(ErrorCode::Internal, prefix + " " + op.name + ": no dispatch for its kernel family");
+  throw Error(ErrorCode::Internal, prefix + " " + name + ": no dispatch for its kernel family");
 }
 
 namespace {
@@ -389,13 +454,13 @@ std::string wgmma_unavailable(int cc) {
 // flash-wmma-regs; attn_wmma=mma forces flash-mma, regs / smem the wmma kernels (flash-wmma-regs, flash-wmma);
 // attn_rows_per_warp=16|32 flash-mma's query rows per warp (absent: 32, blocks of 128 rows).
 std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
-  const OpDef& op = *call.op;
+  const std::string name = op_name(call.id);
   const Attrs& a = call.attrs;
   const std::string prefix = std::string(kBackend) + ":";
   auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
   const TensorArg& out = call.outputs[0];
 
-  if (op.name == "embedding") {
+  if (call.id == OpId::embedding) {
     const TensorArg& tok = call.inputs[0];
     const TensorArg& table = call.inputs[1];
     EmbeddingParams p;
@@ -417,33 +482,20 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     return prefix + "embedding/" + (p.wide ? "16B-packs" : "elements");
   }
 
-  // A custom score function is compiled into the kernel at run time; this backend has no run-time
-  // compiler (NVRTC is not used), so it says so before anything runs.
-  if (!call.attrs.score_mod.empty() && op.name != "attention_scores")
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": a custom score function (score_mod) is compiled into "
-                                        "the kernel at run time, which the CUDA backend does not do (the Vulkan and CPU backends do)");
-  if (op.name == "attention_backward") return dispatch_attention_backward(call, dt);
+  if (call.id == OpId::attention_backward) return dispatch_attention_backward(call, dt);
 
   std::vector<Shape> shapes;
   for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
-  const AttnGeometry g = attn_geometry(shapes);
-  for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq})
-    if (v > INT32_MAX)
-      throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": a dimension of " + std::to_string(v) +
-                                              " exceeds the kernels' 2^31 - 1");
+  const plan::AttnGeometry g = plan::attn_geometry(shapes);  // (dimensions within 2^31 - 1: supports())
   AttnParams p;
   p.q = in(0), p.k = in(1), p.o = ptr_of(out.buffer);
   p.B = static_cast<int>(g.B), p.Hq = static_cast<int>(g.Hq), p.Hkv = static_cast<int>(g.Hkv);
   p.SqT = static_cast<int>(g.SqT), p.SkT = static_cast<int>(g.SkT), p.G = static_cast<int>(g.Hq / g.Hkv);
   p.D = static_cast<int>(g.D), p.nseq = static_cast<int>(g.nseq);
   p.scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
-  if (out.numel == 0) return prefix + op.name + "/empty";
+  if (out.numel == 0) return prefix + name + "/empty";
 
-  if (op.name == "attention_scores") {
-    if ((g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535)
-      throw Error(ErrorCode::Unsupported, prefix + " attention_scores: the grid exceeds 65535 blocks in y or z (" +
-                                              std::to_string((g.SqT + 15) / 16) + " query tiles, " +
-                                              std::to_string(g.B * g.Hq) + " heads)");
+  if (call.id == OpId::attention_scores) {  // (its grid within 65535 blocks in y and z: supports())
     check_launch(launch_attention_scores(dt, p, stream_), "attention_scores");
     return prefix + "attention_scores/tiled-16x16";
   }
@@ -462,50 +514,38 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   }
   set_attn_options(p, a, has(3));
 
-  // The decode kernel (attention.cu attn_decode): one query row per sequence, automatically when the call
+  // The decode kernel (attention_decode.cu attn_decode): one query row per sequence, automatically when the call
   // qualifies and no knob of the flash kernels (attn_path, attn_split, attn_rows) is set; KF_TUNE
   // attn_decode=1 never, attn_decode=2 always (Unsupported, saying why, where it does not apply).
   if (attn_decode_ != 1) {
     const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
-    std::string why;
-    if (g.varlen) why = "it does not take packed sequences (cu_seqlens)";
-    else if (g.SqT != 1) why = "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
-    else if (a.rope) why = "it does not apply RoPE";
-    else if (a.p > 0) why = "it does not apply dropout";
-    else if (has(8)) why = "it does not take a block mask";
-    else if (call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
-    else if (g.D % vw != 0 || g.D > 256)
-      why = "it takes head dimensions that are multiples of " + std::to_string(vw) + " up to 256 (D = " + std::to_string(g.D) + ")";
-    else if (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535)
+    std::string why = plan::decode_refusal(g, a, has(8));  // the rules Vulkan's decode kernel shares
+    if (why.empty() && call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
+    if (why.empty()) why = plan::decode_head_dim_refusal(g.D, vw);
+    if (why.empty() && (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535))
       why = "its grid exceeds 65535 blocks in y or z";
     if (attn_decode_ == 2 && !why.empty())
       throw Error(ErrorCode::Unsupported, prefix + " attention: the decode kernel was forced (KF_TUNE attn_decode=2) but " + why);
     const bool flash_knobs = attn_path_ != 0 || attn_split_ != 0 || attn_rows_ != 0;
     if (why.empty() && (attn_decode_ == 2 || !flash_knobs)) {
-      const int64_t npk = g.D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;
-      int lk = 1;
-      while (lk < npk && lk < 32) lk *= 2;
-      p.dec_lk = lk;
-      p.dec_ppl = static_cast<int>((npk + lk - 1) / lk);
       // Query heads a block: up to 8 (KF_TUNE attn_decode_heads=1|2|4|8 caps it lower: K and V are then
       // read once per chunk of heads, with fewer registers a block).
       const int64_t max_heads = attn_decode_heads_ ? attn_decode_heads_ : 8;
-      p.dec_nchunk = static_cast<int>((G + max_heads - 1) / max_heads);
-      p.dec_ng = static_cast<int>((G + p.dec_nchunk - 1) / p.dec_nchunk);
+      const plan::DecodeShape ds = plan::decode_shape(g.D, vw, g.Hq / g.Hkv, max_heads);
+      const int lk = ds.lanes;
+      p.dec_lk = lk;
+      p.dec_ppl = ds.packs_per_lane;
+      p.dec_nchunk = ds.nchunk;
+      p.dec_ng = ds.heads;
       p.dec_gc = 1;
       while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
       p.dec_rs = attn_decode_rs_ != 1;
-      // Key splits: every block resident at once (one wave: blocks of equal work end together), as many
-      // as the multiprocessors hold (at most 8 each), each split at least 256 keys and a whole number of
-      // the block's steps (128 / lk key groups x 4 keys); at most 256 splits.
+      // Key splits (plan::decode_split): one wave of the blocks the multiprocessors hold (at most 8 each),
+      // each split a whole number of the block's steps (128 / lk key groups x 4 keys).
       const int64_t base = g.B * g.Hkv * p.dec_nchunk;
       const int64_t per_sm = std::clamp(attn_decode_blocks_per_sm(dt, p), 1, 8);
-      int64_t nsplit = attn_split_;
-      if (nsplit == 0) nsplit = std::clamp<int64_t>(int64_t(sm_count_) * per_sm / base, 1, std::max<int64_t>(Sk / 256, 1));
-      nsplit = std::clamp<int64_t>(nsplit, 1, std::min<int64_t>(256, std::max<int64_t>(Sk, 1)));
-      const int64_t step = (128 / lk) * 4;
-      int64_t split_len = std::max<int64_t>((Sk + nsplit - 1) / nsplit, 1);
-      if (attn_split_ == 0) split_len = (split_len + step - 1) / step * step;
+      const plan::KeySplit ks = plan::decode_split(g.SkT, base, int64_t(sm_count_) * per_sm, (128 / lk) * 4, attn_split_);
+      const int64_t nsplit = ks.n, split_len = ks.len;
       p.nsplit = static_cast<int>(nsplit);
       p.split_len = static_cast<int>(split_len);
       std::shared_ptr<Buffer> part = scratch(static_cast<size_t>(nsplit * g.B * g.Hq * (g.D + 2) * 4));
@@ -584,18 +624,15 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
                                               std::to_string(D));
   }
 
-  // Key splits (the decode path): when the grid has few blocks and there are many keys.
+  // Key splits (the decode path): when the grid has few blocks and there are many keys, about 4 blocks a
+  // multiprocessor (plan::flash_split).
   const int64_t qtiles = (rows_needed + bq - 1) / bq;
   const int64_t base_blocks = qtiles * g.Hkv * g.nseq;
-  int64_t nsplit = 1;
-  if (attn_split_ >= 1) nsplit = attn_split_;
-  else if (base_blocks < 2 * int64_t(sm_count_) && g.SkT >= 512)
-    nsplit = std::min<int64_t>({(4 * int64_t(sm_count_) + base_blocks - 1) / base_blocks, g.SkT / 256, 64});
-  nsplit = std::max<int64_t>(1, nsplit);
+  const plan::KeySplit ks = plan::flash_split(g.SkT, base_blocks, 4 * int64_t(sm_count_), bk, attn_split_);
+  const int64_t nsplit = ks.n;
   if (nsplit > 1) {
-    const int64_t per = (g.SkT + nsplit - 1) / nsplit;
     p.nsplit = static_cast<int>(nsplit);
-    p.split_len = static_cast<int>((per + bk - 1) / bk * bk);
+    p.split_len = static_cast<int>(ks.len);
   }
   if (qtiles > INT32_MAX || g.Hkv > 65535 || g.nseq * nsplit > 65535)
     throw Error(ErrorCode::Unsupported, prefix + " attention: the grid (" + std::to_string(qtiles) + ", " +
@@ -609,10 +646,9 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   }
   if (a.rope) {
     // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
-    p.rope_pos0 = static_cast<int>(-pmin);
+    const plan::RopePositions rp = plan::rope_positions(g);
+    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8));
+    p.rope_pos0 = static_cast<int>(-rp.pmin);
   }
   // Dropout on flash-wgmma: its keep words drawn ahead by a kernel of their own (no packed sequences; where they
   // take at most 2 GiB) and read by it, instead of drawn on each warp's path; KF_TUNE attn_fwd_bits=1 draws them
@@ -658,16 +694,16 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
 // then +epilogue-kernel, and ,bn-folded for conv2d_bn_relu.
 std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
   constexpr int64_t kColBytes = int64_t(512) << 20;
-  const OpDef& op = *call.op;
+  const std::string name = op_name(call.id);
   const Attrs& a = call.attrs;
   const std::string prefix = std::string(kBackend) + ":";
   const Shape& xs = call.inputs[0].shape;
   const Shape& ws = call.inputs[1].shape;
   const TensorArg& out = call.outputs[0];
-  const bool bn = op.name == "conv2d_bn_relu", gelu_drop = op.name == "conv2d_gelu_dropout";
+  const bool bn = call.id == OpId::conv2d_bn_relu, gelu_drop = call.id == OpId::conv2d_gelu_dropout;
   auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
   if (call.dtype != DType::f32 && call.dtype != DType::f16 && call.dtype != DType::bf16)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no convolution kernel in " + to_string(call.dtype) +
+    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": no convolution kernel in " + to_string(call.dtype) +
                                             " (the registry lists f32, f16 and bf16)");
   if (out.numel == 0) return prefix + "conv/empty";
 
@@ -686,7 +722,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
   ep.bias = in(bn ? 6 : 2);
   if (bn) {
     ep.bn_w = in(2), ep.bn_b = in(3), ep.bn_mean = in(4), ep.bn_var = in(5);
-    ep.eps = op.eps_of(a);
+    ep.eps = a.eps;
   }
   ep.act = bn ? static_cast<int>(kActRelu) : gelu_drop ? static_cast<int>(kActGelu) : static_cast<int>(a.act);
   if (gelu_drop && a.p > 0) {
@@ -694,7 +730,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
     ep.seed_hi = static_cast<uint32_t>(a.seed >> 32);
     ep.off_lo = static_cast<uint32_t>(a.offset);
     ep.off_hi = static_cast<uint32_t>(a.offset >> 32);
-    ep.thr = ref::dropout_threshold(a.p);
+    ep.thr = plan::dropout_threshold(a.p);
     ep.keep_scale = 1.0 / (1.0 - a.p);
   }
   const std::string bn_tag = bn ? ",bn-folded" : "";
@@ -707,7 +743,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
     const DwPlan dp = plan_conv_depthwise(dt, p, 48 * 1024);
     if (dp.ok) {
       const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(dp.tiles, 1, INT32_MAX));
-      check_launch(launch_conv_depthwise(dt, p, dp, blocks, stream_), "conv " + op.name);
+      check_launch(launch_conv_depthwise(dt, p, dp, blocks, stream_), "conv " + name);
       return prefix + "conv/depthwise,tile=" + std::to_string(dp.tow) + "x" + std::to_string(dp.toh) +
              (dp.pb > 1 ? ",planes=" + std::to_string(dp.pb) : "") + ",vpt=" + std::to_string(dp.vpt) +
              (dp.kwt ? ",kw=" + std::to_string(dp.kwt) : "") + (dp.vec_load ? ",16B-loads" : "") +
@@ -725,7 +761,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
       (p.KW - 1) * p.dw < 32768 && conv_mma_smem(p) <= max_shared_optin_) {
     const int64_t tiles = ((p.N * P + 127) / 128) * ((p.O + 63) / 64);
     const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(tiles, 1, INT32_MAX));
-    check_launch(launch_conv_mma(dt, p, blocks, stream_), "conv " + op.name);
+    check_launch(launch_conv_mma(dt, p, blocks, stream_), "conv " + name);
     return prefix + "conv/implicit-mma,tile=128x64x32" + std::string(P % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0 ? ",16B-stores" : "") + bn_tag;
   }
 
@@ -737,7 +773,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
     no_lt = "it needs OH OW, C KH KW, O and N in [1, 2^31) (got " + std::to_string(P) + ", " + std::to_string(K) +
             ", " + std::to_string(p.O) + ", " + std::to_string(p.N) + ")";
   if (conv_path_ == 2 && !no_lt.empty())
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name +
+    throw Error(ErrorCode::Unsupported, prefix + " " + name +
                                             ": the im2col + cuBLASLt path was forced (KF_TUNE conv_path=2) but " + no_lt);
 
   if (no_lt.empty() && conv_path_ != 1) {
@@ -750,7 +786,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
     std::string variant = prefix + "conv/im2col-cublaslt";
     if (one_by_one) {  // OH OW = H W, K = C: image n is x + n C H W as it stands
       g.col = p.x, g.col_step = K * P, g.images = p.N, g.y = p.y;
-      conv_gemm(g, op.name);
+      conv_gemm(g, name);
       variant += ",1x1-no-im2col";
     } else {
       const int64_t per_image = K * P * es;
@@ -759,16 +795,16 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
       for (int64_t n0 = 0; n0 < p.N; n0 += chunk) {
         const int64_t images = std::min(chunk, p.N - n0);
         const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(images * K, 1, int64_t(1) << 30));
-        check_launch(launch_im2col(dt, p, n0, images, ptr_of(col), blocks, stream_), "im2col " + op.name);
+        check_launch(launch_im2col(dt, p, n0, images, ptr_of(col), blocks, stream_), "im2col " + name);
         g.col = ptr_of(col), g.col_step = K * P, g.images = images;
         g.y = static_cast<char*>(p.y) + n0 * p.O * P * es;
-        conv_gemm(g, op.name);
+        conv_gemm(g, name);
       }
       variant += ",chunk=" + std::to_string(chunk);
     }
     if (ep.bias || ep.bn_w || ep.act != kActNone || ep.thr != 0u) {
       const int64_t blocks = std::clamp<int64_t>((out.numel + 255) / 256, 1, int64_t(sm_count_) * 32);
-      check_launch(launch_epilogue(dt, ep, static_cast<uint32_t>(blocks), stream_), "epilogue " + op.name);
+      check_launch(launch_epilogue(dt, ep, static_cast<uint32_t>(blocks), stream_), "epilogue " + name);
       variant += "+epilogue-kernel";
     }
     return variant + bn_tag;
@@ -776,7 +812,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
 
   // The direct kernel: its tile from the channels per group; the grid loops over what it does not cover.
   if (K > INT32_MAX || p.KH * p.KW > INT32_MAX)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": " + std::to_string(K) +
+    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": " + std::to_string(K) +
                                             " taps per output (C / groups KH KW) exceed the direct kernel's 2^31 - 1");
   const ConvTile tile = Og > 16 ? ConvTile::t64x64 : Og > 4 ? ConvTile::t128x16 : ConvTile::t256x4;
   const int64_t bm = tile == ConvTile::t64x64 ? 64 : tile == ConvTile::t128x16 ? 128 : 256;
@@ -784,7 +820,7 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
   const int64_t mtiles = (p.N * P + bm - 1) / bm, ytiles = p.groups * ((Og + bn_ - 1) / bn_);
   const uint32_t gx = static_cast<uint32_t>(std::clamp<int64_t>(mtiles, 1, int64_t(1) << 30));
   const uint32_t gy = static_cast<uint32_t>(std::clamp<int64_t>(ytiles, 1, 65535));
-  check_launch(launch_conv_direct(dt, p, tile, gx, gy, stream_), "conv " + op.name);
+  check_launch(launch_conv_direct(dt, p, tile, gx, gy, stream_), "conv " + name);
   return prefix + "conv/direct,tile=" + std::to_string(bm) + "x" + std::to_string(bn_) + bn_tag;
 }
 
@@ -803,11 +839,7 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   // The forward's inputs: q, k, v, then the optional ones (backward inputs 6.. are forward inputs 3..).
   std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
   for (size_t k = 6; k < call.inputs.size(); ++k) fs.push_back(has(k) ? call.inputs[k].shape : Shape{});
-  const AttnGeometry g = attn_geometry(fs);
-  for (const int64_t v : {g.B, g.Hq, g.Hkv, g.SqT, g.SkT, g.nseq, g.Hq / g.Hkv * g.SqT})
-    if (v > INT32_MAX)
-      throw Error(ErrorCode::Unsupported, prefix + " attention_backward: a dimension of " + std::to_string(v) +
-                                              " exceeds the kernels' 2^31 - 1");
+  const plan::AttnGeometry g = plan::attn_geometry(fs);  // (dimensions within 2^31 - 1: supports())
   if (call.outputs[0].numel == 0 && call.outputs[1].numel == 0) return prefix + "attention_backward/empty";
   const int64_t D = g.D, G = g.Hq / g.Hkv;
   const int64_t cs = call.dtype == DType::f64 ? 8 : 4;  // bytes of the compute type
@@ -854,10 +886,9 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   }
   set_attn_options(p, a, has(6));
   if (a.rope) {  // the forward's table: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq when packed)
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    p.rope = ptr_of(rope_table(D, a.rope_base, pmin, npos, cs == 8));
-    p.rope_pos0 = static_cast<int>(-pmin);
+    const plan::RopePositions rp = plan::rope_positions(g);
+    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8));
+    p.rope_pos0 = static_cast<int>(-rp.pmin);
   }
   const std::shared_ptr<Buffer> dsum = scratch(static_cast<size_t>(g.B * g.Hq * g.SqT * cs));
   P.dsum = ptr_of(dsum);
@@ -944,47 +975,35 @@ std::shared_ptr<Buffer> CudaDevice::rope_table(int64_t D, double base, int64_t p
   return rope_table_;
 }
 
-bool CudaDevice::supports(const OpDef& op, DType dtype, std::string* why) const {
+bool CudaDevice::supports(const OpCall& call, std::string* why) const {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
-  const std::string api = kBackend == std::string("hip") ? "HIP" : "CUDA";
-  const auto it = table().find(op.name);
-  if (it == table().end()) return no("no " + api + " kernel for " + op.name + " yet");
-  const Entry& e = it->second;
-  if (e.family != op.family || joined(op.inputs) != e.signature)
-    return no("the " + api + " kernel for " + op.name + " reads inputs (" + e.signature +
-              ") but the registry declares (" + joined(op.inputs) + "): no " + api + " kernel for this " + op.name +
-              " yet");
+  // (no string is built unless the answer is no: dispatch() asks this for every call)
+  const char* api = kBackend == std::string_view("hip") ? "HIP" : "CUDA";
+  const char* name = op_name(call.id);
+  const Entry& e = entry_of(call.id);
+  if (!e.signature) return no(std::string("no ") + api + " kernel for " + name + " yet");
   Dt dt;
-  if (!dt_of(dtype, &dt)) return no("no " + api + " kernel for " + op.name + " in " + to_string(dtype));
+  if (!dt_of(call.dtype, &dt)) return no(std::string("no ") + api + " kernel for " + name + " in " + to_string(call.dtype));
   if ((e.kern == Kern::Matmul || e.kern == Kern::Lce) && !matmul_supported(why)) return false;
-  for (size_t k = 0; k < op.inputs.size(); ++k) {  // the kernels read every input in the op's dtype
-    if (e.kern == Kern::Xent && k == 1 && op.input_dtype(k, dtype, Attrs{}) == DType::i32) continue;  // the targets
-    if (e.kern == Kern::Lce && k == 2 && op.input_dtype(k, dtype, Attrs{}) == DType::i32) continue;
-    // embedding's tokens; attention's key lengths, cu_seqlens and block mask
-    if ((e.kern == Kern::Embedding || e.kern == Kern::Attention) && op.input_dtype(k, dtype, Attrs{}) == DType::i32) continue;
-    if (op.input_dtype(k, dtype, Attrs{}) != dtype)
-      return no("the " + api + " kernel for " + op.name + " reads input '" + op.inputs[k] + "' as " +
-                to_string(dtype) + ", the registry declares " + to_string(op.input_dtype(k, dtype, Attrs{})));
-  }
+  if (call.outputs.empty()) return true;  // the op-and-dtype question
+  const std::string reason = call_refusal(call, e);
+  if (!reason.empty()) return no(reason);
   return true;
 }
 
 std::string CudaDevice::dispatch(const OpCall& call) {
-  const OpDef& op = *call.op;
-  const Entry& entry = table().at(op.name);  // supports() was asked first
+  const Entry& entry = entry_of(call.id);
+  const char* name = op_name(call.id);
   Dt dt = Dt::f32;
   dt_of(call.dtype, &dt);
   const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
   const TensorArg& out = call.outputs[0];
   const std::string prefix = std::string(kBackend) + ":";
-  // Attrs::out_dtype: the matrix products store it (matmul.cpp); no other kernel does.
-  if (op.output_dtype(call.dtype, call.attrs) != call.dtype && entry.kern != Kern::Matmul)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": an output dtype (" +
-                                            to_string(*call.attrs.out_dtype) + ") other than the inputs' (" +
-                                            to_string(call.dtype) + ") has no " + kBackend + " kernel");
+  // What the call alone rules out (the core asks supports() for the op and dtype only).
+  if (std::string why; !supports(call, &why)) throw Error(ErrorCode::Unsupported, prefix + " " + name + ": " + why);
   make_current();
 
   if (entry.kern != Kern::Eltwise && entry.kern != Kern::Rows)
@@ -995,8 +1014,9 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     p.n = out.numel;
     p.feat = out.shape.empty() ? 1 : std::max<int64_t>(1, out.shape.back());
     if (p.n == 0) return prefix + "eltwise/empty";
-    const bool packed = call.inputs.size() > 1 && !call.inputs[1].buffer && op.required_inputs == 1 &&
-                        op.inputs.size() == 2 && op.inputs[1] == "gate";
+    // swiglu and geglu without 'gate': x holds both halves
+    const bool packed = (call.id == OpId::swiglu || call.id == OpId::geglu) && call.inputs.size() > 1 &&
+                        !call.inputs[1].buffer;
     p.mode1 = packed ? kAbsent : (call.inputs.size() > 1 ? mode_of(call.inputs[1], p.n) : kAbsent);
     p.mode2 = call.inputs.size() > 2 ? mode_of(call.inputs[2], p.n) : kAbsent;
     p.packed = packed;
@@ -1005,12 +1025,12 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     if (call.inputs.size() > 1) p.in1 = ptr_of(call.inputs[1].buffer);
     if (call.inputs.size() > 2) p.in2 = ptr_of(call.inputs[2].buffer);
     p.out = ptr_of(out.buffer);
-    if (op.random) {
+    if (entry.random) {
       p.seed_lo = static_cast<uint32_t>(call.attrs.seed);
       p.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
       p.off_lo = static_cast<uint32_t>(call.attrs.offset);
       p.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-      p.thr = ref::dropout_threshold(call.attrs.p);
+      p.thr = plan::dropout_threshold(call.attrs.p);
       p.keep_d = 1.0 / (1.0 - call.attrs.p);
       p.keep_f = static_cast<float>(p.keep_d);
     }
@@ -1020,7 +1040,7 @@ std::string CudaDevice::dispatch(const OpCall& call) {
     const int64_t tiles = (packs + int64_t(kEltwiseThreads) * kEltwiseItems - 1) / (int64_t(kEltwiseThreads) * kEltwiseItems);
     // Up to 32 blocks per multiprocessor (4 waves of 8 resident blocks); blocks stride over the rest.
     const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(tiles, 1, int64_t(sm_count_) * 32));
-    check_launch(launch_eltwise(static_cast<EltOp>(entry.id), dt, p, blocks, stream_), "eltwise " + op.name);
+    check_launch(launch_eltwise(static_cast<EltOp>(entry.id), dt, p, blocks, stream_), std::string("eltwise ") + name);
     return prefix + "eltwise/" + (p.gather ? "gather" : "16B-packs");
   }
 
@@ -1039,9 +1059,6 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   p.scale_d = call.attrs.scale;
   const bool sums = entry.id == static_cast<int>(RowOp::sum_squared) || entry.id == static_cast<int>(RowOp::mean_abs);
   const int64_t units = p.wide ? p.feat / vw : p.feat;
-  if (p.feat > INT32_MAX)  // rows.cu indexes within a row in 32 bits
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": rows of " + std::to_string(p.feat) +
-                                            " features exceed the row kernels' 2^31 - 1");
   const int64_t per_value = call.dtype == DType::f64 ? 2 : 1;  // f64 caches half as many values
   auto per_thread = [&](int cache_values) -> int64_t {  // units cached per thread (rows.cu rows_kernel)
     if (sums) return 8;
@@ -1055,11 +1072,11 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   if (int64_t(tpr) * per_thread(cache) < units) block = tpr = 1024;
   p.tpr = tpr;
   p.cluster = rows_cluster_, p.cc = cc_, p.smem_limit = max_shared_optin_;
-  if (!sums) no_clusters(op.name);
+  if (!sums) no_clusters(name);
   const int64_t rpb = block / tpr;
   const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((p.rows + rpb - 1) / rpb, 1, int64_t(1) << 30));
   ClusterPlan cl;
-  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_, &cl), "rows " + op.name);
+  check_launch(launch_rows(static_cast<RowOp>(entry.id), dt, p, block, cache, blocks, stream_, &cl), std::string("rows ") + name);
   if (cl.P)  // (tpr: the row's threads, over the cluster)
     return prefix + "rows/warp-shuffle,tpr=" + std::to_string(cl.P * cl.block) + ",block=" + std::to_string(cl.block) +
            ",cluster=" + std::to_string(cl.P) + (cl.smem ? ",smem=" + std::to_string(cl.smem) : "") + ",16B-packs";

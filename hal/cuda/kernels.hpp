@@ -388,7 +388,7 @@ struct AttnParams {
   // lane, dec_ng query heads per block (dec_nchunk chunks of the G heads of a kv head), dec_gc the
   // kernel's register room for heads (a power of two >= dec_ng).
   int dec_lk = 0, dec_ppl = 0, dec_ng = 0, dec_gc = 0, dec_nchunk = 0;
-  int dec_rs = 1;  // the reduce-scatter form where dec_lk = dec_gc x 4 (attention.cu; KF_TUNE attn_decode_rs=1: never)
+  int dec_rs = 1;  // the reduce-scatter form where dec_lk = dec_gc x 4 (attention_decode.cu; KF_TUNE attn_decode_rs=1: never)
 };
 
 // Bytes of AttnParams::keep_words for those rows and keys.
@@ -406,7 +406,7 @@ inline void philox_round_keys(uint32_t seed_lo, uint32_t seed_hi, uint32_t (&rk)
   }
 }
 
-// The attention kernels of attention.cu:
+// The attention kernels (attention.cu, attention_decode.cu, attention_mma.cu, attention_wgmma.cu):
 //  - Simt: the portable flash kernel (any dtype, f64 too): bq query rows a block, 8 threads a row, key
 //    tiles of bk (32, 16 or 8) keys through shared memory; online softmax in the compute type.
 //  - Wmma: the tensor-core flash kernel (f16 and bf16, D % 16 == 0; CUDA only): 64 query rows a block
@@ -435,12 +435,16 @@ int64_t attn_mma_shared_bytes(int D, int rows_per_warp);  // 0 where the kernel 
 // 0 where the kernel does not take D (a multiple of 8 up to 256) or this build has no sm_90a code (KF_CUDA_WGMMA).
 int64_t attn_wgmma_shared_bytes(int D);
 int launch_attention_wgmma(Dt dt, const AttnParams& p, uint32_t qtiles, void* stream);
+// launch_attention's other parts: the decode kernel and its combine pass (attention_decode.cu); the
+// tensor-core kernels flash-mma and flash-wmma(-regs) without the combine pass (attention_mma.cu; -1 on HIP).
+int launch_attention_decode(Dt dt, const AttnParams& p, void* stream);
+int launch_attention_mma(AttnKernel kern, Dt dt, const AttnParams& p, int bq, int bk, uint32_t qtiles, void* stream);
 // Whether this build has the tensor-core kernel (false for HIP).
 bool attn_wmma_built();
 // The decode kernel's shared memory (bytes) and how many of its blocks a multiprocessor holds at once
 // (the runtime's occupancy answer; 0 when it gave none), for p's dec_* fields and dtype (f32, f16, bf16).
 int64_t attn_decode_shared_bytes(const AttnParams& p);
-// Whether the decode kernel runs its reduce-scatter form for p's dec_* fields (attention.cu).
+// Whether the decode kernel runs its reduce-scatter form for p's dec_* fields (attention_decode.cu).
 bool attn_decode_rs_form(const AttnParams& p);
 int attn_decode_blocks_per_sm(Dt dt, const AttnParams& p);
 

@@ -21,7 +21,6 @@
 #include "hal/cuda/device.hpp"
 #include "hal/cuda/kernels.hpp"
 #include "kf/error.hpp"
-#include "ops/registry.hpp"
 
 namespace kf::hal::cuda {
 namespace {
@@ -34,7 +33,7 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt) {
-  const OpDef& op = *call.op;
+  const std::string name = op_name(call.id);
   const bool grad = call.outputs.size() > 1;
   const std::string prefix = std::string(kBackend) + ":";
   const TensorArg& h = call.inputs[0];
@@ -43,11 +42,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   const uint64_t C = static_cast<uint64_t>(W.shape[0]);
   const uint64_t es = dtype_size(call.dtype), cs = call.dtype == DType::f64 ? 8 : 4;
   const bool half = call.dtype == DType::f16 || call.dtype == DType::bf16;
-  if (C == 0 || D == 0)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no CUDA path for " + std::to_string(C) + " classes of " +
-                                            std::to_string(D) + " features");
-  if (C > INT32_MAX || D > INT32_MAX || N > (uint64_t(1) << 40))
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": a dimension exceeds the products' limits");
+  // (C and D in [1, 2^31), N at most 2^40: supports())
 
   // Rows per chunk: a multiple of the granule, as many as fit kChunkBytes of logits (Vulkan's choice).
   // The backward of a 16-bit op reads and writes d_W's float accumulator (C x d x 4 bytes, held anyway)
@@ -57,7 +52,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   const uint64_t chunk_bytes = grad && half ? std::max<uint64_t>(kChunkBytes, C * D * 2) : kChunkBytes;
   const uint64_t granule = kChunkAlign / std::gcd(kChunkAlign, D * es);
   if (granule * C * es > chunk_bytes)
-    throw Error(ErrorCode::Unsupported, op.name + ": " + std::to_string(granule) + " rows of " + std::to_string(C) +
+    throw Error(ErrorCode::Unsupported, name + ": " + std::to_string(granule) + " rows of " + std::to_string(C) +
                                             " logits exceed the chunk limit of " + std::to_string(chunk_bytes) +
                                             " bytes (chunking over the classes is not implemented)");
   uint64_t rows = lce_rows_ ? align_up(static_cast<uint64_t>(lce_rows_), granule)
@@ -86,15 +81,15 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
 
   make_current();
   xp.rows = static_cast<int64_t>(N);  // the count over every row
-  check_launch(launch_lce_pass(dt, xp, 0, max_shared_optin_, stream_), op.name + " count");
+  check_launch(launch_lce_pass(dt, xp, 0, max_shared_optin_, stream_), name + " count");
 
   const auto product = [&](DType out, bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, const void* A, uint64_t lda,
                            const void* B, uint64_t ldb, void* Dp, uint64_t ldd, bool accumulate) {
-    return lt_product(op.name, call.dtype, out, ta, tb, int64_t(m), int64_t(n), int64_t(k), A, int64_t(lda), B,
+    return lt_product(name, call.dtype, out, ta, tb, int64_t(m), int64_t(n), int64_t(k), A, int64_t(lda), B,
                       int64_t(ldb), Dp, int64_t(ldd), accumulate);
   };
   const auto no_algorithm = [&](const char* what) {
-    return Error(ErrorCode::Unsupported, prefix + " " + op.name + ": cuBLASLt has no algorithm for " + what + " in " +
+    return Error(ErrorCode::Unsupported, prefix + " " + name + ": cuBLASLt has no algorithm for " + what + " in " +
                                              to_string(call.dtype));
   };
   const auto* hp = static_cast<const unsigned char*>(ptr_of(h.buffer));
@@ -108,7 +103,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     // 2. the chunk's losses (and G over Z)
     xp.rows = static_cast<int64_t>(n);
     xp.row_base = static_cast<int64_t>(r0);
-    check_launch(launch_lce_pass(dt, xp, 1, max_shared_optin_, stream_, &layout), op.name + " rows");
+    check_launch(launch_lce_pass(dt, xp, 1, max_shared_optin_, stream_, &layout), name + " rows");
     if (!grad) continue;
     // 3. d_h[chunk] [n, d] = G W: column-major d_h^T (d x n) = W (d x C) G^T (C x n).
     void* dhc = static_cast<unsigned char*>(ptr_of(call.outputs[1].buffer)) + r0 * D * es;
@@ -132,11 +127,11 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     dp.mode = 0;
     dp.first = r0 == 0;
     const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((dp.n + 255) / 256, 1, int64_t(sm_count_) * 32));
-    check_launch(launch_lce_dw(dt, dp, blocks, stream_), op.name + " d_W accumulate");
+    check_launch(launch_lce_dw(dt, dp, blocks, stream_), name + " d_W accumulate");
   }
   xp.rows = static_cast<int64_t>(N);  // the mean over every row, in row order
   xp.row_base = 0;
-  check_launch(launch_lce_pass(dt, xp, 2, max_shared_optin_, stream_), op.name + " mean");
+  check_launch(launch_lce_pass(dt, xp, 2, max_shared_optin_, stream_), name + " mean");
   if (grad) {
     if (N == 0) {
       fill_bytes(*call.outputs[2].buffer, 0, static_cast<size_t>(C * D * es));
@@ -147,7 +142,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
       dp.n = static_cast<int64_t>(C * D);
       dp.mode = 1;
       const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((dp.n + 255) / 256, 1, int64_t(sm_count_) * 32));
-      check_launch(launch_lce_dw(dt, dp, blocks, stream_), op.name + " d_W store");
+      check_launch(launch_lce_dw(dt, dp, blocks, stream_), name + " d_W store");
     }
   }
   return prefix + "lce/chunks=" + std::to_string(nchunks) + "x" + std::to_string(rows) + "rows,block=" +

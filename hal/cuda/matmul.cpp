@@ -34,8 +34,7 @@
 #include "hal/cuda/device.hpp"
 #include "hal/cuda/kernels.hpp"
 #include "kf/error.hpp"
-#include "ops/reference_math.hpp"
-#include "ops/registry.hpp"
+#include "plan/dropout.hpp"
 
 #include <optional>
 
@@ -57,11 +56,11 @@ bool CudaDevice::matmul_supported(std::string* why) const {
 }
 
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
-  throw Error(ErrorCode::Unsupported, "hip: " + call.op->name + ": the HIP build has no matmul (no hipBLASLt)");
+  throw Error(ErrorCode::Unsupported, "hip: " + std::string(op_name(call.id)) + ": the HIP build has no matmul (no hipBLASLt)");
 }
 
 std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType, bool, int64_t, int64_t, int64_t, int64_t) {
-  throw Error(ErrorCode::Unsupported, "hip: " + call.op->name + ": the HIP build has no matmul (no hipBLASLt)");
+  throw Error(ErrorCode::Unsupported, "hip: " + std::string(op_name(call.id)) + ": the HIP build has no matmul (no hipBLASLt)");
 }
 
 void CudaDevice::conv_gemm(const ConvGemm&, const std::string& op) {
@@ -457,12 +456,12 @@ LtProduct product_of(const OpCall& call, bool trans_a, int64_t M, int64_t N, int
 
 // linear_dropout's dropout in the epilogue (none for p = 0 and the other ops).
 void set_dropout(EpilogueParams& ep, const OpCall& call) {
-  if (call.op->name != "linear_dropout" || call.attrs.p <= 0) return;
+  if (call.id != OpId::linear_dropout || call.attrs.p <= 0) return;
   ep.seed_lo = static_cast<uint32_t>(call.attrs.seed);
   ep.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
   ep.off_lo = static_cast<uint32_t>(call.attrs.offset);
   ep.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-  ep.thr = ref::dropout_threshold(call.attrs.p);
+  ep.thr = plan::dropout_threshold(call.attrs.p);
   ep.keep_scale = 1.0 / (1.0 - call.attrs.p);
 }
 
@@ -475,12 +474,11 @@ void set_dropout(EpilogueParams& ep, const OpCall& call) {
 // cuBLASLt's fused epilogues are left out: their bias would have to be in the output's type.
 std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt, bool trans_a, int64_t M, int64_t N,
                                                   int64_t K, int64_t batches) {
-  const OpDef& op = *call.op;
+  const std::string name = op_name(call.id);
   const std::string prefix = std::string(kBackend) + ":";
-  Dt in_dt = Dt::f32, out_dt = Dt::f32;
-  if (!dt_of(call.dtype, &in_dt) || !dt_of(odt, &out_dt) || in_dt == Dt::f64 || out_dt == Dt::f64)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": no product stores " + to_string(odt) + " from " +
-                                            to_string(call.dtype) + " inputs (f32, f16 and bf16 mix; f64 does not)");
+  Dt in_dt = Dt::f32, out_dt = Dt::f32;  // (f32, f16 and bf16 only: supports())
+  dt_of(call.dtype, &in_dt);
+  dt_of(odt, &out_dt);
   const TensorArg* bias = call.inputs.size() > 2 && call.inputs[2].buffer ? &call.inputs[2] : nullptr;
   const TensorArg* res = call.inputs.size() > 3 && call.inputs[3].buffer ? &call.inputs[3] : nullptr;
   const TensorArg& y = call.outputs[0];
@@ -493,8 +491,8 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   LtProduct g = product_of(call, trans_a, M, N, K, batches, acc_p);
   g.out_dtype = DType::f32;
   g.soft_fail = true;
-  if (lt_run(g, op.name) < 0)
-    throw Error(ErrorCode::Unsupported, prefix + " " + op.name + ": cuBLASLt has no f32-output product of " +
+  if (lt_run(g, name) < 0)
+    throw Error(ErrorCode::Unsupported, prefix + " " + name + ": cuBLASLt has no f32-output product of " +
                                             to_string(call.dtype) + " inputs for this shape");
 
   std::shared_ptr<Buffer> bias32;
@@ -504,7 +502,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
     cb.src = ptr_of(bias->buffer);
     cb.dst = ptr_of(bias32);
     cb.n = N;
-    check_launch(launch_convert(in_dt, Dt::f32, cb, static_cast<uint32_t>((N + 255) / 256), stream_), "bias to f32 " + op.name);
+    check_launch(launch_convert(in_dt, Dt::f32, cb, static_cast<uint32_t>((N + 255) / 256), stream_), "bias to f32 " + name);
   }
   EpilogueParams ep;
   ep.y = acc_p;
@@ -516,7 +514,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   set_dropout(ep, call);
   std::string variant = prefix + "cublaslt,f32-product" + (batches > 1 ? ",batched" : "");
   if (ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u) {
-    check_launch(launch_epilogue(Dt::f32, ep, blocks, stream_), "epilogue " + op.name);
+    check_launch(launch_epilogue(Dt::f32, ep, blocks, stream_), "epilogue " + name);
     variant += "+epilogue-kernel";
   }
   if (!direct) {
@@ -525,18 +523,18 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
     cv.add = res ? ptr_of(res->buffer) : nullptr;
     cv.dst = ptr_of(y.buffer);
     cv.n = y.numel;
-    check_launch(launch_convert(Dt::f32, out_dt, cv, blocks, stream_), "convert " + op.name);
+    check_launch(launch_convert(Dt::f32, out_dt, cv, blocks, stream_), "convert " + name);
     variant += "+convert";
   }
   return variant + ",out-" + to_string(odt);
 }
 
 std::string CudaDevice::dispatch_matmul(const OpCall& call) {
-  const OpDef& op = *call.op;
+  const std::string name = op_name(call.id);
   const LtApi& api = lt_api(&options_);
-  if (!api.error.empty()) throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + op.name + ": cuBLASLt is unavailable: " + api.error);
-  const bool dropout = op.name == "linear_dropout" && call.attrs.p > 0;
-  const bool is_linear = op.name == "linear" || op.name == "linear_dropout";
+  if (!api.error.empty()) throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + name + ": cuBLASLt is unavailable: " + api.error);
+  const bool dropout = call.id == OpId::linear_dropout && call.attrs.p > 0;
+  const bool is_linear = call.id == OpId::linear || call.id == OpId::linear_dropout;
   const TensorArg& a = call.inputs[0];
   const TensorArg& b = call.inputs[1];
   const TensorArg* bias = call.inputs.size() > 2 && call.inputs[2].buffer ? &call.inputs[2] : nullptr;
@@ -562,7 +560,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   }
 
   const bool f64 = call.dtype == DType::f64, half = call.dtype == DType::f16 || call.dtype == DType::bf16;
-  const DType odt = op.output_dtype(call.dtype, call.attrs);
+  const DType odt = call.attrs.out_dtype ? *call.attrs.out_dtype : call.dtype;  // (the core admits it on these ops only)
   if (odt != call.dtype) return dispatch_matmul_out_dtype(call, odt, trans_a, M, N, K, batches);
 
   // Which parts of the epilogue cuBLASLt fuses; the rest goes to the epilogue kernel.
@@ -591,7 +589,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   g.beta_one = lt_res;
   g.epilogue = epi;
   g.bias = lt_bias ? ptr_of(bias->buffer) : nullptr;
-  const cublasLtEpilogue_t used = static_cast<cublasLtEpilogue_t>(lt_run(g, op.name));
+  const cublasLtEpilogue_t used = static_cast<cublasLtEpilogue_t>(lt_run(g, name));
   if (used != epi) {
     // No algorithm with the fused epilogue for this shape: the plain product ran, and the epilogue kernel
     // does bias and activation (the residual stays in beta = 1 where it was).
@@ -615,7 +613,7 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
       default: break;
     }
     const int64_t blocks = std::clamp<int64_t>((y.numel + 255) / 256, 1, int64_t(sm_count_) * 32);
-    check_launch(launch_epilogue(dt, ep, static_cast<uint32_t>(blocks), stream_), "epilogue " + op.name);
+    check_launch(launch_epilogue(dt, ep, static_cast<uint32_t>(blocks), stream_), "epilogue " + name);
     variant += "+epilogue-kernel";
   }
   return variant;

@@ -1,4 +1,4 @@
-// The sm_80+ warp-level matrix instructions the tensor-core attention kernel uses (attention.cu
+// The sm_80+ warp-level matrix instructions the tensor-core attention kernel uses (attention_mma.cu
 // attn_mma), each as one inline-PTX wrapper: cp.async (16 bytes, zero-filled past src_bytes), its
 // commit / wait, ldmatrix .x4 (and .trans) and mma.sync.m16n8k16 with f16 or bf16 inputs and float
 // accumulators. Fragment layouts as the PTX ISA documents them ("Matrix fragments for mma.m16n8k16",

@@ -1,4 +1,4 @@
-// The Hopper (sm_90a) warpgroup matrix instructions of the attention kernel attn_wgmma (attention.cu):
+// The Hopper (sm_90a) warpgroup matrix instructions of the attention kernel attn_wgmma (attention_wgmma.cu):
 // wgmma.mma_async with float accumulators, A and B from shared memory (SS) or A from registers (RS),
 // the fence / commit / wait that order them, and the shared-memory matrix descriptor. Layouts as the PTX
 // ISA documents them ("Asynchronous Warpgroup Level Matrix" fragments and shared-memory layouts): for

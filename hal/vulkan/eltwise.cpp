@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "hal/vulkan/device.hpp"
-#include "core/dropout.hpp"
+#include "plan/dropout.hpp"
 #include "hal/vulkan/kernels_common.hpp"
 
 namespace kf::hal::vk {
@@ -81,7 +81,7 @@ std::string VulkanDevice::dispatch_eltwise(const OpCall& call) {
     pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
     pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
     pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-    pc.thr = dropout_threshold(call.attrs.p);
+    pc.thr = plan::dropout_threshold(call.attrs.p);
     const double keep = 1.0 / (1.0 - call.attrs.p);
     pc.keep_scale = static_cast<float>(keep);
     uint64_t bits;

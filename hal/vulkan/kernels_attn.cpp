@@ -24,11 +24,13 @@
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/kernels_common.hpp"
-#include "core/attn_geometry.hpp"
-#include "core/dropout.hpp"
+#include "plan/attention.hpp"
+#include "plan/dropout.hpp"
 #include "ops/score_mod.hpp"
 
 namespace kf::hal::vk {
+using plan::AttnGeometry;
+using plan::attn_geometry;
 namespace {
 
 struct AttnPush {
@@ -111,26 +113,21 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
   const Caps& caps = dev.info().caps;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   const std::string variant = std::string("attn_decode_") + to_string(call.dtype);
-  if (g.varlen) why = "it does not take packed sequences (cu_seqlens)";
-  else if (g.SqT != 1) why = "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
-  else if (a.rope) why = "it does not apply RoPE";
-  else if (a.p > 0) why = "it does not apply dropout";
-  else if (has(8)) why = "it does not take a block mask";
-  else if (g.D % 8 != 0 || g.D > 256) why = "it takes head dimensions that are multiples of 8 up to 256 (D = " + std::to_string(g.D) + ")";
-  else if (!dev.has_variant(variant)) why = "this build has no " + variant;
+  why = kf::plan::decode_refusal(g, a, has(8));
+  if (why.empty()) why = kf::plan::decode_head_dim_refusal(g.D, 8);
+  if (!why.empty()) return false;
+  if (!dev.has_variant(variant)) why = "this build has no " + variant;
   else if (!caps.subgroup_shuffle) why = "the device has no subgroup shuffles in compute shaders";
   else if (caps.subgroup_size == 0 || (caps.subgroup_size & (caps.subgroup_size - 1)) != 0 || kDecodeWg % caps.subgroup_size != 0)
     why = "the device's subgroup size " + std::to_string(caps.subgroup_size) + " does not divide " + std::to_string(kDecodeWg);
   else if (caps.max_workgroup_size && caps.max_workgroup_size < kDecodeWg)
     why = "the device's workgroups hold fewer than " + std::to_string(kDecodeWg) + " invocations";
   if (!why.empty()) return false;
-  const uint32_t npk = static_cast<uint32_t>(g.D) / pack_elems(call.dtype);
-  uint32_t lk = 1;
-  while (lk < npk && lk < 32 && lk < caps.subgroup_size) lk *= 2;
-  const uint32_t G = static_cast<uint32_t>(g.Hq / g.Hkv);
-  plan.nchunk = (G + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
-  plan.gc = (G + plan.nchunk - 1) / plan.nchunk;
-  plan.lk = lk;
+  const kf::plan::DecodeShape ds = kf::plan::decode_shape(g.D, pack_elems(call.dtype), g.Hq / g.Hkv, kDecodeMaxHeads, caps.subgroup_size);
+  plan.nchunk = static_cast<uint32_t>(ds.nchunk);
+  plan.gc = static_cast<uint32_t>(ds.heads);
+  plan.lk = static_cast<uint32_t>(ds.lanes);
+  const uint32_t lk = plan.lk;
   const uint64_t shared = 4ull * (2ull * (kDecodeWg / lk) * plan.gc + uint64_t(plan.gc) * uint64_t(g.D));
   if (caps.max_shared_bytes && shared > caps.max_shared_bytes) {
     why = "its " + std::to_string(shared) + " bytes of shared memory exceed the device's " + std::to_string(caps.max_shared_bytes);
@@ -301,7 +298,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(a.offset);
   pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = dropout_threshold(a.p);
+  pc.thr = plan::dropout_threshold(a.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
 
   // The tile: the largest that fits the shared memory and the workgroup size.
@@ -719,18 +716,12 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   // Key splits (the decode path): when the grid has few workgroups and there are many keys.
   const uint64_t qtiles = (rows_needed + bq - 1) / bq;
   const uint64_t base_groups = qtiles * static_cast<uint64_t>(g.Hkv) * static_cast<uint64_t>(g.nseq);
-  uint64_t nsplit = 1;
-  if (tuning().attn_split >= 1) {
-    nsplit = tuning().attn_split;
-  } else if (base_groups < 256 && g.SkT >= 512) {
-    nsplit = std::min<uint64_t>({(512 + base_groups - 1) / base_groups, static_cast<uint64_t>(g.SkT) / 256, 64});
-  }
-  nsplit = std::max<uint64_t>(1, nsplit);
+  const kf::plan::KeySplit ks = kf::plan::flash_split(g.SkT, static_cast<int64_t>(base_groups), 512, bk, tuning().attn_split);
+  const uint64_t nsplit = static_cast<uint64_t>(ks.n);
   const bool split = nsplit > 1;
   if (split) {
-    const uint64_t per = (static_cast<uint64_t>(g.SkT) + nsplit - 1) / nsplit;
     pc.nsplit = static_cast<uint32_t>(nsplit);
-    pc.split_len = static_cast<uint32_t>((per + bk - 1) / bk * bk);
+    pc.split_len = static_cast<uint32_t>(ks.len);
   }
   if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535)
     throw Error(ErrorCode::Unsupported, "attention: the grid exceeds 65535 workgroups in a dimension");
@@ -781,7 +772,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(a.offset);
   pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = dropout_threshold(a.p);
+  pc.thr = plan::dropout_threshold(a.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
 
   const bool lse = call.outputs.size() > 1;

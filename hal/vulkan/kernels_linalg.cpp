@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "hal/vulkan/kernels_common.hpp"
-#include "core/dropout.hpp"
+#include "plan/dropout.hpp"
 #include "ops/depthwise_tiles.hpp"
 
 namespace kf::hal::vk {
@@ -197,7 +197,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(a.offset);
   pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = dropout_threshold(a.p);
+  pc.thr = plan::dropout_threshold(a.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
   const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
                                                                         : static_cast<uint32_t>(a.act);
@@ -352,7 +352,7 @@ std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
   pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
   pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
   pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-  pc.thr = dropout_threshold(call.attrs.p);
+  pc.thr = plan::dropout_threshold(call.attrs.p);
   pc.keep_scale = static_cast<float>(1.0 / (1.0 - call.attrs.p));
 
   const std::string variant = "mm_gemv_" + std::string(to_string(call.dtype));

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "hal/vulkan/device.hpp"
-#include "core/dropout.hpp"
+#include "plan/dropout.hpp"
 #include "hal/vulkan/kernels_common.hpp"
 
 namespace kf::hal::vk {
@@ -223,7 +223,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
                 static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N),
                 static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
                 static_cast<uint32_t>(call.attrs.offset), static_cast<uint32_t>(call.attrs.offset >> 32),
-                dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
+                plan::dropout_threshold(call.attrs.p), static_cast<float>(1.0 / (1.0 - call.attrs.p))};
   // linear_dropout: the dropout is in every product kernel's epilogue (DROPOUT, spec constant 5).
   const bool drop = call.id == OpId::linear_dropout && call.attrs.p > 0;
   const CoopmatConfig& cfg = *plan.cfg;

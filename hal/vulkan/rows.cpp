@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "hal/vulkan/device.hpp"
-#include "core/dropout.hpp"
+#include "plan/dropout.hpp"
 #include "hal/vulkan/kernels_common.hpp"
 
 namespace kf::hal::vk {

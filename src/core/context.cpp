@@ -82,6 +82,7 @@ void describe_call(const OpDef& op, DType dtype, const Attrs& attrs, hal::OpCall
   call.family = op.family;
   call.out_dtype = op.output_dtype(dtype, attrs);
   call.eps = op.eps_of(attrs);
+  call.attrs.eps = call.eps;  // the default resolved here too, for kernels that read it from the attributes
   call.transcendental = op.transcendental;
   call.in_place = &op.in_place;
 }

@@ -99,6 +99,10 @@ const char* op_name(OpId id);
 // The identifier of a registry name; false when no op has that name.
 bool op_id_of(const char* name, OpId* id);
 
+struct OpDef;
+// The identifier of a registry op, for code that sees OpDef only declared (src/ops/registry.cpp).
+OpId op_id(const OpDef& op);
+
 // Families of ops, as docs/ops.md groups them. Normalization: row kernels with statistics (section 3 and
 // its backward); Loss: reductions of a whole batch to one value (section 6: cross_entropy, mse);
 // Optimizer: in-place parameter updates; Attention: section 5.

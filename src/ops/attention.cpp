@@ -66,19 +66,6 @@ void rope_rotate(double* x, int64_t D, double pos, int64_t layout, double base) 
   }
 }
 
-AttnGeometry attn_geometry(const std::vector<Shape>& in) {
-  AttnGeometry g;
-  g.B = in[0][0];
-  g.Hq = in[0][1];
-  g.SqT = in[0][2];
-  g.D = in[0][3];
-  g.Hkv = in[1][1];
-  g.SkT = in[1][2];
-  g.varlen = in.size() > 5 && !in[5].empty();
-  g.nseq = g.varlen ? in[5][0] - 1 : g.B;
-  return g;
-}
-
 void check_cu_seqlens(const std::string& op, const AttnGeometry& g, const HostTensor& cuq, const HostTensor& cuk) {
   for (const HostTensor* cu : {&cuq, &cuk}) {
     const int64_t T = cu == &cuq ? g.SqT : g.SkT;

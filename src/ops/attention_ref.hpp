@@ -5,10 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "core/attn_geometry.hpp"
+#include "plan/attention.hpp"
 #include "ops/registry.hpp"
+#include "plan/attention.hpp"
 
 namespace kf {
+
+// The geometry of a call (src/plan/attention.hpp, shared with the backends).
+using plan::AttnGeometry;
+using plan::attn_geometry;
 
 // The default ALiBi slope of head h of H (2^(-8 (h + 1) / H) for H a power of two).
 double alibi_default_slope(int64_t h, int64_t H);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/dropout.hpp"
+#include "plan/dropout.hpp"
 
 namespace kf::ref {
 
@@ -34,8 +34,7 @@ inline std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::arr
   return c;
 }
 
-// keep(i) = u >= p with u = (word >> 8) * 2^-24, evaluated exactly as (word >> 8) >= threshold.
-using ::kf::dropout_threshold;  // core/dropout.hpp: the backends share it
+using plan::dropout_threshold;  // src/plan/dropout.hpp, shared with the backends
 
 inline uint32_t philox_word(uint64_t i, uint64_t seed, uint64_t offset) {
   const uint64_t blk = i >> 2;

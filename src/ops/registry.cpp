@@ -47,6 +47,7 @@ const std::vector<const OpDef*>& by_id() {
 }  // namespace
 
 const OpDef& get_op(OpId id) { return *by_id()[static_cast<int>(id)]; }
+OpId op_id(const OpDef& op) { return op.id; }
 
 const OpDef* find_op(const std::string& name) {
   OpId id;

@@ -13,6 +13,7 @@
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
 #include "ops/attention_ref.hpp"
+#include "plan/attention.hpp"
 #include "ops/reference_math.hpp"
 #include "check/conformance.hpp"
 
@@ -116,23 +117,18 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   p.thr = ref::dropout_threshold(a.p), p.keep_scale = 1.0 / (1.0 - a.p);
   hc::philox_round_keys(p.seed_lo, p.seed_hi, p.rk);
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
-  if (path == 4) {  // the decode kernel, as CudaDevice::dispatch_attention plans it
-    const int64_t vw = 16 / int64_t(dtype_size(dt)), npk = D / vw, G = g.Hq / g.Hkv, Sk = g.SkT;
-    int lk = 1;
-    while (lk < npk && lk < 32) lk *= 2;
-    p.dec_lk = lk, p.dec_ppl = int((npk + lk - 1) / lk), p.dec_nchunk = int((G + 7) / 8);
-    p.dec_ng = int((G + p.dec_nchunk - 1) / p.dec_nchunk);
+  if (path == 4) {  // the decode kernel, as CudaDevice::dispatch_attention plans it (src/plan/attention.hpp)
+    const int64_t vw = 16 / int64_t(dtype_size(dt));
+    const plan::DecodeShape ds = plan::decode_shape(D, vw, g.Hq / g.Hkv, 8);
+    const int lk = ds.lanes;
+    p.dec_lk = lk, p.dec_ppl = ds.packs_per_lane, p.dec_nchunk = ds.nchunk, p.dec_ng = ds.heads;
     p.dec_gc = 1;
     while (p.dec_gc < p.dec_ng) p.dec_gc *= 2;
     const int64_t base = g.B * g.Hkv * p.dec_nchunk;
     const int64_t per_sm = std::clamp(hc::attn_decode_blocks_per_sm(dt_of(dt), p), 1, 8);
-    int64_t nsplit = split_force;
-    if (nsplit == 0) nsplit = std::clamp<int64_t>(132 * per_sm / base, 1, std::max<int64_t>(Sk / 256, 1));
-    nsplit = std::clamp<int64_t>(nsplit, 1, std::min<int64_t>(256, std::max<int64_t>(Sk, 1)));
-    const int64_t step = (128 / lk) * 4;
-    int64_t split_len = std::max<int64_t>((Sk + nsplit - 1) / nsplit, 1);
-    if (split_force == 0) split_len = (split_len + step - 1) / step * step;
-    p.nsplit = int(nsplit), p.split_len = int(split_len);
+    const plan::KeySplit ks = plan::decode_split(g.SkT, base, 132 * per_sm, (128 / lk) * 4, split_force);
+    const int64_t nsplit = ks.n;
+    p.nsplit = int(nsplit), p.split_len = int(ks.len);
     std::vector<unsigned char> part(nsplit * g.B * g.Hq * (D + 2) * 4, 0xcd);
     p.part = part.data();
     const int err = hc::launch_attention(hc::AttnKernel::Decode, dt_of(dt), p, 0, 0, 0, nullptr);
@@ -151,22 +147,19 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   }
   const int64_t qtiles = (rows_needed + bq - 1) / bq;
   const int64_t base_blocks = qtiles * g.Hkv * g.nseq;
-  int64_t nsplit = 1;
-  const int sm = 132;
-  if (split_force >= 1) nsplit = split_force;
-  else if (base_blocks < 2 * sm && g.SkT >= 512) nsplit = std::min<int64_t>({(4 * sm + base_blocks - 1) / base_blocks, g.SkT / 256, 64});
+  const plan::KeySplit ks = plan::flash_split(g.SkT, base_blocks, 4 * 132, bk, split_force);
+  const int64_t nsplit = ks.n;
   std::vector<unsigned char> part;
   if (nsplit > 1) {
     p.nsplit = nsplit;
-    const int64_t per = (g.SkT + nsplit - 1) / nsplit;
-    p.split_len = (per + bk - 1) / bk * bk;
+    p.split_len = ks.len;
     part.assign(nsplit * g.B * g.Hq * g.SqT * (D + 2) * (dt == DType::f64 ? 8 : 4), 0xcd);
     p.part = part.data();
   }
   std::vector<double> td; std::vector<float> tf;
   if (a.rope) {
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1, half = D / 2;
+    const plan::RopePositions rp = plan::rope_positions(g);
+    const int64_t pmin = rp.pmin, npos = rp.npos, half = D / 2;
     td.resize(npos * half * 2);
     for (int64_t q = 0; q < npos; ++q) for (int64_t d = 0; d < half; ++d) {
       const double th = double(q + pmin) * std::pow(a.rope_base, -2.0 * double(d) / double(D));

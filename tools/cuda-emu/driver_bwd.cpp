@@ -12,6 +12,7 @@
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
 #include "ops/attention_ref.hpp"
+#include "plan/attention.hpp"
 #include "ops/reference_math.hpp"
 #include "check/conformance.hpp"
 
@@ -77,8 +78,8 @@ void run_bwd(const TestCase& tc, DType dt, int bq, int bk) {
   std::vector<double> td;
   std::vector<float> tf;
   if (a.rope) {
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1, half = D / 2;
+    const plan::RopePositions rp = plan::rope_positions(g);
+    const int64_t pmin = rp.pmin, npos = rp.npos, half = D / 2;
     td.resize(npos * half * 2);
     for (int64_t q = 0; q < npos; ++q)
       for (int64_t d = 0; d < half; ++d) {

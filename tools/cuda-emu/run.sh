@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A host emulation of hal/cuda/attention.cu, attention_bwd.cu, train.cu, conv.cu, norm.cu, rows.cu and eltwise.cu, for machines without a GPU: it checks the kernels' logic
+# A host emulation of hal/cuda/attention.cu, attention_decode.cu, attention_mma.cu, attention_bwd.cu, train.cu, conv.cu, norm.cu, rows.cu and eltwise.cu, for machines without a GPU: it checks the kernels' logic
 # (indexing, masks, splits, dropout index, RoPE positions, the combine pass, the wmma tiling) against the
 # CPU backend; it cannot say anything about what only a GPU shows (fragment layouts, shared-memory limits,
 # timing, races the emulation's barriers hide). Each block runs as blockDim std::threads (std::barrier for
@@ -69,7 +69,7 @@ elif [ "${2:-}" = conv ]; then
   args=()
 else
   srcs=()
-  for f in attention attention_bwd attention_bwd_mma attention_keep attention_wgmma train; do  # attention_wgmma: its "none" stubs (no sm_90a here)
+  for f in attention attention_decode attention_mma attention_bwd attention_bwd_mma attention_keep attention_wgmma train; do  # attention_wgmma: its "none" stubs (no sm_90a here)
     emulate $f
     srcs+=("$work/hal/cuda/${f}_emu.cpp")
   done

@@ -1,0 +1,12 @@
+// The dropout generator's threshold (docs/ops.md, the dropout generator), shared by the reference and every
+// backend's kernels so that they keep exactly the same elements.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+namespace kf::plan {
+
+// keep(i) = u >= p with u = (word >> 8) * 2^-24, evaluated exactly as (word >> 8) >= threshold.
+inline uint32_t dropout_threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }
+
+}  // namespace kf::plan
