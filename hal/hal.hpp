@@ -66,6 +66,14 @@ class Device {
   virtual void upload(Buffer& dst, const void* src, size_t bytes) = 0;
   virtual void download(Buffer& src, void* dst, size_t bytes) = 0;
   virtual void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) = 0;
+  // Memory the caller owns, used in place (NumPy arrays, CPU torch tensors): a buffer over `bytes` at
+  // `data` that `keep_alive` keeps valid; nullptr where the backend's kernels cannot read host memory.
+  virtual std::shared_ptr<Buffer> wrap_host(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
+    (void)data, (void)bytes, (void)keep_alive;
+    return nullptr;
+  }
+  // The host address of a buffer whose memory is host memory (allocated or wrapped); nullptr otherwise.
+  virtual void* host_data(Buffer& buffer) { (void)buffer; return nullptr; }
 
   // Kernels. supports() says whether the device can run the call (its dtype, shapes, attributes and
   // optional inputs; a call without tensors asks for the op and dtype alone) and, if not, why. A call it

@@ -7,7 +7,6 @@
 #include <fstream>
 #include <thread>
 
-#include "hal/cpu/cpu.hpp"
 #include "hal/hal.hpp"
 #include "kf/error.hpp"
 #include "ops/parallel.hpp"
@@ -23,7 +22,7 @@ class CpuBuffer final : public Buffer {
     if (!data_) throw Error(ErrorCode::OutOfMemory, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     size_ = bytes;
   }
-  // Memory the caller owns (hal/cpu/cpu.hpp): never freed here; `keep_alive` holds it.
+  // Memory the caller owns (Device::wrap_host): never freed here; `keep_alive` holds it.
   CpuBuffer(void* data, size_t bytes, std::shared_ptr<void> keep_alive)
       : data_(static_cast<unsigned char*>(data)), keep_alive_(std::move(keep_alive)), owned_(false) {
     size_ = bytes;
@@ -77,6 +76,10 @@ class CpuDevice final : public Device {
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override {
     std::memset(static_cast<CpuBuffer&>(dst).data(), pattern, bytes);
   }
+  std::shared_ptr<Buffer> wrap_host(void* data, size_t bytes, std::shared_ptr<void> keep_alive) override {
+    return std::make_shared<CpuBuffer>(data, bytes, std::move(keep_alive));
+  }
+  void* host_data(Buffer& buffer) override { return static_cast<CpuBuffer&>(buffer).data(); }
   bool supports(const OpCall&, std::string*) const override { return true; }
 
   std::string dispatch(const OpCall& call) override {
@@ -138,12 +141,6 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
-
-std::shared_ptr<Buffer> wrap_cpu_memory(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
-  return std::make_shared<CpuBuffer>(data, bytes, std::move(keep_alive));
-}
-
-void* cpu_buffer_data(Buffer& buffer) { return static_cast<CpuBuffer&>(buffer).data(); }
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 

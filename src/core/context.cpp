@@ -5,7 +5,6 @@
 #include "core/context_impl.hpp"
 #include "core/internal.hpp"
 #include "core/options.hpp"
-#include "hal/cpu/cpu.hpp"
 #include "kf/error.hpp"
 #include "ops/registry.hpp"
 
@@ -209,9 +208,6 @@ Tensor Context::from_host(const Shape& shape, DType dtype, const std::vector<dou
 }
 
 Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
-  if (impl_->backend_name != "cpu")
-    throw Error(ErrorCode::Unsupported, "Context::wrap_host: the " + impl_->backend_name +
-                                            " backend cannot use host memory in place (the CPU backend only)");
   if (shape.size() > static_cast<size_t>(kMaxDims))
     throw Error(ErrorCode::Shape, "Context::wrap_host: shape " + to_string(shape) + " has more than 8 dimensions");
   for (int64_t d : shape)
@@ -221,7 +217,10 @@ Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shar
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.buffer_ = hal::wrap_cpu_memory(data, t.nbytes(), std::move(keep_alive));
+  t.buffer_ = impl_->device->wrap_host(data, t.nbytes(), std::move(keep_alive));
+  if (!t.buffer_)
+    throw Error(ErrorCode::Unsupported, "Context::wrap_host: the " + impl_->backend_name +
+                                            " backend cannot use host memory in place (the CPU backend only)");
   t.owner_ = impl_;
   return t;
 }

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/context_impl.hpp"
-#include "hal/cpu/cpu.hpp"
 #include "kf/error.hpp"
 
 namespace kf {
@@ -86,8 +85,7 @@ void Tensor::fill_bytes(uint8_t pattern) {
 }
 
 void* Tensor::host_data() const {
-  if (!defined() || owner_->backend_name != "cpu") return nullptr;
-  return hal::cpu_buffer_data(*buffer_);
+  return defined() ? owner_->device->host_data(*buffer_) : nullptr;
 }
 
 }  // namespace kf
