@@ -23,7 +23,9 @@ fi
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-common=(-std=c++17 -O3 -I. -Iinclude -Isrc)
+# -O1: the check is that the dialect compiles and code generation succeeds for each target; -O3's extra
+# optimization passes only cost CI time (nothing produced here runs).
+common=(-std=c++17 -O1 -I. -Iinclude -Isrc)
 version=$(hipcc --version 2>/dev/null | grep -m1 -iE "HIP version|clang version" || true)
 echo "check-hip: $(command -v hipcc) (${version:-version unknown})"
 failed=0
@@ -45,7 +47,7 @@ reason_of() {  # the first line of hipcc's complaint
 
 for t in "${targets[@]}"; do
   arch=$t  # gfx942 unknown to the compiler: gfx940 stands in (the same GFX9.4 family, wave64)
-  for src in hal/cuda/eltwise.cu hal/cuda/rows.cu hal/cuda/norm.cu hal/cuda/train.cu hal/cuda/attention.cu hal/cuda/attention_decode.cu hal/cuda/attention_mma.cu hal/cuda/attention_bwd.cu hal/cuda/attention_bwd_mma.cu hal/cuda/attention_keep.cu hal/cuda/attention_wgmma.cu hal/cuda/conv.cu; do
+  for src in hal/cuda/*.cu; do
     label="$t-$(basename "$src" .cu)"
     if compile "$label" -x hip --offload-arch="$arch" "${common[@]}" -c "$src" -o "$out/$label.o"; then
       summary+=("$t: $src compiled to a code object for $arch")
@@ -79,7 +81,7 @@ done
 # Host code once: the runtime calls through gpu_compat.hpp's names (a HIP build defines KF_HIP).
 for src in hal/cuda/device.cpp hal/cuda/allocator.cpp hal/cuda/kernels.cpp hal/cuda/matmul.cpp hal/cuda/lce.cpp; do
   label="host-$(basename "$src" .cpp)"
-  if compile "$label" -DKF_HIP -x hip --offload-arch=gfx90a -std=c++20 -O2 -Wall -Wextra -Wno-missing-field-initializers \
+  if compile "$label" -DKF_HIP -x hip --offload-arch=gfx90a -std=c++20 -O1 -Wall -Wextra -Wno-missing-field-initializers \
       -I. -Iinclude -Isrc -c "$src" -o "$out/$label.o"; then
     summary+=("host: $src compiled")
   else
