@@ -1,7 +1,7 @@
 // Dropout's keep words of attention drawn ahead of the kernels that apply them (AttnParams::keep_words,
 // keep_ready): a kernel of its own draws docs/ops.md's Philox bits at the rate the GPU's integer pipes allow,
 // where drawing inside flash-wgmma or the backward's dK/dV pass sat on each warp's path between its products
-// (bench/results/h100-vulkan/NOTES.md, session 19). Rows of [B, Hq, SqT] without packed sequences (kbeg = 0);
+// (measured on an H100). Rows of [B, Hq, SqT] without packed sequences (kbeg = 0);
 // word w of row `row` holds keys 32 w .. 32 w + 31, at keep_word_at's place. A word no key of which the row sees
 // (the causal mask, the window) is left as drawn 0 or unwritten.
 #include <algorithm>

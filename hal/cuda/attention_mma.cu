@@ -457,7 +457,7 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
   // zero so that a masked -inf stays -inf) and c = log2(e) where score_of has scaled s already; m is the
   // row's running max of s c. One FFMA and one ex2.approx.ftz a score: Nsight Compute counted about 30
   // instructions a score before (the scale's FMUL, __expf's range tests, a -inf select), half of them
-  // FP32 and predicate work around the tensor cores' 13 % (bench/results/h100-vulkan/NOTES.md, session 9).
+  // FP32 and predicate work around the tensor cores' 13 % (H100).
   constexpr float kLog2e = 1.44269504088896341f;
   const bool neg = scale < 0.0f;
   const float c2 = plain ? fmaxf(fabsf(scale) * kLog2e, 1.17549435e-38f) : kLog2e;
@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(128, 2) attn_mma(const AttnParams p) {
       } else if (!p.bmask) {
         // Soft-capping, ALiBi and the window in registers, as score_of computes them, the slopes from
         // before the loop (the scratch below took a row index, a slope and a division a score: ALiBi ran at
-        // 0.08 of this kernel's plain speed, session 20). Rows past the sequence need no mask (above).
+        // 0.08 of this kernel's plain speed on an H100). Rows past the sequence need no mask (above).
         using M = Math<float, T::FAST>;
         const float cap = static_cast<float>(p.softcap);
         // Whether every score of the step is visible to this lane's rows (uniform over the warp: one

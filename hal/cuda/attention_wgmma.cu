@@ -4,8 +4,8 @@
 // Why a kernel of its own: mma.sync, which attn_mma (FlashAttention-2's form) is built on, is issued by
 // each warp for each 16 x 8 tile and reaches about half of an H100's tensor-core rate; wgmma.mma_async
 // multiplies a 64-row warpgroup tile by a whole shared-memory operand in one asynchronous instruction.
-// bench/probes/wgmma/proto.cu measured this loop at 340-434 TFLOP/s on an H100 where attn_mma and
-// PyTorch's FlashAttention-2 backend ran 270-340 (bench/results/h100-vulkan/NOTES.md, session 14).
+// A prototype of this loop measured 340-434 TFLOP/s on an H100 where attn_mma and PyTorch's
+// FlashAttention-2 backend ran 270-340.
 //
 // Shape: blocks of 256 threads, two warpgroups of 64 query rows each (BQ = 128 rows a block: the GQA row
 // grouping of the other kernels, row r of the tile = query qb + (rb + r) / G of head hk G + (rb + r) % G);

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kEltwiseThreads) eltwise_kernel(const EltwiseP
   const bool packs_packed = kGated<OP> && p.packed && !p.gather;
   // A bias over the features as whole packs: its element offset (pk VW) mod feat is found once a tile
   // and stepped by WG VW from item to item (a remainder by the run-time feat is some 25 instructions; one
-  // a pack took 8 % of 16-bit bias_gelu_dropout's issue slots, Nsight Compute, session 12).
+  // a pack took 8 % of 16-bit bias_gelu_dropout's issue slots, Nsight Compute on an H100).
   // (32-bit offsets: 64-bit ones cost the 16-bit bias ops 2 registers, over 64: 3 blocks an SM, not 4.)
   const bool feat_packs = kBias1<OP> && p.mode1 == kFeatures && !p.gather && !p.packed && p.feat < (int64_t(1) << 31);
   const uint32_t feat = static_cast<uint32_t>(p.feat);

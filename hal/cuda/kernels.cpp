@@ -573,8 +573,8 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   // Which tensor-core kernel: flash-mma (the FlashAttention-2 kernel) where it applies unless
   // KF_TUNE attn_wmma=regs or smem names a wmma kernel; attn_wmma=mma forces it.
   // Its rows per warp: 32 (128 query rows a block, two row tiles a warp sharing each K / V fragment:
-  // FlashAttention-2's layout; the default since session 9 measured it 1.07-1.2x faster than 16 on an
-  // H100 once the softmax was lean) or KF_TUNE attn_rows_per_warp=16 (64 rows a block).
+  // FlashAttention-2's layout; the default: 1.07-1.2x faster than 16 on an H100 once the softmax was
+  // lean) or KF_TUNE attn_rows_per_warp=16 (64 rows a block).
   const int mma_rw = attn_rows_per_warp_ == 16 ? 16 : 32;
   std::string no_mma;
   if (D != 64 && D != 128) no_mma = "it takes head dimensions 64 and 128 only (got " + std::to_string(D) + ")";
@@ -926,7 +926,7 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
     // Dropout: its keep words drawn by the dK/dV pass and kept for the dQ pass, where they take at most 2 GiB
     // (drawing is most of what dropout costs these kernels); KF_TUNE attn_bwd_bits=1 draws the bits in both
     // passes, =2 keeps them whatever their size. (Drawn ahead by attention_keep.cu for both passes they were
-    // no faster, and the dK/dV kernels spilled: session 19's probe 7.)
+    // no faster on an H100, and the dK/dV kernels spilled.)
     std::shared_ptr<Buffer> kept;
     std::string bits;
     if (p.dropout && attn_bwd_bits_ != 1) {

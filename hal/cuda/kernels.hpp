@@ -80,7 +80,7 @@ constexpr int kRowCache256 = 16, kRowCache1024 = 32;
 // keep loads in flight while other blocks reduce, where a 1024-thread block per row left the memory idle.
 // Automatic: P = packs / target, 2 to 8, target (packs a block) 4096 for softmax and the layer norms,
 // 2048 for the rms norms and the add forms: the best of P = 2, 4, 8 on an H100 over rows of 65536 in
-// every dtype, measured twice (bench/results/h100/session11/probes/probe2: softmax 0.86 -> 0.91-0.99 of
+// every dtype, measured twice (softmax 0.86 -> 0.91-0.99 of
 // copy against 2048, f32 layer_norm 0.84 -> 0.86; rms_norm 0.92 against 0.82-0.83 with 4096, add forms
 // 0.97-1.0 against 0.81-0.88). rows_cluster=N: P = N. None (P = 0) when a part does not fit the shared
 // memory.

@@ -47,8 +47,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
   // Rows per chunk: a multiple of the granule, as many as fit kChunkBytes of logits (Vulkan's choice).
   // The backward of a 16-bit op reads and writes d_W's float accumulator (C x d x 4 bytes, held anyway)
   // once per chunk, so its chunks may hold up to half that in logits: on an H100 (N 8192, d 4096, 131072
-  // classes, f16) 1024 rows a chunk took 44.8-45.6 ms, 2048 39.6-39.9, 4096 36.9-37.9 (NOTES.md,
-  // session 10 probe 4); the peak above the inputs and outputs is then at most 1.5 accumulators.
+  // classes, f16) 1024 rows a chunk took 44.8-45.6 ms, 2048 39.6-39.9, 4096 36.9-37.9; the peak above the inputs and outputs is then at most 1.5 accumulators.
   const uint64_t chunk_bytes = grad && half ? std::max<uint64_t>(kChunkBytes, C * D * 2) : kChunkBytes;
   const uint64_t granule = kChunkAlign / std::gcd(kChunkAlign, D * es);
   if (granule * C * es > chunk_bytes)

@@ -369,7 +369,7 @@ int CudaDevice::lt_run(const LtProduct& g, const std::string& opname) {
   auto it = lt.chosen.find(key);
   if (it == lt.chosen.end()) {
     // The heuristic's first algorithm. (Timing its first 16 on the operands and keeping the fastest was
-    // measured on an H100 and was no faster: bench/results/h100-vulkan/NOTES.md, session 7.)
+    // measured on an H100 and was no faster.)
     // KF_TUNE mm_algo=N takes the N-th answer instead (the last one where it gives fewer), to compare them.
     cublasLtMatmulHeuristicResult_t results[32]{};
     const int wanted = std::max(1, mm_algo_);
