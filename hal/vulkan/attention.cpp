@@ -825,7 +825,7 @@ int64_t coopmat_quad_layout(VulkanDevice& dev) {
   if (!dev.coopmat_f16() || !dev.has_variant("coopmat_layout")) return -1;
   const std::shared_ptr<Buffer> out = dev.allocate(32 * 33 * sizeof(float));
   Launch l;
-  // KF_COOPMAT_LAYOUT=f16 probes (and prints) an f16 matrix's layout instead of the accumulator's.
+  // KF_COOPMAT_LAYOUT=f16 finds (and prints) an f16 matrix's layout instead of the accumulator's.
   const std::string& layout_opt = dev.options().coopmat_layout;
   const char* diag = layout_opt.empty() ? nullptr : layout_opt.c_str();
   l.variant = diag && std::string(diag) == "f16" && dev.has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";

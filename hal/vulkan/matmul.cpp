@@ -38,7 +38,7 @@ constexpr CoopmatConfig kCoopmatConfigs[] = {
     // 64 rows: products with few output rows (a convolution's 64 channels) waste no half tile.
     {"mm_coopmat_f16_c14", 64, 256, "64x256,8sg,bk32,1stage"},
 };
-// On an H100 (bench/results/h100-vulkan/NOTES.md) c1..c10 but c4, c5 measured within 3 % of each other
+// On an H100, c1..c10 but c4, c5 measured within 3 % of each other
 // (137-147 TFLOP/s at 4096^3); c12 and c13, whose 16 subgroups share a staged tile twice as large,
 // 159-166. The default: c14 for at most 64 rows, c13 when the grid still has two waves of workgroups
 // on a large GPU, c1 (the least shared memory, twice the workgroups) otherwise.

@@ -131,7 +131,7 @@ std::string dispatch_norm(VulkanDevice& dev, const OpCall& call) {
   }
   // 16-bit rows that fit one workgroup at 16 values an invocation take 16 (twice the invocations a row):
   // on the H100 rows of 4096 read bf16 layer_norm 0.87 -> 0.93, rms_norm 0.91 -> 0.99 of copy, f16 0.90 ->
-  // 0.97 / 0.97 -> 0.99 (session 9, probe 3); f32 and longer rows keep 32.
+  // 0.97 / 0.97 -> 0.99; f32 and longer rows keep 32.
   Tuning t = dev.tuning();
   if (t.rows_values == 0 && (call.dtype == DType::f16 || call.dtype == DType::bf16) &&
       len <= uint64_t(kWorkgroup) * 16)

@@ -35,7 +35,7 @@ std::string dispatch_rows(VulkanDevice& dev, const OpCall& call) {
   // CACHE = 32 values) or, for plain reductions, two rounds of its unrolled loads: fewer invocations
   // per row mean fewer reduction steps between the load and store phases.
   // 32 cached values per invocation measured best on an H100 for f32, f16 and bf16 (64 and 128 lose
-  // occupancy: bench/results/h100-vulkan/NOTES.md).
+  // occupancy).
   const uint32_t cache_values = dev.tuning().rows_values ? dev.tuning().rows_values : 32;
   const uint64_t per_invocation = std::max<uint64_t>(1, wide ? cache_values / vw : 8);
   uint32_t tpr = 1;
@@ -44,7 +44,7 @@ std::string dispatch_rows(VulkanDevice& dev, const OpCall& call) {
   tpr = std::max<uint32_t>(tpr, 1);
   // Rows longer than a workgroup's cache (softmax and log_softmax re-read the rest for their output):
   // a larger workgroup per row caches twice as much. (Limiting the workgroups in flight so that their
-  // rows stay in L2 for the re-read was measured slower at every budget on an H100: NOTES.md.) The
+  // rows stay in L2 for the re-read was measured slower at every budget on an H100.) The
   // plain reductions read the row once anyway.
   const bool reduction = call.id == OpId::sum_squared || call.id == OpId::mean_abs;
   uint32_t wg = kWorkgroup;
@@ -64,9 +64,9 @@ std::string dispatch_rows(VulkanDevice& dev, const OpCall& call) {
   // workgroups per row, each caching its part, exchanging the parts' max and sum. bf16 parts are cached
   // raw (64 values in the registers of 32 floats: P = 2 for rows of 65536); f16 keeps the float cache,
   // whose exponentials softmax reuses for its output (a raw f16 cache converts each value twice, and on
-  // an H100 those conversions cost cross_entropy more than the bytes in flight gained: NOTES.md probe7).
+  // an H100 those conversions cost cross_entropy more than the bytes in flight gained).
   // By default f16 keeps the two-read path: on the H100 its float-cached parts read 0.63 of copy against
-  // the two-read path's 0.80 (f32 0.73 -> 0.84, bf16 raw 0.72 -> 0.80; NOTES.md, session 8 probe 4).
+  // the two-read path's 0.80 (f32 0.73 -> 0.84, bf16 raw 0.72 -> 0.80).
   const uint32_t coop_mode = rows_coop_mode(dev.info(), dev.tuning());
   const bool coop_default_off = call.dtype == DType::f16 && dev.tuning().rows_coop == 0;
   if (stream && wide && !reduction && coop_mode >= 2 && !coop_default_off) {

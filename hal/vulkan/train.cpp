@@ -22,8 +22,8 @@ inline size_t acc_bytes(DType t) { return t == DType::f64 ? 8 : 4; }
 namespace {
 // The fused norm backward's 16-byte packs an invocation (NT of norm_bwd.comp PASS 3): 4, except 2 for
 // rms_norm_backward in 16-bit (twice the invocations a row), or KF_TUNE normbwd_packs. H100, rows of 4096,
-// of copy at 4 / 2 packs (bench/results/h100/session7/probes/probe3): layer f32 0.91 / 0.92, f16 0.88 /
-// 0.72, bf16 0.89 / 0.71; rms f32 0.91 / 0.91, f16 0.82 / 0.87, bf16 0.80 / 0.83.
+// of copy at 4 / 2 packs: layer f32 0.91 / 0.92, f16 0.88 / 0.72, bf16 0.89 / 0.71; rms f32 0.91 / 0.91,
+// f16 0.82 / 0.87, bf16 0.80 / 0.83.
 uint32_t fused_norm_packs(const Tuning& t, const RowPlan& plan, bool layer) {
   return t.normbwd_packs ? t.normbwd_packs : plan.vw == 8 && !layer ? 2 : 4;
 }
@@ -206,10 +206,10 @@ std::string dispatch_loss(VulkanDevice& dev, const OpCall& call) {
   RowPlan plan = plan_loss_rows(caps, dev.tuning(), call.dtype, N, C);
   // Rows too long for PASS 1, of whole packs: statistics streamed (PASS 5) in chunks of at most 6144
   // packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations; the
-  // backward's gradient streamed over the same chunks (PASS 6). H100 (session 8), of copy: forward f16
+  // backward's gradient streamed over the same chunks (PASS 6). H100, of copy: forward f16
   // 0.65 -> 0.92-0.94, bf16 0.71 -> 0.92-0.95, f32 0.92 -> 0.93; backward over 128k classes (streamed)
   // 16-bit 0.49-0.60 -> 0.65; over 32k (row in registers) f16 0.56 -> 0.85, bf16 0.60 -> 0.72, f32 0.66
-  // -> 0.97 (NOTES.md). KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
+  // -> 0.97. KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
   // The backward over rows of 1024 to 512 x NT packs (NT = 8 16-bit, 16 f32): the row in one
   // workgroup's registers (PASS 7), read once. KF_TUNE xent_stream=2 streams it (PASS 5, 6) instead.
   const uint64_t npk_all = C / pack_elems(call.dtype);
