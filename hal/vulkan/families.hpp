@@ -45,6 +45,8 @@ std::string dispatch_gemv(VulkanDevice& dev, const OpCall& call);
 void record_bf16_scaled(VulkanDevice& dev, const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
                         const std::shared_ptr<Buffer>& scales, uint64_t batches, uint64_t rows, uint64_t cols,
                         bool by_cols, uint64_t scale_off, uint64_t max_off = 0);
+// Why record_bf16_scaled cannot convert such an operand ("" when it can): 32-bit indices, grid.
+std::string bf16_scaled_refusal(uint64_t batches, uint64_t rows, uint64_t cols, bool by_cols, uint64_t scale_off);
 // Device::record_matrix_peak: the tensor-core product's peak multiply-add rate kernel.
 double record_matrix_peak(VulkanDevice& dev, std::string* what);
 bool supports_embedding(const VulkanDevice& dev, const OpCall& call, std::string* why);

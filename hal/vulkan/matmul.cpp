@@ -60,19 +60,44 @@ std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, ui
   return c.variant;
 }
 
+namespace {
+// record_bf16_scaled's column form: bands of 64 columns; slices of at least 256 rows, as many as make
+// about 8192 workgroups (a GPU filled several times over, without more atomics than that needs: pass 0
+// makes one per column and slice).
+struct ColSlices {
+  uint64_t bands, slice_rows, slices, groups;
+};
+ColSlices col_slices(uint64_t batches, uint64_t rows, uint64_t cols) {
+  ColSlices c;
+  c.bands = (cols / 8 + 7) / 8;
+  const uint64_t most = std::max<uint64_t>(1, (rows + 255) / 256);
+  const uint64_t want = std::clamp<uint64_t>(8192 / std::max<uint64_t>(1, c.bands * batches), 1, most);
+  c.slice_rows = ((rows + want - 1) / want + 31) / 32 * 32;
+  c.slices = std::max<uint64_t>(1, (rows + c.slice_rows - 1) / c.slice_rows);
+  c.groups = c.bands * c.slices * batches;
+  return c;
+}
+}  // namespace
+
+std::string bf16_scaled_refusal(uint64_t batches, uint64_t rows, uint64_t cols, bool by_cols, uint64_t scale_off) {
+  if (batches * rows * cols / 8 > 0xffffffffull || scale_off + batches * (by_cols ? cols : rows) > 0xffffffffull)
+    return std::to_string(batches * rows * cols) + " elements exceed the 32-bit indices of its conversion";
+  if (!by_cols && (batches * rows + 3) / 4 > 65535ull * 65535ull) return "too many rows";
+  if (by_cols && col_slices(batches, rows, cols).groups > 65535ull * 65535ull) return "too many columns";
+  return "";
+}
+
 void record_bf16_scaled(VulkanDevice& dev, const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
                                       const std::shared_ptr<Buffer>& scales, uint64_t batches, uint64_t rows,
                                       uint64_t cols, bool by_cols, uint64_t scale_off, uint64_t max_off) {
-  if (batches * rows * cols / 8 > 0xffffffffull || scale_off + batches * (by_cols ? cols : rows) > 0xffffffffull)
-    throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: " + std::to_string(batches * rows * cols) +
-                                            " elements exceed the 32-bit indices of its conversion");
+  if (const std::string no = bf16_scaled_refusal(batches, rows, cols, by_cols, scale_off); !no.empty())
+    throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: " + no);  // supports_matmul refuses these
   Launch c;
   c.bindings[0] = src;
   c.bindings[4] = dst;
   c.bindings[5] = scales;
   if (!by_cols) {
     const uint64_t all = batches * rows;  // the batches' rows follow each other
-    if ((all + 3) / 4 > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: too many rows");
     struct {
       uint32_t rows, K, scale_off;
     } cp{static_cast<uint32_t>(all), static_cast<uint32_t>(cols), static_cast<uint32_t>(scale_off)};
@@ -84,16 +109,9 @@ void record_bf16_scaled(VulkanDevice& dev, const std::shared_ptr<Buffer>& src, c
     dev.record(c);
     return;
   }
-  // Columns: bands of 64 columns; slices of at least 256 rows, as many as make about 8192 workgroups (a
-  // GPU filled several times over, without more atomics than that needs: pass 0 makes one per column
-  // and slice).
-  const uint64_t bands = (cols / 8 + 7) / 8;
-  const uint64_t most = std::max<uint64_t>(1, (rows + 255) / 256);
-  const uint64_t want = std::clamp<uint64_t>(8192 / std::max<uint64_t>(1, bands * batches), 1, most);
-  const uint64_t slice_rows = ((rows + want - 1) / want + 31) / 32 * 32;
-  const uint64_t slices = std::max<uint64_t>(1, (rows + slice_rows - 1) / slice_rows);
-  const uint64_t groups = bands * slices * batches;
-  if (groups > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: too many columns");
+  // Columns: bands and slices of rows (col_slices).
+  const ColSlices cs = col_slices(batches, rows, cols);
+  const uint64_t bands = cs.bands, slice_rows = cs.slice_rows, slices = cs.slices, groups = cs.groups;
   struct {
     uint32_t rows, cols, scale_off, max_off, slice_rows, bands, slices, batches;
   } cp{static_cast<uint32_t>(rows),       static_cast<uint32_t>(cols),  static_cast<uint32_t>(scale_off),
@@ -206,6 +224,15 @@ bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* w
   if (dev.tuning().mm_path == 2 && !p.coopmat_fits)
     return no("the cooperative-matrix path was forced (KF_TUNE mm_path=2) but needs VK_NV_cooperative_matrix "
               "16x16x16 f16, dtype f16 or bf16, K % 8 == 0 and, for B [K, N], N % 8 == 0");
+  // bf16 operands on the tensor cores are converted first (record_bf16_scaled, as dispatch_matmul calls it).
+  if (p.coopmat_fits && dev.tuning().mm_path != 1 && call.dtype == DType::bf16) {
+    const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;
+    std::string r = bf16_scaled_refusal(1, p.batches * p.M, p.K, false, 0);
+    if (r.empty())
+      r = bf16_scaled_refusal(p.linear ? 1 : b_factors / p.N, p.linear ? p.N : p.K, p.linear ? p.K : p.N, !p.linear,
+                              p.batches * p.M);
+    if (!r.empty()) return no("bf16 tensor-core operand: " + r);
+  }
   return true;
 }
 
