@@ -613,8 +613,6 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
          std::to_string(split_len) + (rs ? ",reduce-scatter" : "");
 }
 
-}  // namespace
-
 // Whether attention runs on the decode kernel (attention_decode.comp): automatically when the call
 // qualifies and no knob of the flash kernel (attn_path, attn_split, attn_rows) is set; KF_TUNE
 // attn_decode=1 never, 2 always (a forced decode kernel that does not take the call is refused by
@@ -718,6 +716,8 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
   p = {bq, bk, nw, cm, cm_quad, cm_variant, quad_variant, nsplit, static_cast<uint64_t>(ks.len), qtiles};
   return true;
 }
+
+}  // namespace
 
 bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   const DType dtype = call.dtype;
