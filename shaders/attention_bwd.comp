@@ -1,7 +1,7 @@
 #version 450
 // attention_backward (docs/ops.md section 5, training), the portable path, as FlashAttention 2: the
 // probabilities are recomputed tile by tile from q, k and the forward's lse, never stored.
-// Variants: PRE, DKV, DQ (one dtype each). The host (hal/vulkan/kernels_attn.cpp) records PRE, DKV, DQ;
+// Variants: PRE, DKV, DQ (one dtype each). The host (hal/vulkan/attention.cpp) records PRE, DKV, DQ;
 // DKV and DQ with SCORE_MOD / SCORE_MOD_GRAD (a custom score function) are compiled at run time.
 //   PRE: per query row, D = do . o, lse as a float and do as floats into the workspace (so that the
 //        other passes, which have six bindings, read do from there).

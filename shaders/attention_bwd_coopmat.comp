@@ -2,12 +2,12 @@
 // attention_backward's dK/dV and dQ passes on the tensor cores (GL_NV_cooperative_matrix 16x16x16 f16 ->
 // f32): causal and window masks, key lengths, GQA; in the QUAD form also f16 and bf16 (BF16IN), head
 // dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping and ALiBi (the generic form: f16, HD 64 and
-// 128). RoPE, block masks and packed sequences stay on attention_bwd.comp (hal/vulkan/kernels_attn.cpp
+// 128). RoPE, block masks and packed sequences stay on attention_bwd.comp (hal/vulkan/attention.cpp
 // picks). After attention_bwd.comp's PRE pass (D_i and lse as floats in the workspace), with its push
 // constants; same semantics (FlashAttention 2's backward, the probabilities recomputed from q, k and lse),
 // deterministic (no atomics).
 // Two forms, as attention_coopmat.comp's:
-//   QUAD (where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the device): 4
+//   QUAD (where hal/vulkan/attention.cpp finds the accumulators' quad layout on the device): 4
 //   subgroups, each with its stationary A operands in registers; per 16 x 16 score block, P and dS
 //   computed on the score accumulators and converted to f16 fragments directly (no shared-memory round
 //   trip); the results written through a 16 x 16 staging area.

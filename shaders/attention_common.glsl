@@ -1,5 +1,5 @@
 // Shared by attention.comp (the portable path) and attention_coopmat.comp (the tensor-core path):
-// specialization constants, push constants (hal/vulkan/kernels_attn.cpp AttnPush), the auxiliary
+// specialization constants, push constants (hal/vulkan/attention.cpp AttnPush), the auxiliary
 // inputs in the workspace, ALiBi slopes and the dropout generator.
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint D = 64;

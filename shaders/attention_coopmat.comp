@@ -3,11 +3,11 @@
 // f32 NV cooperative-matrix shape; head dimension HD (a define: 16 .. 256, a multiple of 16). Same
 // semantics, bindings, push and specialization constants as attention.comp (attention_common.glsl),
 // which documents the row tiling (query heads of a kv-head group share a tile), the masks, the
-// dropout index, the key splits and the workspace; hal/vulkan/kernels_attn.cpp picks the path.
+// dropout index, the key splits and the workspace; hal/vulkan/attention.cpp picks the path.
 //
 // A workgroup of NW subgroups (4, or 8 in the _w8 variants) takes 16 query rows per subgroup; keys come
 // in tiles of BKV. Two forms of the loop:
-//   QUAD (the default where hal/vulkan/kernels_attn.cpp finds the accumulators' quad layout on the
+//   QUAD (the default where hal/vulkan/attention.cpp finds the accumulators' quad layout on the
 //   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
 //   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
 //   into registers during the products.
@@ -239,7 +239,7 @@ void main() {
   g_scale = pc.scale;
 #endif
 #if QUAD
-  // The quad layout of mma.sync's accumulators (hal/vulkan/kernels_attn.cpp finds it on the device
+  // The quad layout of mma.sync's accumulators (hal/vulkan/attention.cpp finds it on the device
   // before choosing this variant): element i of a 16 x 16 accumulator is at row lane / 4 + 8 H(i),
   // column 2 (lane % 4) + X(i) + 8 Y(i) (QLAYOUT's bits); the four invocations of a quad share rows.
   const Row rq[2] = Row[2](row_of(r0 + w * 16u + lane / 4u, nrows, hk, b, qbeg),

@@ -1,7 +1,7 @@
 #version 450
 // Decode attention (docs/ops.md section 5): one query row per sequence (Sq = 1, not packed) against a
 // long key/value cache, streamed once at the memory-bandwidth limit. Variants attn_decode_<dt>
-// (DT_F32, DT_F16, DT_BF16); hal/vulkan/kernels_attn.cpp picks this kernel when the call has no RoPE,
+// (DT_F32, DT_F16, DT_BF16); hal/vulkan/attention.cpp picks this kernel when the call has no RoPE,
 // dropout, block mask or cu_seqlens (those stay on attention.comp) and the device has subgroup shuffles.
 //
 // Work: one workgroup per (sequence b, kv head hk, chunk of at most 8 of its G = Hq / Hkv query heads,

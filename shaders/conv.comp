@@ -39,7 +39,7 @@ void main() {
 }
 
 #elif defined(IM2COL)
-// The column matrix of the tensor-core path (hal/vulkan/kernels_linalg.cpp; one group, 16-bit dtypes,
+// The column matrix of the tensor-core path (hal/vulkan/conv.cpp; one group, 16-bit dtypes,
 // K a multiple of 8): col[m, k] = the input under kernel tap k = (c, kh, kw) of output pixel
 // m = (n, oh, ow), zero outside the image; one 16-byte pack of 8 taps per invocation. mm_coopmat.comp
 // then computes W col^T per image.

@@ -11,7 +11,7 @@
 // read once into registers), and stores them through conv_common.glsl's epilogue (bias, or the batch norm
 // folded to a per-channel scale and shift, activation, dropout at the output's NCHW linear index) as
 // one 16-byte pack where OW is a multiple of the pack (VEC_STORE), else element by element.
-// The host (hal/vulkan/kernels_linalg.cpp) plans the tile so that PB * IHT * IWT <= SMEM floats.
+// The host (hal/vulkan/conv.cpp) plans the tile so that PB * IHT * IWT <= SMEM floats.
 #include "common.glsl"
 #include "activations.glsl"
 #include "philox.glsl"

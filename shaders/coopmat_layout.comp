@@ -2,7 +2,7 @@
 // Which elements of a 16 x 16 f32 NV cooperative matrix each invocation holds: the layout is the
 // implementation's. Invocation i writes, at o[33 i], its element count, then the row and the column of
 // each element (a matrix whose element (r, c) is r, and one whose element is c). hal/vulkan/
-// kernels_attn.cpp compares it with the m16n8k16 layout that attention_coopmat.comp's QUAD variant uses.
+// hal/vulkan/attention.cpp compares it with the m16n8k16 layout that attention_coopmat.comp's QUAD variant uses.
 // F16: the same for a 16 x 16 f16 matrix (a diagnostic, KF_COOPMAT_LAYOUT=f16: fragments built element
 // by element must put each element where the driver keeps it).
 #extension GL_NV_cooperative_matrix : enable

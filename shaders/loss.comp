@@ -14,7 +14,7 @@
 //   PASS 4: one workgroup sums the per-row losses in row order and divides by the count (NaN when every
 //           target is ignored, as torch).
 //   mse: PASS 1 sums (a - b)^2 over fixed chunks of the tensor; PASS 4 adds the chunk sums in order / n.
-// linear_cross_entropy[_backward] (hal/vulkan/kernels_lce.cpp) run PASS 1-3 on one chunk of rows of the
+// linear_cross_entropy[_backward] (hal/vulkan/lce.cpp) run PASS 1-3 on one chunk of rows of the
 // logits at a time: row_base is the chunk's first row (the targets and the per-row losses are indexed by
 // row_base + row, the logits by row), logits may be soft-capped (softcap > 0: c tanh(z / c), taken when
 // each value is used, so the registers hold the raw logits) and the z-loss z_loss * lse^2 is added to

@@ -18,7 +18,7 @@ layout(constant_id = 2) const bool HAS_BIAS = false;
 layout(constant_id = 3) const bool HAS_RES = false;
 layout(constant_id = 4) const uint ACT = 0;  // 0 none, 1 relu, 2 gelu, 3 gelu_tanh, 4 silu
 layout(constant_id = 5) const bool DROPOUT = false;
-// For linear_cross_entropy's d W = G^T h (hal/vulkan/kernels_lce.cpp, record_matmul_at_b): A stored
+// For linear_cross_entropy's d W = G^T h (hal/vulkan/lce.cpp, record_matmul_at_b): A stored
 // [K, M] (M contiguous), and C += the product (C's own values as the residual, read from binding 4).
 layout(constant_id = 6) const bool A_KM = false;
 layout(constant_id = 7) const bool ACC_OUT = false;

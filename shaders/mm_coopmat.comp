@@ -57,11 +57,11 @@ layout(constant_id = 4) const uint ACT = 0;
 // linear_dropout (ffn's hidden layer): act(..) dropped with the Philox mask of docs/ops.md, element
 // index = the output's linear index, as mm.comp's and mm_gemv.comp's epilogues.
 layout(constant_id = 5) const bool DROPOUT = false;
-// For linear_cross_entropy's d W = G^T h (kernels_lce.cpp, record_matmul_at_b), as mm.comp: A stored
+// For linear_cross_entropy's d W = G^T h (hal/vulkan/lce.cpp, record_matmul_at_b), as mm.comp: A stored
 // [K, M] (M contiguous, M % 8 == 0) and C += the product (C's own values added in the epilogue).
 layout(constant_id = 6) const bool A_KM = false;
 layout(constant_id = 7) const bool ACC_OUT = false;
-// For the convolutions' im2col path (hal/vulkan/kernels_linalg.cpp): C = W col^T per image, so the
+// For the convolutions' im2col path (hal/vulkan/conv.cpp): C = W col^T per image, so the
 // output channel is the row: the bias is per row, and ROW_SS applies conv2d_bn_relu's folded scale
 // and shift (f32, scale at word gm of binding 3, shift at word M + gm) before the activation.
 layout(constant_id = 8) const bool BIAS_ROW = false;

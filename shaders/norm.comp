@@ -3,7 +3,7 @@
 // residual-add forms (s = x + r and norm(s) in one pass) and group_norm (a layer norm over rows of
 // C/G * HW elements, with a per-channel affine). Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 //
-// Three regimes, chosen by the host (hal/vulkan/kernels_norm.cpp) from the row length:
+// Three regimes, chosen by the host (hal/vulkan/norm.cpp) from the row length:
 //   PASS 0: TPR invocations per row (a subgroup for short rows, up to the whole workgroup), each
 //           keeping its share of the row in registers: the row is read once, the statistics are two
 //           passes over the registers (mean, then squared deviations), the output one more.

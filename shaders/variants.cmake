@@ -33,7 +33,7 @@ execute_process(
   COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null ${CMAKE_CURRENT_LIST_DIR}/mm_coopmat.comp
   RESULT_VARIABLE coopmat_nv_rc OUTPUT_QUIET ERROR_QUIET)
 if(coopmat_nv_rc EQUAL 0)
-  # Tile shapes (hal/vulkan/kernels.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,
+  # Tile shapes (hal/vulkan/matmul.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,
   # each FM x FN 16x16 accumulators, BK-deep slices, 1 or 2 shared-memory stages.
   set(kf_coopmat_tiles
     "c1|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1"

@@ -1,5 +1,5 @@
 # Shader variants of docs/ops.md section 4 beyond mm.comp / mm_coopmat.comp (included by variants.cmake),
-# looked up by hal/vulkan/kernels_linalg.cpp. No f64: the epilogues take gelu / silu.
+# looked up by hal/vulkan/embedding.cpp and conv.cpp. No f64: the epilogues take gelu / silu.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)
   # Few rows (decode) and split-K: linear / linear_dropout with W [N, K].

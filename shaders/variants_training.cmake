@@ -1,5 +1,5 @@
 # Shader variants of docs/ops.md sections 3 and 6 (included by variants.cmake). Names:
-# <family>_<op>_<dtype>[_sg], looked up by hal/vulkan/kernels_norm.cpp (training_variant). Ops that need
+# <family>_<op>_<dtype>[_sg], looked up by hal/vulkan/norm.cpp (training_variant). Ops that need
 # exp/tanh/erf have no f64 variant (GLSL has no float64 transcendentals).
 set(KF_NORM_OPS layer_norm layer_norm_relu layer_norm_gelu layer_norm_silu rms_norm rms_norm_gelu rms_norm_silu
   add_layer_norm add_rms_norm group_norm)
@@ -66,7 +66,7 @@ foreach(op adamw_step sgd_step)
 endforeach()
 
 # Attention (attention.comp, docs/ops.md section 5): the flash-attention kernel, the combine pass of the
-# split path and attention_scores, the decode kernel; no f64 (exp). hal/vulkan/kernels_attn.cpp chooses them.
+# split path and attention_scores, the decode kernel; no f64 (exp). hal/vulkan/attention.cpp chooses them.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)
   list(APPEND KF_SHADER_VARIANTS "attn_${dt}|attention.comp|DT_${DT}")

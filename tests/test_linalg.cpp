@@ -491,6 +491,23 @@ TEST(LinalgPaths, ForcedPathsRefusedBySupportsNotDispatch) {
       Tensor k = filled(ctx, {1, 2, 7, 16});
       ctx.run("attention", {filled(ctx, {1, 2, 1, 16}), k, k}, {poisoned(ctx, {1, 2, 1, 16}, outs)});
     }, false);
+    // The attention's tensor-core paths take f16 and bf16 only: forced on f32, the forward and the
+    // backward are refused; attn_path=1 (the portable kernels) runs.
+    run_or_refuse("attn_path=2", "attention f32", [&](Context& ctx, std::vector<Tensor>& outs) {
+      Tensor k = filled(ctx, {1, 2, 7, 16});
+      ctx.run("attention", {filled(ctx, {1, 2, 40, 16}), k, k}, {poisoned(ctx, {1, 2, 40, 16}, outs)});
+    }, false);
+    run_or_refuse("attn_path=1", "attention f32", [&](Context& ctx, std::vector<Tensor>& outs) {
+      Tensor k = filled(ctx, {1, 2, 7, 16});
+      ctx.run("attention", {filled(ctx, {1, 2, 40, 16}), k, k}, {poisoned(ctx, {1, 2, 40, 16}, outs)});
+    }, true);
+    for (const char* path : {"attn_path=2", "attn_path=1"})
+      run_or_refuse(path, "attention_backward f32", [&](Context& ctx, std::vector<Tensor>& outs) {
+        Tensor q = filled(ctx, {1, 2, 3, 16}), kv = filled(ctx, {1, 2, 5, 16});
+        Tensor lse = ctx.from_host({1, 2, 3}, DType::f32, std::vector<double>(6, 1.0));
+        ctx.run("attention_backward", {q, kv, kv, q, q, lse},
+                {poisoned(ctx, {1, 2, 3, 16}, outs), poisoned(ctx, {1, 2, 5, 16}, outs), poisoned(ctx, {1, 2, 5, 16}, outs)});
+      }, std::string(path) == "attn_path=1");
     // linear_cross_entropy's backward computes d h as a matmul, which the forced few-rows path cannot take.
     run_or_refuse("mm_path=3", "linear_cross_entropy_backward", [&](Context& ctx, std::vector<Tensor>& outs) {
       Tensor t = ctx.from_host({4}, DType::i32, {0, 1, 2, 3});

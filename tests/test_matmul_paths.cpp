@@ -223,7 +223,7 @@ void run_bf16_magnitudes(const char* name) {
 TEST(MatmulPaths, CooperativeMatrixBf16Magnitudes) { run_bf16_magnitudes("linear"); }
 TEST(MatmulPaths, CooperativeMatrixBf16MatmulMagnitudes) { run_bf16_magnitudes("matmul"); }
 
-// bf16 linear_cross_entropy_backward on the tensor cores (kernels_lce.cpp): W converted once per call
+// bf16 linear_cross_entropy_backward on the tensor cores (hal/vulkan/lce.cpp): W converted once per call
 // (rows scaled for Z = h W^T, columns for d_h = G W) and reused by every chunk; d_W = G^T h with G's and
 // h's columns scaled, accumulated over the chunks in bf16. Chunks of 32 rows (the last partial: 70 =
 // 32 + 32 + 6), against the float64 reference.

@@ -1,5 +1,5 @@
 // linear_cross_entropy and its backward on the CUDA backend (src/ops/linear_xent.cpp says what they
-// compute), as the Vulkan backend does it (hal/vulkan/kernels_lce.cpp): chunk by chunk over the rows of
+// compute), as the Vulkan backend does it (hal/vulkan/lce.cpp): chunk by chunk over the rows of
 // h, so that at most one chunk of logits exists in memory. Per chunk of n rows, in order on the stream:
 //   1. Z = h[chunk] W^T          cuBLASLt (lt_product: the device's one handle and workspace)
 //   2. the row pass of train.cu  per-row losses into the workspace (row order, by global row); for the

@@ -1,5 +1,5 @@
 // On an NVIDIA GPU, the Vulkan device holds the CUDA driver's primary context of the same GPU for its
-// lifetime. Why: measured on an H100 (driver 580, NOTES.md "Large buffers"), Vulkan kernels that stream
+// lifetime. Why: measured on an H100 (driver 580), Vulkan kernels that stream
 // gigabytes (decode attention over a 128k-key cache, add_relu on 2 GiB inputs) read at 0.27-0.58 of the
 // copy bandwidth while no CUDA context exists on the GPU, and at 0.99-1.02 while one does (even one held
 // by another, idle process); nvidia-smi shows the same SM and memory clocks either way. The context costs

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hal/vulkan/families.hpp"
 #include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/spirv_table.hpp"
 
@@ -252,7 +253,7 @@ VulkanDevice::~VulkanDevice() {
   // held when the last wait timed out: freeing them after the allocator crashed the process).
   retained_.clear();
   for (auto& w : workspace_) w.reset();
-  rope_table_.reset();
+  rope_.table.reset();
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
   // processes sharing the folder never see a half-written cache.
   if (const std::string path = cache_path(); !path.empty() && pipe_cache_) {
@@ -395,6 +396,20 @@ void VulkanDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
   ++commands_;
   submit_and_wait();  // dst is not retained by the batch: finish before its owner may free it
 }
+
+std::shared_ptr<Buffer> VulkanDevice::workspace(size_t bytes, int slot) {
+  // One buffer per slot reused by every op that needs scratch space: the stream orders each dispatch
+  // after everything recorded before it, so consecutive ops never overlap on it. A larger request
+  // replaces it; the open batch keeps the old one alive until it completes. (Temporaries allocated per
+  // call instead stay alive until their batch completes: 30 bf16 attention calls over 16k tokens
+  // recorded in one batch held 30 GiB of K and V copies and ran out of memory on an H100.)
+  bytes = std::max<size_t>(bytes, 16);
+  std::shared_ptr<Buffer>& w = workspace_.at(static_cast<size_t>(slot));
+  if (!w || w->size() < bytes) w = allocate(std::max<size_t>(bytes, 1 << 20));
+  return w;
+}
+
+double VulkanDevice::record_matrix_peak(std::string* what) { return vk::record_matrix_peak(*this, what); }
 
 bool VulkanDevice::has_variant(const std::string& name) const { return spirv_index().count(name) != 0; }
 

@@ -16,7 +16,6 @@
 namespace kf::hal::vk {
 
 class VulkanDevice;
-struct RowPlan;
 struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
@@ -112,10 +111,6 @@ class VulkanDevice final : public Device {
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
 
-  // eltwise.cpp, rows.cpp (reductions, softmax): their kernels; which elementwise, row and product calls run.
-  bool supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const;
-  std::string dispatch_eltwise(const OpCall& call);
-  std::string dispatch_rows(const OpCall& call);
   // For the kernel families.
   bool has_variant(const std::string& name) const;
   // A small integer for a variant name, the same for the device's life: pipelines are looked up by it
@@ -126,55 +121,6 @@ class VulkanDevice final : public Device {
     return variant_slots_[static_cast<int>(id)][static_cast<int>(t)][subgroup ? 1 : 0];
   }
   void record(const Launch& launch);
-  // B of a bf16 product already converted for the tensor-core path (linear_cross_entropy converts W once
-  // per call): as f16 times powers of two per row (linear's W [N, K]) or per column (matmul's [K, N]),
-  // its inverse factors at word scale_b of `scales`, whose words [0, batches * M) the product takes for
-  // A's. Ignored where the product does not take the tensor-core path.
-  struct ScaledB {
-    std::shared_ptr<Buffer> b, scales;
-    uint32_t scale_b = 0;
-  };
-  std::string dispatch_matmul(const OpCall& call, const ScaledB* scaled_b = nullptr);
-  bool supports_matmul(const OpCall& call, std::string* why) const;  // forced paths, the few-rows kernel's grid
-  // A bf16 operand of the tensor-core products (mm_coopmat.comp SCALES): src [batches, rows, cols] as
-  // f16 times a power of two per row (the batches' rows in order) or, by_cols, per column of each batch
-  // into dst (bf16_rows_to_f16.comp), the inverse factors to words scale_off + (batch * cols + col | row)
-  // of `scales`; by_cols takes words [max_off, max_off + batches * cols) of it as scratch.
-  void record_bf16_scaled(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
-                          const std::shared_ptr<Buffer>& scales, uint64_t batches, uint64_t rows, uint64_t cols,
-                          bool by_cols, uint64_t scale_off, uint64_t max_off = 0);
-  // Section 4 beyond the tiled products (kernels_linalg.cpp): few-rows / split-K products, convolutions,
-  // embedding. supports_linalg / dispatch_linalg serve the ops that is_linalg_op names.
-  std::string dispatch_gemv(const OpCall& call);
-  static bool is_linalg_op(OpId id);
-  bool supports_linalg(const OpCall& call, std::string* why) const;
-  std::string dispatch_linalg(const OpCall& call);
-  std::string dispatch_conv(const OpCall& call);
-  // docs/ops.md sections 3 and 6 (kernels_norm.cpp, kernels_train.cpp).
-  bool supports_training(const OpCall& call, std::string* why) const;
-  std::string dispatch_training(const OpCall& call);
-  std::string dispatch_batch_norm(const OpCall& call);
-  std::string dispatch_norm_backward(const OpCall& call);
-  std::string dispatch_norm_backward_fused(const OpCall& call, const RowPlan& plan, uint32_t B, uint32_t G,
-                                           uint32_t Q);
-  std::string dispatch_loss(const OpCall& call);
-  std::string dispatch_optimizer(const OpCall& call);
-  std::string dispatch_linear_cross_entropy(const OpCall& call);  // kernels_lce.cpp
-  bool supports_linear_cross_entropy(const OpCall& call, std::string* why) const;
-  // C (+)= A^T B with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's d W;
-  // separate from dispatch_matmul (kernels_lce.cpp). Returns the path taken.
-  std::string record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
-                          const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N, uint32_t K,
-                          bool accumulate);
-  // docs/ops.md section 5 (kernels_attn.cpp).
-  bool supports_attention(const OpCall& call, std::string* why) const;
-  std::string dispatch_attention(const OpCall& call);
-  // The element layout of NV cooperative-matrix accumulators when it has the quad form that
-  // attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; probed once on the device
-  // with coopmat_layout.comp (kernels_attn.cpp).
-  int64_t coopmat_quad_layout();
-  // Attention's rotary cos/sin table (npos positions from pmin, head dim D), cached (kernels_attn.cpp).
-  std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos);
   // Records a copy of `bytes` from src to dst (at the given byte offsets), ordered after everything
   // recorded before it.
   void record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
@@ -182,7 +128,7 @@ class VulkanDevice final : public Device {
   // Records filling `bytes` (a multiple of 4) of dst from byte `offset` with `word`, ordered after
   // everything recorded before it.
   void record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset = 0);
-  // Scratch device memory of at least `bytes`, shared by all ops (see kernels_norm.cpp); an op that needs
+  // Scratch device memory of at least `bytes`, shared by all ops; an op that needs
   // several scratch buffers at once takes them from different slots: 0 the general workspace, 1 and 2
   // converted operands (bf16 attention's K and V, bf16 products' A and B, the convolutions' im2col), 3
   // small per-call tables (bf16 products' factors), 4 to 6 linear_cross_entropy's W converted once per
@@ -201,6 +147,19 @@ class VulkanDevice final : public Device {
   const Tuning& tuning() const { return tuning_; }
   bool coopmat_f16() const { return coopmat_f16_; }  // NV cooperative matrix 16x16x16 f16 -> f32 enabled
   Allocator& allocator() { return *allocator_; }
+  const DeviceOptions& options() const { return options_; }
+
+  // State the kernel families keep per device.
+  // supports() of the elementwise and row ops per op and dtype (eltwise.cpp): -1 not asked yet.
+  int8_t& simple_supported(OpId id, DType t) const {
+    return simple_supported_[static_cast<int>(id)][static_cast<int>(t)];
+  }
+  int64_t& quad_layout_cache() { return quad_layout_; }  // coopmat_quad_layout() (attention.cpp)
+  struct RopeCache {  // attention's rotary cos/sin table and its key (attention.cpp: rope_table)
+    std::shared_ptr<Buffer> table;
+    std::string key;
+  };
+  RopeCache& rope_cache() { return rope_; }
 
  private:
   void begin();            // starts recording if not already
@@ -219,7 +178,7 @@ class VulkanDevice final : public Device {
   void print_pipeline_stats(VkPipeline p, const std::string& key);  // KF_PIPELINE_STATS
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
-  int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not probed yet
+  int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not known yet
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
@@ -257,8 +216,8 @@ class VulkanDevice final : public Device {
   std::unordered_map<std::string, uint32_t> variant_ids_;
   std::vector<std::string> variant_names_;
   int32_t variant_slots_[kOpCount][5][2];
-  mutable int8_t simple_supported_[kOpCount][5];
-  mutable const KernelFamily* families_[kOpCount] = {};  // families.cpp's table, filled per op on first use  // supports() of the elementwise and row ops: -1 not asked yet
+  mutable int8_t simple_supported_[kOpCount][5];  // simple_supported()
+  mutable const KernelFamily* families_[kOpCount] = {};  // families.cpp's table, filled per op on first use
   std::unordered_map<std::string, std::vector<uint32_t>> runtime_spirv_;  // runtime_variant
 
   VkQueryPool queries_ = VK_NULL_HANDLE;
@@ -267,8 +226,7 @@ class VulkanDevice final : public Device {
   uint64_t timestamp_mask_ = ~0ull;
 
   std::array<std::shared_ptr<Buffer>, 7> workspace_;  // workspace(): scratch of the multi-pass kernels
-  std::shared_ptr<Buffer> rope_table_;  // attention's rotary cos/sin table (kernels_attn.cpp), and its key
-  std::string rope_key_;
+  RopeCache rope_;
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
 

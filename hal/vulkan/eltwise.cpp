@@ -37,7 +37,7 @@ std::string kernel_variant_name(const OpCall& call, DType t, bool subgroup) {
 }
 
 // The elementwise, row and matrix-product ops (this file): a kernel variant per op and dtype.
-bool VulkanDevice::supports_eltwise_rows_matmul(const OpCall& call, std::string* why) const {
+bool supports_eltwise_rows_matmul(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
@@ -46,22 +46,22 @@ bool VulkanDevice::supports_eltwise_rows_matmul(const OpCall& call, std::string*
   // The elementwise and row ops depend on the op and dtype alone: the answer is kept, so that a call
   // builds no variant name.
   const bool simple = call.family == Family::Elementwise || call.family == Family::Reduction;
-  int8_t& known = simple_supported_[static_cast<int>(call.id)][static_cast<int>(dtype)];
+  int8_t& known = dev.simple_supported(call.id, dtype);
   if (simple && known == 1) return true;
-  const std::string name = kernel_variant_name(call, dtype, call.family == Family::Reduction && use_subgroups(info_.caps));
-  if (simple) known = has_variant(name) ? 1 : 0;
-  if (!has_variant(name)) {
+  const std::string name = kernel_variant_name(call, dtype, call.family == Family::Reduction && use_subgroups(dev.info().caps));
+  if (simple) known = dev.has_variant(name) ? 1 : 0;
+  if (!dev.has_variant(name)) {
     if (dtype == DType::f64 && call.transcendental)
       return no(std::string("GLSL has no float64 exp/tanh/erf, so ") + call.name() +
                 " has no f64 Vulkan kernel (use the CPU backend or allow_cpu_fallback)");
     return no(std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(dtype));
   }
-  if (call.family == Family::Matmul) return supports_matmul(call, why);
+  if (call.family == Family::Matmul) return supports_matmul(dev, call, why);
   return true;
 }
 
-std::string VulkanDevice::dispatch_eltwise(const OpCall& call) {
-  const Caps& caps = info_.caps;
+std::string dispatch_eltwise(VulkanDevice& dev, const OpCall& call) {
+  const Caps& caps = dev.info().caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
   {
@@ -90,10 +90,10 @@ std::string VulkanDevice::dispatch_eltwise(const OpCall& call) {
     pc.keep_scale_hi = static_cast<uint32_t>(bits >> 32);
 
     Launch l;
-    int32_t& id = variant_slot(call.id, call.dtype, false);  // the name is built once per op and dtype
-    if (id < 0) id = static_cast<int32_t>(variant_id(kernel_variant_name(call, call.dtype, false)));
+    int32_t& id = dev.variant_slot(call.id, call.dtype, false);  // the name is built once per op and dtype
+    if (id < 0) id = static_cast<int32_t>(dev.variant_id(kernel_variant_name(call, call.dtype, false)));
     l.variant_id = id;
-    const uint32_t items = tuning().eltwise_items;
+    const uint32_t items = dev.tuning().eltwise_items;
     l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u, items};
     l.bindings[0] = call.inputs[0].buffer;
     if (call.inputs.size() > 1) l.bindings[1] = call.inputs[1].buffer;
@@ -101,8 +101,8 @@ std::string VulkanDevice::dispatch_eltwise(const OpCall& call) {
     l.bindings[3] = out.buffer;
     l.push = &pc;
     l.push_bytes = sizeof(pc);
-    l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, tuning());
-    record(l);
+    l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, dev.tuning());
+    dev.record(l);
     static const std::string kGather = "vulkan:eltwise/gather", kPacks = "vulkan:eltwise/16B-packs";
     return gather ? kGather : kPacks;
   }

@@ -4,54 +4,35 @@
 namespace kf::hal::vk {
 namespace {
 
+// A family from its two entry points.
+template <bool (*Supports)(const VulkanDevice&, const OpCall&, std::string*),
+          std::string (*Dispatch)(VulkanDevice&, const OpCall&)>
+struct Entry final : KernelFamily {
+  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
+    return Supports(dev, call, why);
+  }
+  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return Dispatch(dev, call); }
+};
+
+std::string dispatch_matmul_call(VulkanDevice& dev, const OpCall& call) { return dispatch_matmul(dev, call); }
+
 // docs/ops.md section 1: elementwise (eltwise.cpp, eltwise.comp).
-struct Elementwise final : KernelFamily {
-  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
-    return dev.supports_eltwise_rows_matmul(call, why);
-  }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_eltwise(call); }
-};
-
+using Elementwise = Entry<supports_eltwise_rows_matmul, dispatch_eltwise>;
 // Section 2: reductions and softmax over rows (rows.cpp, rows.comp).
-struct Rows final : KernelFamily {
-  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
-    return dev.supports_eltwise_rows_matmul(call, why);
-  }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_rows(call); }
-};
-
-// Section 4: linear and matmul (matmul.cpp: tiled, tensor cores; kernels_linalg.cpp: the few-rows kernel).
-struct Matmul final : KernelFamily {
-  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
-    return dev.supports_eltwise_rows_matmul(call, why);
-  }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_matmul(call); }
-};
-
-// Section 4: embedding and the convolutions (kernels_linalg.cpp).
-struct Linalg final : KernelFamily {
-  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
-    return dev.supports_linalg(call, why);
-  }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_linalg(call); }
-};
-
-// Sections 3 and 6: normalizations and their backward, losses, optimizers, linear_cross_entropy
-// (kernels_norm.cpp, kernels_train.cpp, kernels_lce.cpp).
-struct Training final : KernelFamily {
-  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
-    return dev.supports_training(call, why);
-  }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_training(call); }
-};
-
-// Section 5: attention, its scores and its backward (kernels_attn.cpp).
-struct Attention final : KernelFamily {
-  bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
-    return dev.supports_attention(call, why);
-  }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return dev.dispatch_attention(call); }
-};
+using Rows = Entry<supports_eltwise_rows_matmul, dispatch_rows>;
+// Section 4: linear and matmul (matmul.cpp: tiled, tensor cores; gemv.cpp: the few-rows kernel),
+// embedding (embedding.cpp), the convolutions (conv.cpp).
+using Matmul = Entry<supports_eltwise_rows_matmul, dispatch_matmul_call>;
+using Embedding = Entry<supports_embedding, dispatch_embedding>;
+using Conv = Entry<supports_conv, dispatch_conv>;
+// Sections 3 and 6: normalizations and their backward (norm.cpp, train.cpp), losses and optimizers
+// (train.cpp), linear_cross_entropy (lce.cpp).
+using Norm = Entry<supports_training, dispatch_norm>;
+using Loss = Entry<supports_training, dispatch_loss>;
+using Optimizer = Entry<supports_training, dispatch_optimizer>;
+using LinearCrossEntropy = Entry<supports_training, dispatch_linear_cross_entropy>;
+// Section 5: attention, its scores and its backward (attention.cpp).
+using Attention = Entry<supports_attention, dispatch_attention>;
 
 }  // namespace
 
@@ -59,17 +40,29 @@ const KernelFamily& kernel_family(const OpCall& call) {
   static const Elementwise eltwise;
   static const Rows rows;
   static const Matmul matmul;
-  static const Linalg linalg;
-  static const Training training;
+  static const Embedding embedding;
+  static const Conv conv;
+  static const Norm norm;
+  static const Loss loss;
+  static const Optimizer optimizer;
+  static const LinearCrossEntropy lce;
   static const Attention attention;
-  if (VulkanDevice::is_linalg_op(call.id)) return linalg;
+  switch (call.id) {
+    case OpId::embedding: return embedding;
+    case OpId::conv2d:
+    case OpId::conv2d_bn_relu:
+    case OpId::conv2d_gelu_dropout: return conv;
+    case OpId::linear_cross_entropy:
+    case OpId::linear_cross_entropy_backward: return lce;
+    default: break;
+  }
   switch (call.family) {
     case Family::Elementwise: return eltwise;
     case Family::Reduction: return rows;
     case Family::Matmul: return matmul;
-    case Family::Normalization:
-    case Family::Loss:
-    case Family::Optimizer: return training;
+    case Family::Normalization: return norm;
+    case Family::Loss: return loss;
+    case Family::Optimizer: return optimizer;
     case Family::Attention: return attention;
   }
   return eltwise;

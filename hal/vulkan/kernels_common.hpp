@@ -1,11 +1,13 @@
-// Launch helpers of the section 3 and 6 kernels (kernels_norm.cpp, kernels_train.cpp): workgroup size,
-// packs, grids, the row plan of the row kernels, and the variant names of their shaders.
+// What the kernel families share: workgroup size, packs, grids, the row plan of the row kernels, the
+// variant names of their shaders, push constants used by several of them; and the families' entry
+// points (families.hpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "hal/vulkan/device.hpp"
+#include "hal/vulkan/families.hpp"
 #include "kf/dtype.hpp"
 #include "kf/error.hpp"
 

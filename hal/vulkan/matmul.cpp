@@ -1,6 +1,6 @@
 // The matrix products (docs/ops.md section 4): linear and matmul on the tensor-core kernel
 // (mm_coopmat.comp) where it applies, else the portable tiled kernel (mm.comp) or, for few rows, the
-// few-rows kernel (kernels_linalg.cpp); bf16 operands converted for the tensor cores; the output dtype.
+// few-rows kernel (gemv.cpp); bf16 operands converted for the tensor cores; the output dtype.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -38,7 +38,7 @@ constexpr CoopmatConfig kCoopmatConfigs[] = {
     // 64 rows: products with few output rows (a convolution's 64 channels) waste no half tile.
     {"mm_coopmat_f16_c14", 64, 256, "64x256,8sg,bk32,1stage"},
 };
-// On an H100 (bench/results/h100-vulkan/NOTES.md) c1..c10 but c4, c5 measured within 3 % of each other
+// On an H100, c1..c10 but c4, c5 measured within 3 % of each other
 // (137-147 TFLOP/s at 4096^3); c12 and c13, whose 16 subgroups share a staged tile twice as large,
 // 159-166. The default: c14 for at most 64 rows, c13 when the grid still has two waves of workgroups
 // on a large GPU, c1 (the least shared memory, twice the workgroups) otherwise.
@@ -60,19 +60,44 @@ std::string default_coopmat_variant(uint64_t M, uint64_t N, uint64_t batches, ui
   return c.variant;
 }
 
-void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
+namespace {
+// record_bf16_scaled's column form: bands of 64 columns; slices of at least 256 rows, as many as make
+// about 8192 workgroups (a GPU filled several times over, without more atomics than that needs: pass 0
+// makes one per column and slice).
+struct ColSlices {
+  uint64_t bands, slice_rows, slices, groups;
+};
+ColSlices col_slices(uint64_t batches, uint64_t rows, uint64_t cols) {
+  ColSlices c;
+  c.bands = (cols / 8 + 7) / 8;
+  const uint64_t most = std::max<uint64_t>(1, (rows + 255) / 256);
+  const uint64_t want = std::clamp<uint64_t>(8192 / std::max<uint64_t>(1, c.bands * batches), 1, most);
+  c.slice_rows = ((rows + want - 1) / want + 31) / 32 * 32;
+  c.slices = std::max<uint64_t>(1, (rows + c.slice_rows - 1) / c.slice_rows);
+  c.groups = c.bands * c.slices * batches;
+  return c;
+}
+}  // namespace
+
+std::string bf16_scaled_refusal(uint64_t batches, uint64_t rows, uint64_t cols, bool by_cols, uint64_t scale_off) {
+  if (batches * rows * cols / 8 > 0xffffffffull || scale_off + batches * (by_cols ? cols : rows) > 0xffffffffull)
+    return std::to_string(batches * rows * cols) + " elements exceed the 32-bit indices of its conversion";
+  if (!by_cols && (batches * rows + 3) / 4 > 65535ull * 65535ull) return "too many rows";
+  if (by_cols && col_slices(batches, rows, cols).groups > 65535ull * 65535ull) return "too many columns";
+  return "";
+}
+
+void record_bf16_scaled(VulkanDevice& dev, const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst,
                                       const std::shared_ptr<Buffer>& scales, uint64_t batches, uint64_t rows,
                                       uint64_t cols, bool by_cols, uint64_t scale_off, uint64_t max_off) {
-  if (batches * rows * cols / 8 > 0xffffffffull || scale_off + batches * (by_cols ? cols : rows) > 0xffffffffull)
-    throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: " + std::to_string(batches * rows * cols) +
-                                            " elements exceed the 32-bit indices of its conversion");
+  if (const std::string no = bf16_scaled_refusal(batches, rows, cols, by_cols, scale_off); !no.empty())
+    throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: " + no);  // supports_matmul refuses these
   Launch c;
   c.bindings[0] = src;
   c.bindings[4] = dst;
   c.bindings[5] = scales;
   if (!by_cols) {
     const uint64_t all = batches * rows;  // the batches' rows follow each other
-    if ((all + 3) / 4 > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: too many rows");
     struct {
       uint32_t rows, K, scale_off;
     } cp{static_cast<uint32_t>(all), static_cast<uint32_t>(cols), static_cast<uint32_t>(scale_off)};
@@ -81,25 +106,18 @@ void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const 
     c.push_bytes = sizeof(cp);
     c.groups = static_cast<uint32_t>(std::min<uint64_t>((all + 3) / 4, 65535));
     c.groups_y = static_cast<uint32_t>((all + 4ull * 65535 - 1) / (4ull * 65535));
-    record(c);
+    dev.record(c);
     return;
   }
-  // Columns: bands of 64 columns; slices of at least 256 rows, as many as make about 8192 workgroups (a
-  // GPU filled several times over, without more atomics than that needs: pass 0 makes one per column
-  // and slice).
-  const uint64_t bands = (cols / 8 + 7) / 8;
-  const uint64_t most = std::max<uint64_t>(1, (rows + 255) / 256);
-  const uint64_t want = std::clamp<uint64_t>(8192 / std::max<uint64_t>(1, bands * batches), 1, most);
-  const uint64_t slice_rows = ((rows + want - 1) / want + 31) / 32 * 32;
-  const uint64_t slices = std::max<uint64_t>(1, (rows + slice_rows - 1) / slice_rows);
-  const uint64_t groups = bands * slices * batches;
-  if (groups > 65535ull * 65535ull) throw Error(ErrorCode::Unsupported, "bf16 tensor-core operand: too many columns");
+  // Columns: bands and slices of rows (col_slices).
+  const ColSlices cs = col_slices(batches, rows, cols);
+  const uint64_t bands = cs.bands, slice_rows = cs.slice_rows, slices = cs.slices, groups = cs.groups;
   struct {
     uint32_t rows, cols, scale_off, max_off, slice_rows, bands, slices, batches;
   } cp{static_cast<uint32_t>(rows),       static_cast<uint32_t>(cols),  static_cast<uint32_t>(scale_off),
        static_cast<uint32_t>(max_off),    static_cast<uint32_t>(slice_rows), static_cast<uint32_t>(bands),
        static_cast<uint32_t>(slices),     static_cast<uint32_t>(batches)};
-  record_fill(scales, 0u, static_cast<size_t>(4 * batches * cols), static_cast<size_t>(4 * max_off));
+  dev.record_fill(scales, 0u, static_cast<size_t>(4 * batches * cols), static_cast<size_t>(4 * max_off));
   c.variant = "bf16_cols_to_f16";
   c.push = &cp;
   c.push_bytes = sizeof(cp);
@@ -107,7 +125,7 @@ void VulkanDevice::record_bf16_scaled(const std::shared_ptr<Buffer>& src, const 
   c.groups_y = static_cast<uint32_t>((groups + 65534) / 65535);
   for (uint32_t pass : {0u, 1u}) {  // the columns' maxima, then the conversion
     c.spec = {pass};
-    record(c);
+    dev.record(c);
   }
 }
 
@@ -185,40 +203,49 @@ bool gemv_fits(const Tuning& t, uint64_t M, uint64_t N) {
 
 }  // namespace
 
-bool VulkanDevice::supports_matmul(const OpCall& call, std::string* why) const {
+bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
   const bool linear = call.id == OpId::linear || call.id == OpId::linear_dropout;
-  if (tuning().mm_path == 3 && !linear)
+  if (dev.tuning().mm_path == 3 && !linear)
     return no("the few-rows / split-K path was forced (KF_TUNE mm_path=3) but serves linear's W [N, K] layout only");
   if (call.out_dtype == DType::f64 && call.dtype != DType::f64)
     return no(std::string("no Vulkan kernel stores f64 from ") + to_string(call.dtype) + " inputs (out_dtype)");
   if (call.inputs.empty()) return true;  // the op and dtype alone
-  const MatmulPlan p = plan_matmul(*this, call);
+  const MatmulPlan p = plan_matmul(dev, call);
   if (p.gemv) {
-    if (!gemv_fits(tuning(), p.M, p.N))
-      return no("the few-rows kernel covers at most " + std::to_string(65535ull * gemv_rows(tuning())) +
+    if (!gemv_fits(dev.tuning(), p.M, p.N))
+      return no("the few-rows kernel covers at most " + std::to_string(65535ull * gemv_rows(dev.tuning())) +
                 " outputs and 1048560 rows (N = " + std::to_string(p.N) + ", M = " + std::to_string(p.M) + ")");
     return true;
   }
-  if (tuning().mm_path == 2 && !p.coopmat_fits)
+  if (dev.tuning().mm_path == 2 && !p.coopmat_fits)
     return no("the cooperative-matrix path was forced (KF_TUNE mm_path=2) but needs VK_NV_cooperative_matrix "
               "16x16x16 f16, dtype f16 or bf16, K % 8 == 0 and, for B [K, N], N % 8 == 0");
+  // bf16 operands on the tensor cores are converted first (record_bf16_scaled, as dispatch_matmul calls it).
+  if (p.coopmat_fits && dev.tuning().mm_path != 1 && call.dtype == DType::bf16) {
+    const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;
+    std::string r = bf16_scaled_refusal(1, p.batches * p.M, p.K, false, 0);
+    if (r.empty())
+      r = bf16_scaled_refusal(p.linear ? 1 : b_factors / p.N, p.linear ? p.N : p.K, p.linear ? p.K : p.N, !p.linear,
+                              p.batches * p.M);
+    if (!r.empty()) return no("bf16 tensor-core operand: " + r);
+  }
   return true;
 }
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
 // applies, else the portable tiled kernel (shaders/mm.comp).
-std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* scaled_b) {
-  const MatmulPlan plan = plan_matmul(*this, call);
+std::string dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* scaled_b) {
+  const MatmulPlan plan = plan_matmul(dev, call);
   const bool linear = plan.linear;
   const uint64_t K = plan.K, N = plan.N, M = plan.M, batches = plan.batches;
   const bool b_batched = plan.b_batched;
   const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
-  if (plan.gemv) return dispatch_gemv(call);  // its grid was checked by supports_matmul
+  if (plan.gemv) return dispatch_gemv(dev, call);  // its grid was checked by supports_matmul
   MatmulPush pc{static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
                 static_cast<uint32_t>(M * K), b_batched ? static_cast<uint32_t>(K * N) : 0u, static_cast<uint32_t>(M * N),
                 static_cast<uint32_t>(call.attrs.seed), static_cast<uint32_t>(call.attrs.seed >> 32),
@@ -231,27 +258,27 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
   const std::string& cm_variant = plan.cm_variant;
   const uint64_t b_factors = (b_batched ? batches : 1) * N;  // B's inverse factors (words)
   // A forced tensor-core path (KF_TUNE mm_path=2) that does not fit was refused by supports_matmul.
-  const bool coopmat = plan.coopmat_fits && tuning().mm_path != 1;
+  const bool coopmat = plan.coopmat_fits && dev.tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   std::shared_ptr<Buffer> a_in = call.inputs[0].buffer, b_in = call.inputs[1].buffer, inv_scales;
   if (coopmat && bf16) {
-    a_in = workspace(static_cast<size_t>(batches * M * K * 2), 1);
-    inv_scales = scaled_b ? scaled_b->scales : workspace(static_cast<size_t>((batches * M + 2 * b_factors) * 4), 3);
-    record_bf16_scaled(call.inputs[0].buffer, a_in, inv_scales, 1, batches * M, K, false, 0);
+    a_in = dev.workspace(static_cast<size_t>(batches * M * K * 2), 1);
+    inv_scales = scaled_b ? scaled_b->scales : dev.workspace(static_cast<size_t>((batches * M + 2 * b_factors) * 4), 3);
+    record_bf16_scaled(dev, call.inputs[0].buffer, a_in, inv_scales, 1, batches * M, K, false, 0);
     if (scaled_b) {
       b_in = scaled_b->b;
       pc.scale_b = scaled_b->scale_b;
     } else {
-      b_in = workspace(static_cast<size_t>(b_factors * K * 2), 2);
+      b_in = dev.workspace(static_cast<size_t>(b_factors * K * 2), 2);
       pc.scale_b = static_cast<uint32_t>(batches * M);
       // B's factors after A's, then the column maxima (scratch).
-      record_bf16_scaled(call.inputs[1].buffer, b_in, inv_scales, linear ? 1 : b_factors / N, linear ? N : K,
+      record_bf16_scaled(dev, call.inputs[1].buffer, b_in, inv_scales, linear ? 1 : b_factors / N, linear ? N : K,
                          linear ? K : N, !linear, pc.scale_b, pc.scale_b + b_factors);
     }
     pc.scale_stride_b = b_batched ? static_cast<uint32_t>(N) : 0u;
   }
   Launch l;
-  l.variant = out_dtype_variant(*this, call, coopmat ? cm_variant : kernel_variant_name(call, call.dtype, false));
+  l.variant = out_dtype_variant(dev, call, coopmat ? cm_variant : kernel_variant_name(call, call.dtype, false));
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
   if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
@@ -266,7 +293,7 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
   l.groups = static_cast<uint32_t>((N + tile_n - 1) / tile_n);
   l.groups_y = static_cast<uint32_t>((M + tile_m - 1) / tile_m);
   l.groups_z = static_cast<uint32_t>(batches);
-  record(l);
+  dev.record(l);
   const std::string out = out_dtype_label(call);
   if (!coopmat) return "vulkan:mm/portable-tiled-64x64" + out;
   std::string v = std::string("vulkan:mm/coopmat-nv-") + cfg.label + out;
@@ -277,23 +304,23 @@ std::string VulkanDevice::dispatch_matmul(const OpCall& call, const ScaledB* sca
 
 // The in-register ceiling of the tensor-core path (mm_coopmat_peak.comp): 8 subgroups per workgroup,
 // 8 accumulators each, 16x16x16 multiply-adds; enough workgroups to fill any current GPU several times.
-double VulkanDevice::record_matrix_peak(std::string* what) {
-  if (!coopmat_f16_ || !has_variant("mm_coopmat_peak_f16")) return 0;
+double record_matrix_peak(VulkanDevice& dev, std::string* what) {
+  if (!dev.coopmat_f16() || !dev.has_variant("mm_coopmat_peak_f16")) return 0;
   constexpr uint32_t kGroups = 4096, kIters = 2048;
   struct {
     uint32_t iters;
   } pc{kIters};
   Launch l;
   l.variant = "mm_coopmat_peak_f16";
-  if (tuning_.mm_peak) l.variant += "_l" + std::to_string(tuning_.mm_peak);
-  l.bindings[0] = workspace(static_cast<size_t>(kGroups) * 8 * 8 * 256 * sizeof(float));
+  if (dev.tuning().mm_peak) l.variant += "_l" + std::to_string(dev.tuning().mm_peak);
+  l.bindings[0] = dev.workspace(static_cast<size_t>(kGroups) * 8 * 8 * 256 * sizeof(float));
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   l.groups = kGroups;
-  record(l);
+  dev.record(l);
   if (what) {
     *what = "NV cooperative matrix 16x16x16 f16 -> f32, operands in registers";
-    if (tuning_.mm_peak) *what = "probe " + l.variant + ": multiply-adds with shared-memory fragment loads";
+    if (dev.tuning().mm_peak) *what = l.variant + " (KF_TUNE mm_peak): multiply-adds with shared-memory fragment loads";
   }
   return 2.0 * 16 * 16 * 16 * 8.0 * 8.0 * kIters * kGroups;
 }

@@ -20,8 +20,8 @@ struct RowsPush {
 
 }  // namespace
 
-std::string VulkanDevice::dispatch_rows(const OpCall& call) {
-  const Caps& caps = info_.caps;
+std::string dispatch_rows(VulkanDevice& dev, const OpCall& call) {
+  const Caps& caps = dev.info().caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
   // Row kernels: TPR invocations per row (a power of two; at least a subgroup when subgroups are used).
@@ -35,8 +35,8 @@ std::string VulkanDevice::dispatch_rows(const OpCall& call) {
   // CACHE = 32 values) or, for plain reductions, two rounds of its unrolled loads: fewer invocations
   // per row mean fewer reduction steps between the load and store phases.
   // 32 cached values per invocation measured best on an H100 for f32, f16 and bf16 (64 and 128 lose
-  // occupancy: bench/results/h100-vulkan/NOTES.md).
-  const uint32_t cache_values = tuning().rows_values ? tuning().rows_values : 32;
+  // occupancy).
+  const uint32_t cache_values = dev.tuning().rows_values ? dev.tuning().rows_values : 32;
   const uint64_t per_invocation = std::max<uint64_t>(1, wide ? cache_values / vw : 8);
   uint32_t tpr = 1;
   while (uint64_t(tpr) * per_invocation < items && tpr < kWorkgroup) tpr *= 2;
@@ -44,15 +44,15 @@ std::string VulkanDevice::dispatch_rows(const OpCall& call) {
   tpr = std::max<uint32_t>(tpr, 1);
   // Rows longer than a workgroup's cache (softmax and log_softmax re-read the rest for their output):
   // a larger workgroup per row caches twice as much. (Limiting the workgroups in flight so that their
-  // rows stay in L2 for the re-read was measured slower at every budget on an H100: NOTES.md.) The
+  // rows stay in L2 for the re-read was measured slower at every budget on an H100.) The
   // plain reductions read the row once anyway.
   const bool reduction = call.id == OpId::sum_squared || call.id == OpId::mean_abs;
   uint32_t wg = kWorkgroup;
   if (!reduction && uint64_t(tpr) * per_invocation < items) wg = tpr = long_row_workgroup(caps);
   RowsPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(feat), static_cast<float>(call.attrs.scale)};
   Launch l;
-  int32_t& id = variant_slot(call.id, call.dtype, sg);
-  if (id < 0) id = static_cast<int32_t>(variant_id(kernel_variant_name(call, call.dtype, sg)));
+  int32_t& id = dev.variant_slot(call.id, call.dtype, sg);
+  if (id < 0) id = static_cast<int32_t>(dev.variant_id(kernel_variant_name(call, call.dtype, sg)));
   l.variant_id = id;
   const bool stream = uint64_t(tpr) * per_invocation < items;  // rows.comp STREAM
   l.spec = {wg, tpr, wide ? 1u : 0u, cache_values, stream ? 1u : 0u};
@@ -64,15 +64,15 @@ std::string VulkanDevice::dispatch_rows(const OpCall& call) {
   // workgroups per row, each caching its part, exchanging the parts' max and sum. bf16 parts are cached
   // raw (64 values in the registers of 32 floats: P = 2 for rows of 65536); f16 keeps the float cache,
   // whose exponentials softmax reuses for its output (a raw f16 cache converts each value twice, and on
-  // an H100 those conversions cost cross_entropy more than the bytes in flight gained: NOTES.md probe7).
+  // an H100 those conversions cost cross_entropy more than the bytes in flight gained).
   // By default f16 keeps the two-read path: on the H100 its float-cached parts read 0.63 of copy against
-  // the two-read path's 0.80 (f32 0.73 -> 0.84, bf16 raw 0.72 -> 0.80; NOTES.md, session 8 probe 4).
-  const uint32_t coop_mode = rows_coop_mode(info_, tuning());
-  const bool coop_default_off = call.dtype == DType::f16 && tuning().rows_coop == 0;
+  // the two-read path's 0.80 (f32 0.73 -> 0.84, bf16 raw 0.72 -> 0.80).
+  const uint32_t coop_mode = rows_coop_mode(dev.info(), dev.tuning());
+  const bool coop_default_off = call.dtype == DType::f16 && dev.tuning().rows_coop == 0;
   if (stream && wide && !reduction && coop_mode >= 2 && !coop_default_off) {
-    const bool raw = coop_mode == 2 && call.dtype == DType::bf16 && tuning().rows_values == 0;
+    const bool raw = coop_mode == 2 && call.dtype == DType::bf16 && dev.tuning().rows_values == 0;
     const uint32_t values = raw ? 64u : cache_values;
-    const uint32_t cw = coop_workgroup(caps, tuning());  // the parts' workgroup (tpr = cw)
+    const uint32_t cw = coop_workgroup(caps, dev.tuning());  // the parts' workgroup (tpr = cw)
     const uint64_t per_part = uint64_t(cw) * std::max<uint32_t>(1, values / vw);  // packs
     const uint64_t parts = (items + per_part - 1) / per_part;
     const uint64_t chunk_packs = (items + parts - 1) / parts;  // balanced parts
@@ -80,20 +80,20 @@ std::string VulkanDevice::dispatch_rows(const OpCall& call) {
     if (P >= 2 && P <= 32 && uint64_t(rows) * P <= 0xffffffffull) {
       pc.chunk = static_cast<uint32_t>(chunk_packs * vw);
       pc.nchunks = static_cast<uint32_t>(P);
-      pc.spin = rows_coop_spin(info_, tuning());
+      pc.spin = rows_coop_spin(dev.info(), dev.tuning());
       const size_t flag_bytes = rows_coop_flag_bytes(static_cast<uint64_t>(rows));
-      const std::shared_ptr<Buffer> ws = workspace(flag_bytes + 8 * static_cast<uint64_t>(rows) * P);
-      record_fill(ws, 0u, flag_bytes);
+      const std::shared_ptr<Buffer> ws = dev.workspace(flag_bytes + 8 * static_cast<uint64_t>(rows) * P);
+      dev.record_fill(ws, 0u, flag_bytes);
       l.spec = {cw, cw, 1u, values, 0u, 1u, raw ? 1u : 0u};
       l.bindings[2] = ws;
-      l.groups = grid(static_cast<uint64_t>(rows) * P, 1, caps, tuning());  // each workgroup loops over tickets
-      record(l);
+      l.groups = grid(static_cast<uint64_t>(rows) * P, 1, caps, dev.tuning());  // each workgroup loops over tickets
+      dev.record(l);
       return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(cw) +
              ",16B-packs,coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) + (raw ? ",raw16" : "");
     }
   }
-  l.groups = grid(static_cast<uint64_t>(rows), wg / tpr, caps, tuning());
-  record(l);
+  l.groups = grid(static_cast<uint64_t>(rows), wg / tpr, caps, dev.tuning());
+  dev.record(l);
   return std::string("vulkan:rows/") + (sg ? "subgroup" : "shared-memory") + ",tpr=" + std::to_string(tpr) +
          (wide ? ",16B-packs" : ",scalar");
 }

@@ -45,7 +45,7 @@ const std::vector<Knob>& knobs() {
       range("mm_path", V, &T::mm_path, 0, 3, 0,
             "matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix, 3 few rows / split-K (linear only)"),
       range("mm_cfg", V, &T::mm_cfg, 0, 14, 0,
-            "cooperative-matrix tile shape: entry N of kCoopmatConfigs (hal/vulkan/kernels.cpp); 0 by the shape"),
+            "cooperative-matrix tile shape: entry N of kCoopmatConfigs (hal/vulkan/matmul.cpp); 0 by the shape"),
       range("mm_peak", V, &T::mm_peak, 0, 8, 0,
             "matrix ceiling probe of Context::record_matrix_peak: 0 registers only, N its shared-memory variant N"),
       range("mm_splitk", V, &T::mm_splitk, 0, 65535, 0,

@@ -5,7 +5,7 @@
 //          + z_loss * mean(lse^2) over the same rows   when z_loss > 0 (PaLM's auxiliary loss)
 // Two ops, as cross_entropy: linear_cross_entropy -> loss, and linear_cross_entropy_backward -> (loss,
 // d_h, d_W), the gradients of that loss (d loss = 1). A backend computes them chunk by chunk over the rows,
-// so that the N x C logits never exist whole in memory (hal/vulkan/kernels_lce.cpp).
+// so that the N x C logits never exist whole in memory (hal/vulkan/lce.cpp).
 // Choices where docs/ops.md is silent: the z-loss term is added per row to the rows not ignored and
 // divided by the same count as the cross entropy (as Liger-Kernel's lse_square_scale and PaLM); label
 // smoothing is torch's (eps / C on every class, the smoothed term over the capped logits); with every row

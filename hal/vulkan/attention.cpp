@@ -105,6 +105,7 @@ constexpr uint32_t kDecodeWg = 128;
 constexpr uint32_t kDecodeMaxHeads = 8;  // query heads a workgroup holds in registers
 struct DecodePlan {
   uint32_t lk = 0, gc = 0, nchunk = 0;
+  uint64_t nsplit = 1, split_len = 0;  // key splits
 };
 
 // Whether the decode kernel takes the call; `why` names the first reason it does not.
@@ -133,6 +134,21 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
     why = "its " + std::to_string(shared) + " bytes of shared memory exceed the device's " + std::to_string(caps.max_shared_bytes);
     return false;
   }
+  // Key splits: about 512 workgroups in all (4 per SM of an H100), each split at least 512 keys long.
+  // (2048 measured worse: the partials and the combine pass grow with the splits; H100, B 1, H 32,
+  // 32k keys, f16: 16 splits 0.98 of copy, 32 0.95, 64 0.84, 128 0.72, 256 0.55.)
+  const uint64_t Sk = static_cast<uint64_t>(g.SkT);
+  const uint64_t base = static_cast<uint64_t>(g.B) * static_cast<uint64_t>(g.Hkv) * plan.nchunk;
+  uint64_t nsplit = dev.tuning().attn_split;
+  if (nsplit == 0) nsplit = std::min<uint64_t>({(512 + base - 1) / base, std::max<uint64_t>(Sk / 512, 1), 256});
+  nsplit = std::clamp<uint64_t>(nsplit, 1, std::max<uint64_t>(Sk, 1));
+  plan.nsplit = nsplit;
+  plan.split_len = std::max<uint64_t>((Sk + nsplit - 1) / nsplit, 1);
+  const uint64_t gy = static_cast<uint64_t>(g.Hkv) * plan.nchunk, gz = static_cast<uint64_t>(g.B) * nsplit;
+  if (gy > 65535 || gz > 65535) {
+    why = "its grid 1 x " + std::to_string(gy) + " x " + std::to_string(gz) + " exceeds 65535 workgroups in a dimension";
+    return false;
+  }
   return true;
 }
 
@@ -150,6 +166,14 @@ AttnGeometry forward_geometry(const OpCall& call) {
   std::vector<Shape> shapes;
   for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
   return attn_geometry(shapes);
+}
+
+// The geometry of attention_backward from its inputs' shapes (q, k, v, then the optional inputs from 6).
+AttnGeometry backward_geometry(const OpCall& call) {
+  std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
+  for (size_t k = 6; k < call.inputs.size(); ++k)
+    fs.push_back(call.inputs[k].buffer != nullptr ? call.inputs[k].shape : Shape{});
+  return attn_geometry(fs);
 }
 
 // attention_bwd.comp's push constants.
@@ -174,7 +198,7 @@ uint64_t bwd_shared_bytes(uint64_t bq, uint64_t bk, uint64_t D) {
 
 // The rotary cos/sin table for positions [pmin, pmin + npos): pairs (cos, sin) of pos * base^(-2d/D)
 // for d < D / 2, computed in double and rounded once to float.
-std::vector<float> rope_table(int64_t D, double base, int64_t pmin, int64_t npos) {
+std::vector<float> rope_values(int64_t D, double base, int64_t pmin, int64_t npos) {
   const int64_t half = D / 2;
   std::vector<float> t(static_cast<size_t>(npos * half * 2));
   for (int64_t p = 0; p < npos; ++p)
@@ -273,34 +297,29 @@ std::string score_mod_variant(VulkanDevice& dev, const std::string& base, const 
   });
 }
 
-// attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
-std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
+// Whether bf16 inputs staged as f16 (stage_bf16_as_f16) fit its 32-bit pack counts.
+bool stageable(const OpCall& call, std::initializer_list<size_t> inputs, std::string& why) {
+  for (size_t k : inputs)
+    if (static_cast<uint64_t>(call.inputs[k].numel) / 8 > UINT32_MAX) {
+      why = "bf16 inputs of more than 2^32 16-byte packs";
+      return false;
+    }
+  return true;
+}
+
+// The backward's tiles and path: from the call and the device alone, so that supports_attention refuses
+// (saying why) what dispatch_backward would not run, before anything is recorded.
+struct BwdPlan {
+  uint32_t bq = 0, bk = 0;
+  std::string cm_dkv, cm_dq, cmq_dkv, cmq_dq;  // the tensor-core passes' variants
+  bool cm_path = false, cm_quad = false, staged = false;
+  uint64_t ktiles = 0, qtiles = 0;
+};
+bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, BwdPlan& p, std::string& why) {
   const Attrs& a = call.attrs;
   const Caps& caps = dev.info().caps;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
-  std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
-  for (size_t k = 6; k < call.inputs.size(); ++k) fs.push_back(has(k) ? call.inputs[k].shape : Shape{});
-  const AttnGeometry g = attn_geometry(fs);
-  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  const uint64_t D = static_cast<uint64_t>(g.D), rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
-  const size_t es = dtype_size(call.dtype);
-  BwdPush pc{};
-  pc.B = u32(g.B);
-  pc.Hq = u32(g.Hq);
-  pc.Hkv = u32(g.Hkv);
-  pc.SqT = u32(g.SqT);
-  pc.SkT = u32(g.SkT);
-  pc.G = u32(g.Hq / g.Hkv);
-  pc.scale = static_cast<float>(a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D)));
-  pc.softcap = static_cast<float>(a.softcap);
-  pc.window = u32(a.window);
-  pc.seed_lo = static_cast<uint32_t>(a.seed);
-  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
-  pc.off_lo = static_cast<uint32_t>(a.offset);
-  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = plan::dropout_threshold(a.p);
-  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
-
+  const uint64_t D = static_cast<uint64_t>(g.D);
   // The tile: the largest that fits the shared memory and the workgroup size.
   const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
   const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
@@ -310,10 +329,11 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
       bq = q, bk = k;
       break;
     }
-  if (bq == 0)
-    throw Error(ErrorCode::Unsupported, "attention_backward: head dimension " + std::to_string(D) + " needs " +
-                                            std::to_string(bwd_shared_bytes(8, 8, D)) + " bytes of shared memory; " +
-                                            dev.info().name + " offers " + std::to_string(max_shared));
+  if (bq == 0) {
+    why = "head dimension " + std::to_string(D) + " needs " + std::to_string(bwd_shared_bytes(8, 8, D)) +
+          " bytes of shared memory; " + dev.info().name + " offers " + std::to_string(max_shared);
+    return false;
+  }
 
   // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 (and bf16 in the QUAD form),
   // D 64 or 128 (32, 80 and 96 too in the QUAD form), the NV 16x16x16 f16 shape, causal / window masks, key
@@ -331,7 +351,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && dev.coopmat_f16() &&
                     dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
                     (!bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
-                    max_shared >= 21888 && max_wg >= 128 && dev.coopmat_quad_layout() >= 0;
+                    max_shared >= 21888 && max_wg >= 128 && coopmat_quad_layout(dev) >= 0;
   std::string no_cm;
   if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
   else if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128)
@@ -353,16 +373,59 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
   else if ((g.SkT + 31) / 32 > 65535 || (g.Hq / g.Hkv * g.SqT + 31) / 32 > 65535 || g.nseq > 65535 || g.Hkv > 65535)
     no_cm = "its grid exceeds 65535 workgroups in a dimension";
-  if (dev.tuning().attn_path == 2 && !no_cm.empty())
-    throw Error(ErrorCode::Unsupported, "attention_backward: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm);
+  if (dev.tuning().attn_path == 2 && !no_cm.empty()) {
+    why = "the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm;
+    return false;
+  }
   const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
   const bool cm_quad = cm_path && quad, staged = cm_quad && bf16;
+  if (staged && !stageable(call, {0, 1, 2, 4}, why)) return false;
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_quad ? 64 : cm_path ? 32 : bk,
                  tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
   const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + tile_k - 1) / tile_k;
   const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + tile_q - 1) / tile_q;
-  if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535)
-    throw Error(ErrorCode::Unsupported, "attention_backward: the grid exceeds 65535 workgroups in a dimension");
+  if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535) {
+    why = "the grid exceeds 65535 workgroups in a dimension";
+    return false;
+  }
+  p = {bq, bk, cm_dkv, cm_dq, cmq_dkv, cmq_dq, cm_path, cm_quad, staged, ktiles, qtiles};
+  return true;
+}
+
+// attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
+std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
+  const Attrs& a = call.attrs;
+  const Caps& caps = dev.info().caps;
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  const AttnGeometry g = backward_geometry(call);
+  const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const uint64_t D = static_cast<uint64_t>(g.D), rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
+  const size_t es = dtype_size(call.dtype);
+  BwdPush pc{};
+  pc.B = u32(g.B);
+  pc.Hq = u32(g.Hq);
+  pc.Hkv = u32(g.Hkv);
+  pc.SqT = u32(g.SqT);
+  pc.SkT = u32(g.SkT);
+  pc.G = u32(g.Hq / g.Hkv);
+  pc.scale = static_cast<float>(a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D)));
+  pc.softcap = static_cast<float>(a.softcap);
+  pc.window = u32(a.window);
+  pc.seed_lo = static_cast<uint32_t>(a.seed);
+  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(a.offset);
+  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  pc.thr = plan::dropout_threshold(a.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+
+  BwdPlan bp;
+  std::string no;
+  if (!plan_backward(dev, call, g, bp, no))  // refused by supports_attention
+    throw Error(ErrorCode::Unsupported, "attention_backward: " + no);
+  const uint32_t bq = bp.bq, bk = bp.bk;
+  const std::string &cm_dkv = bp.cm_dkv, &cm_dq = bp.cm_dq, &cmq_dkv = bp.cmq_dkv, &cmq_dq = bp.cmq_dq;
+  const bool cm_path = bp.cm_path, cm_quad = bp.cm_quad, staged = bp.staged;
+  const uint64_t ktiles = bp.ktiles, qtiles = bp.qtiles;
   // The DKV and DQ passes (with the custom score function, if any, and its derivative).
   const std::string dt = to_string(call.dtype);
   const bool custom = !a.score_mod.empty();
@@ -374,7 +437,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (a.rope) {
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
     const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    pc.aux_rope = plan.copy_of(dev.rope_table(g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
+    pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
   if (has(6)) pc.aux_slopes = plan.input(call.inputs[6], es);
@@ -433,7 +496,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (!cm_path) dkv.spec[0] = bk * kTpr;
   if (cm_quad) {  // QLAYOUT is specialization constant 16
     dkv.spec.resize(16, 0u);
-    dkv.spec.push_back(static_cast<uint32_t>(dev.coopmat_quad_layout()));
+    dkv.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout(dev)));
   }
   dkv.bindings[0] = cm_path ? qkvd[0] : call.inputs[0].buffer;
   dkv.bindings[1] = cm_path ? qkvd[1] : call.inputs[1].buffer;
@@ -486,23 +549,13 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   const size_t es = dtype_size(call.dtype);
-  const uint64_t D = static_cast<uint64_t>(g.D), Sk = static_cast<uint64_t>(g.SkT);
+  const uint64_t D = static_cast<uint64_t>(g.D);
   const uint64_t rows = static_cast<uint64_t>(g.B * g.Hq);
 
-  // Key splits: about 512 workgroups in all (4 per SM of an H100), each split at least 512 keys long.
-  // (2048 measured worse: the partials and the combine pass grow with the splits; H100, B 1, H 32,
-  // 32k keys, f16: 16 splits 0.98 of copy, 32 0.95, 64 0.84, 128 0.72, 256 0.55.)
-  const uint64_t base = static_cast<uint64_t>(g.B) * static_cast<uint64_t>(g.Hkv) * dp.nchunk;
-  uint64_t nsplit = dev.tuning().attn_split;
-  if (nsplit == 0) nsplit = std::min<uint64_t>({(512 + base - 1) / base, std::max<uint64_t>(Sk / 512, 1), 256});
-  nsplit = std::clamp<uint64_t>(nsplit, 1, std::max<uint64_t>(Sk, 1));
-  const uint64_t split_len = std::max<uint64_t>((Sk + nsplit - 1) / nsplit, 1);
+  const uint64_t nsplit = dp.nsplit, split_len = dp.split_len;
+  const uint64_t gy = static_cast<uint64_t>(g.Hkv) * dp.nchunk, gz = static_cast<uint64_t>(g.B) * nsplit;  // at most 65535: decode_plan
   pc.nsplit = static_cast<uint32_t>(nsplit);
   pc.split_len = static_cast<uint32_t>(split_len);
-  const uint64_t gy = static_cast<uint64_t>(g.Hkv) * dp.nchunk, gz = static_cast<uint64_t>(g.B) * nsplit;
-  if (gy > 65535 || gz > 65535)
-    throw Error(ErrorCode::Unsupported, "attention: the decode grid 1 x " + std::to_string(gy) + " x " + std::to_string(gz) +
-                                            " exceeds 65535 workgroups in a dimension");
 
   const std::string variant = score_mod_variant(dev, std::string("attn_decode_") + to_string(call.dtype), a, "attention", false);
   WorkspacePlan plan;
@@ -560,9 +613,113 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
          std::to_string(split_len) + (rs ? ",reduce-scatter" : "");
 }
 
+// Whether attention runs on the decode kernel (attention_decode.comp): automatically when the call
+// qualifies and no knob of the flash kernel (attn_path, attn_split, attn_rows) is set; KF_TUNE
+// attn_decode=1 never, 2 always (a forced decode kernel that does not take the call is refused by
+// supports_attention).
+bool takes_decode(const VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, DecodePlan& dp) {
+  const Tuning& tune = dev.tuning();
+  if (tune.attn_decode == 1) return false;
+  std::string why;
+  const bool ok = decode_plan(dev, call, g, dp, why);
+  const bool flash_knobs = tune.attn_path != 0 || tune.attn_split != 0 || tune.attn_rows != 0;
+  return ok && (tune.attn_decode == 2 || !flash_knobs);
+}
+
+// The flash kernel's tile, path and key splits: from the call and the device alone, so that
+// supports_attention refuses (saying why) what dispatch_attention would not run.
+struct FlashPlan {
+  uint32_t bq = 0, bk = 0, nw = 4;  // query rows and keys per tile; subgroups of the tensor-core path
+  bool cm = false, cm_quad = false;
+  std::string cm_variant, quad_variant;
+  uint64_t nsplit = 1, split_len = 0, qtiles = 0;
+};
+bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, FlashPlan& p, std::string& why) {
+  const Caps& caps = dev.info().caps;
+  const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
+  const uint64_t D = static_cast<uint64_t>(g.D);
+  // The tile: query rows per workgroup (8, 16 or 32, no more than the rows there are, at most KF_TUNE's
+  // attn_rows) and keys per tile, the largest that fit the device's shared memory and workgroup size.
+  const uint64_t rows_needed = static_cast<uint64_t>(g.Hq / g.Hkv) * static_cast<uint64_t>(g.SqT);
+  const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
+  const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
+  uint32_t bq = 0, bk = 0;
+  // The tensor-core path (attention_coopmat.comp, f16 and bf16 staged as scaled f16): 64 query rows
+  // per workgroup of 4 subgroups, chosen when there are at least 32 rows to fill a tile (decoding stays
+  // on the portable kernel).
+  const bool cm_dtype = call.dtype == DType::f16 || call.dtype == DType::bf16;
+  const std::string cm_dt = to_string(call.dtype);
+  const std::string cm_variant = "attn_cm_" + cm_dt + "_d" + std::to_string(D);
+  const uint32_t cm_bk = D > 128 ? 32 : 64;
+  const bool cm_fits = dev.coopmat_f16() && cm_dtype && dev.has_variant(cm_variant) &&
+                       (call.dtype != DType::bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
+                       coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
+  if (dev.tuning().attn_path == 2 && !cm_fits) {
+    why = "the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
+          std::string(!cm_dtype ? "it takes f16 and bf16 only"
+                      : !dev.coopmat_f16() ? "the device has no 16x16x16 f16 NV cooperative-matrix shape"
+                      : !dev.has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
+                                                     : "it does not fit the device's shared memory");
+    return false;
+  }
+  const bool cm = cm_fits && (dev.tuning().attn_path == 2 || (dev.tuning().attn_path == 0 && rows_needed >= 32));
+  if (cm && call.dtype == DType::bf16 && !stageable(call, {0, 1, 2}, why)) return false;
+  bool cm_quad = cm && dev.tuning().attn_quad == 0 && dev.has_variant("attn_cmq_" + cm_dt + "_d" + std::to_string(D)) &&
+                 coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout(dev) >= 0;
+  // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
+  // mask, whose skipped tiles the prefetch does not follow).
+  std::string quad_variant = "attn_cmq_" + cm_dt + "_d" + std::to_string(D);
+  uint32_t nw = 4;
+  if (cm_quad) {
+    // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
+    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default.
+    const uint32_t want = dev.tuning().attn_cm ? dev.tuning().attn_cm : 2;
+    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p"};
+    const uint32_t want_nw = want == 2 || want == 3 ? 8 : 4;
+    const bool prefetch = want >= 3;
+    const std::string v = quad_variant + suffix[want];
+    if (want > 1 && dev.has_variant(v) && !(prefetch && has(8)) && want_nw * 32 <= max_wg &&
+        coopmat_attn_shared_bytes(cm_bk, D, true, want_nw) <= max_shared) {
+      quad_variant = v;
+      nw = want_nw;
+    } else if (dev.tuning().attn_cm > 1) {
+      why = "KF_TUNE attn_cm=" + std::to_string(want) + " (" + v +
+            ") does not serve this call (head dimension, block mask or shared memory)";
+      return false;
+    }
+  }
+  if (cm) bq = 16 * nw, bk = cm_bk;
+  const uint32_t bq_cap = dev.tuning().attn_rows ? dev.tuning().attn_rows : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
+  for (uint32_t q = bq_cap; q >= 8 && bq == 0; q /= 2) {
+    if (q * kTpr > max_wg) continue;
+    for (uint32_t k : {32u, 16u})
+      if (shared_bytes(q, k, D) <= max_shared) {
+        bq = q, bk = k;
+        break;
+      }
+  }
+  if (bq == 0) {
+    why = "head dimension " + std::to_string(D) + " needs " + std::to_string(shared_bytes(8, 16, D)) +
+          " bytes of shared memory; " + dev.info().name + " offers " + std::to_string(max_shared);
+    return false;
+  }
+
+  // Key splits (the decode path): when the grid has few workgroups and there are many keys.
+  const uint64_t qtiles = (rows_needed + bq - 1) / bq;
+  const uint64_t base_groups = qtiles * static_cast<uint64_t>(g.Hkv) * static_cast<uint64_t>(g.nseq);
+  const kf::plan::KeySplit ks = kf::plan::flash_split(g.SkT, static_cast<int64_t>(base_groups), 512, bk, dev.tuning().attn_split);
+  const uint64_t nsplit = static_cast<uint64_t>(ks.n);
+  if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535) {
+    why = "the grid exceeds 65535 workgroups in a dimension";
+    return false;
+  }
+  p = {bq, bk, nw, cm, cm_quad, cm_variant, quad_variant, nsplit, static_cast<uint64_t>(ks.len), qtiles};
+  return true;
+}
+
 }  // namespace
 
-bool VulkanDevice::supports_attention(const OpCall& call, std::string* why) const {
+bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   const DType dtype = call.dtype;
   const std::string kind = kind_of(call.id);
   if (kind.empty()) {
@@ -570,8 +727,8 @@ bool VulkanDevice::supports_attention(const OpCall& call, std::string* why) cons
     return false;
   }
   const std::string dt = to_string(dtype);
-  if (has_variant(kind + "_" + dt) && (kind != "attn_bwd_dkv" || (has_variant("attn_bwd_dq_" + dt) &&
-                                                                  has_variant("attn_bwd_pre_" + dt)))) {
+  if (dev.has_variant(kind + "_" + dt) && (kind != "attn_bwd_dkv" || (dev.has_variant("attn_bwd_dq_" + dt) &&
+                                                                  dev.has_variant("attn_bwd_pre_" + dt)))) {
     if (call.id == OpId::attention_scores && !call.inputs.empty()) {  // a 16 x 16 tile per workgroup
       const AttnGeometry g = forward_geometry(call);
       if ((g.SkT + 15) / 16 > 65535 || (g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535) {
@@ -580,11 +737,32 @@ bool VulkanDevice::supports_attention(const OpCall& call, std::string* why) cons
       }
     }
     // A forced decode kernel (KF_TUNE attn_decode=2) serves only the calls it takes.
-    if (call.id == OpId::attention && tuning().attn_decode == 2 && !call.inputs.empty()) {
+    if (call.id == OpId::attention && dev.tuning().attn_decode == 2 && !call.inputs.empty()) {
       DecodePlan dp;
       std::string no;
-      if (!decode_plan(*this, call, forward_geometry(call), dp, no)) {
+      if (!decode_plan(dev, call, forward_geometry(call), dp, no)) {
         if (why) *why = "the decode kernel was forced (KF_TUNE attn_decode=2) but " + no;
+        return false;
+      }
+    }
+    // The flash kernel's and the backward's plans, as their dispatches make them. Finding the
+    // accumulators' layout (coopmat_quad_layout) may run a small kernel, once per device: the only
+    // change a supports() call makes to the device.
+    VulkanDevice& d = const_cast<VulkanDevice&>(dev);
+    std::string no;
+    if (call.id == OpId::attention && !call.inputs.empty()) {
+      const AttnGeometry g = forward_geometry(call);
+      DecodePlan dp;
+      FlashPlan fp;
+      if (!takes_decode(dev, call, g, dp) && !plan_flash(d, call, g, fp, no)) {
+        if (why) *why = no;
+        return false;
+      }
+    }
+    if (call.id == OpId::attention_backward && !call.inputs.empty()) {
+      BwdPlan bp;
+      if (!plan_backward(d, call, backward_geometry(call), bp, no)) {
+        if (why) *why = no;
         return false;
       }
     }
@@ -599,10 +777,9 @@ bool VulkanDevice::supports_attention(const OpCall& call, std::string* why) cons
   return false;
 }
 
-std::string VulkanDevice::dispatch_attention(const OpCall& call) {
-  if (call.id == OpId::attention_backward) return dispatch_backward(*this, call);
+std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
+  if (call.id == OpId::attention_backward) return dispatch_backward(dev, call);
   const Attrs& a = call.attrs;
-  const Caps& caps = info_.caps;
   const AttnGeometry g = forward_geometry(call);
   const double scale = a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D));
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
@@ -631,7 +808,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     l.groups_y = u32((g.SqT + 15) / 16);
     l.groups_z = u32(g.B * g.Hq);
     // (the grid fits 65535 workgroups in each dimension: supports_attention)
-    record(l);
+    dev.record(l);
     return "vulkan:attention_scores/tiled-16x16";
   }
 
@@ -639,97 +816,28 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   const size_t es = dtype_size(call.dtype);
   const bool alibi = a.alibi || has(3);
 
-  // The decode kernel (attention_decode.comp): automatically when the call qualifies and no knob of the
-  // flash kernel (attn_path, attn_split, attn_rows) is set; KF_TUNE attn_decode=1 never, 2 always.
-  const Tuning& tune = tuning();
-  if (tune.attn_decode != 1) {
-    DecodePlan dp;
-    std::string why;
-    const bool ok = decode_plan(*this, call, g, dp, why);
-    // (a forced decode kernel that does not take the call was refused by supports_attention)
-    const bool flash_knobs = tune.attn_path != 0 || tune.attn_split != 0 || tune.attn_rows != 0;
-    if (ok && (tune.attn_decode == 2 || !flash_knobs)) return dispatch_decode(*this, call, g, dp, pc);
-  }
+  // The decode kernel (attention_decode.comp) where it takes the call (takes_decode).
+  DecodePlan dp;
+  if (takes_decode(dev, call, g, dp)) return dispatch_decode(dev, call, g, dp, pc);
 
-  // The tile: query rows per workgroup (8, 16 or 32, no more than the rows there are, at most KF_TUNE's
-  // attn_rows) and keys per tile, the largest that fit the device's shared memory and workgroup size.
   const uint64_t D = static_cast<uint64_t>(g.D);
-  const uint64_t rows_needed = static_cast<uint64_t>(g.Hq / g.Hkv) * static_cast<uint64_t>(g.SqT);
-  const uint64_t max_shared = caps.max_shared_bytes ? caps.max_shared_bytes : 16384;
-  const uint64_t max_wg = caps.max_workgroup_size ? caps.max_workgroup_size : 128;
-  uint32_t bq = 0, bk = 0;
-  // The tensor-core path (attention_coopmat.comp, f16 and bf16 staged as scaled f16): 64 query rows
-  // per workgroup of 4 subgroups, chosen when there are at least 32 rows to fill a tile (decoding stays
-  // on the portable kernel).
-  const bool cm_dtype = call.dtype == DType::f16 || call.dtype == DType::bf16;
-  const std::string cm_dt = to_string(call.dtype);
-  const std::string cm_variant = "attn_cm_" + cm_dt + "_d" + std::to_string(D);
-  const uint32_t cm_bk = D > 128 ? 32 : 64;
-  const bool cm_fits = coopmat_f16_ && cm_dtype && has_variant(cm_variant) &&
-                       (call.dtype != DType::bf16 || (has_variant("attn_absmax_bf16") && has_variant("attn_to_f16_bf16"))) &&
-                       coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
-  if (tuning().attn_path == 2 && !cm_fits)
-    throw Error(ErrorCode::Unsupported, "attention: the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
-                                            std::string(!cm_dtype ? "it takes f16 and bf16 only"
-                                                        : !coopmat_f16_ ? "the device has no 16x16x16 f16 NV cooperative-matrix shape"
-                                                        : !has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
-                                                                                   : "it does not fit the device's shared memory"));
-  const bool cm = cm_fits && (tuning().attn_path == 2 || (tuning().attn_path == 0 && rows_needed >= 32));
-  bool cm_quad = cm && tuning().attn_quad == 0 && has_variant("attn_cmq_" + cm_dt + "_d" + std::to_string(D)) &&
-                 coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout() >= 0;
-  // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
-  // mask, whose skipped tiles the prefetch does not follow).
-  std::string quad_variant = "attn_cmq_" + cm_dt + "_d" + std::to_string(D);
-  uint32_t nw = 4;
-  if (cm_quad) {
-    // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
-    // rows); the prefetch adds 1-2 % at 254 registers, too close to spilling to be the default.
-    const uint32_t want = tuning().attn_cm ? tuning().attn_cm : 2;
-    const char* suffix[] = {"", "", "_w8", "_w8p", "_w4p"};
-    const uint32_t want_nw = want == 2 || want == 3 ? 8 : 4;
-    const bool prefetch = want >= 3;
-    const std::string v = quad_variant + suffix[want];
-    if (want > 1 && has_variant(v) && !(prefetch && has(8)) && want_nw * 32 <= max_wg &&
-        coopmat_attn_shared_bytes(cm_bk, D, true, want_nw) <= max_shared) {
-      quad_variant = v;
-      nw = want_nw;
-    } else if (tuning().attn_cm > 1) {
-      throw Error(ErrorCode::Unsupported, "attention: KF_TUNE attn_cm=" + std::to_string(want) + " (" + v +
-                                              ") does not serve this call (head dimension, block mask or shared memory)");
-    }
-  }
-  if (cm) bq = 16 * nw, bk = cm_bk;
-  const uint32_t bq_cap = tuning().attn_rows ? tuning().attn_rows : rows_needed >= 32 ? 32 : rows_needed >= 16 ? 16 : 8;
-  for (uint32_t q = bq_cap; q >= 8 && bq == 0; q /= 2) {
-    if (q * kTpr > max_wg) continue;
-    for (uint32_t k : {32u, 16u})
-      if (shared_bytes(q, k, D) <= max_shared) {
-        bq = q, bk = k;
-        break;
-      }
-  }
-  if (bq == 0)
-    throw Error(ErrorCode::Unsupported, "attention: head dimension " + std::to_string(D) + " needs " +
-                                            std::to_string(shared_bytes(8, 16, D)) + " bytes of shared memory; " +
-                                            info_.name + " offers " + std::to_string(max_shared));
-
-  // Key splits (the decode path): when the grid has few workgroups and there are many keys.
-  const uint64_t qtiles = (rows_needed + bq - 1) / bq;
-  const uint64_t base_groups = qtiles * static_cast<uint64_t>(g.Hkv) * static_cast<uint64_t>(g.nseq);
-  const kf::plan::KeySplit ks = kf::plan::flash_split(g.SkT, static_cast<int64_t>(base_groups), 512, bk, tuning().attn_split);
-  const uint64_t nsplit = static_cast<uint64_t>(ks.n);
+  FlashPlan fp;
+  std::string no;
+  if (!plan_flash(dev, call, g, fp, no)) throw Error(ErrorCode::Unsupported, "attention: " + no);  // refused by supports_attention
+  const uint32_t bq = fp.bq, bk = fp.bk, nw = fp.nw;
+  const bool cm = fp.cm, cm_quad = fp.cm_quad;
+  const std::string &cm_variant = fp.cm_variant, &quad_variant = fp.quad_variant, cm_dt = to_string(call.dtype);
+  const uint64_t nsplit = fp.nsplit, qtiles = fp.qtiles;
   const bool split = nsplit > 1;
   if (split) {
     pc.nsplit = static_cast<uint32_t>(nsplit);
-    pc.split_len = static_cast<uint32_t>(ks.len);
+    pc.split_len = static_cast<uint32_t>(fp.split_len);
   }
-  if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535)
-    throw Error(ErrorCode::Unsupported, "attention: the grid exceeds 65535 workgroups in a dimension");
 
   // The chosen kernel (with the custom score function, if any).
   const bool custom = !a.score_mod.empty();
   const std::string variant =
-      score_mod_variant(*this, cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype), a,
+      score_mod_variant(dev, cm_quad ? quad_variant : cm ? cm_variant : std::string("attn_") + to_string(call.dtype), a,
                         "attention", false);
 
   // The workspace: auxiliary inputs, then the partials of the split path.
@@ -738,7 +846,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
     // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
     const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
     const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
-    pc.aux_rope = plan.copy_of(rope_table(g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
+    pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
@@ -755,13 +863,13 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   pc.part_off = plan.region(split ? nsplit * rows * (D + 2) : 0);
   const bool amax = cm && call.dtype == DType::bf16;
   if (amax) pc.aux_amax = plan.region(4);
-  const std::shared_ptr<Buffer> ws = plan.record(*this, "attention");
+  const std::shared_ptr<Buffer> ws = plan.record(dev, "attention");
   std::shared_ptr<Buffer> k_in = call.inputs[1].buffer, v_in = call.inputs[2].buffer;
   if (amax) {
     // bf16 as f16 times a power of two per tensor: Q's, K's and V's largest magnitudes, K and V converted
     // into temporary buffers (Q is converted as the kernel stages it).
     const std::vector<std::shared_ptr<Buffer>> qkv =
-        stage_bf16_as_f16(*this, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2]}, {0, 1, 2}, "attention");
+        stage_bf16_as_f16(dev, ws, pc.aux_amax, {&call.inputs[0], &call.inputs[1], &call.inputs[2]}, {0, 1, 2}, "attention");
     k_in = qkv[1];
     v_in = qkv[2];
   }
@@ -794,7 +902,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
             a.p > 0 ? 1u : 0u,
             lse ? 1u : 0u,
             split ? 1u : 0u};
-  if (cm_quad) l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout()));  // QLAYOUT
+  if (cm_quad) l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout(dev)));  // QLAYOUT
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = k_in;
   l.bindings[2] = v_in;
@@ -806,7 +914,7 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
   l.groups = static_cast<uint32_t>(qtiles);
   l.groups_y = u32(g.Hkv);
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
-  record(l);
+  dev.record(l);
   std::string what = std::string("vulkan:attention/") +
                         (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_" + cm_dt + "_d" + std::to_string(D)).size())
                          : cm ? "coopmat-nv" : "portable") + (amax ? ",bf16-staged-as-f16" : "") +
@@ -814,24 +922,26 @@ std::string VulkanDevice::dispatch_attention(const OpCall& call) {
                         ",bk=" + std::to_string(bk);
   if (!split) return what;
 
-  record_combine(*this, call, l.spec, ws, pc, rows, D);
+  record_combine(dev, call, l.spec, ws, pc, rows, D);
   return what + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
 }
 
-int64_t VulkanDevice::coopmat_quad_layout() {
-  if (quad_layout_ != -2) return quad_layout_;
-  quad_layout_ = -1;
-  if (!coopmat_f16_ || !has_variant("coopmat_layout")) return -1;
-  const std::shared_ptr<Buffer> out = allocate(32 * 33 * sizeof(float));
+int64_t coopmat_quad_layout(VulkanDevice& dev) {
+  int64_t& known = dev.quad_layout_cache();
+  if (known != -2) return known;
+  known = -1;
+  if (!dev.coopmat_f16() || !dev.has_variant("coopmat_layout")) return -1;
+  const std::shared_ptr<Buffer> out = dev.allocate(32 * 33 * sizeof(float));
   Launch l;
-  // KF_COOPMAT_LAYOUT=f16 probes (and prints) an f16 matrix's layout instead of the accumulator's.
-  const char* diag = options_.coopmat_layout.empty() ? nullptr : options_.coopmat_layout.c_str();
-  l.variant = diag && std::string(diag) == "f16" && has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";
+  // KF_COOPMAT_LAYOUT=f16 finds (and prints) an f16 matrix's layout instead of the accumulator's.
+  const std::string& layout_opt = dev.options().coopmat_layout;
+  const char* diag = layout_opt.empty() ? nullptr : layout_opt.c_str();
+  l.variant = diag && std::string(diag) == "f16" && dev.has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";
   l.bindings[0] = out;
   l.groups = 1;
-  record(l);
+  dev.record(l);
   std::vector<float> v(32 * 33);
-  download(*out, v.data(), v.size() * sizeof(float));
+  dev.download(*out, v.data(), v.size() * sizeof(float));
   if (diag) {  // a diagnostic: the layout found, lane by lane
     for (uint32_t lane = 0; lane < 32; ++lane) {
       const float* e = &v[lane * 33];
@@ -856,22 +966,23 @@ int64_t VulkanDevice::coopmat_quad_layout() {
       ok = e[0] == 8.0f && e[1 + i] == float(lane / 4 + 8 * H) && e[17 + i] == float(2 * (lane % 4) + X + 8 * Y);
     }
   }
-  quad_layout_ = ok ? code : -1;
-  return quad_layout_;
+  known = ok ? code : -1;
+  return known;
 }
 
 // The rotary cos/sin table of npos positions from pmin (attention and its backward), cached: built on
 // the host in double and uploaded only when its parameters change.
-std::shared_ptr<Buffer> VulkanDevice::rope_table(int64_t D, double base, int64_t pmin, int64_t npos) {
+std::shared_ptr<Buffer> rope_table(VulkanDevice& dev, int64_t D, double base, int64_t pmin, int64_t npos) {
   const std::string key = std::to_string(D) + "," + std::to_string(base) + "," + std::to_string(pmin) + "," +
                           std::to_string(npos);
-  if (rope_key_ != key || !rope_table_) {
-    const std::vector<float> t = ::kf::hal::vk::rope_table(D, base, pmin, npos);
-    rope_table_ = allocate(t.size() * 4);
-    upload(*rope_table_, t.data(), t.size() * 4);
-    rope_key_ = key;
+  VulkanDevice::RopeCache& c = dev.rope_cache();
+  if (c.key != key || !c.table) {
+    const std::vector<float> t = rope_values(D, base, pmin, npos);
+    c.table = dev.allocate(t.size() * 4);
+    dev.upload(*c.table, t.data(), t.size() * 4);
+    c.key = key;
   }
-  return rope_table_;
+  return c.table;
 }
 
 }  // namespace kf::hal::vk

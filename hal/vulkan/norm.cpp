@@ -1,8 +1,8 @@
 // The Vulkan kernels of docs/ops.md section 3 (normalizations, forward and backward): which shader
 // variant serves an op, its specialization constants, push constants and grid, and the row regime
 // (several rows per workgroup, one workgroup per row, or rows split over workgroups with a combine
-// pass). Also the entry point of every section 3 and 6 op (dispatch_training, supports_training): the
-// losses and optimizers are in kernels_train.cpp.
+// pass), and which section 3 and 6 calls have a kernel (supports_training). The backward passes, losses
+// and optimizers are in train.cpp, linear_cross_entropy in lce.cpp.
 #include <algorithm>
 #include <cstring>
 
@@ -83,13 +83,13 @@ bool is_linear_cross_entropy(OpId id) {
 }
 }  // namespace
 
-bool VulkanDevice::supports_training(const OpCall& call, std::string* why) const {
+bool supports_training(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   const DType dtype = call.dtype;
-  const std::string name = training_variant(call, dtype, info_.caps);
+  const std::string name = training_variant(call, dtype, dev.info().caps);
   // linear_cross_entropy also runs the matrix-product kernel (mm.comp).
   const bool lce = is_linear_cross_entropy(call.id);
-  const bool mm = !lce || has_variant(std::string("mm_") + to_string(dtype));
-  if (!name.empty() && has_variant(name) && mm) return lce ? supports_linear_cross_entropy(call, why) : true;
+  const bool mm = !lce || dev.has_variant(std::string("mm_") + to_string(dtype));
+  if (!name.empty() && dev.has_variant(name) && mm) return lce ? supports_linear_cross_entropy(dev, call, why) : true;
   if (why) {
     if (dtype == DType::f64 && call.transcendental)
       *why = std::string("GLSL has no float64 exp/tanh/erf, so ") + call.name() +
@@ -100,14 +100,12 @@ bool VulkanDevice::supports_training(const OpCall& call, std::string* why) const
   return false;
 }
 
-std::string VulkanDevice::dispatch_training(const OpCall& call) {
-  if (is_linear_cross_entropy(call.id)) return dispatch_linear_cross_entropy(call);
-  if (call.family == Family::Loss) return dispatch_loss(call);
-  if (call.family == Family::Optimizer) return dispatch_optimizer(call);
-  if (call.id == OpId::batch_norm_relu) return dispatch_batch_norm(call);
-  if (!is_row_norm(call.id)) return dispatch_norm_backward(call);
+// The normalizations: batch_norm_relu, the backward passes (train.cpp), the row norms (below).
+std::string dispatch_norm(VulkanDevice& dev, const OpCall& call) {
+  if (call.id == OpId::batch_norm_relu) return dispatch_batch_norm(dev, call);
+  if (!is_row_norm(call.id)) return dispatch_norm_backward(dev, call);
 
-  const Caps& caps = info_.caps;
+  const Caps& caps = dev.info().caps;
   const TensorArg& x = call.inputs[0];
   const bool add = call.id == OpId::add_layer_norm || call.id == OpId::add_rms_norm;
   const bool group = call.id == OpId::group_norm;
@@ -133,8 +131,8 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
   }
   // 16-bit rows that fit one workgroup at 16 values an invocation take 16 (twice the invocations a row):
   // on the H100 rows of 4096 read bf16 layer_norm 0.87 -> 0.93, rms_norm 0.91 -> 0.99 of copy, f16 0.90 ->
-  // 0.97 / 0.97 -> 0.99 (session 9, probe 3); f32 and longer rows keep 32.
-  Tuning t = tuning();
+  // 0.97 / 0.97 -> 0.99; f32 and longer rows keep 32.
+  Tuning t = dev.tuning();
   if (t.rows_values == 0 && (call.dtype == DType::f16 || call.dtype == DType::bf16) &&
       len <= uint64_t(kWorkgroup) * 16)
     t.rows_values = 16;
@@ -181,8 +179,8 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
     l.spec[0] = wg;
     l.bindings[4] = y;
     l.bindings[5] = s;
-    l.groups = grid(rows, wg / plan.tpr, caps, tuning());
-    record(l);
+    l.groups = grid(rows, wg / plan.tpr, caps, dev.tuning());
+    dev.record(l);
     return "vulkan:norm/" + form + ",tpr=" + std::to_string(plan.tpr);
   }
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
@@ -190,10 +188,10 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
   // its part in registers, exchanging the parts' statistics through the workspace. 16-bit rows of whole
   // packs are cached as raw packs (64 values in the registers of 32 floats, so P = 2 for rows of 65536)
   // except for the add forms, which normalize s = x + r unrounded.
-  const uint32_t coop_mode = rows_coop_mode(info_, tuning());
+  const uint32_t coop_mode = rows_coop_mode(dev.info(), dev.tuning());
   if (coop_mode >= 2) {
-    const uint32_t big = coop_workgroup(caps, tuning());
-    const bool raw = coop_mode == 2 && !add && plan.wide && tuning().rows_values == 0 &&
+    const uint32_t big = coop_workgroup(caps, dev.tuning());
+    const bool raw = coop_mode == 2 && !add && plan.wide && dev.tuning().rows_values == 0 &&
                      (call.dtype == DType::f16 || call.dtype == DType::bf16);
     const uint32_t values = raw ? 64u : plan.cache_values;
     const uint64_t per_invocation = std::max<uint32_t>(1, values / plan.vw);
@@ -204,35 +202,35 @@ std::string VulkanDevice::dispatch_training(const OpCall& call) {
     if (P >= 2 && P <= 32 && rows * P <= 0xffffffffull) {
       pc.chunk = static_cast<uint32_t>(chunk_items * plan.vw);
       pc.nchunks = static_cast<uint32_t>(P);
-      pc.spin = rows_coop_spin(info_, tuning());
+      pc.spin = rows_coop_spin(dev.info(), dev.tuning());
       const size_t flag_bytes = rows_coop_flag_bytes(rows);
-      const std::shared_ptr<Buffer> ws = workspace(flag_bytes + 3 * rows * P * acc);
-      record_fill(ws, 0u, flag_bytes);
+      const std::shared_ptr<Buffer> ws = dev.workspace(flag_bytes + 3 * rows * P * acc);
+      dev.record_fill(ws, 0u, flag_bytes);
       l.spec = {big, big, plan.wide ? 1u : 0u, values, 3u, has_w ? 1u : 0u, has_b ? 1u : 0u, affine, raw ? 1u : 0u};
       l.bindings[4] = y;
       l.bindings[5] = s;
       l.bindings[6] = ws;
-      l.groups = grid(rows * P, 1, caps, tuning());  // each workgroup loops over tickets
-      record(l);
+      l.groups = grid(rows * P, 1, caps, dev.tuning());  // each workgroup loops over tickets
+      dev.record(l);
       return "vulkan:norm/" + form + ",coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) +
              (raw ? ",raw16" : "");
     }
   }
   // Split rows: PASS 1 writes three statistics per chunk to the workspace (and s), PASS 2 normalizes.
-  const std::shared_ptr<Buffer> ws = workspace(3 * rows * plan.nchunks * acc);
-  l.groups = grid(rows * plan.nchunks, 1, caps, tuning());
+  const std::shared_ptr<Buffer> ws = dev.workspace(3 * rows * plan.nchunks * acc);
+  l.groups = grid(rows * plan.nchunks, 1, caps, dev.tuning());
   l.spec = spec(kWorkgroup, 1);
   l.bindings[4] = s;  // null for the plain forms: binding 4 then repeats binding 0, never written
   l.bindings[5] = ws;
-  record(l);
+  dev.record(l);
   l.spec = spec(kWorkgroup, 2);
   l.bindings[4] = y;
-  record(l);
+  dev.record(l);
   return "vulkan:norm/" + form + ",split=" + std::to_string(plan.nchunks) + "x" + std::to_string(plan.chunk);
 }
 
 // batch_norm_relu: one pack per invocation (batchnorm.comp).
-std::string VulkanDevice::dispatch_batch_norm(const OpCall& call) {
+std::string dispatch_batch_norm(VulkanDevice& dev, const OpCall& call) {
   const TensorArg& x = call.inputs[0];
   const uint32_t vw = pack_elems(call.dtype);
   const uint64_t C = static_cast<uint64_t>(x.shape[1]);
@@ -245,7 +243,7 @@ std::string VulkanDevice::dispatch_batch_norm(const OpCall& call) {
   set_eps(call.eps, pc.eps, pc.eps_lo, pc.eps_hi);
   const bool per_pack = inner % vw == 0;
   Launch l;
-  l.variant = training_variant(call, call.dtype, info_.caps);
+  l.variant = training_variant(call, call.dtype, dev.info().caps);
   l.spec = {kWorkgroup, per_pack ? 1u : 0u};
   l.bindings[0] = x.buffer;
   l.bindings[1] = call.inputs[1].buffer;
@@ -255,21 +253,9 @@ std::string VulkanDevice::dispatch_batch_norm(const OpCall& call) {
   l.bindings[5] = call.inputs[4].buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = grid((static_cast<uint64_t>(x.numel) + vw - 1) / vw, kWorkgroup, info_.caps, tuning());
-  record(l);
+  l.groups = grid((static_cast<uint64_t>(x.numel) + vw - 1) / vw, kWorkgroup, dev.info().caps, dev.tuning());
+  dev.record(l);
   return std::string("vulkan:batch_norm/16B-packs,") + (per_pack ? "channel-per-pack" : "channel-per-element");
-}
-
-std::shared_ptr<Buffer> VulkanDevice::workspace(size_t bytes, int slot) {
-  // One buffer per slot reused by every op that needs scratch space: the stream orders each dispatch
-  // after everything recorded before it, so consecutive ops never overlap on it. A larger request
-  // replaces it; the open batch keeps the old one alive until it completes. (Temporaries allocated per
-  // call instead stay alive until their batch completes: 30 bf16 attention calls over 16k tokens
-  // recorded in one batch held 30 GiB of K and V copies and ran out of memory on an H100.)
-  bytes = std::max<size_t>(bytes, 16);
-  std::shared_ptr<Buffer>& w = workspace_.at(static_cast<size_t>(slot));
-  if (!w || w->size() < bytes) w = allocate(std::max<size_t>(bytes, 1 << 20));
-  return w;
 }
 
 }  // namespace kf::hal::vk

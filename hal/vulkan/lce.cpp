@@ -47,25 +47,25 @@ uint64_t lce_chunk_limit(const Caps& caps) {
 
 }  // namespace
 
-bool VulkanDevice::supports_linear_cross_entropy(const OpCall& call, std::string* why) const {
+bool supports_linear_cross_entropy(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
-  if (call.id == OpId::linear_cross_entropy_backward && tuning().mm_path == 3)
+  if (call.id == OpId::linear_cross_entropy_backward && dev.tuning().mm_path == 3)
     return no("the few-rows / split-K path was forced (KF_TUNE mm_path=3), which the backward's products "
               "(d h = G W as matmul) cannot take");
   if (call.inputs.empty()) return true;
   const uint64_t D = static_cast<uint64_t>(call.inputs[0].shape[1]), C = static_cast<uint64_t>(call.inputs[1].shape[0]);
   const uint64_t es = dtype_size(call.dtype);
-  const uint64_t granule = lce_granule(D, es), limit = lce_chunk_limit(info_.caps);
+  const uint64_t granule = lce_granule(D, es), limit = lce_chunk_limit(dev.info().caps);
   if (granule * C * es > limit)
     return no(std::to_string(granule) + " rows of " + std::to_string(C) + " logits exceed the chunk limit of " +
               std::to_string(limit) + " bytes (chunking over the classes is not implemented)");
   return true;
 }
 
-std::string VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
+std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
                                              const std::shared_ptr<Buffer>& c, DType dtype, uint32_t M, uint32_t N,
                                              uint32_t K, bool accumulate) {
   MatmulPush pc{M, N, K, 0, 0, 0};
@@ -77,17 +77,17 @@ std::string VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, c
   const bool bf16 = dtype == DType::bf16;
   std::string cm = default_coopmat_variant(M, N, 1, &bm, &bn);
   if (bf16) cm = "mm_coopmat_bf16_" + cm.substr(std::string("mm_coopmat_f16_").size());
-  const bool coopmat = coopmat_f16_ && (dtype == DType::f16 || (bf16 && has_variant("bf16_cols_to_f16"))) &&
-                       M % 8 == 0 && N % 8 == 0 && tuning().mm_path != 1 && has_variant(cm);
+  const bool coopmat = dev.coopmat_f16() && (dtype == DType::f16 || (bf16 && dev.has_variant("bf16_cols_to_f16"))) &&
+                       M % 8 == 0 && N % 8 == 0 && dev.tuning().mm_path != 1 && dev.has_variant(cm);
   if (!coopmat) bm = bn = 64;
   std::shared_ptr<Buffer> a_in = a, b_in = b, scales;
   if (coopmat && bf16) {
     // Factors: A's at words [0, M), B's at [M, M + N), then the column maxima (scratch).
-    a_in = workspace(size_t(K) * M * 2, 1);
-    b_in = workspace(size_t(K) * N * 2, 2);
-    scales = workspace((2 * size_t(M) + 2 * size_t(N)) * 4, 3);
-    record_bf16_scaled(a, a_in, scales, 1, K, M, true, 0, uint64_t(M) + N);
-    record_bf16_scaled(b, b_in, scales, 1, K, N, true, M, uint64_t(M) + N);
+    a_in = dev.workspace(size_t(K) * M * 2, 1);
+    b_in = dev.workspace(size_t(K) * N * 2, 2);
+    scales = dev.workspace((2 * size_t(M) + 2 * size_t(N)) * 4, 3);
+    record_bf16_scaled(dev, a, a_in, scales, 1, K, M, true, 0, uint64_t(M) + N);
+    record_bf16_scaled(dev, b, b_in, scales, 1, K, N, true, M, uint64_t(M) + N);
     pc.scale_b = M;
   }
   Launch l;
@@ -103,13 +103,13 @@ std::string VulkanDevice::record_matmul_at_b(const std::shared_ptr<Buffer>& a, c
   l.push_bytes = sizeof(pc);
   l.groups = (N + bn - 1) / bn;
   l.groups_y = (M + bm - 1) / bm;
-  record(l);
+  dev.record(l);
   return !coopmat ? "portable-tiled-64x64" : bf16 ? "coopmat-nv,bf16-cols-as-scaled-f16" : "coopmat-nv";
 }
 
-std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
+std::string dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call) {
   const bool grad = call.outputs.size() > 1;
-  const Caps& caps = info_.caps;
+  const Caps& caps = dev.info().caps;
   const TensorArg& h = call.inputs[0];
   const TensorArg& W = call.inputs[1];
   const uint64_t N = static_cast<uint64_t>(h.shape[0]), D = static_cast<uint64_t>(h.shape[1]);
@@ -120,19 +120,19 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
   // aligned byte; as many as fit kChunkBytes of logits (or KF_TUNE lce_rows).
   // (granule rows of logits fit the limit: supports_linear_cross_entropy)
   const uint64_t granule = lce_granule(D, es), limit = lce_chunk_limit(caps);
-  uint64_t rows = tuning().lce_rows ? align_up(tuning().lce_rows, granule)
+  uint64_t rows = dev.tuning().lce_rows ? align_up(dev.tuning().lce_rows, granule)
                                     : std::max<uint64_t>(granule, limit / (C * es) / granule * granule);
   rows = std::min<uint64_t>(rows, N);
   const uint64_t nchunks = (N + rows - 1) / rows;
 
   // Workspace: the chunk of logits, then loss.comp's statistics (the count, a loss per row, four values
   // per row chunk of the split row path), each seen through a view.
-  const RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, rows, C);
+  const RowPlan plan = plan_loss_rows(caps, dev.tuning(), call.dtype, rows, C);
   const uint64_t logits_bytes = align_up(std::max<uint64_t>(rows * C * es, 16), kViewAlign);
   const uint64_t stats_bytes = align_up(4 * (1 + N + (plan.split ? 4 * rows * plan.nchunks : 0)), 16);
-  const std::shared_ptr<Buffer> ws = workspace(logits_bytes + stats_bytes);
-  const auto z = std::make_shared<VkBuf>(*this, ws, 0, logits_bytes);
-  const auto stats = std::make_shared<VkBuf>(*this, ws, logits_bytes, stats_bytes);
+  const std::shared_ptr<Buffer> ws = dev.workspace(logits_bytes + stats_bytes);
+  const auto z = std::make_shared<VkBuf>(dev, ws, 0, logits_bytes);
+  const auto stats = std::make_shared<VkBuf>(dev, ws, logits_bytes, stats_bytes);
 
   LossPush pc{};
   pc.classes = static_cast<uint32_t>(C);
@@ -158,27 +158,27 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
   pc.rows = static_cast<uint32_t>(N);  // PASS 0: the count over every row
   loss.spec = spec(kWorkgroup, 0);
   loss.groups = 1;
-  record(loss);
+  dev.record(loss);
 
   // bf16 on the tensor-core path: W (C x d, 1 GiB for a 128k vocabulary) converted once per call rather
   // than in every chunk's products: its rows scaled for Z = h W^T (workspace slot 4), its columns for
   // d_h = G W (slot 5); their factors in slot 6, after words [0, rows) that each chunk's products take
   // for A's, then the column maxima (scratch). Where a chunk's product takes another path (few rows:
   // the decode kernel) it reads W itself, so the results do not depend on this choice.
-  const bool bf16_cm = call.dtype == DType::bf16 && coopmat_f16_ && tuning().mm_path != 1 && tuning().mm_path != 3 &&
-                       has_variant("bf16_rows_to_f16") && has_variant("bf16_cols_to_f16");
-  const bool w_rows = bf16_cm && D % 8 == 0 && (tuning().mm_path == 2 || std::min(rows, N) > 16);
+  const bool bf16_cm = call.dtype == DType::bf16 && dev.coopmat_f16() && dev.tuning().mm_path != 1 && dev.tuning().mm_path != 3 &&
+                       dev.has_variant("bf16_rows_to_f16") && dev.has_variant("bf16_cols_to_f16");
+  const bool w_rows = bf16_cm && D % 8 == 0 && (dev.tuning().mm_path == 2 || std::min(rows, N) > 16);
   const bool w_cols = bf16_cm && grad && D % 8 == 0 && C % 8 == 0;
   ScaledB zb, db;
   if (w_rows || w_cols) {
-    const std::shared_ptr<Buffer> sc = workspace(4 * (rows + C + 2 * D), 6);
+    const std::shared_ptr<Buffer> sc = dev.workspace(4 * (rows + C + 2 * D), 6);
     if (w_rows) {
-      zb = {workspace(C * D * 2, 4), sc, static_cast<uint32_t>(rows)};
-      record_bf16_scaled(W.buffer, zb.b, sc, 1, C, D, false, zb.scale_b);
+      zb = {dev.workspace(C * D * 2, 4), sc, static_cast<uint32_t>(rows)};
+      record_bf16_scaled(dev, W.buffer, zb.b, sc, 1, C, D, false, zb.scale_b);
     }
     if (w_cols) {
-      db = {workspace(C * D * 2, 5), sc, static_cast<uint32_t>(rows + C)};
-      record_bf16_scaled(W.buffer, db.b, sc, 1, C, D, true, db.scale_b, rows + C + D);
+      db = {dev.workspace(C * D * 2, 5), sc, static_cast<uint32_t>(rows + C)};
+      record_bf16_scaled(dev, W.buffer, db.b, sc, 1, C, D, true, db.scale_b, rows + C + D);
     }
   }
 
@@ -187,43 +187,43 @@ std::string VulkanDevice::dispatch_linear_cross_entropy(const OpCall& call) {
     const uint64_t n = std::min(rows, N - r0);
     const auto part = [&](const TensorArg& t, uint64_t width) -> std::shared_ptr<Buffer> {
       if (nchunks == 1) return t.buffer;
-      return std::make_shared<VkBuf>(*this, t.buffer, r0 * width * es, align_up(n * width * es, 16));
+      return std::make_shared<VkBuf>(dev, t.buffer, r0 * width * es, align_up(n * width * es, 16));
     };
     const std::shared_ptr<Buffer> hc = part(h, D);
     // 1. Z = h[chunk] W^T
     OpCall zc = product_call(OpId::linear, call.dtype);
     zc.inputs = {{hc, {int64_t(n), int64_t(D)}, int64_t(n * D)}, W, {}, {}};
     zc.outputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}};
-    mm_variant = dispatch_matmul(zc, w_rows ? &zb : nullptr);
+    mm_variant = dispatch_matmul(dev, zc, w_rows ? &zb : nullptr);
     // 2. the chunk's losses (and G over Z)
     pc.rows = static_cast<uint32_t>(n);
     pc.row_base = static_cast<uint32_t>(r0);
     if (!plan.split) {
       loss.spec = spec(plan.tpr, 1);
-      loss.groups = grid(n, kWorkgroup / plan.tpr, caps, tuning());
-      record(loss);
+      loss.groups = grid(n, kWorkgroup / plan.tpr, caps, dev.tuning());
+      dev.record(loss);
     } else {
-      loss.groups = grid(n * plan.nchunks, 1, caps, tuning());
+      loss.groups = grid(n * plan.nchunks, 1, caps, dev.tuning());
       loss.spec = spec(kWorkgroup, 2);
-      record(loss);
+      dev.record(loss);
       loss.spec = spec(kWorkgroup, 3);
-      record(loss);
+      dev.record(loss);
     }
     if (!grad) continue;
     // 3. d_h[chunk] = G W (W as matmul's [K, N] operand: K = C)
     OpCall dc = product_call(OpId::matmul, call.dtype);
     dc.inputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}, W, {}, {}};
     dc.outputs = {{part(call.outputs[1], D), {int64_t(n), int64_t(D)}, int64_t(n * D)}};
-    dispatch_matmul(dc, w_cols ? &db : nullptr);
+    dispatch_matmul(dev, dc, w_cols ? &db : nullptr);
     // 4. d_W (+)= G^T h[chunk]
-    dw_variant = record_matmul_at_b(z, hc, call.outputs[2].buffer, call.dtype, static_cast<uint32_t>(C),
+    dw_variant = record_matmul_at_b(dev, z, hc, call.outputs[2].buffer, call.dtype, static_cast<uint32_t>(C),
                                     static_cast<uint32_t>(D), static_cast<uint32_t>(n), r0 > 0);
   }
   pc.rows = static_cast<uint32_t>(N);  // PASS 4: the mean over every row
   pc.row_base = 0;
   loss.spec = spec(kWorkgroup, 4);
   loss.groups = 1;
-  record(loss);
+  dev.record(loss);
   return "vulkan:lce/chunks=" + std::to_string(nchunks) + "x" + std::to_string(rows) + "rows," +
          (plan.split ? "split=" + std::to_string(plan.nchunks) : "tpr=" + std::to_string(plan.tpr)) + "," +
          mm_variant.substr(mm_variant.find('/') + 1) + (grad ? ",dW:" + dw_variant : std::string());

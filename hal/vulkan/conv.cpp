@@ -1,6 +1,5 @@
-// The Vulkan kernels of docs/ops.md section 4 beyond the tiled products of matmul.cpp: the few-rows /
-// split-K product (shaders/mm_gemv.comp) that dispatch_matmul selects for decode shapes, embedding
-// (shaders/embedding.comp) and the convolutions (shaders/conv.comp).
+// The convolutions of docs/ops.md section 4: conv2d, conv2d_bn_relu, conv2d_gelu_dropout (shaders/conv.comp,
+// conv_depthwise.comp, and the tensor-core path through conv.comp IM2COL and mm_coopmat.comp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,22 +10,6 @@
 
 namespace kf::hal::vk {
 namespace {
-
-struct GemvPush {
-  uint32_t M, N, K, splits, kslice;
-  uint32_t seed_lo, seed_hi, off_lo, off_hi, thr;
-  float keep_scale;
-};
-
-// Workgroups that fill a large GPU (an H100 holds 8 workgroups of 256 invocations on each of its 132
-// multiprocessors): split-K adds K slices until the grid reaches this many.
-constexpr uint64_t kGemvTargetGroups = 1024;
-// A K slice spans at least this many elements (64 invocations x 16 of them: 2-4 packs each).
-constexpr uint64_t kGemvMinSlice = 1024;
-
-struct EmbeddingPush {
-  uint32_t rows, d, L, V, units;
-};
 
 struct ConvPush {
   uint32_t N, C, H, W, O, groups;
@@ -50,14 +33,6 @@ struct FoldPush {
 };
 
 uint32_t hw16(int64_t h, int64_t w) { return static_cast<uint32_t>(h) | (static_cast<uint32_t>(w) << 16); }
-
-// The embedding kernel's work units: output packs (d a multiple of the pack), else elements or words.
-uint64_t embedding_units(const OpCall& call) {
-  const uint64_t d = static_cast<uint64_t>(call.inputs[1].shape[1]);
-  const uint32_t vw = pack_elems(call.dtype);
-  const uint64_t n = static_cast<uint64_t>(call.inputs[0].numel) * d;
-  return d % vw == 0 ? n / vw : (dtype_size(call.dtype) == 2 ? (n + 1) / 2 : n);
-}
 
 // The convolutions' tensor-core path (conv.comp IM2COL + mm_coopmat.comp): whether it takes the call.
 struct ConvCoopmat {
@@ -86,23 +61,14 @@ ConvCoopmat conv_coopmat(const VulkanDevice& dev, const OpCall& call) {
 
 }  // namespace
 
-bool VulkanDevice::is_linalg_op(OpId id) {
-  return id == OpId::embedding || id == OpId::conv2d || id == OpId::conv2d_bn_relu || id == OpId::conv2d_gelu_dropout;
-}
-
-bool VulkanDevice::supports_linalg(const OpCall& call, std::string* why) const {
+bool supports_conv(const VulkanDevice& dev, const OpCall& call, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
-  const bool embedding = call.id == OpId::embedding;
-  const std::string v = (embedding ? std::string("embedding") : std::string("conv")) + "_" + to_string(call.dtype);
-  if (!has_variant(v)) return no(std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(call.dtype));
+  if (!dev.has_variant("conv_" + std::string(to_string(call.dtype))))
+    return no(std::string("this build has no Vulkan kernel for ") + call.name() + " in " + to_string(call.dtype));
   if (call.inputs.empty()) return true;  // the op and dtype alone
-  if (embedding) {
-    if (embedding_units(call) > 0xffffffffull) return no("more than 2^32 output elements");
-    return true;
-  }
   const Shape& ws = call.inputs[1].shape;
   const Shape& ys = call.outputs[0].shape;
   const uint64_t groups = static_cast<uint64_t>(call.attrs.groups);
@@ -113,45 +79,18 @@ bool VulkanDevice::supports_linalg(const OpCall& call, std::string* why) const {
       static_cast<uint64_t>(call.inputs[1].numel) > 0xffffffffull || M * 64 > 0xffffffffull || K > 0xffffffffull)
     return no("tensors of more than 2^32 elements (32-bit indices in conv.comp)");
   if (groups > 65535 || (Og + 63) / 64 > 65535) return no("more than 65535 groups or 4194240 channels per group");
-  if (tuning().conv_path == 2 && !conv_coopmat(*this, call).fits)
+  if (dev.tuning().conv_path == 2 && !conv_coopmat(dev, call).fits)
     return no("the tensor-core path was forced (KF_TUNE conv_path=2) but needs NV cooperative matrices, f16, one "
               "group, C * kh * kw a multiple of 8, a column matrix of at most 1 GiB and at most 65535 workgroups "
               "in each dimension of its grid");
   return true;
 }
 
-std::string VulkanDevice::dispatch_linalg(const OpCall& call) {
-  if (call.id != OpId::embedding) return dispatch_conv(call);
-  // embedding: one invocation per output pack (d a multiple of the pack), else per element / word.
-  const TensorArg& tok = call.inputs[0];
-  const TensorArg& table = call.inputs[1];
-  const bool has_pos = call.inputs.size() > 2 && call.inputs[2].buffer;
-  const uint64_t d = static_cast<uint64_t>(table.shape[1]);
-  const uint64_t rows = static_cast<uint64_t>(tok.numel);
-  const uint32_t vw = pack_elems(call.dtype);
-  const bool wide = d % vw == 0;
-  const uint64_t units = embedding_units(call);  // at most 2^32 (supports_linalg)
-  EmbeddingPush pc{static_cast<uint32_t>(rows), static_cast<uint32_t>(d), static_cast<uint32_t>(tok.shape.back()),
-                   static_cast<uint32_t>(table.shape[0]), static_cast<uint32_t>(units)};
-  Launch l;
-  l.variant = "embedding_" + std::string(to_string(call.dtype));
-  l.spec = {kWorkgroup, has_pos ? 1u : 0u, wide ? 1u : 0u};
-  l.bindings[0] = tok.buffer;
-  l.bindings[1] = table.buffer;
-  if (has_pos) l.bindings[2] = call.inputs[2].buffer;
-  l.bindings[3] = call.outputs[0].buffer;
-  l.push = &pc;
-  l.push_bytes = sizeof(pc);
-  l.groups = grid(units, kWorkgroup, info_.caps, tuning());
-  record(l);
-  return std::string("vulkan:embedding/") + (wide ? "16B-packs" : "elements");
-}
-
 // conv2d, conv2d_bn_relu (a fold pass first: per-channel scale and shift in the workspace),
 // conv2d_gelu_dropout: depthwise (groups == C) on conv_depthwise.comp (a workgroup per tile of output
 // pixels of one or more planes, looped past 65535), the rest on conv.comp's implicit GEMM: x = pixel
 // tiles (looped past 65535), y = channel tiles of a group, z = groups (or its tensor-core path).
-std::string VulkanDevice::dispatch_conv(const OpCall& call) {
+std::string dispatch_conv(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
   const Shape& xs = call.inputs[0].shape;
   const Shape& ws = call.inputs[1].shape;
@@ -164,12 +103,12 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   const uint64_t O = static_cast<uint64_t>(ws[0]), Og = O / groups;
   const uint64_t M = static_cast<uint64_t>(ys[0] * ys[2] * ys[3]);
   const uint64_t K = static_cast<uint64_t>(ws[1] * ws[2] * ws[3]);
-  // 32-bit indices, at most 65535 groups of at most 4194240 channels: supports_linalg.
+  // 32-bit indices, at most 65535 groups of at most 4194240 channels: supports_conv.
 
   std::shared_ptr<Buffer> ss;
   if (bn) {
     FoldPush fp{static_cast<uint32_t>(O), static_cast<float>(call.eps)};
-    ss = workspace(8 * O);
+    ss = dev.workspace(8 * O);
     Launch f;
     f.variant = "conv_fold_bn_" + std::string(to_string(call.dtype));
     f.spec = {kWorkgroup, has_bias ? 1u : 0u};
@@ -179,7 +118,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
     f.push = &fp;
     f.push_bytes = sizeof(fp);
     f.groups = static_cast<uint32_t>((O + kWorkgroup - 1) / kWorkgroup);
-    record(f);
+    dev.record(f);
   }
   const bool drop = gelu_drop && a.p > 0;
   ConvPush pc{};
@@ -205,7 +144,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   // Depthwise (groups == C) on conv_depthwise.comp unless a path is forced (KF_TUNE conv_path=1 the
   // implicit GEMM, 2 the tensor cores), where one row of outputs' input window fits its shared memory.
   const std::string dw_variant = "conv_depthwise_" + std::string(to_string(call.dtype));
-  if (tuning().conv_path == 0 && a.groups == xs[1] && has_variant(dw_variant)) {
+  if (dev.tuning().conv_path == 0 && a.groups == xs[1] && dev.has_variant(dw_variant)) {
     const int64_t vw = pack_elems(call.dtype);
     const DepthwiseTiles dp = plan_depthwise_tiles(vw, xs[0] * xs[1], ys[2], ys[3], ws[2], ws[3], a.stride[0], a.stride[1],
                                                    a.dilation[0], a.dilation[1], kDwSmem);
@@ -232,8 +171,8 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
       l.bindings[4] = call.outputs[0].buffer;
       l.push = &dpc;
       l.push_bytes = sizeof(dpc);
-      l.groups = static_cast<uint32_t>(std::clamp<int64_t>(dp.tiles, 1, std::min<int64_t>(65535, tuning().max_groups)));
-      record(l);
+      l.groups = static_cast<uint32_t>(std::clamp<int64_t>(dp.tiles, 1, std::min<int64_t>(65535, dev.tuning().max_groups)));
+      dev.record(l);
       return "vulkan:conv/depthwise,tile=" + std::to_string(dp.tow) + "x" + std::to_string(dp.toh) +
              (dp.pb > 1 ? ",planes=" + std::to_string(dp.pb) : "") + ",vpt=" + std::to_string(vw) +
              (kwt ? ",kw=" + std::to_string(kwt) : "") + (vec_load ? ",16B-loads" : "") +
@@ -248,18 +187,18 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   // take the implicit GEMM below.
   const uint64_t P = static_cast<uint64_t>(ys[2] * ys[3]), images = static_cast<uint64_t>(xs[0]);
   const uint64_t col_bytes = M * K * 2;
-  // A forced tensor-core path (KF_TUNE conv_path=2) that does not fit was refused by supports_linalg.
-  const ConvCoopmat cm = conv_coopmat(*this, call);
+  // A forced tensor-core path (KF_TUNE conv_path=2) that does not fit was refused by supports_conv.
+  const ConvCoopmat cm = conv_coopmat(dev, call);
   const std::string& cm_variant = cm.variant;
   const uint32_t cm_bm = cm.bm, cm_bn = cm.bn;
-  if (cm.fits && tuning().conv_path != 1) {
+  if (cm.fits && dev.tuning().conv_path != 1) {
     // A 1 x 1 convolution with stride 1 and no padding needs no column matrix: each image [C, P] is B
     // as it stands ([K, N], rows of P: P % 8 == 0 for whole 16-byte loads).
     const bool direct = ws[2] == 1 && ws[3] == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 &&
                         a.padding[1] == 0 && P % 8 == 0;
     std::shared_ptr<Buffer> col = call.inputs[0].buffer;
     if (!direct) {
-      col = workspace(static_cast<size_t>(col_bytes), 1);
+      col = dev.workspace(static_cast<size_t>(col_bytes), 1);
       Launch ic;
       ic.variant = "conv_im2col_f16";
       ic.spec = {kWorkgroup};
@@ -267,8 +206,8 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
       ic.bindings[4] = col;
       ic.push = &pc;
       ic.push_bytes = 10 * sizeof(uint32_t);  // N .. dils
-      ic.groups = grid(M * K / 8, kWorkgroup, info_.caps, tuning());
-      record(ic);
+      ic.groups = grid(M * K / 8, kWorkgroup, dev.info().caps, dev.tuning());
+      dev.record(ic);
     }
     MatmulPush mp{static_cast<uint32_t>(O), static_cast<uint32_t>(P), static_cast<uint32_t>(K), 0u,
                   static_cast<uint32_t>(P * K), static_cast<uint32_t>(O * P), pc.seed_lo, pc.seed_hi, pc.off_lo,
@@ -289,7 +228,7 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
     g.groups = static_cast<uint32_t>((P + cm_bn - 1) / cm_bn);
     g.groups_y = static_cast<uint32_t>((O + cm_bm - 1) / cm_bm);
     g.groups_z = static_cast<uint32_t>(images);
-    record(g);
+    dev.record(g);
     return std::string(direct ? "vulkan:conv/1x1-coopmat-nv" : "vulkan:conv/im2col+coopmat-nv") + (bn ? ",bn-folded" : "");
   }
   Launch l;
@@ -302,87 +241,11 @@ std::string VulkanDevice::dispatch_conv(const OpCall& call) {
   l.bindings[4] = call.outputs[0].buffer;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = static_cast<uint32_t>(std::clamp<uint64_t>((M + 63) / 64, 1, std::min<uint64_t>(65535, tuning().max_groups)));
+  l.groups = static_cast<uint32_t>(std::clamp<uint64_t>((M + 63) / 64, 1, std::min<uint64_t>(65535, dev.tuning().max_groups)));
   l.groups_y = static_cast<uint32_t>((Og + 63) / 64);
   l.groups_z = static_cast<uint32_t>(groups);
-  record(l);
+  dev.record(l);
   return std::string("vulkan:conv/implicit-gemm-64x64") + (bn ? ",bn-folded" : "");
-}
-
-// linear (and linear_dropout) with W [N, K] on mm_gemv.comp: `rows` outputs per workgroup (8 by default:
-// H100, N = K = 8192, of copy with 4 / 8 / 16 rows: f16 0.82 / 0.84 / 0.74, bf16 0.82 / 0.83 / 0.78, f32
-// 0.95 / 0.96 / 0.93), K split over gl_WorkGroupID.z when N / rows workgroups cannot fill the device,
-// partial sums combined in a fixed order.
-std::string VulkanDevice::dispatch_gemv(const OpCall& call) {
-  const Shape& a = call.inputs[0].shape;
-  const Shape& b = call.inputs[1].shape;
-  const uint64_t K = static_cast<uint64_t>(a.back());
-  const uint64_t N = static_cast<uint64_t>(b[0]);
-  const uint64_t M = static_cast<uint64_t>(call.inputs[0].numel) / K;
-  const uint32_t vw = pack_elems(call.dtype);
-  const bool wide = K % vw == 0;
-  const bool has_bias = call.inputs.size() > 2 && call.inputs[2].buffer;
-  const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
-  const bool drop = call.id == OpId::linear_dropout && call.attrs.p > 0;
-  const uint32_t mt = static_cast<uint32_t>(std::min<uint64_t>(M, 16));
-  const uint32_t rows = tuning().gemv_rows ? tuning().gemv_rows : 8u;
-  const uint64_t groups_n = (N + rows - 1) / rows, groups_m = (M + mt - 1) / mt;
-  const uint64_t align = wide ? vw : 1;
-  const uint64_t kunits = (K + align - 1) / align;  // packs (or elements) of K
-  uint64_t splits = 1;
-  if (tuning().mm_splitk) {
-    splits = tuning().mm_splitk;
-  } else {
-    const uint64_t base = groups_n * groups_m;
-    if (base < kGemvTargetGroups) splits = std::min((kGemvTargetGroups + base - 1) / base, std::max<uint64_t>(1, K / kGemvMinSlice));
-  }
-  if (M > 65535) splits = 1;  // the combine pass puts rows on gl_WorkGroupID.y
-  splits = std::clamp<uint64_t>(splits, 1, std::min<uint64_t>(kunits, 65535));
-  const uint64_t kslice = (kunits + splits - 1) / splits * align;
-  splits = (K + kslice - 1) / kslice;
-  // groups_n and groups_m are at most 65535 (supports_matmul).
-
-  GemvPush pc{};
-  pc.M = static_cast<uint32_t>(M);
-  pc.N = static_cast<uint32_t>(N);
-  pc.K = static_cast<uint32_t>(K);
-  pc.splits = static_cast<uint32_t>(splits);
-  pc.kslice = static_cast<uint32_t>(kslice);
-  pc.seed_lo = static_cast<uint32_t>(call.attrs.seed);
-  pc.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
-  pc.off_lo = static_cast<uint32_t>(call.attrs.offset);
-  pc.off_hi = static_cast<uint32_t>(call.attrs.offset >> 32);
-  pc.thr = plan::dropout_threshold(call.attrs.p);
-  pc.keep_scale = static_cast<float>(1.0 / (1.0 - call.attrs.p));
-
-  const std::string variant = "mm_gemv_" + std::string(to_string(call.dtype));
-  const bool partial = splits > 1;
-  Launch l;
-  l.variant = out_dtype_variant(*this, call, variant);
-  l.spec = {256u, mt, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act), wide ? 1u : 0u,
-            0u, partial ? 1u : 0u, drop ? 1u : 0u, rows};
-  l.bindings[0] = call.inputs[0].buffer;
-  l.bindings[1] = call.inputs[1].buffer;
-  if (has_bias) l.bindings[2] = call.inputs[2].buffer;
-  if (has_res) l.bindings[3] = call.inputs[3].buffer;
-  l.bindings[4] = call.outputs[0].buffer;
-  if (partial) l.bindings[5] = workspace(4 * splits * M * N);
-  l.push = &pc;
-  l.push_bytes = sizeof(pc);
-  l.groups = static_cast<uint32_t>(groups_n);
-  l.groups_y = static_cast<uint32_t>(groups_m);
-  l.groups_z = static_cast<uint32_t>(splits);
-  record(l);
-  if (partial) {
-    Launch c = l;
-    c.spec[6] = 1u;  // PASS 1: the fixed-order combine and the epilogue
-    c.groups = static_cast<uint32_t>((N + 255) / 256);
-    c.groups_y = static_cast<uint32_t>(M);
-    c.groups_z = 1;
-    record(c);
-  }
-  return "vulkan:mm/gemv-splitk" + std::to_string(splits) + ",rows" + std::to_string(rows) + (wide ? ",16B-packs" : ",scalar") +
-         out_dtype_label(call);
 }
 
 }  // namespace kf::hal::vk

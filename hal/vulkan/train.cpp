@@ -22,16 +22,16 @@ inline size_t acc_bytes(DType t) { return t == DType::f64 ? 8 : 4; }
 namespace {
 // The fused norm backward's 16-byte packs an invocation (NT of norm_bwd.comp PASS 3): 4, except 2 for
 // rms_norm_backward in 16-bit (twice the invocations a row), or KF_TUNE normbwd_packs. H100, rows of 4096,
-// of copy at 4 / 2 packs (bench/results/h100/session7/probes/probe3): layer f32 0.91 / 0.92, f16 0.88 /
-// 0.72, bf16 0.89 / 0.71; rms f32 0.91 / 0.91, f16 0.82 / 0.87, bf16 0.80 / 0.83.
+// of copy at 4 / 2 packs: layer f32 0.91 / 0.92, f16 0.88 / 0.72, bf16 0.89 / 0.71; rms f32 0.91 / 0.91,
+// f16 0.82 / 0.87, bf16 0.80 / 0.83.
 uint32_t fused_norm_packs(const Tuning& t, const RowPlan& plan, bool layer) {
   return t.normbwd_packs ? t.normbwd_packs : plan.vw == 8 && !layer ? 2 : 4;
 }
 }  // namespace
 
-std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const RowPlan& plan, uint32_t B,
+std::string dispatch_norm_backward_fused(VulkanDevice& dev, const OpCall& call, const RowPlan& plan, uint32_t B,
                                                        uint32_t G, uint32_t Q) {
-  const Caps& caps = info_.caps;
+  const Caps& caps = dev.info().caps;
   const TensorArg& dy = call.inputs[0];
   const uint64_t L = static_cast<uint64_t>(dy.shape.back()), R = static_cast<uint64_t>(dy.numel) / L;
   const bool has_w = call.inputs.size() > 2 && call.inputs[2].buffer;
@@ -45,32 +45,32 @@ std::string VulkanDevice::dispatch_norm_backward_fused(const OpCall& call, const
   l.variant = training_variant(call, call.dtype, caps);
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  const std::shared_ptr<Buffer> ws = workspace(acc_bytes(call.dtype) * uint64_t(G) * Q * L);
+  const std::shared_ptr<Buffer> ws = dev.workspace(acc_bytes(call.dtype) * uint64_t(G) * Q * L);
   l.bindings[0] = dy.buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_w) l.bindings[2] = call.inputs[2].buffer;
   l.bindings[3] = call.outputs[0].buffer;
   l.bindings[4] = ws;
   // spec: workgroup, TPR, WIDE, CACHE_VALUES (4 packs, or KF_TUNE normbwd_packs), PASS, HAS_W, FUSED_COLS, SMEM_VALUES
-  const uint32_t packs = fused_norm_packs(tuning(), plan, call.id == OpId::layer_norm_backward);
+  const uint32_t packs = fused_norm_packs(dev.tuning(), plan, call.id == OpId::layer_norm_backward);
   l.spec = {B, B, 1u, packs * plan.vw, 3u, has_w ? 1u : 0u, 0u, 1u};
   l.groups = G;
-  record(l);
+  dev.record(l);
   l.bindings[3] = call.outputs[1].buffer;
   if (call.outputs.size() > 2) l.bindings[5] = call.outputs[2].buffer;
   const uint32_t pair = plan.vw == 8 ? 2 : 1;
   l.spec = {kWorkgroup, kWorkgroup, 1u, 4u * plan.vw, 4u, has_w ? 1u : 0u, 0u, 2u * pair * kWorkgroup};
-  l.groups = grid(Q * L / pair, 32, caps, tuning());
-  record(l);
+  l.groups = grid(Q * L / pair, 32, caps, dev.tuning());
+  dev.record(l);
   return "vulkan:normbwd/" + std::string(plan.subgroup ? "subgroup" : "shared-memory") + ",workgroup=" +
          std::to_string(B) + ",16B-packs,fused-rows,partials=" + std::to_string(G);
 }
 
-std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
-  const Caps& caps = info_.caps;
+std::string dispatch_norm_backward(VulkanDevice& dev, const OpCall& call) {
+  const Caps& caps = dev.info().caps;
   const TensorArg& dy = call.inputs[0];
   const uint64_t L = static_cast<uint64_t>(dy.shape.back()), R = static_cast<uint64_t>(dy.numel) / L;
-  const RowPlan plan = plan_rows(caps, tuning(), call.dtype, R, L);
+  const RowPlan plan = plan_rows(caps, dev.tuning(), call.dtype, R, L);
   const bool norm = call.id != OpId::softmax_backward;
   const bool has_w = norm && call.inputs.size() > 2 && call.inputs[2].buffer;
   const uint64_t npk = (L + plan.vw - 1) / plan.vw, colgroups = (npk + kWorkgroup - 1) / kWorkgroup;
@@ -80,7 +80,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // few invocations, nrchunks long. Capped at kMaxRowChunks (KF_TUNE normbwd_chunks): on an H100 the
   // uncapped 1024 chunks of f16 (512 column packs) made the combine the slow part (2.1 ms in all); caps
   // of 32 / 64 / 128 / 256 gave 0.50 / 0.41 / 0.44 / 0.57 ms (f16 layer_norm_backward, 16384 x 4096).
-  const uint64_t max_chunks = tuning().normbwd_chunks ? tuning().normbwd_chunks : kMaxRowChunks;
+  const uint64_t max_chunks = dev.tuning().normbwd_chunks ? dev.tuning().normbwd_chunks : kMaxRowChunks;
   const uint64_t want = std::clamp<uint64_t>((2048 + colgroups - 1) / colgroups, 1,
                                              std::min<uint64_t>(max_chunks, std::max<uint64_t>(1, R / 16)));
   uint64_t rchunk = (R + want - 1) / want, nrchunks = (R + rchunk - 1) / rchunk;
@@ -97,7 +97,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   // sums of its packs in its registers). The default there; KF_TUNE normbwd_cols=1|2 picks the older
   // paths.
   {
-    const uint32_t fused_packs = fused_norm_packs(tuning(), plan, call.id == OpId::layer_norm_backward);  // NT of PASS 3
+    const uint32_t fused_packs = fused_norm_packs(dev.tuning(), plan, call.id == OpId::layer_norm_backward);  // NT of PASS 3
     constexpr uint64_t kFusedRows = 64;  // rows a workgroup adds per column at most (plain float)
     const uint64_t Q = call.id == OpId::layer_norm_backward ? 2 : 1;
     uint32_t B = 32;
@@ -110,12 +110,12 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
     const bool fits = norm && plan.wide && uint64_t(B) * fused_packs >= npk && smem <= caps.max_shared_bytes &&
                       G <= cap && R > 0 && (!plan.subgroup || (caps.subgroup_size >= 4 && B % caps.subgroup_size == 0)) &&
                       G * Q * L < (uint64_t(1) << 32) && R * npk < (uint64_t(1) << 32);
-    if (fits && (tuning().normbwd_cols == 0 || tuning().normbwd_cols == 3))
-      return dispatch_norm_backward_fused(call, plan, B, static_cast<uint32_t>(G), static_cast<uint32_t>(Q));
+    if (fits && (dev.tuning().normbwd_cols == 0 || dev.tuning().normbwd_cols == 3))
+      return dispatch_norm_backward_fused(dev, call, plan, B, static_cast<uint32_t>(G), static_cast<uint32_t>(Q));
   }
-  const bool fused = norm && !plan.split && tuning().normbwd_cols == 2;
-  const uint32_t row_groups = fused ? static_cast<uint32_t>(std::min<uint64_t>(grid(R, kWorkgroup / plan.tpr, caps, tuning()), kFusedGroups))
-                                    : grid(R, kWorkgroup / (plan.split ? kWorkgroup : plan.tpr), caps, tuning());
+  const bool fused = norm && !plan.split && dev.tuning().normbwd_cols == 2;
+  const uint32_t row_groups = fused ? static_cast<uint32_t>(std::min<uint64_t>(grid(R, kWorkgroup / plan.tpr, caps, dev.tuning()), kFusedGroups))
+                                    : grid(R, kWorkgroup / (plan.split ? kWorkgroup : plan.tpr), caps, dev.tuning());
   if (fused) rchunk = 0, nrchunks = uint64_t(row_groups) * (kWorkgroup / plan.tpr);
   struct {
     uint32_t rows, feat, rchunk, nrchunks;
@@ -136,7 +136,7 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   };
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
   std::shared_ptr<Buffer> ws;
-  if (norm) ws = workspace(acc * (3 * R + 4 * nrchunks * npk * plan.vw));  // row statistics; partials (high and low parts)
+  if (norm) ws = dev.workspace(acc * (3 * R + 4 * nrchunks * npk * plan.vw));  // row statistics; partials (high and low parts)
   l.bindings[0] = dy.buffer;
   l.bindings[1] = call.inputs[1].buffer;
   if (has_w) l.bindings[2] = call.inputs[2].buffer;
@@ -144,20 +144,20 @@ std::string VulkanDevice::dispatch_norm_backward(const OpCall& call) {
   l.bindings[4] = ws;
   l.spec = spec(tpr, 0);
   l.groups = row_groups;
-  record(l);
+  dev.record(l);
   const std::string form = std::string(plan.subgroup ? "subgroup" : "shared-memory") + ",tpr=" +
                            std::to_string(tpr) + (plan.split ? ",streamed" : "") + (plan.wide ? ",16B-packs" : ",scalar");
   if (!norm) return "vulkan:normbwd/" + form;
   if (!fused) {
     l.spec = spec(kWorkgroup, 1);
-    l.groups = grid(colgroups * nrchunks, 1, caps, tuning());
-    record(l);
+    l.groups = grid(colgroups * nrchunks, 1, caps, dev.tuning());
+    dev.record(l);
   }
   l.bindings[3] = call.outputs[1].buffer;
   if (call.outputs.size() > 2) l.bindings[5] = call.outputs[2].buffer;
   l.spec = spec(kWorkgroup, 2);
-  l.groups = grid(colgroups, 1, caps, tuning());
-  record(l);
+  l.groups = grid(colgroups, 1, caps, dev.tuning());
+  dev.record(l);
   return "vulkan:normbwd/" + form + ",columns=" +
          (fused ? "fused-" + std::to_string(nrchunks) : std::to_string(nrchunks) + "x" + std::to_string(rchunk));
 }
@@ -167,8 +167,8 @@ namespace {
 
 // cross_entropy, cross_entropy_backward and mse (loss.comp): a count pass, the row (or chunk) passes,
 // and a final one-workgroup sum in row order; see the shader for what each pass does.
-std::string VulkanDevice::dispatch_loss(const OpCall& call) {
-  const Caps& caps = info_.caps;
+std::string dispatch_loss(VulkanDevice& dev, const OpCall& call) {
+  const Caps& caps = dev.info().caps;
   const TensorArg& x = call.inputs[0];
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
   Launch l;
@@ -180,7 +180,7 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   LossPush pc{};
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  const uint32_t cache_values = call.id == OpId::mse ? 32 : plan_loss_rows(caps, tuning(), call.dtype, 1, 1).cache_values;
+  const uint32_t cache_values = call.id == OpId::mse ? 32 : plan_loss_rows(caps, dev.tuning(), call.dtype, 1, 1).cache_values;
   const auto spec = [&](uint32_t tpr, bool wide, uint32_t pass) {
     return std::vector<uint32_t>{kWorkgroup, tpr, wide ? 1u : 0u, cache_values, pass};
   };
@@ -192,39 +192,39 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
     pc.classes = static_cast<uint32_t>(n);
     pc.chunk = static_cast<uint32_t>(per_chunk);
     pc.nchunks = static_cast<uint32_t>((packs + per_chunk - 1) / per_chunk);
-    l.bindings[4] = workspace(acc * pc.nchunks);
+    l.bindings[4] = dev.workspace(acc * pc.nchunks);
     l.spec = spec(kWorkgroup, true, 1);
-    l.groups = grid(pc.nchunks, 1, caps, tuning());
-    record(l);
+    l.groups = grid(pc.nchunks, 1, caps, dev.tuning());
+    dev.record(l);
     l.spec = spec(kWorkgroup, true, 4);
     l.groups = 1;
-    record(l);
+    dev.record(l);
     return "vulkan:loss/" + form + ",chunks=" + std::to_string(pc.nchunks);
   }
 
   const uint64_t N = static_cast<uint64_t>(x.shape[0]), C = static_cast<uint64_t>(x.shape[1]);
-  RowPlan plan = plan_loss_rows(caps, tuning(), call.dtype, N, C);
+  RowPlan plan = plan_loss_rows(caps, dev.tuning(), call.dtype, N, C);
   // Rows too long for PASS 1, of whole packs: statistics streamed (PASS 5) in chunks of at most 6144
   // packs (longer rows in chunks of about 4096), 16 packs an invocation, 32 to 256 invocations; the
-  // backward's gradient streamed over the same chunks (PASS 6). H100 (session 8), of copy: forward f16
+  // backward's gradient streamed over the same chunks (PASS 6). H100, of copy: forward f16
   // 0.65 -> 0.92-0.94, bf16 0.71 -> 0.92-0.95, f32 0.92 -> 0.93; backward over 128k classes (streamed)
   // 16-bit 0.49-0.60 -> 0.65; over 32k (row in registers) f16 0.56 -> 0.85, bf16 0.60 -> 0.72, f32 0.66
-  // -> 0.97 (NOTES.md). KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
+  // -> 0.97. KF_TUNE xent_stream=1 keeps PASS 2 / 3's cached chunks.
   // The backward over rows of 1024 to 512 x NT packs (NT = 8 16-bit, 16 f32): the row in one
   // workgroup's registers (PASS 7), read once. KF_TUNE xent_stream=2 streams it (PASS 5, 6) instead.
   const uint64_t npk_all = C / pack_elems(call.dtype);
   const uint32_t regs_nt = 64 / pack_elems(call.dtype);
   const bool regs = call.id == OpId::cross_entropy_backward && plan.wide && call.dtype != DType::f64 &&
-                    (tuning().xent_stream == 0 || tuning().xent_stream == 3) && npk_all >= 1024 &&
+                    (dev.tuning().xent_stream == 0 || dev.tuning().xent_stream == 3) && npk_all >= 1024 &&
                     npk_all <= uint64_t(512) * regs_nt;
   uint32_t regs_wg = 32;
   while (regs_wg < 512 && uint64_t(regs_wg) * regs_nt < npk_all) regs_wg *= 2;
   if (use_subgroups(caps)) regs_wg = std::max(regs_wg, caps.subgroup_size);
   // f32's backward over longer rows keeps the cached chunks unless forced (H100: 0.66 against 0.65 streamed).
-  const bool stream_bwd = call.dtype != DType::f32 || tuning().xent_stream == 2;
+  const bool stream_bwd = call.dtype != DType::f32 || dev.tuning().xent_stream == 2;
   const bool stream = !regs && (call.id == OpId::cross_entropy || (call.id == OpId::cross_entropy_backward && stream_bwd)) &&
                       plan.split && plan.wide && call.dtype != DType::f64 &&
-                      tuning().xent_stream != 1;
+                      dev.tuning().xent_stream != 1;
   uint32_t stream_wg = 0;
   if (stream) {
     const uint64_t vw = pack_elems(call.dtype), npk = C / vw;
@@ -243,58 +243,58 @@ std::string VulkanDevice::dispatch_loss(const OpCall& call) {
   pc.smoothing = static_cast<float>(call.attrs.label_smoothing);
   pc.total_rows = static_cast<uint32_t>(N);
   // Workspace: the count, a loss per row, four statistics per chunk.
-  l.bindings[4] = workspace(4 * (1 + N + (plan.split ? 4 * N * plan.nchunks : 0)));
+  l.bindings[4] = dev.workspace(4 * (1 + N + (plan.split ? 4 * N * plan.nchunks : 0)));
   l.spec = spec(kWorkgroup, plan.wide, 0);
   l.groups = 1;
-  record(l);
+  dev.record(l);
   std::string how;
   if (regs) {
     l.spec = {regs_wg, regs_wg, 1u, 64u, 7u};
-    l.groups = grid(N, 1, caps, tuning());
-    record(l);
+    l.groups = grid(N, 1, caps, dev.tuning());
+    dev.record(l);
     how = ",row-in-registers=" + std::to_string(regs_wg) + "x" + std::to_string(regs_nt);
   } else if (!plan.split) {
     l.spec = spec(plan.tpr, plan.wide, 1);
-    l.groups = grid(N, kWorkgroup / plan.tpr, caps, tuning());
-    record(l);
+    l.groups = grid(N, kWorkgroup / plan.tpr, caps, dev.tuning());
+    dev.record(l);
     how = ",tpr=" + std::to_string(plan.tpr);
   } else {
-    l.groups = grid(N * plan.nchunks, 1, caps, tuning());
+    l.groups = grid(N * plan.nchunks, 1, caps, dev.tuning());
     if (stream) {
       l.spec = {stream_wg, stream_wg, 1u, cache_values, 5u};
-      record(l);
+      dev.record(l);
       if (call.outputs.size() > 1) {
         l.spec = {stream_wg, stream_wg, 1u, cache_values, 6u};
-        record(l);
+        dev.record(l);
       } else {
         l.spec = spec(kWorkgroup, plan.wide, 3);
-        record(l);
+        dev.record(l);
       }
     } else {
       l.spec = spec(kWorkgroup, plan.wide, 2);
-      record(l);
+      dev.record(l);
       l.spec = spec(kWorkgroup, plan.wide, 3);
-      record(l);
+      dev.record(l);
     }
     how = (stream ? ",streamed=" + std::to_string(stream_wg) + "," : ",split=") + std::to_string(plan.nchunks) +
           "x" + std::to_string(plan.chunk);
   }
   l.spec = spec(kWorkgroup, plan.wide, 4);
   l.groups = 1;
-  record(l);
+  dev.record(l);
   return "vulkan:loss/" + form + how + (plan.wide ? ",16B-packs" : ",scalar");
 }
 // adamw_step, sgd_step (optim.comp): one in-place kernel over the outputs. An output that is not the
 // same tensor as its input (OpDef::in_place) first receives a copy of it, so that separate outputs
 // leave the inputs unchanged; called in place (the normal use) nothing is copied. The list form of the
 // public API records one such dispatch per tensor into the same command buffer.
-std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
+std::string dispatch_optimizer(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
   const bool adam = call.id == OpId::adamw_step;
   int copies = 0;
   for (const auto& [o, i] : *call.in_place) {
     if (call.outputs[o].buffer == call.inputs[i].buffer) continue;
-    record_copy(call.inputs[i].buffer, call.outputs[o].buffer,
+    dev.record_copy(call.inputs[i].buffer, call.outputs[o].buffer,
                 static_cast<size_t>(call.inputs[i].numel) * dtype_size(call.dtype));
     ++copies;
   }
@@ -323,7 +323,7 @@ std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
     }
   }
   Launch l;
-  l.variant = training_variant(call, call.dtype, info_.caps);
+  l.variant = training_variant(call, call.dtype, dev.info().caps);
   l.spec = {kWorkgroup};
   l.bindings[0] = call.outputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
@@ -332,8 +332,8 @@ std::string VulkanDevice::dispatch_optimizer(const OpCall& call) {
   l.push = push;
   l.push_bytes = static_cast<uint32_t>(4 * (2 + (call.dtype == DType::f64 ? 2 : 1) * vals.size()));
   const uint32_t vw = pack_elems(call.dtype);
-  l.groups = grid((uint64_t(n) + vw - 1) / vw, kWorkgroup, info_.caps, tuning());
-  record(l);
+  l.groups = grid((uint64_t(n) + vw - 1) / vw, kWorkgroup, dev.info().caps, dev.tuning());
+  dev.record(l);
   return std::string("vulkan:optim/16B-packs,") + (copies ? "copied-" + std::to_string(copies) : "in-place");
 }
 
