@@ -287,6 +287,33 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
   }
 }
 
+bool has_empty(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& t : *list)
+      if (t.defined() && t.numel() == 0) return true;
+  return false;
+}
+
+// The outputs of a call with an empty tensor: the reference's values for the non-empty ones, from the
+// inputs' values when an output needs them (a bias added to an empty product).
+void run_empty(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+               const Attrs& attrs) {
+  bool fill = false;
+  for (const auto& t : outputs) fill |= t.numel() > 0;
+  if (!fill) return;
+  std::vector<HostTensor> in(op.inputs.size()), out(outputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined()) in[k] = {inputs[k].shape(), inputs[k].to_double()};
+  for (size_t k = 0; k < outputs.size(); ++k)
+    out[k] = {outputs[k].shape(), std::vector<double>(static_cast<size_t>(outputs[k].numel()), 0.0)};
+  op.reference(in, out, attrs);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].numel() == 0) continue;
+    Tensor dst = outputs[k];
+    dst.upload_from(out[k].data);
+  }
+}
+
 }  // namespace
 
 void Context::run(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
@@ -341,6 +368,14 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
                                                 " bytes exceeds the device's largest storage binding (" +
                                                 std::to_string(limit) + " bytes)");
   if (op.check_values) op.check_values(op, inputs);  // token ids in range, ...
+  // A call with an empty tensor (a zero-sized dimension) is served here and never reaches the backend
+  // (docs/ops.md, "Empty tensors"): the empty outputs need nothing, and the others (a reduction over an
+  // empty axis, a product over an empty inner dimension) get the float64 reference's values.
+  if (has_empty(inputs, outputs)) {
+    run_empty(op, inputs, outputs, attrs);
+    impl_->last_variant = "empty";
+    return;
+  }
   std::string why;
   if (op.compose) {
     // A composed op (OpDef::compose): its parts run through run() on this context, each checked and

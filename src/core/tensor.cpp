@@ -39,6 +39,7 @@ void Tensor::upload(const void* data, size_t bytes) {
   if (bytes != nbytes())
     throw Error(ErrorCode::InvalidArgument, "Tensor::upload: got " + std::to_string(bytes) +
                                                 " bytes for a tensor of " + std::to_string(nbytes()));
+  if (bytes == 0) return;  // an empty tensor: no transfer (a zero-sized copy is invalid in Vulkan)
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->device->upload(*buffer_, data, bytes);
 }
@@ -48,6 +49,7 @@ void Tensor::download(void* data, size_t bytes) const {
   if (bytes != nbytes())
     throw Error(ErrorCode::InvalidArgument, "Tensor::download: asked " + std::to_string(bytes) +
                                                 " bytes of a tensor of " + std::to_string(nbytes()));
+  if (bytes == 0) return;
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->device->download(*buffer_, data, bytes);
 }

@@ -91,7 +91,7 @@ void check_qkv(const OpDef& d, const std::vector<Shape>& in, bool need_v) {
   if (q.size() != 4) shape_error(d, "q", q, "[B, Hq, Sq, D] (4 dimensions)");
   if (k.size() != 4 || k[0] != q[0] || k[3] != q[3])
     shape_error(d, "k", k, "[" + str(q[0]) + ", Hkv, Sk, " + str(q[3]) + "] (B and D of q)");
-  if (q[1] % k[1] != 0)
+  if (k[1] < 1 || q[1] % k[1] != 0)  // Hkv 0 too: no heads to share
     shape_error(d, "k", k, "Hkv dividing Hq = " + str(q[1]) + " (grouped-query attention: Hq a multiple of Hkv)");
   if (need_v && in[2] != k) shape_error(d, "v", in[2], to_string(k) + " (the shape of 'k')");
   const int64_t D = q[3];

@@ -25,7 +25,7 @@ std::vector<TestCase> row_tests() {
 template <class F>
 void rows(const std::vector<HostTensor>& in, std::vector<HostTensor>& out, int64_t out_per_row, F&& fn) {
   const int64_t F_ = features(in[0].shape);
-  const int64_t R = static_cast<int64_t>(in[0].data.size()) / F_;
+  const int64_t R = numel(Shape(in[0].shape.begin(), in[0].shape.end() - 1));  // rows of an empty row too
   parallel_for(R, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) fn(&in[0].data[r * F_], F_, &out[0].data[r * out_per_row]);
   }, 1);
