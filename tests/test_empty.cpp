@@ -140,6 +140,21 @@ TEST_P(Empty, DocumentedValues) {
     EXPECT_EQ(out[0].shape(), (Shape{3, 0}));
     EXPECT_EQ(ctx.last_variant(), "empty");
   }
+  // Losses over an empty batch: a mean over zero elements, NaN as in torch.
+  const Tensor none = ctx.empty({0, 5}, DType::f32);
+  for (const auto& loss : {ctx.call("mse", {none, none})[0],
+                           ctx.call("cross_entropy", {none, ctx.empty({0}, DType::i32)})[0]}) {
+    const auto v = loss.to_double();
+    EXPECT_EQ(v.size(), 1u);
+    for (double x : v) EXPECT_TRUE(std::isnan(x)) << x;
+  }
+  // An optimizer step with no parameters does nothing.
+  const Tensor p = ctx.empty({0}, DType::f32);
+  Attrs sgd;
+  sgd.lr = 0.1;
+  for (const auto& t : ctx.call("sgd_step", {p, ctx.empty({0}, DType::f32), ctx.empty({0}, DType::f32)}, sgd))
+    EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(ctx.last_variant(), "empty");
   // A batch of zero rows: the op runs, writes nothing, and the context stays usable.
   const Tensor a = ctx.empty({0, 4}, DType::f32);
   const auto out = ctx.call("add_relu", {a, a});
