@@ -67,9 +67,11 @@ TEST_P(Errors, TensorOfAnotherContext) {
                other_out);
 }
 
-TEST_P(Errors, EmptyTensor) {
+// An empty tensor is an input like any other (docs/ops.md, "Empty tensors"): its output must be empty too.
+TEST_P(Errors, EmptyTensorWithAWrongOutput) {
   Tensor a = ctx_->empty({0, 4}, DType::f32), b = f32({4}), y = poisoned({3, 4});
-  expect_error([&] { ctx_->run("add_relu", {a, b}, {y}); }, ErrorCode::Shape, {"add_relu", "'a'", "empty", "[0, 4]"}, y);
+  expect_error([&] { ctx_->run("add_relu", {a, b}, {y}); }, ErrorCode::Shape,
+               {"add_relu", "output 'y'", "[3, 4]", "[0, 4]"}, y);
 }
 
 TEST_P(Errors, UndefinedRequiredInput) {

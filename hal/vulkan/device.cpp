@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -263,7 +264,9 @@ VulkanDevice::~VulkanDevice() {
       if (vkGetPipelineCacheData(device_, pipe_cache_, &n, data.data()) == VK_SUCCESS) {
         std::error_code ec;
         std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-        const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+        // Unique per context too: two contexts of one process may close at once on separate threads.
+        static std::atomic<unsigned> seq{0};
+        const std::string tmp = path + "." + std::to_string(::getpid()) + "." + std::to_string(seq++) + ".tmp";
         std::ofstream f(tmp, std::ios::binary);
         if (f.write(data.data(), static_cast<std::streamsize>(n)) && (f.close(), true))
           std::filesystem::rename(tmp, path, ec);

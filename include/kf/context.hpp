@@ -12,6 +12,10 @@
 
 namespace kf {
 
+// Threads (docs/architecture.md, "Threads"): any thread may call any method, and Tensor's methods that
+// touch the device, on one context; the calls take the context's lock and are recorded and submitted one
+// at a time, whole, in the order they take it (so they do not overlap: use a context per thread for that).
+// Separate contexts run concurrently. A Context is a cheap shared handle; copies share one device.
 class Context {
  public:
   // Opens the best device (discrete GPU, integrated GPU, CPU Vulkan driver, then the CPU backend),

@@ -104,6 +104,7 @@ ContextImpl::~ContextImpl() {
 }
 
 Tensor ContextImpl::make_tensor(const Shape& shape, DType dtype) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
   if (shape.size() > static_cast<size_t>(kMaxDims))
     throw Error(ErrorCode::Shape, "Context::empty: shape " + to_string(shape) + " has more than 8 dimensions");
   for (int64_t d : shape)
@@ -241,6 +242,7 @@ bool Context::supports(const std::string& op, DType dtype, std::string* why) con
     }
     return true;
   }
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);  // backends may fill caches of what they support
   hal::OpCall call;  // no tensors: the backend answers for the op and dtype alone
   describe_call(d, dtype, Attrs{}, call);
   return impl_->device->supports(call, why);
@@ -284,11 +286,41 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
   }
 }
 
+bool has_empty(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& t : *list)
+      if (t.defined() && t.numel() == 0) return true;
+  return false;
+}
+
+// The outputs of a call with an empty tensor: the reference's values for the non-empty ones, from the
+// inputs' values when an output needs them (a bias added to an empty product).
+void run_empty(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+               const Attrs& attrs) {
+  bool fill = false;
+  for (const auto& t : outputs) fill |= t.numel() > 0;
+  if (!fill) return;
+  std::vector<HostTensor> in(op.inputs.size()), out(outputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined()) in[k] = {inputs[k].shape(), inputs[k].to_double()};
+  for (size_t k = 0; k < outputs.size(); ++k)
+    out[k] = {outputs[k].shape(), std::vector<double>(static_cast<size_t>(outputs[k].numel()), 0.0)};
+  op.reference(in, out, attrs);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].numel() == 0) continue;
+    Tensor dst = outputs[k];
+    dst.upload_from(out[k].data);
+  }
+}
+
 }  // namespace
 
 void Context::run(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                   const Attrs& attrs) {
   const OpDef& op = get_op(name);
+  // One call at a time per context: checks, recording and last_variant under one hold, so that calls of
+  // several threads are recorded (and submitted) whole, one after another.
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   std::vector<const Tensor*> in;
   in.reserve(inputs.size());
   for (const auto& t : inputs) in.push_back(&t);
@@ -335,6 +367,14 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
                                                 " bytes exceeds the device's largest storage binding (" +
                                                 std::to_string(limit) + " bytes)");
   if (op.check_values) op.check_values(op, inputs);  // token ids in range, ...
+  // A call with an empty tensor (a zero-sized dimension) is served here and never reaches the backend
+  // (docs/ops.md, "Empty tensors"): the empty outputs need nothing, and the others (a reduction over an
+  // empty axis, a product over an empty inner dimension) get the float64 reference's values.
+  if (has_empty(inputs, outputs)) {
+    run_empty(op, inputs, outputs, attrs);
+    impl_->last_variant = "empty";
+    return;
+  }
   std::string why;
   if (op.compose) {
     // A composed op (OpDef::compose): its parts run through run() on this context, each checked and
@@ -391,6 +431,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
 
 std::vector<Tensor> Context::call(const std::string& name, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   const OpDef& op = get_op(name);
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
   std::vector<const Tensor*> in;
   for (const auto& t : inputs) in.push_back(&t);
   const auto shapes = check_call(op, in, attrs, impl_.get());
@@ -400,17 +441,23 @@ std::vector<Tensor> Context::call(const std::string& name, const std::vector<Ten
   return outs;
 }
 
-std::string Context::last_variant() const { return impl_->last_variant; }
-void Context::synchronize() { impl_->device->synchronize(); }
-uint32_t Context::timestamp() { return impl_->device->timestamp(); }
-double Context::elapsed_ms(uint32_t b, uint32_t e) { return impl_->device->elapsed_ms(b, e); }
-void Context::reset_timestamps() { impl_->device->reset_timestamps(); }
-MemoryUsage Context::memory_usage() const { return impl_->device->memory_usage(); }
-void Context::reset_peak_memory() { impl_->device->reset_peak_memory(); }
-uint64_t Context::validation_messages() const { return impl_->device->validation_messages(); }
-std::vector<std::string> Context::validation_log() const { return impl_->device->validation_log(); }
+// The remaining entry points each take the context's lock for the device call (docs/architecture.md).
+#define KF_LOCKED std::lock_guard<std::recursive_mutex> lock(impl_->mu)
+std::string Context::last_variant() const { KF_LOCKED; return impl_->last_variant; }
+void Context::synchronize() { KF_LOCKED; impl_->device->synchronize(); }
+uint32_t Context::timestamp() { KF_LOCKED; return impl_->device->timestamp(); }
+double Context::elapsed_ms(uint32_t b, uint32_t e) { KF_LOCKED; return impl_->device->elapsed_ms(b, e); }
+void Context::reset_timestamps() { KF_LOCKED; impl_->device->reset_timestamps(); }
+MemoryUsage Context::memory_usage() const { KF_LOCKED; return impl_->device->memory_usage(); }
+void Context::reset_peak_memory() { KF_LOCKED; impl_->device->reset_peak_memory(); }
+uint64_t Context::validation_messages() const { KF_LOCKED; return impl_->device->validation_messages(); }
+std::vector<std::string> Context::validation_log() const { KF_LOCKED; return impl_->device->validation_log(); }
+#undef KF_LOCKED
 
-double detail::record_matrix_peak(Context& ctx, std::string* what) { return ctx.impl()->device->record_matrix_peak(what); }
+double detail::record_matrix_peak(Context& ctx, std::string* what) {
+  std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
+  return ctx.impl()->device->record_matrix_peak(what);
+}
 bool detail::holds_cuda_context(const Context& ctx) { return ctx.impl()->device->cuda_context_held; }
 
 }  // namespace kf

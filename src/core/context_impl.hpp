@@ -1,6 +1,7 @@
 // The context's insides, shared by the core's files (never by backends).
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "hal/hal.hpp"
@@ -9,6 +10,10 @@
 namespace kf {
 
 struct ContextImpl {
+  // Serializes every use of the device (docs/architecture.md, "Threads"): recording, transfers,
+  // synchronize, timestamps and queries. Recursive: a composed op runs its parts through Context::run,
+  // and Context::call allocates and runs under one hold.
+  mutable std::recursive_mutex mu;
   ContextOptions options;
   std::unique_ptr<hal::Backend> backend;
   std::unique_ptr<hal::Device> device;

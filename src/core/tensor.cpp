@@ -38,6 +38,8 @@ void Tensor::upload(const void* data, size_t bytes) {
   if (bytes != nbytes())
     throw Error(ErrorCode::InvalidArgument, "Tensor::upload: got " + std::to_string(bytes) +
                                                 " bytes for a tensor of " + std::to_string(nbytes()));
+  if (bytes == 0) return;  // an empty tensor: no transfer (a zero-sized copy is invalid in Vulkan)
+  std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->device->upload(*buffer_, data, bytes);
 }
 
@@ -46,6 +48,8 @@ void Tensor::download(void* data, size_t bytes) const {
   if (bytes != nbytes())
     throw Error(ErrorCode::InvalidArgument, "Tensor::download: asked " + std::to_string(bytes) +
                                                 " bytes of a tensor of " + std::to_string(nbytes()));
+  if (bytes == 0) return;
+  std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->device->download(*buffer_, data, bytes);
 }
 
@@ -81,6 +85,7 @@ void Tensor::fill(double v) { upload_from(std::vector<double>(static_cast<size_t
 
 void Tensor::fill_bytes(uint8_t pattern) {
   require_defined(*this, "Tensor::fill_bytes");
+  std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->device->fill_bytes(*buffer_, pattern, buffer_->size());
 }
 

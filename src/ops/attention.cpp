@@ -91,7 +91,7 @@ void check_qkv(const OpDef& d, const std::vector<Shape>& in, bool need_v) {
   if (q.size() != 4) shape_error(d, "q", q, "[B, Hq, Sq, D] (4 dimensions)");
   if (k.size() != 4 || k[0] != q[0] || k[3] != q[3])
     shape_error(d, "k", k, "[" + str(q[0]) + ", Hkv, Sk, " + str(q[3]) + "] (B and D of q)");
-  if (q[1] % k[1] != 0)
+  if (k[1] < 1 || q[1] % k[1] != 0)  // Hkv 0 too: no heads to share
     shape_error(d, "k", k, "Hkv dividing Hq = " + str(q[1]) + " (grouped-query attention: Hq a multiple of Hkv)");
   if (need_v && in[2] != k) shape_error(d, "v", in[2], to_string(k) + " (the shape of 'k')");
   const int64_t D = q[3];
@@ -131,7 +131,7 @@ void reference_attention(const std::vector<HostTensor>& in, std::vector<HostTens
       s.assign(static_cast<size_t>(klen), 0.0);
       for (int64_t i = 0; i < qlen; ++i) {
         const int64_t row = qbeg + i;
-        const double* qp = &in[0].data[((b * g.Hq + h) * g.SqT + row) * D];
+        const double* qp = in[0].data.data() + ((b * g.Hq + h) * g.SqT + row) * D;
         std::copy(qp, qp + D, qv.begin());
         if (a.rope) rope_rotate(qv.data(), D, double(i + off), a.rope, a.rope_base);
         double m = -std::numeric_limits<double>::infinity();
@@ -142,7 +142,7 @@ void reference_attention(const std::vector<HostTensor>& in, std::vector<HostTens
           if (a.window > 0 && i + off - j >= a.window) ok = false;
           if (bmask && bmask->data[(row / a.block_size) * bmask->shape[1] + (kbeg + j) / a.block_size] == 0) ok = false;
           if (!ok) continue;
-          const double* kp = &in[1].data[((b * g.Hkv + hk) * g.SkT + kbeg + j) * D];
+          const double* kp = in[1].data.data() + ((b * g.Hkv + hk) * g.SkT + kbeg + j) * D;
           std::copy(kp, kp + D, kv.begin());
           if (a.rope) rope_rotate(kv.data(), D, double(j), a.rope, a.rope_base);
           double dot = 0;
@@ -166,7 +166,7 @@ void reference_attention(const std::vector<HostTensor>& in, std::vector<HostTens
             if (vis[j]) l += std::exp(s[j] - mm);
           if (sinks) l += std::exp(sink - mm);
         }
-        double* op = &o.data[((b * g.Hq + h) * g.SqT + row) * D];
+        double* op = o.data.data() + ((b * g.Hq + h) * g.SqT + row) * D;
         std::fill(op, op + D, 0.0);
         if (lse) lse->data[(b * g.Hq + h) * g.SqT + row] = l > 0 ? mm + std::log(l) : -std::numeric_limits<double>::infinity();
         if (l == 0) continue;
@@ -176,7 +176,7 @@ void reference_attention(const std::vector<HostTensor>& in, std::vector<HostTens
           double p = std::exp(s[j] - mm) / l;
           if (a.p > 0) p = ref::dropout_keep(rowidx + uint64_t(kbeg + j), a.seed, a.offset, thr) ? p * keep_scale : 0.0;
           if (p == 0) continue;
-          const double* vp = &in[2].data[((b * g.Hkv + hk) * g.SkT + kbeg + j) * D];
+          const double* vp = in[2].data.data() + ((b * g.Hkv + hk) * g.SkT + kbeg + j) * D;
           for (int64_t d = 0; d < D; ++d) op[d] += p * vp[d];
         }
       }
@@ -296,9 +296,9 @@ void register_attention_ops(std::vector<OpDef>& ops) {
       parallel_for(B * Hq * Sq, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t bh = r / Sq, b = bh / Hq, h = bh % Hq;
-          const double* q = &in[0].data[r * D];
+          const double* q = in[0].data.data() + r * D;
           for (int64_t j = 0; j < Sk; ++j) {
-            const double* k = &in[1].data[((b * Hkv + h / G) * Sk + j) * D];
+            const double* k = in[1].data.data() + ((b * Hkv + h / G) * Sk + j) * D;
             double s = 0;
             for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
             out[0].data[r * Sk + j] = s * scale;

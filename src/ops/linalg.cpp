@@ -122,7 +122,7 @@ OpDef linear_def(const std::string& name, bool drop) {
   };
   op.reference = [drop](const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs& a) {
     const int64_t K = in[1].shape[1], N = in[1].shape[0];
-    const int64_t M = static_cast<int64_t>(in[0].data.size()) / K;
+    const int64_t M = numel(Shape(in[0].shape.begin(), in[0].shape.end() - 1));  // also when K is 0
     reference_product(in, out, a, 1, M, N, K, true, false, drop);
   };
   op.terms = [](const std::vector<Shape>& in) { return double(in[1][1]); };
@@ -195,7 +195,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
       const Shape& a = in[0].shape;
       const Shape& b = in[1].shape;
       const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
-      const int64_t batches = static_cast<int64_t>(in[0].data.size()) / (M * K);
+      const int64_t batches = numel(Shape(a.begin(), a.end() - 2));  // also when M or K is 0
       reference_product(in, out, at, batches, M, N, K, false, b.size() > 2);
     };
     op.terms = [](const std::vector<Shape>& in) { return double(in[0].back()); };
@@ -251,7 +251,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
     };
     op.reference = [](const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs& a) {
       const int64_t d = in[1].shape[1], H = in[1].shape[0], O = in[3].shape[0];
-      const int64_t M = static_cast<int64_t>(in[0].data.size()) / d;
+      const int64_t M = numel(Shape(in[0].shape.begin(), in[0].shape.end() - 1));
       std::vector<HostTensor> first = {in[0], in[1], in[2]}, hidden(1), second(3);
       hidden[0].shape = {M, H};
       hidden[0].data.assign(static_cast<size_t>(M * H), 0.0);
@@ -303,7 +303,7 @@ void register_linalg_ops(std::vector<OpDef>& ops) {
     };
     op.reference = [](const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs&) {
       const int64_t d = in[1].shape[1], H2 = in[1].shape[0], H = H2 / 2, O = in[2].shape[0];
-      const int64_t M = static_cast<int64_t>(in[0].data.size()) / d;
+      const int64_t M = numel(Shape(in[0].shape.begin(), in[0].shape.end() - 1));
       std::vector<HostTensor> first = {in[0], in[1]}, g(1), hidden(1);
       g[0].shape = {M, H2};
       g[0].data.assign(static_cast<size_t>(M * H2), 0.0);

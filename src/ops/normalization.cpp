@@ -146,7 +146,7 @@ struct Nchw {
 };
 Nchw nchw(const OpDef& op, const Shape& x) {
   if (x.size() < 2) shape_error(op, "x", x, "[N, C, ...] (at least 2 dimensions, channels at dimension 1)");
-  return {x[0], x[1], numel(x) / (x[0] * x[1])};
+  return {x[0], x[1], numel(Shape(x.begin() + 2, x.end()))};  // no division: N or C may be 0
 }
 
 OpDef batch_norm_relu() {
@@ -166,7 +166,7 @@ OpDef batch_norm_relu() {
   };
   op.reference = [](const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs& a) {
     const double eps = a.eps == 0 ? 1e-5 : a.eps;
-    const int64_t C = in[0].shape[1], inner = numel(in[0].shape) / (in[0].shape[0] * C);
+    const int64_t C = in[0].shape[1], inner = numel(Shape(in[0].shape.begin() + 2, in[0].shape.end()));
     auto& y = out[0].data;
     parallel_for(static_cast<int64_t>(y.size()), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
@@ -218,7 +218,7 @@ OpDef group_norm() {
   };
   op.reference = [](const std::vector<HostTensor>& in, std::vector<HostTensor>& out, const Attrs& a) {
     const double eps = a.eps == 0 ? 1e-5 : a.eps;
-    const int64_t N = in[0].shape[0], C = in[0].shape[1], inner = numel(in[0].shape) / (N * C);
+    const int64_t N = in[0].shape[0], C = in[0].shape[1], inner = numel(Shape(in[0].shape.begin() + 2, in[0].shape.end()));
     const int64_t G = a.groups, L = C / G * inner;
     static const HostTensor none;
     const HostTensor& w = in.size() > 1 ? in[1] : none;

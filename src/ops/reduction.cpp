@@ -25,9 +25,10 @@ std::vector<TestCase> row_tests() {
 template <class F>
 void rows(const std::vector<HostTensor>& in, std::vector<HostTensor>& out, int64_t out_per_row, F&& fn) {
   const int64_t F_ = features(in[0].shape);
-  const int64_t R = static_cast<int64_t>(in[0].data.size()) / F_;
+  const int64_t R = numel(Shape(in[0].shape.begin(), in[0].shape.end() - 1));  // rows of an empty row too
   parallel_for(R, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) fn(&in[0].data[r * F_], F_, &out[0].data[r * out_per_row]);
+    // data() + offset, not &data[offset]: an empty row's input (or softmax's output) has no element 0.
+    for (int64_t r = b; r < e; ++r) fn(in[0].data.data() + r * F_, F_, out[0].data.data() + r * out_per_row);
   }, 1);
 }
 

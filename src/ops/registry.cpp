@@ -114,7 +114,6 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
       if (required) fail(ErrorCode::Shape, arg() + " is required but was not given (an undefined tensor)");
       continue;
     }
-    if (t->numel() == 0) fail(ErrorCode::Shape, arg() + " is empty (shape " + to_string(t->shape()) + ")");
     if (t->dim() < 1 || t->dim() > kMaxDims)
       fail(ErrorCode::Shape, arg() + " has " + std::to_string(t->dim()) + " dimensions; expected 1 to 8");
     if (device_owner != nullptr && t->owner() != device_owner)
