@@ -79,7 +79,7 @@ else()
 endif()
 execute_process(
   COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null -x glsl -
-  INPUT_FILE ${CMAKE_CURRENT_LIST_DIR}/probe_coopmat_khr.comp
+  INPUT_FILE ${CMAKE_CURRENT_LIST_DIR}/check_coopmat_khr.comp
   RESULT_VARIABLE coopmat_khr_rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT coopmat_khr_rc EQUAL 0)
   message(STATUS "kf: glslc cannot compile GL_KHR_cooperative_matrix: KHR-only devices take the portable matmul")

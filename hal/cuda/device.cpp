@@ -202,12 +202,12 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const DeviceOptions&
       attn_bwd_bits_(int(o.tuning.attn_bwd_bits)), attn_fwd_bits_(int(o.tuning.attn_fwd_bits)),
       mm_algo_(int(o.tuning.mm_algo)), rows_cluster_(int(o.tuning.rows_cluster)) {
   make_current();
-  const gpuError_t probe = static_cast<gpuError_t>(probe_kernels());
-  if (probe != gpuSuccess) {
+  const gpuError_t loaded = static_cast<gpuError_t>(check_kernels_load());
+  if (loaded != gpuSuccess) {
     (void)gpuGetLastError();
     throw Error(ErrorCode::Device, std::string(kBackend) + ": " + info_.name + " (" + info_.driver +
                                        ") cannot run this build's kernels (built for " + KF_CUDA_ARCHS +
-                                       "): " + error_text(probe));
+                                       "): " + error_text(loaded));
   }
   gpuDeviceProp p;
   std::memset(&p, 0, sizeof(p));

@@ -299,7 +299,7 @@ int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, voi
 
 // Whether this binary holds code the current device runs: the runtime looks for an image of a kernel
 // (SASS of the device's architecture, or PTX it can compile) without launching it.
-int probe_kernels() {
+int check_kernels_load() {
   gpuFuncAttributes a;
   return static_cast<int>(
       gpuFuncGetAttributes(&a, reinterpret_cast<const void*>(&eltwise_kernel<EltOp::copy, F32>)));

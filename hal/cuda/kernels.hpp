@@ -533,6 +533,6 @@ int launch_attention_backward_wgmma(Dt dt, const AttnBwdParams& p, void* stream)
 
 // Whether the kernels can run on the current device (0), else the runtime's error code (no kernel image
 // for its architecture, typically).
-int probe_kernels();
+int check_kernels_load();
 
 }  // namespace kf::hal::cuda

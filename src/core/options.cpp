@@ -47,7 +47,7 @@ const std::vector<Knob>& knobs() {
       range("mm_cfg", V, &T::mm_cfg, 0, 14, 0,
             "cooperative-matrix tile shape: entry N of kCoopmatConfigs (hal/vulkan/matmul.cpp); 0 by the shape"),
       range("mm_peak", V, &T::mm_peak, 0, 8, 0,
-            "matrix ceiling probe of Context::record_matrix_peak: 0 registers only, N its shared-memory variant N"),
+            "kf-bench's matrix ceiling kernel: 0 operands in registers only, N its shared-memory variant N"),
       range("mm_splitk", V, &T::mm_splitk, 0, 65535, 0,
             "few-rows kernel (mm_gemv.comp): K slices, 0 automatic, N forced (clamped to K's packs)"),
       one_of("gemv_rows", V, &T::gemv_rows, {0, 4, 8, 16},
@@ -92,7 +92,7 @@ const std::vector<Knob>& knobs() {
             "4 4 with prefetch"),
       range("attn_quad", V, &T::attn_quad, 0, 1, 0,
             "cooperative-matrix attention: softmax (backward: P and dS) on the accumulators (m16n8k16 layout) "
-            "where probed (0), never (1)"),
+            "where the device's layout was measured to have that form (0), never (1)"),
       range("attn_decode", B, &T::attn_decode, 0, 2, 0,
             "decode kernel (one query row): 0 automatic, 1 never, 2 forced (Unsupported where the call "
             "does not qualify)"),
@@ -202,7 +202,7 @@ const std::vector<EnvVar>& environment_variables() {
       {"KF_PIPELINE_STATS", Applies::vulkan, "0 or 1", "0",
        "prints the driver's statistics of every pipeline created (registers, shared memory, spills) on stderr"},
       {"KF_COOPMAT_LAYOUT", Applies::vulkan, "any, or f16", "unset",
-       "prints the cooperative-matrix accumulator layout probed for attention (f16: an f16 matrix's instead)"},
+       "prints the cooperative-matrix accumulator layout measured for attention (f16: an f16 matrix's instead)"},
       {"KF_VK_CUDA_CONTEXT", Applies::vulkan, "0 or 1", "1",
        "NVIDIA: hold the GPU's CUDA primary context while a Vulkan device is open (0: do not)"},
       {"KF_CUBLASLT", Applies::cuda, "a file", "unset", "libcublasLt to load, tried before the loader's search"},
