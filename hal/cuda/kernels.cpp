@@ -1002,8 +1002,7 @@ std::string CudaDevice::dispatch(const OpCall& call) {
   const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
   const TensorArg& out = call.outputs[0];
   const std::string prefix = std::string(kBackend) + ":";
-  // What the call alone rules out (the core asks supports() for the op and dtype only).
-  if (std::string why; !supports(call, &why)) throw Error(ErrorCode::Unsupported, prefix + " " + name + ": " + why);
+  // What the call alone rules out was refused before: Context::run asks supports(call) first.
   make_current();
 
   if (entry.kern != Kern::Eltwise && entry.kern != Kern::Rows)

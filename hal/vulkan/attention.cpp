@@ -435,8 +435,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
       score_mod_variant(dev, cm_quad ? cmq_dq : cm_path ? cm_dq : "attn_bwd_dq_" + dt, a, "attention_backward", true);
   WorkspacePlan plan;
   if (a.rope) {
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
+    const auto [pmin, npos] = plan::rope_positions(g);  // shared with CUDA (src/plan)
     pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
@@ -843,9 +842,7 @@ std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   // The workspace: auxiliary inputs, then the partials of the split path.
   WorkspacePlan plan;
   if (a.rope) {
-    // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
-    const int64_t pmin = g.varlen ? -g.SqT : std::min<int64_t>(0, g.SkT - g.SqT);
-    const int64_t npos = std::max<int64_t>(g.SkT - 1, 0) - pmin + 1;
+    const auto [pmin, npos] = plan::rope_positions(g);  // shared with CUDA (src/plan)
     pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
