@@ -136,6 +136,22 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
       exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     }
   }
+  // VK_KHR_push_descriptor: a dispatch's buffers go into the command buffer itself, which spares
+  // allocating and writing a descriptor set per dispatch (the largest host cost of a small op).
+  {
+    uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> all(n);
+    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, all.data());
+    for (const auto& x : all)
+      if (std::strcmp(x.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0) {
+        VkPhysicalDevicePushDescriptorPropertiesKHR pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+        VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &pp};
+        vkGetPhysicalDeviceProperties2(pd, &p2);
+        push_descriptors_ = pp.maxPushDescriptors >= kBindings && options_.tuning.vk_descriptors == 0;
+      }
+    if (push_descriptors_) exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  }
   // KF_PIPELINE_STATS=1 (a developer's tool): the driver's statistics of every pipeline created
   // (registers, shared memory, spills, ...) through VK_KHR_pipeline_executable_properties, on stderr.
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe_on{
@@ -183,9 +199,11 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   cai.commandPool = cmd_pool_;
   cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cai.commandBufferCount = 1;
-  KF_VK(vkAllocateCommandBuffers(device_, &cai, &cmd_));
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  KF_VK(vkCreateFence(device_, &fci, nullptr, &fence_));
+  for (Batch& b : batches_) {
+    KF_VK(vkAllocateCommandBuffers(device_, &cai, &b.cmd));
+    KF_VK(vkCreateFence(device_, &fci, nullptr, &b.fence));
+  }
 
   // One layout serves every kernel: kBindings storage buffers and 128 bytes of push constants (the guaranteed minimum).
   VkDescriptorSetLayoutBinding b[kBindings];
@@ -194,6 +212,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = kBindings;
   dl.pBindings = b;
+  if (push_descriptors_) dl.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   KF_VK(vkCreateDescriptorSetLayout(device_, &dl, nullptr, &set_layout_));
   VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -202,12 +221,14 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   pl.pushConstantRangeCount = 1;
   pl.pPushConstantRanges = &pcr;
   KF_VK(vkCreatePipelineLayout(device_, &pl, nullptr, &pipe_layout_));
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * kMaxBatch};
-  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dp.maxSets = kMaxBatch;
-  dp.poolSizeCount = 1;
-  dp.pPoolSizes = &ps;
-  KF_VK(vkCreateDescriptorPool(device_, &dp, nullptr, &desc_pool_));
+  if (!push_descriptors_) {
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * kMaxBatch};
+    VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dp.maxSets = kMaxBatch;
+    dp.poolSizeCount = 1;
+    dp.pPoolSizes = &ps;
+    for (Batch& bt : batches_) KF_VK(vkCreateDescriptorPool(device_, &dp, nullptr, &bt.pool));
+  }
 
   // The pipeline cache: read from disk when a previous run left one (the driver checks its header).
   std::vector<char> blob;
@@ -252,7 +273,7 @@ VulkanDevice::~VulkanDevice() {
   vkDeviceWaitIdle(device_);
   // Buffers of this device, freed before the allocator and the device go (the retained ones are still
   // held when the last wait timed out: freeing them after the allocator crashed the process).
-  retained_.clear();
+  for (Batch& b : batches_) b.retained.clear();
   for (auto& w : workspace_) w.reset();
   rope_.table.reset();
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
@@ -280,10 +301,12 @@ VulkanDevice::~VulkanDevice() {
   if (queries_) vkDestroyQueryPool(device_, queries_, nullptr);
   vkDestroyBuffer(device_, staging_, nullptr);
   allocator_->free(staging_mem_);
-  vkDestroyDescriptorPool(device_, desc_pool_, nullptr);
+  for (Batch& b : batches_) {
+    if (b.pool) vkDestroyDescriptorPool(device_, b.pool, nullptr);
+    vkDestroyFence(device_, b.fence, nullptr);
+  }
   vkDestroyPipelineLayout(device_, pipe_layout_, nullptr);
   vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
-  vkDestroyFence(device_, fence_, nullptr);
   vkDestroyCommandPool(device_, cmd_pool_, nullptr);
   allocator_.reset();
   vkDestroyDevice(device_, nullptr);
@@ -305,12 +328,17 @@ std::shared_ptr<Buffer> VulkanDevice::allocate(size_t bytes) { return std::make_
 
 void VulkanDevice::begin() {
   if (recording_) return;
-  finish_pending();
+  Batch& b = batches_[open_];
+  if (b.pending) wait_batch(b);  // the oldest batch of the ring
+  after_submitted_ = false;
+  for (const Batch& o : batches_) after_submitted_ |= o.pending;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  KF_VK(vkBeginCommandBuffer(cmd_, &bi));
+  KF_VK(vkBeginCommandBuffer(b.cmd, &bi));
+  cmd_ = b.cmd;
   recording_ = true;
   commands_ = 0;
+  bound_ = VK_NULL_HANDLE;
   if (queries_ && !queries_reset_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
     queries_reset_ = true;
@@ -318,7 +346,9 @@ void VulkanDevice::begin() {
 }
 
 void VulkanDevice::barrier() {
-  if (commands_ == 0) return;
+  // The first command of a batch needs one too while an earlier batch may still run: a barrier orders
+  // against everything submitted before it on the queue.
+  if (commands_ == 0 && !after_submitted_) return;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
@@ -327,40 +357,50 @@ void VulkanDevice::barrier() {
   vkCmdPipelineBarrier(cmd_, st, st, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
-void VulkanDevice::submit_and_wait() {
-  if (!recording_) {
-    finish_pending();  // (a batch whose wait timed out)
-    return;
-  }
+void VulkanDevice::flush() {
+  if (!recording_) return;
+  Batch& b = batches_[open_];
   recording_ = false;
-  KF_VK(vkEndCommandBuffer(cmd_));
+  KF_VK(vkEndCommandBuffer(b.cmd));
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  KF_VK(vkQueueSubmit(queue_, 1, &si, fence_));
-  pending_ = true;
+  si.pCommandBuffers = &b.cmd;
+  KF_VK(vkQueueSubmit(queue_, 1, &si, b.fence));
+  b.pending = true;
+  b.commands = commands_;
+  commands_ = 0;
+  open_ = (open_ + 1) % batches_.size();
+}
+
+void VulkanDevice::submit_and_wait() {
+  flush();
   finish_pending();
 }
 
-// Waits (bounded by KF_TIMEOUT_S) for the submitted batch, then recycles its command buffer, descriptor
-// sets and retained buffers. After a wait that timed out the batch may still run: nothing is reused or
-// freed until its fence signals, so the next call waits for it here first (on lavapipe, recording into
-// the still-running command buffer after a timeout crashed the process).
+// Waits (bounded by KF_TIMEOUT_S) for every submitted batch, oldest first, recycling each. After a wait
+// that timed out a batch may still run: nothing of it is reused or freed until its fence signals, so
+// the next call waits for it here first (on lavapipe, recording into a still-running command buffer
+// after a timeout crashed the process).
 void VulkanDevice::finish_pending() {
-  if (!pending_) return;
+  for (size_t i = 0; i < batches_.size(); ++i) {
+    Batch& b = batches_[(open_ + i) % batches_.size()];  // open_ (unless recording) is the oldest
+    if (b.pending) wait_batch(b);
+  }
+}
+
+void VulkanDevice::wait_batch(Batch& b) {
   const uint64_t ns = static_cast<uint64_t>(std::max(0.001, options_.timeout_s) * 1e9);
-  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, ns);
+  const VkResult r = vkWaitForFences(device_, 1, &b.fence, VK_TRUE, ns);
   if (r == VK_TIMEOUT)
-    throw Error(ErrorCode::Timeout, "vulkan: the device did not finish " + std::to_string(commands_) +
+    throw Error(ErrorCode::Timeout, "vulkan: the device did not finish " + std::to_string(b.commands) +
                                         " recorded commands within " + std::to_string(options_.timeout_s) +
                                         " s (KF_TIMEOUT_S); the context waits for them before its next call");
   check(r, "vkWaitForFences");
-  pending_ = false;
-  KF_VK(vkResetFences(device_, 1, &fence_));
-  KF_VK(vkResetCommandBuffer(cmd_, 0));
-  KF_VK(vkResetDescriptorPool(device_, desc_pool_, 0));
-  retained_.clear();
-  commands_ = 0;
+  b.pending = false;
+  KF_VK(vkResetFences(device_, 1, &b.fence));
+  KF_VK(vkResetCommandBuffer(b.cmd, 0));
+  if (b.pool) KF_VK(vkResetDescriptorPool(device_, b.pool, 0));
+  b.retained.clear();
 }
 
 void VulkanDevice::synchronize() { submit_and_wait(); }
@@ -481,36 +521,31 @@ VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) 
 
 void VulkanDevice::record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
                                size_t src_offset, size_t dst_offset) {
-  if (commands_ >= kMaxBatch) submit_and_wait();
+  if (commands_ >= kMaxBatch) flush();
   begin();
   barrier();
   const VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, static_cast<VkBuf*>(src.get())->handle(), static_cast<VkBuf*>(dst.get())->handle(), 1, &region);
-  retained_.push_back(src);
-  retained_.push_back(dst);
+  batches_[open_].retained.push_back(src);
+  batches_[open_].retained.push_back(dst);
   ++commands_;
 }
 
 void VulkanDevice::record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset) {
-  if (commands_ >= kMaxBatch) submit_and_wait();
+  if (commands_ >= kMaxBatch) flush();
   begin();
   barrier();
   vkCmdFillBuffer(cmd_, static_cast<VkBuf*>(dst.get())->handle(), offset, bytes, word);
-  retained_.push_back(dst);
+  batches_[open_].retained.push_back(dst);
   ++commands_;
 }
 
 void VulkanDevice::record(const Launch& l) {
   // may throw before anything is recorded
   VkPipeline p = pipeline(l.variant_id >= 0 ? static_cast<uint32_t>(l.variant_id) : variant_id(l.variant), l.spec);
-  if (commands_ >= kMaxBatch) submit_and_wait();
+  if (commands_ >= kMaxBatch) flush();
   begin();
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = desc_pool_;
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &set_layout_;
-  VkDescriptorSet set;
-  KF_VK(vkAllocateDescriptorSets(device_, &ai, &set));
+  Batch& b = batches_[open_];
   VkDescriptorBufferInfo bi[kBindings];
   VkWriteDescriptorSet w[kBindings];
   for (uint32_t i = 0; i < kBindings; ++i) {
@@ -518,17 +553,31 @@ void VulkanDevice::record(const Launch& l) {
     const auto& buf = l.bindings[i] ? l.bindings[i] : l.bindings[0];
     bi[i] = {static_cast<VkBuf*>(buf.get())->handle(), 0, VK_WHOLE_SIZE};
     w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    w[i].dstSet = set;
     w[i].dstBinding = i;
     w[i].descriptorCount = 1;
     w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     w[i].pBufferInfo = &bi[i];
-    if (l.bindings[i]) retained_.push_back(l.bindings[i]);
+    if (l.bindings[i]) b.retained.push_back(l.bindings[i]);
   }
-  vkUpdateDescriptorSets(device_, kBindings, w, 0, nullptr);
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (!push_descriptors_) {
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = b.pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &set_layout_;
+    KF_VK(vkAllocateDescriptorSets(device_, &ai, &set));
+    for (auto& x : w) x.dstSet = set;
+    vkUpdateDescriptorSets(device_, kBindings, w, 0, nullptr);
+  }
   barrier();
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
+  if (p != bound_) {
+    vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    bound_ = p;
+  }
+  if (push_descriptors_)
+    vkCmdPushDescriptorSetKHR(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, kBindings, w);
+  else
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
   if (l.push_bytes) vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
   vkCmdDispatch(cmd_, l.groups, l.groups_y, l.groups_z);
   ++commands_;
