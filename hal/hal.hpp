@@ -56,6 +56,12 @@ struct OpCall {
   const char* name() const { return op_name(id); }  // for messages
 };
 
+// A captured sequence of dispatches the device replays as a whole (a Vulkan command buffer, a CUDA graph).
+class Graph {
+ public:
+  virtual ~Graph() = default;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -84,6 +90,16 @@ class Device {
 
   // Streams: submit everything recorded and wait, bounded by the context's time-out.
   virtual void synchronize() = 0;
+
+  // Capture (kf::Graph): between begin_capture() and end_capture() the dispatches are recorded into a
+  // graph instead of the stream, and replay() runs that graph again, ordered after everything recorded
+  // before it. A call that needs the host meanwhile (a transfer, a wait, a timestamp) throws Unsupported
+  // and the core then calls abort_capture(). begin_capture() returns false where the device has no graphs
+  // of its own: the core then records the calls and replays them one by one (the CPU backend).
+  virtual bool begin_capture() { return false; }
+  virtual std::shared_ptr<Graph> end_capture() { return nullptr; }
+  virtual void abort_capture() {}
+  virtual void replay(const std::shared_ptr<Graph>& graph) { (void)graph; }
 
   // Timers: a timestamp recorded in order with the dispatches.
   virtual uint32_t timestamp() = 0;

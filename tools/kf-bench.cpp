@@ -166,8 +166,8 @@ Tensor output(Context& ctx, TensorCache& cache, const Shape& shape, DType dtype,
 // --chain OP: the host cost of a dispatch. Records chain_len dependent calls of an elementwise op of
 // two inputs (y = op(y, b), alternating between two buffers) on chain_numel f32 elements, then
 // synchronizes; the wall clock of the recording per call is the host cost (what a small op pays
-// whatever the device), the wall clock to the end of synchronize per call the end-to-end cost. Medians
-// over the repetitions.
+// whatever the device), the wall clock to the end of synchronize per call the end-to-end cost; then the
+// same chain captured into a Graph and replayed. Medians over the repetitions.
 int run_chain(Context& ctx, const Options& o) {
   const OpDef* op = find_op(o.chain);
   if (op == nullptr || op->inputs.size() < 2 || op->family != Family::Elementwise)
@@ -204,14 +204,41 @@ int run_chain(Context& ctx, const Options& o) {
     return v[v.size() / 2];
   };
   const double rec = median(record_us), tot = median(total_us);
+  const std::string variant = ctx.last_variant();
+  // The same chain captured once into a graph (include/kf/graph.hpp) and replayed: the wall clock from
+  // the replay to the end of synchronize per call, and the device's own time per call between timestamps.
+  Graph graph = ctx.capture(chain);
+  graph.replay();
+  ctx.synchronize();
+  std::vector<double> replay_us, replay_device_us;
+  for (int r = 0; r < std::max(1, o.reps); ++r) {
+    bool stamps = true;
+    uint32_t b = 0, e = 0;
+    try {
+      ctx.reset_timestamps();
+      b = ctx.timestamp();
+    } catch (const Error&) {
+      stamps = false;  // a device without timestamps: the wall clock only
+    }
+    const auto t0 = clock::now();
+    graph.replay();
+    if (stamps) e = ctx.timestamp();
+    ctx.synchronize();
+    const auto t1 = clock::now();
+    replay_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / o.chain_len);
+    if (stamps) replay_device_us.push_back(ctx.elapsed_ms(b, e) * 1e3 / o.chain_len);
+  }
+  const double rep = median(replay_us), rep_dev = replay_device_us.empty() ? 0 : median(replay_device_us);
   std::printf("chain %s: %d dependent calls on %lld f32 elements, median of %d runs: %.3f us recorded per op, "
-              "%.3f us end to end per op (%s)\n",
+              "%.3f us end to end per op (%s); captured and replayed: %.3f us end to end per op (%.3f on the "
+              "device; graph %s)\n",
               op->name.c_str(), o.chain_len, static_cast<long long>(o.chain_numel), std::max(1, o.reps), rec, tot,
-              ctx.last_variant().c_str());
+              variant.c_str(), rep, rep_dev, graph.native() ? "native" : "replayed call by call");
   if (!o.json_path.empty()) {
     json j = {{"chain", op->name},          {"chain_len", o.chain_len}, {"numel", o.chain_numel},
               {"dtype", "f32"},             {"reps", std::max(1, o.reps)}, {"record_us_per_op", rec},
-              {"end_to_end_us_per_op", tot}, {"device", ctx.device().name}, {"backend", ctx.backend()}};
+              {"end_to_end_us_per_op", tot}, {"replay_us_per_op", rep}, {"replay_device_us_per_op", rep_dev},
+              {"graph_native", graph.native()}, {"device", ctx.device().name}, {"backend", ctx.backend()}};
     std::ofstream(o.json_path) << j.dump(2) << "\n";
   }
   return 0;

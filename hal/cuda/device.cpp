@@ -290,13 +290,16 @@ void CudaDevice::no_clusters(const std::string& op) const {
 std::shared_ptr<Buffer> CudaDevice::allocate(size_t bytes) {
   make_current();
   const Allocator::Block b = allocator_->allocate(bytes);
-  return std::make_shared<CudaBuf>(allocator_, b, bytes);
+  auto buf = std::make_shared<CudaBuf>(allocator_, b, bytes);
+  if (capture_buffers_) capture_buffers_->push_back(buf);
+  return buf;
 }
 
 // Transfers from and to pageable host memory: wait (bounded) for the work recorded before, copy, and
 // wait for the copy, so that the host buffer may be reused or read when the call returns.
 void CudaDevice::upload(Buffer& dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  not_capturing("an upload");
   make_current();
   wait_stream("waiting before an upload");
   check(gpuMemcpyAsync(static_cast<CudaBuf&>(dst).ptr(), src, bytes, gpuMemcpyHostToDevice, stream_),
@@ -306,6 +309,7 @@ void CudaDevice::upload(Buffer& dst, const void* src, size_t bytes) {
 
 void CudaDevice::download(Buffer& src, void* dst, size_t bytes) {
   if (bytes == 0) return;
+  not_capturing("a download");
   make_current();
   wait_stream("waiting before a download");
   check(gpuMemcpyAsync(dst, static_cast<CudaBuf&>(src).ptr(), bytes, gpuMemcpyDeviceToHost, stream_),
@@ -315,16 +319,19 @@ void CudaDevice::download(Buffer& src, void* dst, size_t bytes) {
 
 void CudaDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
   if (bytes == 0) return;
+  not_capturing("a fill from the host");
   make_current();
   check(gpuMemsetAsync(static_cast<CudaBuf&>(dst).ptr(), pattern, bytes, stream_), "cudaMemsetAsync");
 }
 
 void CudaDevice::synchronize() {
+  not_capturing("a wait for the device");
   make_current();
   wait_stream("synchronize");
 }
 
 uint32_t CudaDevice::timestamp() {
+  not_capturing("a timestamp");
   make_current();
   if (next_event_ == events_.size()) {
     gpuEvent_t e = nullptr;
@@ -347,6 +354,62 @@ double CudaDevice::elapsed_ms(uint32_t begin, uint32_t end) {
 }
 
 void CudaDevice::reset_timestamps() { next_event_ = 0; }
+
+void CudaDevice::not_capturing(const char* what) const {
+  if (capture_)
+    throw Error(ErrorCode::Unsupported, std::string(kBackend) + ": " + what +
+                                            " cannot be captured into a graph (the op needs the host while it "
+                                            "records; running it once before the capture may prepare what it needs)");
+}
+
+#if !defined(KF_HIP)
+namespace {
+struct CudaGraph final : hal::Graph {
+  ~CudaGraph() override {
+    if (exec) (void)cudaGraphExecDestroy(exec);
+    if (graph) (void)cudaGraphDestroy(graph);
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<std::shared_ptr<Buffer>> buffers;  // allocated during the capture (scratch, outputs)
+};
+}  // namespace
+
+bool CudaDevice::begin_capture() {
+  make_current();
+  auto g = std::make_shared<CudaGraph>();
+  // Relaxed: the allocator may call cudaMalloc while the stream records (the memory is not captured).
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  capture_buffers_ = &g->buffers;
+  capture_ = std::move(g);
+  return true;
+}
+
+std::shared_ptr<hal::Graph> CudaDevice::end_capture() {
+  auto g = std::static_pointer_cast<CudaGraph>(std::move(capture_));
+  capture_.reset();
+  capture_buffers_ = nullptr;
+  make_current();
+  check(cudaStreamEndCapture(stream_, &g->graph), "cudaStreamEndCapture");
+  check(cudaGraphInstantiate(&g->exec, g->graph, 0), "cudaGraphInstantiate");
+  return g;
+}
+
+void CudaDevice::abort_capture() {
+  if (!capture_) return;
+  capture_.reset();
+  capture_buffers_ = nullptr;
+  cudaGraph_t g = nullptr;
+  (void)cudaStreamEndCapture(stream_, &g);
+  if (g) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+}
+
+void CudaDevice::replay(const std::shared_ptr<hal::Graph>& graph) {
+  make_current();
+  check(cudaGraphLaunch(static_cast<CudaGraph&>(*graph).exec, stream_), "cudaGraphLaunch");
+}
+#endif
 
 namespace {
 

@@ -125,6 +125,13 @@ class CudaDevice final : public Device {
   bool supports(const OpCall& call, std::string* why) const override;
   std::string dispatch(const OpCall& call) override;                              // kernels.cpp
   void synchronize() override;
+#if !defined(KF_HIP)
+  // Capture (kf::Graph): the stream captured into a CUDA graph, launched once per replay.
+  bool begin_capture() override;
+  std::shared_ptr<hal::Graph> end_capture() override;
+  void abort_capture() override;
+  void replay(const std::shared_ptr<hal::Graph>& graph) override;
+#endif
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;
   void reset_timestamps() override;
@@ -171,6 +178,14 @@ class CudaDevice final : public Device {
   // A temporary device buffer for one dispatch (row statistics, partial sums): released when the
   // dispatch returns; reuse is safe since everything runs in order on one stream.
   std::shared_ptr<Buffer> scratch(size_t bytes) { return allocate(bytes < 16 ? 16 : bytes); }
+
+  // The open capture (a CudaGraph), which keeps every buffer allocated while it records: scratch freed
+  // back to the allocator during the capture would be handed to the next call while the graph still
+  // uses it at replay.
+  std::shared_ptr<hal::Graph> capture_;
+  std::vector<std::shared_ptr<Buffer>>* capture_buffers_ = nullptr;
+  // Throws Unsupported while a capture is open: `what` waits for the device.
+  void not_capturing(const char* what) const;
 
   int ordinal_;
   DeviceInfo info_;

@@ -179,6 +179,11 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   dci.ppEnabledExtensionNames = exts.data();
   KF_VK(vkCreateDevice(pd, &dci, nullptr, &device_));
   volkLoadDevice(device_);  // one device per process at a time is the common case; see docs/architecture.md
+  if (push_descriptors_) {
+    push_descriptor_set_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
+        vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
+    push_descriptors_ = push_descriptor_set_ != nullptr;
+  }
   vkGetDeviceQueue(device_, family_, 0, &queue_);
   allocator_ = std::make_unique<Allocator>(pd, device_);
   if (info_.vendor == "NVIDIA" && options_.vk_cuda_context) {  // KF_VK_CUDA_CONTEXT=0: not held
@@ -273,7 +278,10 @@ VulkanDevice::~VulkanDevice() {
   vkDeviceWaitIdle(device_);
   // Buffers of this device, freed before the allocator and the device go (the retained ones are still
   // held when the last wait timed out: freeing them after the allocator crashed the process).
-  for (Batch& b : batches_) b.retained.clear();
+  for (Batch& b : batches_) {
+    b.retained.clear();
+    b.graphs.clear();
+  }
   for (auto& w : workspace_) w.reset();
   rope_.table.reset();
   // Save the pipeline cache: write a temporary file, then rename it over the old one, so that two
@@ -358,7 +366,7 @@ void VulkanDevice::barrier() {
 }
 
 void VulkanDevice::flush() {
-  if (!recording_) return;
+  if (!recording_ || capture_) return;
   Batch& b = batches_[open_];
   recording_ = false;
   KF_VK(vkEndCommandBuffer(b.cmd));
@@ -373,6 +381,7 @@ void VulkanDevice::flush() {
 }
 
 void VulkanDevice::submit_and_wait() {
+  not_capturing("a wait for the device");
   flush();
   finish_pending();
 }
@@ -401,6 +410,7 @@ void VulkanDevice::wait_batch(Batch& b) {
   KF_VK(vkResetCommandBuffer(b.cmd, 0));
   if (b.pool) KF_VK(vkResetDescriptorPool(device_, b.pool, 0));
   b.retained.clear();
+  b.graphs.clear();
 }
 
 void VulkanDevice::synchronize() { submit_and_wait(); }
@@ -421,17 +431,20 @@ void VulkanDevice::copy_through_staging(VkBuffer buf, void* host, size_t bytes, 
 }
 
 void VulkanDevice::upload(Buffer& dst, const void* src, size_t bytes) {
+  not_capturing("an upload");
   submit_and_wait();  // earlier dispatches may still read or write dst
   auto& b = static_cast<VkBuf&>(dst);
   copy_through_staging(b.handle(), const_cast<void*>(src), bytes, true);
 }
 
 void VulkanDevice::download(Buffer& src, void* dst, size_t bytes) {
+  not_capturing("a download");
   submit_and_wait();
   copy_through_staging(static_cast<VkBuf&>(src).handle(), dst, bytes, false);
 }
 
 void VulkanDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
+  not_capturing("a fill from the host");
   begin();
   barrier();
   const uint32_t word = pattern * 0x01010101u;
@@ -521,31 +534,31 @@ VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) 
 
 void VulkanDevice::record_copy(const std::shared_ptr<Buffer>& src, const std::shared_ptr<Buffer>& dst, size_t bytes,
                                size_t src_offset, size_t dst_offset) {
-  if (commands_ >= kMaxBatch) flush();
+  if (commands_ >= kMaxBatch && !capture_) flush();
   begin();
   barrier();
   const VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(cmd_, static_cast<VkBuf*>(src.get())->handle(), static_cast<VkBuf*>(dst.get())->handle(), 1, &region);
-  batches_[open_].retained.push_back(src);
-  batches_[open_].retained.push_back(dst);
+  retained().push_back(src);
+  retained().push_back(dst);
   ++commands_;
 }
 
 void VulkanDevice::record_fill(const std::shared_ptr<Buffer>& dst, uint32_t word, size_t bytes, size_t offset) {
-  if (commands_ >= kMaxBatch) flush();
+  if (commands_ >= kMaxBatch && !capture_) flush();
   begin();
   barrier();
   vkCmdFillBuffer(cmd_, static_cast<VkBuf*>(dst.get())->handle(), offset, bytes, word);
-  batches_[open_].retained.push_back(dst);
+  retained().push_back(dst);
   ++commands_;
 }
 
 void VulkanDevice::record(const Launch& l) {
   // may throw before anything is recorded
   VkPipeline p = pipeline(l.variant_id >= 0 ? static_cast<uint32_t>(l.variant_id) : variant_id(l.variant), l.spec);
-  if (commands_ >= kMaxBatch) flush();
+  if (commands_ >= kMaxBatch && !capture_) flush();
   begin();
-  Batch& b = batches_[open_];
+  auto& keep = retained();
   VkDescriptorBufferInfo bi[kBindings];
   VkWriteDescriptorSet w[kBindings];
   for (uint32_t i = 0; i < kBindings; ++i) {
@@ -557,12 +570,12 @@ void VulkanDevice::record(const Launch& l) {
     w[i].descriptorCount = 1;
     w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     w[i].pBufferInfo = &bi[i];
-    if (l.bindings[i]) b.retained.push_back(l.bindings[i]);
+    if (l.bindings[i]) keep.push_back(l.bindings[i]);
   }
   VkDescriptorSet set = VK_NULL_HANDLE;
   if (!push_descriptors_) {
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    ai.descriptorPool = b.pool;
+    ai.descriptorPool = descriptor_pool();
     ai.descriptorSetCount = 1;
     ai.pSetLayouts = &set_layout_;
     KF_VK(vkAllocateDescriptorSets(device_, &ai, &set));
@@ -575,7 +588,7 @@ void VulkanDevice::record(const Launch& l) {
     bound_ = p;
   }
   if (push_descriptors_)
-    vkCmdPushDescriptorSetKHR(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, kBindings, w);
+    push_descriptor_set_(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, kBindings, w);
   else
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
   if (l.push_bytes) vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
@@ -584,6 +597,7 @@ void VulkanDevice::record(const Launch& l) {
 }
 
 uint32_t VulkanDevice::timestamp() {
+  not_capturing("a timestamp");
   if (!queries_) throw Error(ErrorCode::Unsupported, "vulkan: " + info_.name + " has no compute timestamps");
   if (next_query_ >= kMaxQueries)
     throw Error(ErrorCode::InvalidArgument, "vulkan: more than 8192 timestamps since reset_timestamps()");
@@ -603,6 +617,7 @@ double VulkanDevice::elapsed_ms(uint32_t b, uint32_t e) {
 }
 
 void VulkanDevice::reset_timestamps() {
+  not_capturing("a timestamp reset");
   if (!queries_) return;
   begin();
   vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);

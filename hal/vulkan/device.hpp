@@ -16,6 +16,7 @@
 namespace kf::hal::vk {
 
 class VulkanDevice;
+struct VkGraph;
 struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
@@ -102,6 +103,11 @@ class VulkanDevice final : public Device {
   bool supports(const OpCall& call, std::string* why) const override;  // through the family table (families.cpp)
   std::string dispatch(const OpCall& call) override;
   void synchronize() override;
+  // Capture (graph.cpp): dispatches recorded into a command buffer of their own, submitted once per replay.
+  bool begin_capture() override;
+  std::shared_ptr<hal::Graph> end_capture() override;
+  void abort_capture() override;
+  void replay(const std::shared_ptr<hal::Graph>& graph) override;
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;
   void reset_timestamps() override;
@@ -196,7 +202,14 @@ class VulkanDevice final : public Device {
     std::vector<std::shared_ptr<Buffer>> retained;  // buffers its commands use
     bool pending = false;  // submitted and not yet seen to finish (also after a wait that timed out)
     uint32_t commands = 0;
+    std::vector<std::shared_ptr<hal::Graph>> graphs;  // captured graphs submitted after its commands
   };
+  friend struct VkGraph;
+  std::shared_ptr<VkGraph> capture_;  // the open capture (graph.cpp); commands go to its command buffer
+  // Throws Unsupported while a capture is open: `what` waits for the device.
+  void not_capturing(const char* what) const;
+  std::vector<std::shared_ptr<Buffer>>& retained();  // the open batch's or the capture's
+  VkDescriptorPool descriptor_pool();                // likewise (without push descriptors)
   void flush();                // ends and submits the open batch without waiting; the ring moves on
   void wait_batch(Batch& b);   // waits (bounded) for one submitted batch, then recycles it
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
@@ -211,6 +224,9 @@ class VulkanDevice final : public Device {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;
   bool push_descriptors_ = false;  // VK_KHR_push_descriptor: bindings recorded into the command buffer
+  // Its entry point, this device's own: volk's global one belongs to the device opened last, which may
+  // not have the extension enabled (a second context with KF_TUNE vk_descriptors=sets).
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   std::unordered_map<std::string, VkShaderModule> modules_;
   struct PipeKey {

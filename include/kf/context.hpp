@@ -1,6 +1,7 @@
 // The context: one device of one backend, its tensors, and the ops run on it.
 #pragma once
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "kf/attrs.hpp"
 #include "kf/device.hpp"
+#include "kf/graph.hpp"
 #include "kf/tensor.hpp"
 
 namespace kf {
@@ -53,6 +55,11 @@ class Context {
 
   // Submits recorded work and waits for it (bounded by the time-out).
   void synchronize();
+  // Captures the op calls `body` makes on this context into a Graph (include/kf/graph.hpp) instead of
+  // running them. Calls that need the host during the capture (synchronize, timestamps, Tensor uploads
+  // and downloads, an op that waits inside or would fall back to the CPU) throw kf::Error(Unsupported),
+  // and the capture is dropped. Other threads' calls on this context wait until the capture ends.
+  Graph capture(const std::function<void()>& body);
 
   // Device timestamps: record one now, read the interval in milliseconds after synchronize().
   uint32_t timestamp();
@@ -70,6 +77,7 @@ class Context {
   ContextImpl* impl() const { return impl_.get(); }
 
  private:
+  friend class Graph;
   std::shared_ptr<ContextImpl> impl_;
 };
 

@@ -6,6 +6,7 @@
 #include "kf/device.hpp"
 #include "kf/dtype.hpp"
 #include "kf/error.hpp"
+#include "kf/graph.hpp"
 #include "kf/linalg.hpp"
 #include "kf/ops.hpp"
 #include "kf/tensor.hpp"

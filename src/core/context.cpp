@@ -1,6 +1,7 @@
 // Context: device selection, tensor creation, and the one checked path every op call takes.
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 
 #include "core/context_impl.hpp"
 #include "core/internal.hpp"
@@ -321,6 +322,21 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   // One call at a time per context: checks, recording and last_variant under one hold, so that calls of
   // several threads are recorded (and submitted) whole, one after another.
   std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  // Under Context::capture the outermost call that returns is kept in the graph (graph.cpp).
+  struct Depth {
+    ContextImpl& c;
+    const std::string& name;
+    const std::vector<Tensor>& inputs;
+    const std::vector<Tensor>& outputs;
+    const Attrs& attrs;
+    int exceptions = std::uncaught_exceptions();
+    ~Depth() {
+      if (c.capturing && c.run_depth == 1 && std::uncaught_exceptions() == exceptions)
+        detail_record_captured(c, name, inputs, outputs, attrs);
+      --c.run_depth;
+    }
+  } depth{*impl_, name, inputs, outputs, attrs};
+  ++impl_->run_depth;
   std::vector<const Tensor*> in;
   in.reserve(inputs.size());
   for (const auto& t : inputs) in.push_back(&t);
@@ -370,7 +386,10 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   // A call with an empty tensor (a zero-sized dimension) is served here and never reaches the backend
   // (docs/ops.md, "Empty tensors"): the empty outputs need nothing, and the others (a reduction over an
   // empty axis, a product over an empty inner dimension) get the float64 reference's values.
+  // A capture on a device without graphs of its own (graph.cpp) keeps each checked call and runs nothing now.
+  const bool keep_only = impl_->capturing && !impl_->capture_native;
   if (has_empty(inputs, outputs)) {
+    if (keep_only) return;
     run_empty(op, inputs, outputs, attrs);
     impl_->last_variant = "empty";
     return;
@@ -410,7 +429,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   } release{call};
   // The backend sees the whole call: a shape, attribute or optional input its kernels lack is refused here.
   if (!impl_->device->supports(call, &why)) {
-    if (impl_->options.allow_cpu_fallback) {
+    if (impl_->options.allow_cpu_fallback && !impl_->capturing) {
       run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
       impl_->last_variant = "cpu-fallback (" + why + ")";
       return;
@@ -418,12 +437,16 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
                                             impl_->device->info().name + ": " + why);
   }
+  if (keep_only) {
+    impl_->last_variant = "captured";
+    return;
+  }
   try {
     impl_->last_variant = impl_->device->dispatch(call);
   } catch (const Error& e) {
     // A backend refuses an option its kernels lack (Unsupported, before recording anything): the CPU
     // fallback, when asked for, serves the call as it serves an unsupported op.
-    if (e.code() != ErrorCode::Unsupported || !impl_->options.allow_cpu_fallback) throw;
+    if (e.code() != ErrorCode::Unsupported || !impl_->options.allow_cpu_fallback || impl_->capturing) throw;
     run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
     impl_->last_variant = std::string("cpu-fallback (") + e.what() + ")";
   }
@@ -444,10 +467,26 @@ std::vector<Tensor> Context::call(const std::string& name, const std::vector<Ten
 // The remaining entry points each take the context's lock for the device call (docs/architecture.md).
 #define KF_LOCKED std::lock_guard<std::recursive_mutex> lock(impl_->mu)
 std::string Context::last_variant() const { KF_LOCKED; return impl_->last_variant; }
-void Context::synchronize() { KF_LOCKED; impl_->device->synchronize(); }
-uint32_t Context::timestamp() { KF_LOCKED; return impl_->device->timestamp(); }
-double Context::elapsed_ms(uint32_t b, uint32_t e) { KF_LOCKED; return impl_->device->elapsed_ms(b, e); }
-void Context::reset_timestamps() { KF_LOCKED; impl_->device->reset_timestamps(); }
+void Context::synchronize() {
+  KF_LOCKED;
+  impl_->not_in_capture("Context::synchronize");
+  impl_->device->synchronize();
+}
+uint32_t Context::timestamp() {
+  KF_LOCKED;
+  impl_->not_in_capture("Context::timestamp");
+  return impl_->device->timestamp();
+}
+double Context::elapsed_ms(uint32_t b, uint32_t e) {
+  KF_LOCKED;
+  impl_->not_in_capture("Context::elapsed_ms");
+  return impl_->device->elapsed_ms(b, e);
+}
+void Context::reset_timestamps() {
+  KF_LOCKED;
+  impl_->not_in_capture("Context::reset_timestamps");
+  impl_->device->reset_timestamps();
+}
 MemoryUsage Context::memory_usage() const { KF_LOCKED; return impl_->device->memory_usage(); }
 void Context::reset_peak_memory() { KF_LOCKED; impl_->device->reset_peak_memory(); }
 uint64_t Context::validation_messages() const { KF_LOCKED; return impl_->device->validation_messages(); }

@@ -9,6 +9,8 @@
 
 namespace kf {
 
+struct GraphImpl;
+
 struct ContextImpl {
   // Serializes every use of the device (docs/architecture.md, "Threads"): recording, transfers,
   // synchronize, timestamps and queries. Recursive: a composed op runs its parts through Context::run,
@@ -24,10 +26,21 @@ struct ContextImpl {
   // The call Context::run hands the device, kept between calls so that its vectors and shapes keep their
   // storage (a small op's dispatch then allocates none of it); its buffers are released after each call.
   hal::OpCall call;
+  // An open Context::capture (graph.cpp), and how deep Context::run is nested (a composed op's parts run
+  // inside it): the graph records the outermost calls.
+  GraphImpl* capturing = nullptr;
+  bool capture_native = false;  // the device records the capture (hal::Device::begin_capture)
+  int run_depth = 0;
+  // Throws Unsupported naming `what` while a capture is open: the call needs the host now.
+  void not_in_capture(const char* what) const;
 
   Tensor make_tensor(const Shape& shape, DType dtype);
   ~ContextImpl();
 };
+
+// Keeps a call that Context::run completed in the open capture (graph.cpp).
+void detail_record_captured(ContextImpl& c, const std::string& op, const std::vector<Tensor>& inputs,
+                            const std::vector<Tensor>& outputs, const Attrs& attrs);
 
 // Backend factories compiled into this build, in order of preference.
 std::vector<std::unique_ptr<hal::Backend>> compiled_backends();

@@ -40,6 +40,7 @@ void Tensor::upload(const void* data, size_t bytes) {
                                                 " bytes for a tensor of " + std::to_string(nbytes()));
   if (bytes == 0) return;  // an empty tensor: no transfer (a zero-sized copy is invalid in Vulkan)
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
+  owner_->not_in_capture("Tensor::upload");
   owner_->device->upload(*buffer_, data, bytes);
 }
 
@@ -50,6 +51,7 @@ void Tensor::download(void* data, size_t bytes) const {
                                                 " bytes of a tensor of " + std::to_string(nbytes()));
   if (bytes == 0) return;
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
+  owner_->not_in_capture("Tensor::download");
   owner_->device->download(*buffer_, data, bytes);
 }
 
@@ -86,6 +88,7 @@ void Tensor::fill(double v) { upload_from(std::vector<double>(static_cast<size_t
 void Tensor::fill_bytes(uint8_t pattern) {
   require_defined(*this, "Tensor::fill_bytes");
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
+  owner_->not_in_capture("Tensor::fill_bytes");
   owner_->device->fill_bytes(*buffer_, pattern, buffer_->size());
 }
 

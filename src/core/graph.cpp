@@ -1,0 +1,88 @@
+// Captured graphs: Context::capture and Graph (include/kf/graph.hpp). A device with graphs of its own
+// (hal::Device::begin_capture) records the dispatches into one; otherwise the calls are kept and run
+// again one by one. Either way the graph keeps the calls' tensors, so their buffers live as long as it.
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/context_impl.hpp"
+#include "kf/error.hpp"
+
+namespace kf {
+
+struct GraphImpl {
+  struct Call {
+    std::string op;
+    std::vector<Tensor> inputs, outputs;
+    Attrs attrs;
+  };
+  std::shared_ptr<ContextImpl> ctx;
+  std::shared_ptr<hal::Graph> device_graph;  // null: the core runs `calls` again
+  std::vector<Call> calls;
+
+  ~GraphImpl() {
+    // The device's graph is released under the context's lock: its command buffer comes from a pool
+    // the recording thread uses.
+    if (device_graph) {
+      std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+      device_graph.reset();
+    }
+  }
+};
+
+void ContextImpl::not_in_capture(const char* what) const {
+  if (capturing)
+    throw Error(ErrorCode::Unsupported, std::string(what) +
+                                            " cannot be captured: it needs the host while Context::capture "
+                                            "records (call it before or after the capture)");
+}
+
+void detail_record_captured(ContextImpl& c, const std::string& op, const std::vector<Tensor>& inputs,
+                            const std::vector<Tensor>& outputs, const Attrs& attrs) {
+  c.capturing->calls.push_back({op, inputs, outputs, attrs});
+}
+
+Graph Context::capture(const std::function<void()>& body) {
+  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  if (impl_->capturing)
+    throw Error(ErrorCode::InvalidArgument, "Context::capture: a capture is already open on this context "
+                                            "(captures do not nest)");
+  auto g = std::make_shared<GraphImpl>();
+  g->ctx = impl_;
+  const bool native = impl_->device->begin_capture();
+  impl_->capturing = g.get();
+  impl_->capture_native = native;
+  try {
+    body();
+  } catch (...) {
+    impl_->capturing = nullptr;
+    if (native) impl_->device->abort_capture();
+    throw;
+  }
+  impl_->capturing = nullptr;
+  if (native) g->device_graph = impl_->device->end_capture();
+  Graph out;
+  out.impl_ = std::move(g);
+  return out;
+}
+
+void Graph::replay() {
+  if (!impl_) throw Error(ErrorCode::InvalidArgument, "Graph::replay: the graph is empty (default-constructed)");
+  ContextImpl& c = *impl_->ctx;
+  std::lock_guard<std::recursive_mutex> lock(c.mu);
+  if (c.capturing)
+    throw Error(ErrorCode::Unsupported, "Graph::replay cannot be captured: a capture is open on its context");
+  if (impl_->device_graph) {
+    c.device->replay(impl_->device_graph);
+    c.last_variant = "graph (" + std::to_string(impl_->calls.size()) + " ops)";
+    return;
+  }
+  Context ctx;
+  ctx.impl_ = impl_->ctx;
+  for (const auto& call : impl_->calls) ctx.run(call.op, call.inputs, call.outputs, call.attrs);
+}
+
+size_t Graph::ops() const { return impl_ ? impl_->calls.size() : 0; }
+bool Graph::native() const { return impl_ && impl_->device_graph != nullptr; }
+
+}  // namespace kf
