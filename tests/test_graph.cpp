@@ -102,12 +102,10 @@ TEST_P(Graphs, KeepsItsTensorsAlive) {
 }
 
 TEST_P(Graphs, LongCaptures) {
-  // More dispatches than a Vulkan batch holds (1024), with descriptor sets or push descriptors.
-  for (const char* tuning : {"", "vk_descriptors=sets"}) {
-    ContextOptions o = options_for(GetParam());
-    o.tuning = tuning;
-    if (GetParam().backend != "vulkan" && *tuning) continue;
-    Context ctx = Context::create(o);
+  ValidationCheck vc(context_for(GetParam()));
+  // More dispatches than a Vulkan batch holds (1024): the graph takes descriptor pools as it grows.
+  {
+    Context& ctx = context_for(GetParam());
     Tensor a = ctx.from_host({7}, DType::f32, {0, 0, 0, 0, 0, 0, 0});
     Tensor one = ctx.from_host({7}, DType::f32, {1, 1, 1, 1, 1, 1, 1});
     Tensor b = ctx.empty({7}, DType::f32);
@@ -116,8 +114,7 @@ TEST_P(Graphs, LongCaptures) {
     });
     g.replay();
     g.replay();
-    EXPECT_EQ(a.to_double(), std::vector<double>(7, 2200)) << tuning;
-    EXPECT_EQ(ctx.validation_messages(), 0u) << tuning;
+    EXPECT_EQ(a.to_double(), std::vector<double>(7, 2200));
   }
 }
 

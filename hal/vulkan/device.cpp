@@ -74,6 +74,7 @@ VkBuf::VkBuf(VulkanDevice& dev, std::shared_ptr<Buffer> parent, size_t offset, s
 }
 
 VkBuf::~VkBuf() {
+  dev_.forget_buffer(buffer_);
   vkDestroyBuffer(dev_.device(), buffer_, nullptr);
   if (!parent_) dev_.allocator().free(alloc_);
 }
@@ -136,22 +137,6 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
       exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     }
   }
-  // VK_KHR_push_descriptor: a dispatch's buffers go into the command buffer itself, which spares
-  // allocating and writing a descriptor set per dispatch (the largest host cost of a small op).
-  {
-    uint32_t n = 0;
-    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
-    std::vector<VkExtensionProperties> all(n);
-    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, all.data());
-    for (const auto& x : all)
-      if (std::strcmp(x.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0) {
-        VkPhysicalDevicePushDescriptorPropertiesKHR pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
-        VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &pp};
-        vkGetPhysicalDeviceProperties2(pd, &p2);
-        push_descriptors_ = pp.maxPushDescriptors >= kBindings && options_.tuning.vk_descriptors == 0;
-      }
-    if (push_descriptors_) exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-  }
   // KF_PIPELINE_STATS=1 (a developer's tool): the driver's statistics of every pipeline created
   // (registers, shared memory, spills, ...) through VK_KHR_pipeline_executable_properties, on stderr.
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe_on{
@@ -179,11 +164,6 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   dci.ppEnabledExtensionNames = exts.data();
   KF_VK(vkCreateDevice(pd, &dci, nullptr, &device_));
   volkLoadDevice(device_);  // one device per process at a time is the common case; see docs/architecture.md
-  if (push_descriptors_) {
-    push_descriptor_set_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
-        vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
-    push_descriptors_ = push_descriptor_set_ != nullptr;
-  }
   vkGetDeviceQueue(device_, family_, 0, &queue_);
   allocator_ = std::make_unique<Allocator>(pd, device_);
   if (info_.vendor == "NVIDIA" && options_.vk_cuda_context) {  // KF_VK_CUDA_CONTEXT=0: not held
@@ -217,7 +197,6 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = kBindings;
   dl.pBindings = b;
-  if (push_descriptors_) dl.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   KF_VK(vkCreateDescriptorSetLayout(device_, &dl, nullptr, &set_layout_));
   VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -226,14 +205,19 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   pl.pushConstantRangeCount = 1;
   pl.pPushConstantRanges = &pcr;
   KF_VK(vkCreatePipelineLayout(device_, &pl, nullptr, &pipe_layout_));
-  if (!push_descriptors_) {
-    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * kMaxBatch};
-    VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    dp.maxSets = kMaxBatch;
-    dp.poolSizeCount = 1;
-    dp.pPoolSizes = &ps;
-    for (Batch& bt : batches_) KF_VK(vkCreateDescriptorPool(device_, &dp, nullptr, &bt.pool));
-  }
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * kMaxBatch};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = kMaxBatch;
+  dp.poolSizeCount = 1;
+  dp.pPoolSizes = &ps;
+  for (Batch& bt : batches_) KF_VK(vkCreateDescriptorPool(device_, &dp, nullptr, &bt.pool));
+  VkDescriptorPoolSize cps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindings * kCachedSets};
+  VkDescriptorPoolCreateInfo cdp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  cdp.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT;
+  cdp.maxSets = kCachedSets;
+  cdp.poolSizeCount = 1;
+  cdp.pPoolSizes = &cps;
+  KF_VK(vkCreateDescriptorPool(device_, &cdp, nullptr, &set_pool_));
 
   // The pipeline cache: read from disk when a previous run left one (the driver checks its header).
   std::vector<char> blob;
@@ -309,6 +293,7 @@ VulkanDevice::~VulkanDevice() {
   if (queries_) vkDestroyQueryPool(device_, queries_, nullptr);
   vkDestroyBuffer(device_, staging_, nullptr);
   allocator_->free(staging_mem_);
+  vkDestroyDescriptorPool(device_, set_pool_, nullptr);
   for (Batch& b : batches_) {
     if (b.pool) vkDestroyDescriptorPool(device_, b.pool, nullptr);
     vkDestroyFence(device_, b.fence, nullptr);
@@ -408,7 +393,7 @@ void VulkanDevice::wait_batch(Batch& b) {
   b.pending = false;
   KF_VK(vkResetFences(device_, 1, &b.fence));
   KF_VK(vkResetCommandBuffer(b.cmd, 0));
-  if (b.pool) KF_VK(vkResetDescriptorPool(device_, b.pool, 0));
+  KF_VK(vkResetDescriptorPool(device_, b.pool, 0));
   b.retained.clear();
   b.graphs.clear();
 }
@@ -572,8 +557,14 @@ void VulkanDevice::record(const Launch& l) {
     w[i].pBufferInfo = &bi[i];
     if (l.bindings[i]) keep.push_back(l.bindings[i]);
   }
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  if (!push_descriptors_) {
+  // The set of these buffers, from the cache (descriptors.cpp), else one written for this batch alone.
+  // (VK_KHR_push_descriptor instead cost more on an H100, driver 580: 3.5-3.9 us recorded per small op
+  // against 3.4-3.6, and 2.67 us of device time per dependent dispatch against 2.39; on lavapipe it
+  // recorded slower too.)
+  SetKey key;
+  for (uint32_t i = 0; i < kBindings; ++i) key[i] = bi[i].buffer;
+  VkDescriptorSet set = cached_set(key, w);
+  if (!set) {
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     ai.descriptorPool = descriptor_pool();
     ai.descriptorSetCount = 1;
@@ -587,10 +578,7 @@ void VulkanDevice::record(const Launch& l) {
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     bound_ = p;
   }
-  if (push_descriptors_)
-    push_descriptor_set_(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, kBindings, w);
-  else
-    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
   if (l.push_bytes) vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
   vkCmdDispatch(cmd_, l.groups, l.groups_y, l.groups_z);
   ++commands_;

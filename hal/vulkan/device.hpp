@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <initializer_list>
 #include <functional>
 #include <string>
@@ -198,7 +199,7 @@ class VulkanDevice final : public Device {
   struct Batch {
     VkCommandBuffer cmd = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
-    VkDescriptorPool pool = VK_NULL_HANDLE;  // descriptor sets, when the device has no push descriptors
+    VkDescriptorPool pool = VK_NULL_HANDLE;  // its dispatches' descriptor sets
     std::vector<std::shared_ptr<Buffer>> retained;  // buffers its commands use
     bool pending = false;  // submitted and not yet seen to finish (also after a wait that timed out)
     uint32_t commands = 0;
@@ -209,7 +210,30 @@ class VulkanDevice final : public Device {
   // Throws Unsupported while a capture is open: `what` waits for the device.
   void not_capturing(const char* what) const;
   std::vector<std::shared_ptr<Buffer>>& retained();  // the open batch's or the capture's
-  VkDescriptorPool descriptor_pool();                // likewise (without push descriptors)
+  VkDescriptorPool descriptor_pool();                // likewise
+
+ public:
+  // Descriptor sets are kept per combination of buffers (descriptors.cpp): a chain of small ops binds the
+  // same few combinations again and again, and writing a set cost more host time than the rest of a
+  // dispatch's recording. A buffer's sets are freed when the buffer is destroyed (VkBuf's destructor,
+  // on any thread); by then no pending command uses them (batches and graphs hold their buffers).
+  void forget_buffer(VkBuffer b);
+
+ private:
+  using SetKey = std::array<VkBuffer, kBindings>;
+  struct SetKeyHash {
+    size_t operator()(const SetKey& k) const {
+      uint64_t h = 1469598103934665603ull;
+      for (VkBuffer b : k) h = (h ^ reinterpret_cast<uint64_t>(b)) * 1099511628211ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  VkDescriptorSet cached_set(const SetKey& key, const VkWriteDescriptorSet* writes);  // null: none free
+  std::mutex set_mu_;  // the cache and its pool (VkBuf's destructor runs on any thread)
+  VkDescriptorPool set_pool_ = VK_NULL_HANDLE;
+  std::unordered_map<SetKey, VkDescriptorSet, SetKeyHash> sets_;
+  std::unordered_map<VkBuffer, std::vector<SetKey>> sets_of_;  // the keys naming each buffer
+  static constexpr uint32_t kCachedSets = 4096;
   void flush();                // ends and submits the open batch without waiting; the ring moves on
   void wait_batch(Batch& b);   // waits (bounded) for one submitted batch, then recycles it
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
@@ -223,10 +247,6 @@ class VulkanDevice final : public Device {
 
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;
-  bool push_descriptors_ = false;  // VK_KHR_push_descriptor: bindings recorded into the command buffer
-  // Its entry point, this device's own: volk's global one belongs to the device opened last, which may
-  // not have the extension enabled (a second context with KF_TUNE vk_descriptors=sets).
-  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   std::unordered_map<std::string, VkShaderModule> modules_;
   struct PipeKey {

@@ -1,6 +1,6 @@
 // Captured graphs on Vulkan (kf::Graph): the dispatches of a capture go into a command buffer of their
-// own, with their barriers, push descriptors (or descriptor sets from the graph's pools) and push
-// constants; a replay submits it once, after the stream's open batch, in the same vkQueueSubmit.
+// own, with their barriers, descriptor sets (from the graph's own pools) and push constants; a replay
+// submits it once, after the stream's open batch, in the same vkQueueSubmit.
 #include "hal/vulkan/device.hpp"
 
 namespace kf::hal::vk {
@@ -13,7 +13,7 @@ struct VkGraph final : hal::Graph {
   }
   VulkanDevice& dev;
   VkCommandBuffer cmd = VK_NULL_HANDLE;
-  std::vector<VkDescriptorPool> pools;            // without push descriptors: kMaxBatch sets each
+  std::vector<VkDescriptorPool> pools;            // kMaxBatch descriptor sets each
   std::vector<std::shared_ptr<Buffer>> retained;  // every buffer its commands use (tensors, scratch)
   uint32_t commands = 0;
   uint32_t sets = 0;  // descriptor sets taken from `pools`

@@ -42,8 +42,6 @@ const std::vector<Knob>& knobs() {
             "element-wise kernels: 16-byte packs each invocation loads before computing"),
       range("max_groups", V, &T::max_groups, 1, 65535, 65535,
             "cap on workgroups per dispatch (the kernels loop over the rest)"),
-      words("vk_descriptors", V, &T::vk_descriptors, {"push", "sets"},
-            "how a dispatch's buffers are bound: push descriptors where the device has them, or a descriptor set each"),
       range("mm_path", V, &T::mm_path, 0, 3, 0,
             "matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix, 3 few rows / split-K (linear only)"),
       range("mm_cfg", V, &T::mm_cfg, 0, 14, 0,

@@ -19,7 +19,6 @@ struct Tuning {
   // element-wise and grids (Vulkan)
   uint32_t eltwise_items = 2;
   uint32_t max_groups = 65535;
-  uint32_t vk_descriptors = 0;  // 0 push, 1 sets
   // matrix products
   uint32_t mm_path = 0;
   uint32_t mm_cfg = 0;

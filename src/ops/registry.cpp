@@ -104,7 +104,10 @@ std::vector<Shape> check_call(const OpDef& op, const std::vector<const Tensor*>&
       fail(ErrorCode::DType, "argument 'out_dtype' is " + std::string(to_string(*attrs.out_dtype)) +
                                  ", which this op does not take");
   }
-  std::vector<Shape> shapes(op.inputs.size());
+  // Reused between calls of a thread: checking a small op then copies shapes into kept storage.
+  thread_local std::vector<Shape> shapes;
+  shapes.resize(op.inputs.size());
+  for (auto& s : shapes) s.clear();
   const Tensor* first = nullptr;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor* t = inputs[k];
