@@ -1,6 +1,8 @@
 // Captured graphs (include/kf/graph.hpp): a replay gives the bits the eager calls give, sees new input
 // values, keeps its tensors alive, and a call that needs the host during a capture is refused with the
 // context left usable. Runs on every device (the CPU backend replays call by call).
+#include <map>
+
 #include "common.hpp"
 
 namespace kf::test {
@@ -172,6 +174,59 @@ TEST_P(Graphs, MisuseIsAnError) {
     EXPECT_EQ(e.code(), ErrorCode::Shape) << e.what();
   }
   ctx.synchronize();
+}
+
+// Shape buckets: decode attention against caches of changing length, each call served by the graph of
+// its bucket on tensors padded to the bucket (the padding finite garbage, masked by key_lengths), equal
+// to the eager unpadded call within f32 rounding.
+TEST_P(Graphs, BucketedCallsMatchUnpadded) {
+  Context& ctx = context_for(GetParam());
+  ValidationCheck vc(ctx);
+  std::mt19937_64 rng(fresh_seed());
+  constexpr int64_t B = 2, Hq = 4, Hkv = 2, D = 32;
+  struct Slot {
+    Tensor q, k, v, lens, o;
+  };
+  std::map<int64_t, Slot> slots;
+  GraphCache cache({16, 64, 128});
+  const auto capture = [&](int64_t bucket) {
+    Slot& s = slots[bucket];
+    s.q = ctx.empty({B, Hq, 1, D}, DType::f32);
+    s.k = ctx.empty({B, Hkv, bucket, D}, DType::f32);
+    s.v = ctx.empty({B, Hkv, bucket, D}, DType::f32);
+    s.lens = ctx.empty({B}, DType::i32);
+    s.o = ctx.empty({B, Hq, 1, D}, DType::f32);
+    return ctx.capture([&] { ctx.run("attention", {s.q, s.k, s.v, Tensor(), s.lens}, {s.o}); });
+  };
+  for (int64_t L : {5, 37, 64, 90, 16, 41}) {
+    const auto qv = uniform(B * Hq * D, 1, rng), kv = uniform(B * Hkv * L * D, 1, rng), vv = uniform(B * Hkv * L * D, 1, rng);
+    Tensor q = ctx.from_host({B, Hq, 1, D}, DType::f32, qv);
+    Tensor k = ctx.from_host({B, Hkv, L, D}, DType::f32, kv), v = ctx.from_host({B, Hkv, L, D}, DType::f32, vv);
+    const std::vector<double> expect = ctx.call("attention", {q, k, v})[0].to_double();
+
+    Graph& g = cache.get(L, capture);
+    const int64_t bucket = cache.bucket(L);
+    Slot& s = slots.at(bucket);
+    // The rows of k and v padded from L to the bucket with values the mask must hide.
+    const auto pad = [&](const std::vector<double>& x) {
+      std::vector<double> out = uniform(static_cast<size_t>(B * Hkv * bucket * D), 50, rng);
+      for (int64_t bh = 0; bh < B * Hkv; ++bh)
+        std::copy_n(x.begin() + bh * L * D, L * D, out.begin() + bh * bucket * D);
+      return out;
+    };
+    s.q.upload_from(qv);
+    s.k.upload_from(pad(kv));
+    s.v.upload_from(pad(vv));
+    s.lens.upload_from(std::vector<double>(B, static_cast<double>(L)));
+    g.replay();
+    const std::vector<double> got = s.o.to_double();
+    ASSERT_EQ(got.size(), expect.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], expect[i], 2e-5 * (1 + std::abs(expect[i]))) << "length " << L << ", bucket " << bucket << ", element " << i;
+  }
+  EXPECT_EQ(cache.size(), 3u);  // 16, 64 and 128: six lengths, three captures
+  EXPECT_THROW(cache.bucket(129), Error);
+  EXPECT_THROW(GraphCache({64, 16}), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Graphs, ::testing::ValuesIn(devices()), [](const auto& info) { return info.param.tag; });

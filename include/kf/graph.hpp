@@ -3,7 +3,11 @@
 // are bound by the host's cost per call; a replay pays it once for the whole sequence.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <vector>
 
 namespace kf {
 
@@ -25,6 +29,25 @@ class Graph {
  private:
   friend class Context;
   std::shared_ptr<GraphImpl> impl_;
+};
+
+// Shape buckets: graphs kept per bucket of a size that changes from call to call (a sequence length, a
+// batch), so that a few captures serve every size. The caller captures each bucket's graph on tensors
+// padded to the bucket and makes the padding exact with the ops' own masks (attention's key_lengths, a
+// loss's ignore_index, ...): the bucketed call then returns what the unpadded call would (tests/test_graph.cpp).
+class GraphCache {
+ public:
+  // The bucket sizes, ascending and positive (kf::Error InvalidArgument otherwise).
+  explicit GraphCache(std::vector<int64_t> buckets);
+  // The smallest bucket >= n; InvalidArgument when n is not positive or exceeds the largest bucket.
+  int64_t bucket(int64_t n) const;
+  // The graph of n's bucket: `capture(bucket)` makes it the first time that bucket is asked for.
+  Graph& get(int64_t n, const std::function<Graph(int64_t bucket)>& capture);
+  size_t size() const { return graphs_.size(); }  // buckets captured so far
+
+ private:
+  std::vector<int64_t> buckets_;
+  std::map<int64_t, Graph> graphs_;
 };
 
 }  // namespace kf

@@ -1,6 +1,7 @@
 // Captured graphs: Context::capture and Graph (include/kf/graph.hpp). A device with graphs of its own
 // (hal::Device::begin_capture) records the dispatches into one; otherwise the calls are kept and run
 // again one by one. Either way the graph keeps the calls' tensors, so their buffers live as long as it.
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -80,6 +81,29 @@ void Graph::replay() {
   Context ctx;
   ctx.impl_ = impl_->ctx;
   for (const auto& call : impl_->calls) ctx.run(call.op, call.inputs, call.outputs, call.attrs);
+}
+
+GraphCache::GraphCache(std::vector<int64_t> buckets) : buckets_(std::move(buckets)) {
+  if (buckets_.empty()) throw Error(ErrorCode::InvalidArgument, "GraphCache: no buckets given");
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (buckets_[i] < 1 || (i && buckets_[i] <= buckets_[i - 1]))
+      throw Error(ErrorCode::InvalidArgument, "GraphCache: bucket " + std::to_string(i) + " is " +
+                                                  std::to_string(buckets_[i]) +
+                                                  "; the buckets must be positive and ascending");
+}
+
+int64_t GraphCache::bucket(int64_t n) const {
+  if (n < 1 || n > buckets_.back())
+    throw Error(ErrorCode::InvalidArgument, "GraphCache: size " + std::to_string(n) + " is outside the buckets (1 to " +
+                                                std::to_string(buckets_.back()) + ")");
+  return *std::lower_bound(buckets_.begin(), buckets_.end(), n);
+}
+
+Graph& GraphCache::get(int64_t n, const std::function<Graph(int64_t bucket)>& capture) {
+  const int64_t b = bucket(n);
+  auto it = graphs_.find(b);
+  if (it == graphs_.end()) it = graphs_.emplace(b, capture(b)).first;
+  return it->second;
 }
 
 size_t Graph::ops() const { return impl_ ? impl_->calls.size() : 0; }
