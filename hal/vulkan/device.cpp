@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hal/vulkan/coopmat.hpp"
 #include "hal/vulkan/families.hpp"
 #include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/spirv_table.hpp"
@@ -105,8 +106,13 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   // Features the kernels use, enabled only where present: f64 arithmetic; f16 arithmetic and the
   // Vulkan memory model for the cooperative-matrix (tensor core) kernels.
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceVulkan12Features f12_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   if (info_.caps.coopmat_nv) f12_have.pNext = &cm_have;
+  if (info_.caps.coopmat_khr) {
+    cmk_have.pNext = f12_have.pNext;
+    f12_have.pNext = &cmk_have;
+  }
   VkPhysicalDeviceFeatures2 have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f12_have};
   vkGetPhysicalDeviceFeatures2(pd, &have);
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
@@ -127,14 +133,42 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
           p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
         coopmat_f16_ = info_.caps.subgroup_size == 32;
     if (coopmat_f16_) {
-      // The memory model (which SPV_NV_cooperative_matrix requires) only with it: enabling it changes
-      // the rules for every shader's atomics (they then need device scope too).
+      // The memory model (which SPV_NV_cooperative_matrix requires, and the KHR kernels below) only with it:
+      // enabling it changes the rules for every shader's atomics (they then need device scope too).
       f12_on.vulkanMemoryModel = VK_TRUE;
       f12_on.vulkanMemoryModelDeviceScope = f12_have.vulkanMemoryModelDeviceScope;
       cm_on.cooperativeMatrix = VK_TRUE;
       f12_on.pNext = &cm_on;
       exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     }
+  }
+  // The tensor-core kernels of the matrix products and of attention: NV, KHR (at a shape the device lists),
+  // or none and why (coopmat.hpp); a forced path the device cannot run fails here, before the device exists.
+  bool forced_missing = false;
+  const bool khr_features = cmk_have.cooperativeMatrix && f12_have.shaderFloat16 && f12_have.vulkanMemoryModel;
+  const auto has = [this](const std::string& v) { return has_variant(v); };
+  const auto refuse = [&](const char* knob, uint32_t v, const CoopmatChoice& c) {
+    throw Error(ErrorCode::Unsupported, std::string("vulkan: KF_TUNE ") + knob + "=" + (v == 1 ? "nv" : "khr") + ": " +
+                                            info_.name + " cannot run those kernels (" + c.why + ")");
+  };
+  coopmat_mm_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, "mm_coopmat_f16_c1",
+                                             "mm_coopmat_khr_f16_c1", has),
+                               tuning_.coopmat, "coopmat", tuning_.coopmat_shape, &forced_missing);
+  if (forced_missing) refuse("coopmat", tuning_.coopmat, coopmat_mm_);
+  coopmat_attn_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, "attn_cm_f16_d64",
+                                               "attn_cm_khr_f16_d64", has),
+                                 tuning_.attn_coopmat, "attn_coopmat", 0, &forced_missing);
+  if (forced_missing) refuse("attn_coopmat", tuning_.attn_coopmat, coopmat_attn_);
+  info_.caps.coopmat_products = coopmat_mm_.describe();
+  info_.caps.coopmat_attention = coopmat_attn_.describe();
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  if (coopmat_mm_.path == CoopmatPath::khr || coopmat_attn_.path == CoopmatPath::khr) {
+    f12_on.vulkanMemoryModel = VK_TRUE;
+    f12_on.vulkanMemoryModelDeviceScope = f12_have.vulkanMemoryModelDeviceScope;
+    cmk_on.cooperativeMatrix = VK_TRUE;
+    cmk_on.pNext = f12_on.pNext;
+    f12_on.pNext = &cmk_on;
+    exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
   // KF_PIPELINE_STATS=1 (a developer's tool): the driver's statistics of every pipeline created
   // (registers, shared memory, spills, ...) through VK_KHR_pipeline_executable_properties, on stderr.
