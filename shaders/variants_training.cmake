@@ -136,7 +136,7 @@ if(KF_KHR_SHADERS)
     list(APPEND KF_SHADER_VARIANTS "attn_to_f16_bf16|attention_absmax.comp|CONVERT")
   endif()
 else()
-  list(APPEND kf_khr_left_out "attn_cm_khr_* (attention)")
+  list(APPEND kf_khr_left_out "attn_cm_khr_*, attn_bwd_cm_khr_* (attention, attention_backward)")
 endif()
 # attention_backward (attention_bwd.comp): the D / lse / do pass, then dk and dv, then dq.
 foreach(dt IN LISTS KF_DTYPES)

@@ -150,9 +150,60 @@ TEST(Coopmat, KhrShapesAgainstReference) {
                               << " (" << to_string(t) << "): " << r.message << " seed " << r.seed;
           EXPECT_TRUE(has(r.variant, "coopmat-khr-" + shape)) << r.variant;
         }
+      // Another output dtype: the build's variants of the default tiles at 16x16x16, else the portable
+      // kernel saying why.
+      for (DType t : {DType::f16, DType::bf16})
+        for (DType odt : {DType::f32, t == DType::f16 ? DType::bf16 : DType::f16}) {
+          TestCase tc{"coopmat_out", {{130, 64}, {70, 64}, {70}, {}}, {}, 1};
+          tc.attrs.act = kActGelu;
+          tc.attrs.out_dtype = odt;
+          const auto r = check::run_case(*ctx, get_op("linear"), t, tc, check::fresh_seed());
+          const bool built = shape == "16x16x16";
+          EXPECT_EQ(r.pass, built) << d.info.name << " khr " << shape << " " << to_string(t) << " -> " << to_string(odt)
+                                   << ": " << r.message << " (" << r.variant << ")";
+          if (built) {
+            EXPECT_TRUE(has(r.variant, "coopmat-khr-16x16x16")) << r.variant;
+          } else {
+            EXPECT_TRUE(has(r.message, "the cooperative-matrix path was forced")) << r.message;
+          }
+        }
     }
   }
   if (!checked) GTEST_SKIP() << "no Vulkan device lists a KHR cooperative-matrix shape kf has kernels for";
+}
+
+// The convolutions and linear_cross_entropy (whose products are mm_coopmat.comp's) on the KHR kernels where
+// a device offers them: every registry case passes, automatically and with the convolutions' tensor-core
+// path forced (conv_path=2: KHR, or refused saying why); some run on KHR.
+TEST(Coopmat, KhrConvolutionsAndLinearCrossEntropy) {
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    std::unique_ptr<Context> automatic, forced;
+    try {
+      automatic = std::make_unique<Context>(open(d, "coopmat=khr"));
+      forced = std::make_unique<Context>(open(d, "coopmat=khr,conv_path=2"));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      continue;
+    }
+    int on_khr = 0;
+    for (const char* name : {"conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout", "linear_cross_entropy",
+                             "linear_cross_entropy_backward"})
+      for (DType t : {DType::f16, DType::bf16})
+        for (const TestCase& tc : get_op(name).tests)
+          for (Context* ctx : {automatic.get(), forced.get()}) {
+            if (ctx == forced.get() && std::string(name).rfind("conv", 0) != 0) continue;
+            const auto r = check::run_case(*ctx, get_op(name), t, tc, check::fresh_seed());
+            if (ctx == forced.get() && !r.pass && has(r.message, "the tensor-core path was forced")) continue;
+            ++checked;
+            EXPECT_TRUE(r.pass) << d.info.name << " " << name << " " << tc.label << " (" << to_string(t)
+                                << ", variant " << r.variant << "): " << r.message << " seed " << r.seed;
+            EXPECT_FALSE(has(r.variant, "coopmat-nv")) << r.variant;
+            if (has(r.variant, "coopmat-khr-")) ++on_khr;
+          }
+    EXPECT_GT(on_khr, 0) << d.info.name;
+  }
+  if (!checked) GTEST_SKIP() << "no Vulkan device runs the products on KHR cooperative matrices";
 }
 
 // Attention and its backward on the KHR kernels where a device offers them (attn_coopmat=khr): every
