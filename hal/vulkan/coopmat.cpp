@@ -69,7 +69,7 @@ std::string CoopmatChoice::describe() const {
   return "none: " + why;
 }
 
-CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, const std::string& nv_probe,
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,
                            const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant) {
   CoopmatOffer o;
   const std::string sg = "subgroups of " + std::to_string(caps.subgroup_size) + " (the kernels are written for 32)";
@@ -82,8 +82,8 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
     o.khr_why = "the device lacks VK_KHR_cooperative_matrix";
   } else if (!khr_features) {
     o.khr_why = "its cooperativeMatrix, shaderFloat16 or vulkanMemoryModel feature is off";
-  } else if (caps.subgroup_size != 32) {
-    o.khr_why = sg;
+  } else if (!sg32) {
+    o.khr_why = sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
   } else if (!has_variant(khr_probe)) {
     o.khr_why = "this build has no KHR variants (no glslang 13 at build time: tools/install-deps.sh)";
   } else {

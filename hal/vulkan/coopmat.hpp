@@ -63,12 +63,14 @@ struct CoopmatOffer {
   std::string khr_why;         // why none
 };
 // nv_usable: the NV 16x16x16 f16 -> f32 subgroup shape with its features, on subgroups of 32 (the device's
-// coopmat_f16); khr_features: KHR's cooperativeMatrix, shaderFloat16 and vulkanMemoryModel.
-// nv_probe / khr_probe: a variant the family needs on each path (KHR: "_<shape>" appended but at 16x16x16).
-CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, const std::string& nv_probe,
+// coopmat_f16); khr_features: KHR's cooperativeMatrix, shaderFloat16 and vulkanMemoryModel; sg32: compute
+// runs subgroups of 32, by default or required (subgroup size control); nv_probe / khr_probe: a variant
+// the family needs on each path (KHR: "_<shape>" appended but at 16x16x16).
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,
                            const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant);
-// coopmat: Tuning::coopmat or attn_coopmat (0 auto, 1 nv, 2 khr, 3 portable); knob: its name; shape: Tuning::coopmat_shape (0 auto, else
-// kKhrShapes[shape - 1]). A forced path the offer lacks comes back portable, forced_missing set.
+// coopmat: Tuning::coopmat or attn_coopmat (0 auto, 1 nv, 2 khr, 3 portable), knob its name; shape:
+// Tuning::coopmat_shape (0 auto, else kKhrShapes[shape - 1]). A forced path the offer lacks comes back
+// portable, forced_missing set.
 CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const char* knob, uint32_t shape,
                              bool* forced_missing);
 

@@ -185,6 +185,7 @@ class VulkanDevice final : public Device {
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
   CoopmatChoice coopmat_mm_, coopmat_attn_;
+  bool khr_subgroup32_ = false;  // KHR kernels' pipelines require subgroups of 32 (not the device's default)
   int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not known yet
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
