@@ -62,7 +62,7 @@ function(kf_embed_shaders target)
       # (.opt.spv) is the one validated and embedded.
       add_custom_command(
         OUTPUT ${spv} ${inc}
-        COMMAND ${KF_KHR_ENV} ${KF_GLSLANG_KHR} -V --target-env vulkan1.2 -S comp ${dflags}
+        COMMAND ${KF_KHR_ENV} ${KF_GLSLANG_KHR} --quiet -V --target-env vulkan1.2 -S comp ${dflags}
                 --depfile ${spv}.d -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${src}
         COMMAND ${KF_KHR_ENV} ${KF_SPIRV_OPT_KHR} -O ${spv} -o ${gen_dir}/${name}.opt.spv
         COMMAND ${KF_KHR_ENV} ${KF_SPIRV_VAL_KHR} --target-env vulkan1.3 ${gen_dir}/${name}.opt.spv
