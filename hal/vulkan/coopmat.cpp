@@ -53,6 +53,13 @@ std::vector<CoopmatShape> query_coopmat_khr(VkPhysicalDevice pd) {
   return out;
 }
 
+bool coopmat_khr_in_compute(VkPhysicalDevice pd) {
+  VkPhysicalDeviceCooperativeMatrixPropertiesKHR cp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &cp};
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  return (cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+}
+
 std::string CoopmatChoice::variant(std::string nv_name) const {
   if (path != CoopmatPath::khr) return nv_name;
   const std::string prefix = "mm_coopmat_";
@@ -81,7 +88,8 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
   if (!caps.coopmat_khr) {
     o.khr_why = "the device lacks VK_KHR_cooperative_matrix";
   } else if (!khr_features) {
-    o.khr_why = "its cooperativeMatrix, shaderFloat16 or vulkanMemoryModel feature is off";
+    o.khr_why = "its cooperativeMatrix, shaderFloat16 or vulkanMemoryModel feature is off, or compute is not among "
+                "its cooperative-matrix stages";
   } else if (!sg32) {
     o.khr_why = sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
   } else if (!has_variant(khr_probe)) {

@@ -15,6 +15,7 @@
 #define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
 constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR = VkStructureType(1000506000);
 constexpr VkStructureType VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR = VkStructureType(1000506001);
+constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR = VkStructureType(1000506002);
 typedef uint32_t VkComponentTypeKHR;  // VkComponentTypeNV's values, and VK_COMPONENT_TYPE_BFLOAT16_KHR
 constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_BFLOAT16_KHR = 1000141000;
 typedef uint32_t VkScopeKHR;  // VkScopeNV's values
@@ -32,6 +33,11 @@ struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
   VkBool32 cooperativeMatrix;
   VkBool32 cooperativeMatrixRobustBufferAccess;
 };
+struct VkPhysicalDeviceCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkShaderStageFlags cooperativeMatrixSupportedStages;
+};
 typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(VkPhysicalDevice, uint32_t*,
                                                                                     VkCooperativeMatrixPropertiesKHR*);
 #endif
@@ -40,6 +46,8 @@ namespace kf::hal::vk {
 
 // The shapes vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists (the instance loaded by volk).
 std::vector<CoopmatShape> query_coopmat_khr(VkPhysicalDevice pd);
+// Whether the device's KHR cooperative matrices work in compute shaders (cooperativeMatrixSupportedStages).
+bool coopmat_khr_in_compute(VkPhysicalDevice pd);
 
 enum class CoopmatPath : uint8_t { portable, nv, khr };
 
@@ -63,7 +71,7 @@ struct CoopmatOffer {
   std::string khr_why;         // why none
 };
 // nv_usable: the NV 16x16x16 f16 -> f32 subgroup shape with its features, on subgroups of 32 (the device's
-// coopmat_f16); khr_features: KHR's cooperativeMatrix, shaderFloat16 and vulkanMemoryModel; sg32: compute
+// coopmat_f16); khr_features: KHR's cooperativeMatrix (in compute), shaderFloat16, vulkanMemoryModel; sg32: compute
 // runs subgroups of 32, by default or required (subgroup size control); nv_probe / khr_probe: a variant
 // the family needs on each path (KHR: "_<shape>" appended but at 16x16x16).
 CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,

@@ -160,7 +160,8 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   // The tensor-core kernels of the matrix products and of attention: NV, KHR (at a shape the device lists),
   // or none and why (coopmat.hpp); a forced path the device cannot run fails here, before the device exists.
   bool forced_missing = false;
-  const bool khr_features = cmk_have.cooperativeMatrix && f12_have.shaderFloat16 && f12_have.vulkanMemoryModel;
+  const bool khr_features = cmk_have.cooperativeMatrix && f12_have.shaderFloat16 && f12_have.vulkanMemoryModel &&
+                            coopmat_khr_in_compute(pd);
   const bool sg32 = info_.caps.subgroup_size == 32 ||
                     (sc_api && sc_have.subgroupSizeControl && sc_have.computeFullSubgroups &&
                      (sc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
