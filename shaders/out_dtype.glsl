@@ -1,6 +1,7 @@
 // The dtype a matrix epilogue stores (Attrs::out_dtype of linear, linear_dropout and matmul): ODT_F32,
 // ODT_F16 or ODT_BF16 when the backend compiles a variant for another output dtype than the inputs'
-// (VulkanDevice::runtime_variant adds the define), else the storage dtype of common.glsl. The residual,
+// (VulkanDevice::runtime_variant adds the define; for the KHR cooperative-matrix kernels, which Debian's
+// run-time glslang cannot compile, variants.cmake does), else the storage dtype of common.glsl. The residual,
 // read in the epilogue, has the output's dtype too. Included after common.glsl.
 //   LOAD_OUT(name, i)        element i of a DECLARE_BUFFER buffer, as float
 //   STORE_OUT(name, i, v)    stores element i alone (16-bit: two atomics on disjoint bits, as STORE_ELEM)

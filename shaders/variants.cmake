@@ -27,30 +27,30 @@ foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)
   list(APPEND KF_SHADER_VARIANTS "mm_${dt}|mm.comp|DT_${DT}")
 endforeach()
-# Tensor-core products through GL_NV_cooperative_matrix, when this glslc compiles it (Debian 12's does;
-# GL_KHR_cooperative_matrix needs a newer glslang, so devices with only the KHR extension use mm.comp).
+# Tensor-core products through GL_NV_cooperative_matrix, when this glslc compiles it (Debian 12's does),
+# and through GL_KHR_cooperative_matrix from the same source (below: a newer glslang).
+# Tile shapes (hal/vulkan/matmul.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,
+# each FM x FN 16x16 accumulators, BK-deep slices, 1 or 2 shared-memory stages.
+set(kf_coopmat_tiles
+  "c1|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1"
+  "c2|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=2"
+  "c3|SG_M=2,SG_N=4,FM=4,FN=2,BK=64,STAGES=1"
+  "c4|SG_M=2,SG_N=2,FM=4,FN=4,BK=32,STAGES=2"
+  "c5|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1"
+  "c6|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=2"
+  "c7|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=3"
+  "c8|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=3"
+  "c9|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=2"
+  "c10|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=3"
+  "c11|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=0"
+  "c12|SG_M=8,SG_N=2,FM=2,FN=4,BK=32,STAGES=1"
+  "c13|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
+  "c14|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
+)
 execute_process(
   COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null ${CMAKE_CURRENT_LIST_DIR}/mm_coopmat.comp
   RESULT_VARIABLE coopmat_nv_rc OUTPUT_QUIET ERROR_QUIET)
 if(coopmat_nv_rc EQUAL 0)
-  # Tile shapes (hal/vulkan/matmul.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,
-  # each FM x FN 16x16 accumulators, BK-deep slices, 1 or 2 shared-memory stages.
-  set(kf_coopmat_tiles
-    "c1|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=1"
-    "c2|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=2"
-    "c3|SG_M=2,SG_N=4,FM=4,FN=2,BK=64,STAGES=1"
-    "c4|SG_M=2,SG_N=2,FM=4,FN=4,BK=32,STAGES=2"
-    "c5|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1"
-    "c6|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=2"
-    "c7|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=3"
-    "c8|SG_M=4,SG_N=2,FM=2,FN=4,BK=32,STAGES=3"
-    "c9|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=2"
-    "c10|SG_M=4,SG_N=4,FM=2,FN=2,BK=32,STAGES=3"
-    "c11|SG_M=2,SG_N=4,FM=4,FN=2,BK=32,STAGES=0"
-    "c12|SG_M=8,SG_N=2,FM=2,FN=4,BK=32,STAGES=1"
-    "c13|SG_M=4,SG_N=4,FM=2,FN=4,BK=32,STAGES=1"
-    "c14|SG_M=1,SG_N=8,FM=4,FN=2,BK=32,STAGES=1"
-  )
   # bf16 (bias, residual and output in bf16): the same tiles on f16 operands scaled by powers of two
   # (bf16_rows_to_f16.comp converts A and B first: per row, or per column for operands stored [K, N]).
   foreach(tile IN LISTS kf_coopmat_tiles)
@@ -77,12 +77,58 @@ if(coopmat_nv_rc EQUAL 0)
 else()
   message(STATUS "kf: glslc cannot compile GL_NV_cooperative_matrix: portable matmul only")
 endif()
-execute_process(
-  COMMAND ${GLSLC} -fshader-stage=comp --target-env=vulkan1.2 -o /dev/null -x glsl -
-  INPUT_FILE ${CMAKE_CURRENT_LIST_DIR}/check_coopmat_khr.comp
-  RESULT_VARIABLE coopmat_khr_rc OUTPUT_QUIET ERROR_QUIET)
-if(NOT coopmat_khr_rc EQUAL 0)
-  message(STATUS "kf: glslc cannot compile GL_KHR_cooperative_matrix: KHR-only devices take the portable matmul")
+# The same products through GL_KHR_cooperative_matrix (KF_COOPMAT_KHR; the glslang 13 and SPIRV-Tools of
+# tools/install-deps.sh, cmake/Shaders.cmake): mm_coopmat_khr_<dtype>_<tile> at 16x16x16, and at the other
+# f16 shapes devices list (16x8x16, 16x8x8: B and the accumulators 8 columns wide, twice as many of them
+# per subgroup so that the workgroup's tile stays the same) for the tiles the backend picks by default.
+set(kf_khr_left_out)
+if(KF_KHR_SHADERS)
+  foreach(tile IN LISTS kf_coopmat_tiles)
+    string(REPLACE "|" ";" t "${tile}")
+    list(GET t 0 cname)
+    list(GET t 1 cdefs)
+    list(APPEND KF_SHADER_VARIANTS "mm_coopmat_khr_f16_${cname}|mm_coopmat.comp|${cdefs},KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "mm_coopmat_khr_bf16_${cname}|mm_coopmat.comp|${cdefs},OUT_BF16,KF_COOPMAT_KHR")
+  endforeach()
+  foreach(tile "c1|SG_M=2,SG_N=4,FM=4,FN=4,BK=32,STAGES=1" "c13|SG_M=4,SG_N=4,FM=2,FN=8,BK=32,STAGES=1"
+               "c14|SG_M=1,SG_N=8,FM=4,FN=4,BK=32,STAGES=1")
+    string(REPLACE "|" ";" t "${tile}")
+    list(GET t 0 cname)
+    list(GET t 1 cdefs)
+    foreach(shape "16x8x16|CM_N=8" "16x8x8|CM_N=8,CM_K=8")
+      string(REPLACE "|" ";" sh "${shape}")
+      list(GET sh 0 sname)
+      list(GET sh 1 sdefs)
+      list(APPEND KF_SHADER_VARIANTS
+        "mm_coopmat_khr_f16_${cname}_${sname}|mm_coopmat.comp|${cdefs},${sdefs},KF_COOPMAT_KHR"
+        "mm_coopmat_khr_bf16_${cname}_${sname}|mm_coopmat.comp|${cdefs},${sdefs},OUT_BF16,KF_COOPMAT_KHR")
+    endforeach()
+  endforeach()
+  # Another output dtype (Attrs::out_dtype) on the default tiles: the NV kernels get theirs compiled at run
+  # time (hal/vulkan/matmul.cpp out_dtype_variant), which Debian's glslang cannot do for KHR.
+  foreach(cname c1 c13 c14)
+    foreach(tile IN LISTS kf_coopmat_tiles)
+      if(tile MATCHES "^${cname}\\|(.*)$")
+        set(cdefs ${CMAKE_MATCH_1})
+      endif()
+    endforeach()
+    foreach(odt f32 f16 bf16)
+      string(TOUPPER ${odt} ODT)
+      if(NOT odt STREQUAL "f16")
+        list(APPEND KF_SHADER_VARIANTS "mm_coopmat_khr_f16_${cname}_o${odt}|mm_coopmat.comp|${cdefs},ODT_${ODT},KF_COOPMAT_KHR")
+      endif()
+      if(NOT odt STREQUAL "bf16")
+        list(APPEND KF_SHADER_VARIANTS
+          "mm_coopmat_khr_bf16_${cname}_o${odt}|mm_coopmat.comp|${cdefs},OUT_BF16,ODT_${ODT},KF_COOPMAT_KHR")
+      endif()
+    endforeach()
+  endforeach()
+  if(NOT coopmat_nv_rc EQUAL 0)  # the bf16 operands' conversion, otherwise listed with the NV variants
+    list(APPEND KF_SHADER_VARIANTS "bf16_rows_to_f16|bf16_rows_to_f16.comp|KF_ROWS_TO_F16")
+    list(APPEND KF_SHADER_VARIANTS "bf16_cols_to_f16|bf16_rows_to_f16.comp|COLS")
+  endif()
+else()
+  list(APPEND kf_khr_left_out "mm_coopmat_khr_* (linear, matmul, ffn, the convolutions, linear_cross_entropy)")
 endif()
 foreach(op IN LISTS KF_ROW_OPS)
   set(dts ${KF_DTYPES})
@@ -99,3 +145,9 @@ endforeach()
 include(${CMAKE_CURRENT_LIST_DIR}/variants_training.cmake)
 # Section 4 beyond the tiled products (few-rows / split-K, convolutions, embedding).
 include(${CMAKE_CURRENT_LIST_DIR}/variants_linalg.cmake)
+if(kf_khr_left_out)
+  string(JOIN ", " kf_khr_left_out ${kf_khr_left_out})
+  message(STATUS "kf: no glslang 13 / SPIRV-Tools 2025 (tools/install-deps.sh unpacks them into .tools/): left out the "
+                 "KHR cooperative-matrix variants ${kf_khr_left_out}; devices with only VK_KHR_cooperative_matrix "
+                 "take the portable kernels")
+endif()

@@ -118,6 +118,26 @@ if(coopmat_nv_rc EQUAL 0)
   list(APPEND KF_SHADER_VARIANTS "attn_absmax_bf16|attention_absmax.comp|KF_ABSMAX")
   list(APPEND KF_SHADER_VARIANTS "attn_to_f16_bf16|attention_absmax.comp|CONVERT")
 endif()
+# The tensor-core forward and backward through GL_KHR_cooperative_matrix (the glslang of
+# tools/install-deps.sh): their generic forms only (QUAD converts accumulators into A operands, which KHR
+# cannot), 16x16x16 fragments.
+if(KF_KHR_SHADERS)
+  foreach(hd 16 32 48 64 80 96 112 128 256)
+    list(APPEND KF_SHADER_VARIANTS "attn_cm_khr_f16_d${hd}|attention_coopmat.comp|HD=${hd},KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_cm_khr_bf16_d${hd}|attention_coopmat.comp|HD=${hd},BF16IN,KF_COOPMAT_KHR")
+  endforeach()
+  # attention_backward's dK/dV and dQ passes, the generic form (f16, D 64 and 128).
+  foreach(hd 64 128)
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_khr_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DKV,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_khr_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DQ,KF_COOPMAT_KHR")
+  endforeach()
+  if(NOT coopmat_nv_rc EQUAL 0)  # bf16's staging, otherwise listed with the NV variants
+    list(APPEND KF_SHADER_VARIANTS "attn_absmax_bf16|attention_absmax.comp|KF_ABSMAX")
+    list(APPEND KF_SHADER_VARIANTS "attn_to_f16_bf16|attention_absmax.comp|CONVERT")
+  endif()
+else()
+  list(APPEND kf_khr_left_out "attn_cm_khr_*, attn_bwd_cm_khr_* (attention, attention_backward)")
+endif()
 # attention_backward (attention_bwd.comp): the D / lse / do pass, then dk and dv, then dq.
 foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)

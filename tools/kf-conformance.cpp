@@ -235,7 +235,8 @@ json caps_json(const Caps& c) {
   return {{"f16_storage", c.storage16},     {"f16_arithmetic", c.float16_arith}, {"bf16_native", c.bfloat16},
           {"f64", c.float64},               {"subgroup_size", c.subgroup_size},  {"subgroup_arithmetic", c.subgroup_arith},
           {"coopmat_nv", c.coopmat_nv},     {"coopmat_khr", c.coopmat_khr},      {"timestamps", c.timestamps},
-          {"timestamp_period_ns", c.timestamp_period_ns}, {"shared_memory_bytes", c.max_shared_bytes}};
+          {"timestamp_period_ns", c.timestamp_period_ns}, {"shared_memory_bytes", c.max_shared_bytes},
+          {"coopmat_products", c.coopmat_products}, {"coopmat_attention", c.coopmat_attention}};
 }
 
 json device_json(const DeviceEntry& e) {
@@ -549,6 +550,10 @@ void print_device(const json& d) {
     std::printf("  %-14s size %u, arithmetic %s\n", "subgroups", c["subgroup_size"].get<unsigned>(),
                 yes(c["subgroup_arithmetic"]).c_str());
     std::printf("  %-14s NV %s, KHR %s\n", "coop. matrix", yes(c["coopmat_nv"]).c_str(), yes(c["coopmat_khr"]).c_str());
+    const std::string cm_mm = c.value("coopmat_products", std::string()), cm_attn = c.value("coopmat_attention", std::string());
+    if (!cm_mm.empty() && cm_mm == cm_attn) std::printf("  %-14s %s\n", "tensor cores", cm_mm.c_str());
+    else if (!cm_mm.empty())
+      std::printf("  %-14s products %s; attention %s\n", "tensor cores", cm_mm.c_str(), cm_attn.c_str());
     std::printf("  %-14s %s (period %g ns)\n", "timestamps", yes(c["timestamps"]).c_str(),
                 c["timestamp_period_ns"].get<double>());
     std::printf("  %-14s %u bytes per workgroup\n", "shared memory", c["shared_memory_bytes"].get<unsigned>());

@@ -49,6 +49,13 @@ ordered_json caps_json(const kf::Caps& c) {
   j["subgroup_shuffle"] = c.subgroup_shuffle;
   j["coopmat_nv"] = c.coopmat_nv;
   j["coopmat_khr"] = c.coopmat_khr;
+  j["coopmat_khr_shapes"] = ordered_json::array();
+  for (const auto& s : c.coopmat_khr_shapes)
+    j["coopmat_khr_shapes"].push_back(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " +
+                                      s.a + "*" + s.b + "+" + s.c + "->" + s.result + (s.saturating ? " saturating" : "") +
+                                      (s.scope == "subgroup" ? "" : " " + s.scope));
+  if (!c.coopmat_products.empty()) j["coopmat_products"] = c.coopmat_products;
+  if (!c.coopmat_attention.empty()) j["coopmat_attention"] = c.coopmat_attention;
   j["timestamps"] = c.timestamps;
   j["timestamp_period_ns"] = c.timestamp_period_ns;
   j["max_shared_bytes"] = c.max_shared_bytes;
@@ -102,6 +109,11 @@ void print_device(const ordered_json& d) {
   for (const auto& [k, v] : d["caps"].items()) {
     std::string text;
     if (v.is_boolean()) text = v.get<bool>() ? "yes" : "no";
+    else if (v.is_string()) text = v.get<std::string>();
+    else if (v.is_array()) {  // the KHR cooperative-matrix shapes, one a line
+      text = v.empty() ? "(none)" : "";
+      for (size_t i = 0; i < v.size(); ++i) text += (i ? "\n" + std::string(25, ' ') : "") + v[i].get<std::string>();
+    }
     else if (k == "max_shared_bytes" || k == "max_storage_range" || k == "max_allocation")
       text = v.dump() + " (" + bytes_text(v.get<uint64_t>()) + ")";
     else text = v.dump();
@@ -313,6 +325,11 @@ int main(int argc, char** argv) {
       kf::Context ctx = kf::Context::create();
       out["selected"] = {{"backend", ctx.backend()}, {"index", ctx.device().index}, {"name", ctx.device().name},
                          {"cuda_context", kf::detail::holds_cuda_context(ctx)}};
+      // Which tensor-core kernels the matrix products take there (Vulkan: KF_TUNE coopmat), or why none.
+      if (!ctx.device().caps.coopmat_products.empty()) {
+        out["selected"]["coopmat_products"] = ctx.device().caps.coopmat_products;
+        out["selected"]["coopmat_attention"] = ctx.device().caps.coopmat_attention;
+      }
       if (ops) out["ops"] = ops_json(ctx);
     } catch (const kf::Error& e) {
       out["selected"] = {{"error", e.what()}};
@@ -334,6 +351,10 @@ int main(int argc, char** argv) {
     std::printf("Context::create() picks: %s %d: %s%s\n", sel["backend"].get<std::string>().c_str(),
                 sel["index"].get<int>(), sel["name"].get<std::string>().c_str(),
                 sel["cuda_context"].get<bool>() ? " (holding the GPU's CUDA context)" : "");
+    if (sel.contains("coopmat_products")) {
+      std::printf("  tensor cores of the matrix products: %s\n", sel["coopmat_products"].get<std::string>().c_str());
+      std::printf("  tensor cores of attention: %s\n", sel["coopmat_attention"].get<std::string>().c_str());
+    }
     if (ops) {
       std::printf("\nops on that device:\n");
       print_ops(out["ops"]);

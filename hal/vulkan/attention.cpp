@@ -344,11 +344,15 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
   // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
   // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
   // the generic form (32 x 32 tiles, 2 subgroups, 48512 bytes; f16 only).
+  // KF_TUNE attn_coopmat / VulkanDevice::coopmat_attn: NV (both forms) or KHR (the generic form).
   const bool bf16 = call.dtype == DType::bf16;
-  const std::string cm_dkv = "attn_bwd_cm_dkv_d" + std::to_string(D), cm_dq = "attn_bwd_cm_dq_d" + std::to_string(D);
+  const bool khr = dev.coopmat_attn().path == CoopmatPath::khr;
+  const std::string cm_base = khr ? "attn_bwd_cm_khr_" : "attn_bwd_cm_";
+  const std::string cm_dkv = cm_base + "dkv_d" + std::to_string(D), cm_dq = cm_base + "dq_d" + std::to_string(D);
   const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
                     cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
-  const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && dev.coopmat_f16() &&
+  const bool nv = dev.coopmat_f16() && dev.coopmat_attn().path == CoopmatPath::nv;
+  const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && nv &&
                     dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
                     (!bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
                     max_shared >= 21888 && max_wg >= 128 && coopmat_quad_layout(dev) >= 0;
@@ -356,10 +360,11 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
   if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
   else if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128)
     no_cm = "it takes head dimensions 32, 64, 80, 96 and 128 (D = " + std::to_string(D) + ")";
-  else if (!dev.coopmat_f16()) no_cm = "the device has no 16x16x16 f16 NV cooperative-matrix shape";
+  else if (!nv && !khr) no_cm = "the device has no tensor cores for it (" + dev.coopmat_attn().why + ")";
   else if (a.rope) no_cm = "it does not apply RoPE";
   else if (has(11)) no_cm = "it does not take a block mask";
   else if (g.varlen) no_cm = "it does not take packed sequences";
+  else if (bf16 && khr) no_cm = "its KHR form (the generic one) takes f16 only";
   else if (bf16 && !quad)
     no_cm = "it takes bf16 in its QUAD form only (f16 copies times powers of two), which needs the device's accumulator layout" +
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
@@ -520,7 +525,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dev.record(dq);
   const std::string fn = custom ? ",score_mod" : "";
   if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") + fn + ",bq=64,bk=64";
-  if (cm_path) return "vulkan:attention_backward/coopmat-nv" + fn + ",bq=32,bk=32";
+  if (cm_path) return "vulkan:attention_backward/" + dev.coopmat_attn().label() + fn + ",bq=32,bk=32";
   return "vulkan:attention_backward/portable" + fn + ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
@@ -648,22 +653,28 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
   // on the portable kernel).
   const bool cm_dtype = call.dtype == DType::f16 || call.dtype == DType::bf16;
   const std::string cm_dt = to_string(call.dtype);
-  const std::string cm_variant = "attn_cm_" + cm_dt + "_d" + std::to_string(D);
+  // NV (dev.coopmat_f16) or KHR (the generic form at 16x16x16; a custom score function is compiled at run
+  // time by Debian's glslang, which has no KHR cooperative matrices): VulkanDevice::coopmat_attn.
+  const CoopmatChoice& ac = dev.coopmat_attn();
+  const bool khr = ac.path == CoopmatPath::khr;
+  const std::string cm_variant = (khr ? "attn_cm_khr_" : "attn_cm_") + cm_dt + "_d" + std::to_string(D);
   const uint32_t cm_bk = D > 128 ? 32 : 64;
-  const bool cm_fits = dev.coopmat_f16() && cm_dtype && dev.has_variant(cm_variant) &&
+  const bool cm_on = khr ? call.attrs.score_mod.empty() : ac.path == CoopmatPath::nv && dev.coopmat_f16();
+  const bool cm_fits = cm_on && cm_dtype && dev.has_variant(cm_variant) &&
                        (call.dtype != DType::bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
                        coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
   if (dev.tuning().attn_path == 2 && !cm_fits) {
     why = "the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
           std::string(!cm_dtype ? "it takes f16 and bf16 only"
-                      : !dev.coopmat_f16() ? "the device has no 16x16x16 f16 NV cooperative-matrix shape"
+                      : ac.path == CoopmatPath::portable ? "the device has no tensor cores for it (" + ac.why + ")"
+                      : !cm_on ? "its KHR form takes no custom score function"
                       : !dev.has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
                                                      : "it does not fit the device's shared memory");
     return false;
   }
   const bool cm = cm_fits && (dev.tuning().attn_path == 2 || (dev.tuning().attn_path == 0 && rows_needed >= 32));
   if (cm && call.dtype == DType::bf16 && !stageable(call, {0, 1, 2}, why)) return false;
-  bool cm_quad = cm && dev.tuning().attn_quad == 0 && dev.has_variant("attn_cmq_" + cm_dt + "_d" + std::to_string(D)) &&
+  bool cm_quad = cm && !khr && dev.tuning().attn_quad == 0 && dev.has_variant("attn_cmq_" + cm_dt + "_d" + std::to_string(D)) &&
                  coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout(dev) >= 0;
   // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
   // mask, whose skipped tiles the prefetch does not follow).
@@ -914,13 +925,17 @@ std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   dev.record(l);
   std::string what = std::string("vulkan:attention/") +
                         (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_" + cm_dt + "_d" + std::to_string(D)).size())
-                         : cm ? "coopmat-nv" : "portable") + (amax ? ",bf16-staged-as-f16" : "") +
+                         : cm ? dev.coopmat_attn().label() : "portable") + (amax ? ",bf16-staged-as-f16" : "") +
                         (custom ? ",score_mod" : "") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
-  if (!split) return what;
+  const std::string why_not = !cm && (call.dtype == DType::f16 || call.dtype == DType::bf16) &&
+                                      dev.coopmat_attn().path == CoopmatPath::portable
+                                  ? " (no tensor cores: " + dev.coopmat_attn().why + ")"
+                                  : "";
+  if (!split) return what + why_not;
 
   record_combine(dev, call, l.spec, ws, pc, rows, D);
-  return what + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len);
+  return what + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len) + why_not;
 }
 
 int64_t coopmat_quad_layout(VulkanDevice& dev) {

@@ -51,8 +51,8 @@ ConvCoopmat conv_coopmat(const VulkanDevice& dev, const OpCall& call) {
   const uint64_t col_bytes = M * K * 2;
   const uint64_t range = dev.info().caps.max_storage_range ? dev.info().caps.max_storage_range : (1ull << 30);
   ConvCoopmat c;
-  c.variant = default_coopmat_variant(O, P, images, &c.bm, &c.bn);
-  c.fits = dev.coopmat_f16() && call.dtype == DType::f16 && call.attrs.groups == 1 && K % 8 == 0 &&
+  c.variant = dev.coopmat_mm().variant(default_coopmat_variant(O, P, images, &c.bm, &c.bn));
+  c.fits = dev.coopmat_mm().path != CoopmatPath::portable && call.dtype == DType::f16 && call.attrs.groups == 1 && K % 8 == 0 &&
            col_bytes <= std::min<uint64_t>(range, 1ull << 30) && dev.has_variant("conv_im2col_f16") &&
            dev.has_variant(c.variant) && O <= 0xffffffffull && (P + c.bn - 1) / c.bn <= 65535 &&
            (O + c.bm - 1) / c.bm <= 65535 && images <= 65535;
@@ -80,8 +80,8 @@ bool supports_conv(const VulkanDevice& dev, const OpCall& call, std::string* why
     return no("tensors of more than 2^32 elements (32-bit indices in conv.comp)");
   if (groups > 65535 || (Og + 63) / 64 > 65535) return no("more than 65535 groups or 4194240 channels per group");
   if (dev.tuning().conv_path == 2 && !conv_coopmat(dev, call).fits)
-    return no("the tensor-core path was forced (KF_TUNE conv_path=2) but needs NV cooperative matrices, f16, one "
-              "group, C * kh * kw a multiple of 8, a column matrix of at most 1 GiB and at most 65535 workgroups "
+    return no("the tensor-core path was forced (KF_TUNE conv_path=2) but needs tensor cores (here: " +
+              dev.coopmat_mm().describe() + "), f16, one group, C * kh * kw a multiple of 8, a column matrix of at most 1 GiB and at most 65535 workgroups "
               "in each dimension of its grid");
   return true;
 }
@@ -180,7 +180,7 @@ std::string dispatch_conv(VulkanDevice& dev, const OpCall& call) {
     }
   }
 
-  // The tensor-core path (f16, one group, K % 8 == 0, NV cooperative matrix): the column matrix
+  // The tensor-core path (f16, one group, K % 8 == 0, NV or KHR cooperative matrix): the column matrix
   // col [N * P, K] into a temporary buffer (conv.comp IM2COL), then mm_coopmat.comp per image with the
   // output channel as the row, C = W col^T: the output is NCHW as it stands and the epilogue takes the
   // bias (or the folded batch norm) per row. Up to 1 GiB of column matrix; larger calls and the rest
@@ -229,7 +229,7 @@ std::string dispatch_conv(VulkanDevice& dev, const OpCall& call) {
     g.groups_y = static_cast<uint32_t>((O + cm_bm - 1) / cm_bm);
     g.groups_z = static_cast<uint32_t>(images);
     dev.record(g);
-    return std::string(direct ? "vulkan:conv/1x1-coopmat-nv" : "vulkan:conv/im2col+coopmat-nv") + (bn ? ",bn-folded" : "");
+    return std::string(direct ? "vulkan:conv/1x1-" : "vulkan:conv/im2col+") + dev.coopmat_mm().label() + (bn ? ",bn-folded" : "");
   }
   Launch l;
   l.variant = "conv_" + std::string(to_string(call.dtype));

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "hal/vulkan/coopmat.hpp"
 #include "hal/vulkan/families.hpp"
 #include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/spirv_table.hpp"
@@ -106,8 +107,28 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   // Features the kernels use, enabled only where present: f64 arithmetic; f16 arithmetic and the
   // Vulkan memory model for the cooperative-matrix (tensor core) kernels.
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceVulkan12Features f12_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   if (info_.caps.coopmat_nv) f12_have.pNext = &cm_have;
+  if (info_.caps.coopmat_khr) {
+    cmk_have.pNext = f12_have.pNext;
+    f12_have.pNext = &cmk_have;
+  }
+  // The KHR kernels lay their workgroups out in subgroups of 32: a device whose default is another size
+  // (AMD's wave64) runs them at a required size of 32 where it allows that (Vulkan 1.3 subgroup size
+  // control, with full subgroups, for compute).
+  VkPhysicalDeviceSubgroupSizeControlFeatures sc_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlProperties sc_props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  bool sc_api = false;
+  if (info_.caps.coopmat_khr && info_.caps.subgroup_size != 32) {
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sc_props};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    sc_api = p2.properties.apiVersion >= VK_API_VERSION_1_3;
+    if (sc_api) {
+      sc_have.pNext = f12_have.pNext;
+      f12_have.pNext = &sc_have;
+    }
+  }
   VkPhysicalDeviceFeatures2 have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f12_have};
   vkGetPhysicalDeviceFeatures2(pd, &have);
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
@@ -128,14 +149,55 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
           p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
         coopmat_f16_ = info_.caps.subgroup_size == 32;
     if (coopmat_f16_) {
-      // The memory model (which SPV_NV_cooperative_matrix requires) only with it: enabling it changes
-      // the rules for every shader's atomics (they then need device scope too).
+      // The memory model (which SPV_NV_cooperative_matrix requires, and the KHR kernels below) only with it:
+      // enabling it changes the rules for every shader's atomics (they then need device scope too).
       f12_on.vulkanMemoryModel = VK_TRUE;
       f12_on.vulkanMemoryModelDeviceScope = f12_have.vulkanMemoryModelDeviceScope;
       cm_on.cooperativeMatrix = VK_TRUE;
       f12_on.pNext = &cm_on;
       exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     }
+  }
+  // The tensor-core kernels of the matrix products and of attention: NV, KHR (at a shape the device lists),
+  // or none and why (coopmat.hpp); a forced path the device cannot run fails here, before the device exists.
+  bool forced_missing = false;
+  const bool khr_features = cmk_have.cooperativeMatrix && f12_have.shaderFloat16 && f12_have.vulkanMemoryModel &&
+                            coopmat_khr_in_compute(pd);
+  const bool sg32 = info_.caps.subgroup_size == 32 ||
+                    (sc_api && sc_have.subgroupSizeControl && sc_have.computeFullSubgroups &&
+                     (sc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     sc_props.minSubgroupSize <= 32 && sc_props.maxSubgroupSize >= 32);
+  const auto has = [this](const std::string& v) { return has_variant(v); };
+  const auto refuse = [&](const char* knob, uint32_t v, const CoopmatChoice& c) {
+    throw Error(ErrorCode::Unsupported, std::string("vulkan: KF_TUNE ") + knob + "=" + (v == 1 ? "nv" : "khr") + ": " +
+                                            info_.name + " cannot run those kernels (" + c.why + ")");
+  };
+  coopmat_mm_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, "mm_coopmat_f16_c1",
+                                             "mm_coopmat_khr_f16_c1", has),
+                               tuning_.coopmat, "coopmat", tuning_.coopmat_shape, &forced_missing);
+  if (forced_missing) refuse("coopmat", tuning_.coopmat, coopmat_mm_);
+  coopmat_attn_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, "attn_cm_f16_d64",
+                                               "attn_cm_khr_f16_d64", has),
+                                 tuning_.attn_coopmat, "attn_coopmat", 0, &forced_missing);
+  if (forced_missing) refuse("attn_coopmat", tuning_.attn_coopmat, coopmat_attn_);
+  info_.caps.coopmat_products = coopmat_mm_.describe();
+  info_.caps.coopmat_attention = coopmat_attn_.describe();
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  if (coopmat_mm_.path == CoopmatPath::khr || coopmat_attn_.path == CoopmatPath::khr) {
+    f12_on.vulkanMemoryModel = VK_TRUE;
+    f12_on.vulkanMemoryModelDeviceScope = f12_have.vulkanMemoryModelDeviceScope;
+    cmk_on.cooperativeMatrix = VK_TRUE;
+    cmk_on.pNext = f12_on.pNext;
+    f12_on.pNext = &cmk_on;
+    exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  VkPhysicalDeviceSubgroupSizeControlFeatures sc_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  if (cmk_on.cooperativeMatrix && info_.caps.subgroup_size != 32) {  // (sg32: the device allows it)
+    khr_subgroup32_ = true;
+    sc_on.subgroupSizeControl = VK_TRUE;
+    sc_on.computeFullSubgroups = VK_TRUE;
+    sc_on.pNext = f12_on.pNext;
+    f12_on.pNext = &sc_on;
   }
   // KF_PIPELINE_STATS=1 (a developer's tool): the driver's statistics of every pipeline created
   // (registers, shared memory, spills, ...) through VK_KHR_pipeline_executable_properties, on stderr.
@@ -510,6 +572,13 @@ VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) 
   ci.stage.pSpecializationInfo = &si;
   ci.layout = pipe_layout_;
   if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  // The KHR cooperative-matrix kernels on a device whose default subgroup is not 32 (coopmat.hpp).
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo sg32{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (khr_subgroup32_ && variant.find("_khr_") != std::string::npos) {
+    sg32.requiredSubgroupSize = 32;
+    ci.stage.pNext = &sg32;
+    ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   VkPipeline p;
   KF_VK(vkCreateComputePipelines(device_, pipe_cache_, 1, &ci, nullptr, &p));
   pipelines_[pk] = p;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "hal/vulkan/coopmat.hpp"
 #include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/vk_common.hpp"
 
@@ -153,6 +154,11 @@ class VulkanDevice final : public Device {
   VkDevice device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
   bool coopmat_f16() const { return coopmat_f16_; }  // NV cooperative matrix 16x16x16 f16 -> f32 enabled
+  // The matrix products' tensor-core kernels (linear, matmul, the convolutions, linear_cross_entropy): NV,
+  // KHR at a fragment shape, or none and why (KF_TUNE coopmat, coopmat_shape; coopmat.hpp).
+  const CoopmatChoice& coopmat_mm() const { return coopmat_mm_; }
+  // Attention's and its backward's (KF_TUNE attn_coopmat): KHR runs their generic forms at 16x16x16 only.
+  const CoopmatChoice& coopmat_attn() const { return coopmat_attn_; }
   Allocator& allocator() { return *allocator_; }
   const DeviceOptions& options() const { return options_; }
 
@@ -185,6 +191,8 @@ class VulkanDevice final : public Device {
   void print_pipeline_stats(VkPipeline p, const std::string& key);  // KF_PIPELINE_STATS
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
+  CoopmatChoice coopmat_mm_, coopmat_attn_;
+  bool khr_subgroup32_ = false;  // KHR kernels' pipelines require subgroups of 32 (not the device's default)
   int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not known yet
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "hal/vulkan/coopmat.hpp"
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/vk_common.hpp"
 
@@ -223,6 +224,7 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
                        (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   c.coopmat_nv = has("VK_NV_cooperative_matrix");
   c.coopmat_khr = has("VK_KHR_cooperative_matrix");
+  if (c.coopmat_khr) c.coopmat_khr_shapes = query_coopmat_khr(pd);
   c.timestamp_period_ns = p.limits.timestampPeriod;
   c.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
   c.max_workgroup_size = p.limits.maxComputeWorkGroupInvocations;

@@ -77,7 +77,8 @@ std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>&
   const bool bf16 = dtype == DType::bf16;
   std::string cm = default_coopmat_variant(M, N, 1, &bm, &bn);
   if (bf16) cm = "mm_coopmat_bf16_" + cm.substr(std::string("mm_coopmat_f16_").size());
-  const bool coopmat = dev.coopmat_f16() && (dtype == DType::f16 || (bf16 && dev.has_variant("bf16_cols_to_f16"))) &&
+  cm = dev.coopmat_mm().variant(cm);
+  const bool coopmat = dev.coopmat_mm().path != CoopmatPath::portable && (dtype == DType::f16 || (bf16 && dev.has_variant("bf16_cols_to_f16"))) &&
                        M % 8 == 0 && N % 8 == 0 && dev.tuning().mm_path != 1 && dev.has_variant(cm);
   if (!coopmat) bm = bn = 64;
   std::shared_ptr<Buffer> a_in = a, b_in = b, scales;
@@ -104,7 +105,8 @@ std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>&
   l.groups = (N + bn - 1) / bn;
   l.groups_y = (M + bm - 1) / bm;
   dev.record(l);
-  return !coopmat ? "portable-tiled-64x64" : bf16 ? "coopmat-nv,bf16-cols-as-scaled-f16" : "coopmat-nv";
+  if (!coopmat) return "portable-tiled-64x64";
+  return dev.coopmat_mm().label() + (bf16 ? ",bf16-cols-as-scaled-f16" : "");
 }
 
 std::string dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call) {
@@ -165,7 +167,7 @@ std::string dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call)
   // d_h = G W (slot 5); their factors in slot 6, after words [0, rows) that each chunk's products take
   // for A's, then the column maxima (scratch). Where a chunk's product takes another path (few rows:
   // the decode kernel) it reads W itself, so the results do not depend on this choice.
-  const bool bf16_cm = call.dtype == DType::bf16 && dev.coopmat_f16() && dev.tuning().mm_path != 1 && dev.tuning().mm_path != 3 &&
+  const bool bf16_cm = call.dtype == DType::bf16 && dev.coopmat_mm().path != CoopmatPath::portable && dev.tuning().mm_path != 1 && dev.tuning().mm_path != 3 &&
                        dev.has_variant("bf16_rows_to_f16") && dev.has_variant("bf16_cols_to_f16");
   const bool w_rows = bf16_cm && D % 8 == 0 && (dev.tuning().mm_path == 2 || std::min(rows, N) > 16);
   const bool w_cols = bf16_cm && grad && D % 8 == 0 && C % 8 == 0;

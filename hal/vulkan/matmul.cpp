@@ -137,6 +137,8 @@ std::string out_dtype_label(const OpCall& call) {
 std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base) {
   const DType odt = call.out_dtype;
   if (odt == call.dtype) return base;
+  // The KHR kernels' are built with the library (variants.cmake): Debian's run-time glslang cannot compile them.
+  if (const std::string built = base + "_o" + to_string(odt); dev.has_variant(built)) return built;
   const std::string what = std::string(call.name()) + " storing " + to_string(odt) + " from " + to_string(call.dtype) + " inputs";
   if (odt == DType::f64)
     throw Error(ErrorCode::Unsupported, what + ": no Vulkan kernel stores f64 from 16- or 32-bit inputs");
@@ -157,6 +159,7 @@ struct MatmulPlan {
   const CoopmatConfig* cfg = nullptr;
   std::string cm_variant;       // the tensor-core kernel's variant
   bool coopmat_fits = false;    // the tensor-core path takes the call
+  std::string cm_why;           // f16 / bf16 off the tensor cores for want of them: why (last_variant)
 };
 
 MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
@@ -173,7 +176,8 @@ MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
   // Few rows (decode): the weight-streaming kernel, linear's layout only (mm_gemv.comp). Forced with
   // KF_TUNE mm_path=3; chosen automatically for M <= 16 (a 64- or 128-row tile would be mostly empty).
   p.gemv = p.linear && (t.mm_path == 3 || (t.mm_path == 0 && p.M <= 16));
-  // The tensor-core path needs the device's f16 16x16x16 shape and whole 16-byte rows.
+  // The tensor-core path needs a cooperative-matrix path on the device (VulkanDevice::coopmat_mm: NV, or
+  // KHR at a shape it lists) and whole 16-byte rows.
   const size_t auto_cfg = default_coopmat_config(p.M, p.N, p.batches);
   p.cfg = &kCoopmatConfigs[t.mm_cfg ? t.mm_cfg - 1 : auto_cfg];
   if (p.cfg->whole_tiles && (p.M % p.cfg->bm || p.N % p.cfg->bn || p.K % 16)) p.cfg = &kCoopmatConfigs[auto_cfg];
@@ -182,15 +186,25 @@ MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
   // powers of two (bf16_rows_to_f16.comp), undone in the epilogue; the output, bias and residual stay
   // bf16.
   const bool bf16 = call.dtype == DType::bf16;
-  p.cm_variant = bf16 ? "mm_coopmat_bf16_" + std::string(p.cfg->variant).substr(std::string("mm_coopmat_f16_").size())
-                      : std::string(p.cfg->variant);
+  const CoopmatChoice& cm = dev.coopmat_mm();
+  p.cm_variant = cm.variant(bf16 ? "mm_coopmat_bf16_" + std::string(p.cfg->variant).substr(std::string("mm_coopmat_f16_").size())
+                                 : std::string(p.cfg->variant));
   const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;  // B's inverse factors (words)
   const bool bf16_fits = bf16 && dev.has_variant("bf16_rows_to_f16") && (p.linear || dev.has_variant("bf16_cols_to_f16")) &&
                          p.batches * p.M + 2 * b_factors <= 0xffffffffull &&
                          (p.batches * p.M * p.K / 8 <= 0xffffffffull) && (p.batches * p.M + 3) / 4 <= 65535ull * 65535ull &&
                          b_factors * p.K / 8 <= 0xffffffffull;
-  p.coopmat_fits = dev.coopmat_f16() && (call.dtype == DType::f16 || bf16_fits) && p.K % 8 == 0 &&
-                   (p.linear || p.N % 8 == 0) && dev.has_variant(p.cm_variant) && p.M + p.N <= 0xffffffffull;
+  // Another output dtype is a variant compiled at run time (out_dtype_variant) by Debian's glslang, which
+  // cannot compile the KHR form: the build compiles those of the default tiles at 16x16x16; other KHR
+  // tiles and shapes leave such calls to the portable kernel.
+  const bool out_ok = cm.path != CoopmatPath::khr || call.out_dtype == call.dtype ||
+                      dev.has_variant(p.cm_variant + "_o" + to_string(call.out_dtype));
+  p.coopmat_fits = cm.path != CoopmatPath::portable && (call.dtype == DType::f16 || bf16_fits) && p.K % 8 == 0 &&
+                   (p.linear || p.N % 8 == 0) && dev.has_variant(p.cm_variant) && p.M + p.N <= 0xffffffffull && out_ok;
+  if (call.dtype == DType::f16 || bf16) {
+    if (cm.path == CoopmatPath::portable) p.cm_why = cm.why;
+    else if (!out_ok) p.cm_why = "no KHR variant of this tile and shape stores " + std::string(to_string(call.out_dtype));
+  }
   return p;
 }
 
@@ -222,8 +236,9 @@ bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* w
     return true;
   }
   if (dev.tuning().mm_path == 2 && !p.coopmat_fits)
-    return no("the cooperative-matrix path was forced (KF_TUNE mm_path=2) but needs VK_NV_cooperative_matrix "
-              "16x16x16 f16, dtype f16 or bf16, K % 8 == 0 and, for B [K, N], N % 8 == 0");
+    return no("the cooperative-matrix path was forced (KF_TUNE mm_path=2) but needs tensor cores (here: " +
+              dev.coopmat_mm().describe() + "), dtype f16 or bf16, K % 8 == 0, for B [K, N] N % 8 == 0 and, on "
+              "KHR, the inputs' dtype as out_dtype");
   // bf16 operands on the tensor cores are converted first (record_bf16_scaled, as dispatch_matmul calls it).
   if (p.coopmat_fits && dev.tuning().mm_path != 1 && call.dtype == DType::bf16) {
     const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;
@@ -295,8 +310,9 @@ std::string dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB
   l.groups_z = static_cast<uint32_t>(batches);
   dev.record(l);
   const std::string out = out_dtype_label(call);
-  if (!coopmat) return "vulkan:mm/portable-tiled-64x64" + out;
-  std::string v = std::string("vulkan:mm/coopmat-nv-") + cfg.label + out;
+  if (!coopmat)
+    return "vulkan:mm/portable-tiled-64x64" + out + (plan.cm_why.empty() ? "" : " (no tensor cores: " + plan.cm_why + ")");
+  std::string v = "vulkan:mm/" + dev.coopmat_mm().label() + "-" + cfg.label + out;
   if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";
   if (bf16 && scaled_b) v += ",b-preconverted";
   return v;

@@ -11,6 +11,16 @@ struct MemoryHeap {
   bool device_local = false;
 };
 
+// A cooperative-matrix shape a device lists (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR): result =
+// A (m x k) * B (k x n) + C (m x n). Component types as kf names them: "f16", "f32", "bf16", "s8", "u8",
+// "s32", "u32", ...
+struct CoopmatShape {
+  uint32_t m = 0, n = 0, k = 0;
+  std::string a, b, c, result;
+  bool saturating = false;  // saturating integer accumulation
+  std::string scope;        // "subgroup", "workgroup", ...
+};
+
 // The capabilities kernels ask about; a plain struct filled at device creation (docs/architecture.md habits).
 struct Caps {
   bool storage16 = false;        // 16-bit storage buffers
@@ -24,6 +34,11 @@ struct Caps {
   bool subgroup_shuffle = false; // subgroup shuffles (subgroupShuffleXor) in compute shaders
   bool coopmat_nv = false;       // VK_NV_cooperative_matrix
   bool coopmat_khr = false;      // VK_KHR_cooperative_matrix
+  std::vector<CoopmatShape> coopmat_khr_shapes;  // the shapes it lists (empty without it)
+  // How the matrix products use the tensor cores on a device as opened (KF_TUNE coopmat): "nv",
+  // "khr 16x16x16" (the fragment shape), or "none: " and why; empty in Context::list_devices().
+  std::string coopmat_products;
+  std::string coopmat_attention;  // the same for attention (KF_TUNE attn_coopmat)
   bool timestamps = false;       // device timestamps in compute queues
   double timestamp_period_ns = 1;
   uint32_t max_shared_bytes = 0;     // shared memory per workgroup

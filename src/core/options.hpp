@@ -27,6 +27,9 @@ struct Tuning {
   uint32_t gemv_rows = 0;
   uint32_t mm_epilogue = 0;  // 0 cublaslt, 1 kernel
   uint32_t mm_algo = 0;
+  uint32_t coopmat = 0;        // 0 auto, 1 nv, 2 khr, 3 portable
+  uint32_t coopmat_shape = 0;  // 0 auto, 1 16x16x16, 2 16x8x16, 3 16x8x8
+  uint32_t attn_coopmat = 0;   // 0 auto, 1 nv, 2 khr, 3 portable
   // rows (norms, softmax, losses)
   uint32_t rows_values = 0;
   uint32_t rows_coop = 0;

@@ -1,0 +1,155 @@
+// The KHR cooperative-matrix shapes of a device, and the matrix products' choice of extension (coopmat.hpp).
+#include "hal/vulkan/coopmat.hpp"
+
+namespace kf::hal::vk {
+
+const char* const kKhrShapes[3] = {"16x16x16", "16x8x16", "16x8x8"};
+
+namespace {
+std::string component_name(VkComponentTypeKHR t) {
+  switch (t) {
+    case 0: return "f16";
+    case 1: return "f32";
+    case 2: return "f64";
+    case 3: return "s8";
+    case 4: return "s16";
+    case 5: return "s32";
+    case 6: return "s64";
+    case 7: return "u8";
+    case 8: return "u16";
+    case 9: return "u32";
+    case 10: return "u64";
+    case VK_COMPONENT_TYPE_BFLOAT16_KHR: return "bf16";
+    default: return "type " + std::to_string(static_cast<uint32_t>(t));
+  }
+}
+std::string scope_name(VkScopeKHR s) {
+  switch (s) {
+    case 1: return "device";
+    case 2: return "workgroup";
+    case 3: return "subgroup";
+    case 5: return "queue family";
+    default: return "scope " + std::to_string(static_cast<uint32_t>(s));
+  }
+}
+}  // namespace
+
+std::vector<CoopmatShape> query_coopmat_khr(VkPhysicalDevice pd) {
+  std::vector<CoopmatShape> out;
+  const auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+      vkGetInstanceProcAddr(volkGetLoadedInstance(), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!get) return out;
+  uint32_t n = 0;
+  if (get(pd, &n, nullptr) != VK_SUCCESS || n == 0) return out;
+  std::vector<VkCooperativeMatrixPropertiesKHR> p(n);
+  for (auto& x : p) x = {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+  if (get(pd, &n, p.data()) != VK_SUCCESS) return out;
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& x = p[i];
+    out.push_back({x.MSize, x.NSize, x.KSize, component_name(x.AType), component_name(x.BType),
+                   component_name(x.CType), component_name(x.ResultType), x.saturatingAccumulation != 0,
+                   scope_name(x.scope)});
+  }
+  return out;
+}
+
+bool coopmat_khr_in_compute(VkPhysicalDevice pd) {
+  VkPhysicalDeviceCooperativeMatrixPropertiesKHR cp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &cp};
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  return (cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+}
+
+std::string CoopmatChoice::variant(std::string nv_name) const {
+  if (path != CoopmatPath::khr) return nv_name;
+  const std::string prefix = "mm_coopmat_";
+  std::string v = "mm_coopmat_khr_" + nv_name.substr(prefix.size());
+  if (shape != kKhrShapes[0]) v += "_" + shape;
+  return v;
+}
+
+std::string CoopmatChoice::label() const { return path == CoopmatPath::khr ? "coopmat-khr-" + shape : "coopmat-nv"; }
+
+std::string CoopmatChoice::describe() const {
+  if (path == CoopmatPath::nv) return "nv";
+  if (path == CoopmatPath::khr) return "khr " + shape;
+  return "none: " + why;
+}
+
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,
+                           const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant) {
+  CoopmatOffer o;
+  const std::string sg = "subgroups of " + std::to_string(caps.subgroup_size) + " (the kernels are written for 32)";
+  if (!caps.coopmat_nv) o.nv_why = "the device lacks VK_NV_cooperative_matrix";
+  else if (!nv_usable) o.nv_why = caps.subgroup_size != 32 ? sg : "no 16x16x16 f16 x f16 -> f32 subgroup shape or "
+                                                                  "features (shaderFloat16, vulkanMemoryModel) off";
+  else if (!has_variant(nv_probe)) o.nv_why = "this build's glslc did not compile GL_NV_cooperative_matrix";
+  else o.nv = true;
+  if (!caps.coopmat_khr) {
+    o.khr_why = "the device lacks VK_KHR_cooperative_matrix";
+  } else if (!khr_features) {
+    o.khr_why = "its cooperativeMatrix, shaderFloat16 or vulkanMemoryModel feature is off, or compute is not among "
+                "its cooperative-matrix stages";
+  } else if (!sg32) {
+    o.khr_why = sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
+  } else if (!has_variant(khr_probe)) {
+    o.khr_why = "this build has no KHR variants (no glslang 13 at build time: tools/install-deps.sh)";
+  } else {
+    for (const char* want : kKhrShapes)
+      for (const auto& s : caps.coopmat_khr_shapes) {
+        const std::string name = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+        const std::string suffix = name == kKhrShapes[0] ? "" : "_" + name;
+        if (name == want && s.a == "f16" && s.b == "f16" && s.c == "f32" && s.result == "f32" &&
+            s.scope == "subgroup" && has_variant(khr_probe + suffix)) {
+          o.khr_shapes.push_back(name);
+          break;
+        }
+      }
+    if (o.khr_shapes.empty()) o.khr_why = "it lists no f16 x f16 -> f32 subgroup shape kf has kernels for";
+  }
+  return o;
+}
+
+CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const char* knob, uint32_t shape,
+                             bool* forced_missing) {
+  *forced_missing = false;
+  CoopmatChoice c;
+  // KHR at the forced shape, or the first the device lists.
+  std::string khr_shape, khr_why = offer.khr_why;
+  if (shape == 0 && !offer.khr_shapes.empty()) khr_shape = offer.khr_shapes.front();
+  for (const auto& s : offer.khr_shapes)
+    if (shape != 0 && s == kKhrShapes[shape - 1]) khr_shape = s;
+  if (khr_shape.empty() && shape != 0 && khr_why.empty())
+    khr_why = std::string("KF_TUNE coopmat_shape=") + kKhrShapes[shape - 1] + " is not among the device's f16 shapes";
+  const auto take_nv = [&] { c.path = CoopmatPath::nv; };
+  const auto take_khr = [&] {
+    c.path = CoopmatPath::khr;
+    c.shape = khr_shape;
+  };
+  switch (coopmat) {
+    case 1:  // nv
+      if (offer.nv) {
+        take_nv();
+      } else {
+        *forced_missing = true;
+        c.why = "NV: " + offer.nv_why;
+      }
+      break;
+    case 2:  // khr
+      if (!khr_shape.empty()) {
+        take_khr();
+      } else {
+        *forced_missing = true;
+        c.why = "KHR: " + khr_why;
+      }
+      break;
+    case 3: c.why = std::string("KF_TUNE ") + knob + "=portable"; break;
+    default:  // NV where present (the measured default on NVIDIA), else KHR
+      if (offer.nv) take_nv();
+      else if (!khr_shape.empty()) take_khr();
+      else c.why = "NV: " + offer.nv_why + "; KHR: " + khr_why;
+  }
+  return c;
+}
+
+}  // namespace kf::hal::vk

@@ -1,0 +1,88 @@
+// Cooperative matrices (tensor cores) on Vulkan: the shapes a device lists through VK_KHR_cooperative_matrix,
+// and which extension the matrix products' kernels (mm_coopmat.comp) take on a device: NV, KHR at a
+// fragment shape kf has variants for, or none (the portable kernels), with the reason.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hal/vulkan/vk_common.hpp"
+
+// Debian 12's Vulkan headers (1.3.239) predate VK_KHR_cooperative_matrix: its structures as the registry
+// defines them (the component types and scopes have the values of the NV extension's).
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_cooperative_matrix 1
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR = VkStructureType(1000506000);
+constexpr VkStructureType VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR = VkStructureType(1000506001);
+constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR = VkStructureType(1000506002);
+typedef uint32_t VkComponentTypeKHR;  // VkComponentTypeNV's values, and VK_COMPONENT_TYPE_BFLOAT16_KHR
+constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_BFLOAT16_KHR = 1000141000;
+typedef uint32_t VkScopeKHR;  // VkScopeNV's values
+struct VkCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize, NSize, KSize;
+  VkComponentTypeKHR AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeKHR scope;
+};
+struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+};
+struct VkPhysicalDeviceCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkShaderStageFlags cooperativeMatrixSupportedStages;
+};
+typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(VkPhysicalDevice, uint32_t*,
+                                                                                    VkCooperativeMatrixPropertiesKHR*);
+#endif
+
+namespace kf::hal::vk {
+
+// The shapes vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists (the instance loaded by volk).
+std::vector<CoopmatShape> query_coopmat_khr(VkPhysicalDevice pd);
+// Whether the device's KHR cooperative matrices work in compute shaders (cooperativeMatrixSupportedStages).
+bool coopmat_khr_in_compute(VkPhysicalDevice pd);
+
+enum class CoopmatPath : uint8_t { portable, nv, khr };
+
+// The matrix products' choice on a device (VulkanDevice::coopmat_mm).
+struct CoopmatChoice {
+  CoopmatPath path = CoopmatPath::portable;
+  std::string shape;  // khr: "16x16x16", "16x8x16" or "16x8x8"
+  std::string why;    // portable: why not the tensor cores
+  // mm_coopmat.comp's variant for an NV name ("mm_coopmat_<dtype>_<tile>"): itself, or the KHR one
+  // ("mm_coopmat_khr_<dtype>_<tile>", "_<shape>" after it but at 16x16x16).
+  std::string variant(std::string nv_name) const;
+  std::string label() const;  // "coopmat-nv", "coopmat-khr-16x16x16"
+  std::string describe() const;  // Caps::coopmat_products: "nv", "khr 16x16x16", "none: <why>"
+};
+
+// What the device offers the products, found before the device is created.
+struct CoopmatOffer {
+  bool nv = false;             // NV 16x16x16 f16 -> f32 with its features, subgroups of 32, variants built
+  std::string nv_why;          // why not
+  std::vector<std::string> khr_shapes;  // KHR f16 shapes kf has variants for, in the order of preference
+  std::string khr_why;         // why none
+};
+// nv_usable: the NV 16x16x16 f16 -> f32 subgroup shape with its features, on subgroups of 32 (the device's
+// coopmat_f16); khr_features: KHR's cooperativeMatrix (in compute), shaderFloat16, vulkanMemoryModel; sg32: compute
+// runs subgroups of 32, by default or required (subgroup size control); nv_probe / khr_probe: a variant
+// the family needs on each path (KHR: "_<shape>" appended but at 16x16x16).
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,
+                           const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant);
+// coopmat: Tuning::coopmat or attn_coopmat (0 auto, 1 nv, 2 khr, 3 portable), knob its name; shape:
+// Tuning::coopmat_shape (0 auto, else kKhrShapes[shape - 1]). A forced path the offer lacks comes back
+// portable, forced_missing set.
+CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const char* knob, uint32_t shape,
+                             bool* forced_missing);
+
+// The KHR f16 x f16 -> f32 fragment shapes mm_coopmat.comp has variants for (variants.cmake).
+extern const char* const kKhrShapes[3];
+
+}  // namespace kf::hal::vk

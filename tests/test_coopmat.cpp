@@ -1,0 +1,248 @@
+// The matrix products' choice of tensor-core kernels on Vulkan (KF_TUNE coopmat, coopmat_shape;
+// docs/backends.md): a device without cooperative matrices (lavapipe in CI) takes the portable kernels and
+// says why, in Caps::coopmat_products and in last_variant(); forcing nv or khr where the device cannot run
+// them fails at Context::create, naming why; where a device lists KHR shapes, each shape kf has kernels
+// for is forced in turn and the products are checked against the float64 reference, and attention and its
+// backward on the KHR kernels too.
+#include <gtest/gtest.h>
+
+#include "check/conformance.hpp"
+#include "kf/kf.hpp"
+#include "ops/registry.hpp"
+
+namespace kf {
+namespace {
+
+const std::vector<DeviceEntry>& vulkan_devices() {
+  static const std::vector<DeviceEntry> v = [] {
+    std::vector<DeviceEntry> r;
+    for (const auto& e : Context::list_devices())
+      if (e.usable && e.info.backend == "vulkan") r.push_back(e);
+    return r;
+  }();
+  return v;
+}
+
+// Debian 12's validation layer (1.3.239) predates VK_KHR_cooperative_matrix: it reports the extension's
+// structures and SPIR-V as errors, so contexts that may take the KHR path open without it.
+Context open(const DeviceEntry& d, const std::string& tuning, bool validation = true) {
+  ContextOptions o;
+  o.backend = "vulkan";
+  o.device = std::to_string(d.info.index);
+  o.validation = validation;
+  o.tuning = tuning;
+  return Context::create(o);
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct ProductCase {
+  const char* op;
+  std::vector<Shape> shapes;
+  int64_t act;
+};
+// K % 8 == 0 (and N % 8 == 0 for matmul) so that the tensor-core kernels take them; awkward M and N,
+// bias, residual, batches, B shared by the batches.
+const std::vector<ProductCase> kCases = {
+    {"linear", {{130, 64}, {70, 64}, {70}, {}}, kActGelu},
+    {"linear", {{3, 7, 136}, {264, 136}, {}, {3, 7, 264}}, kActSilu},
+    {"linear", {{257, 40}, {129, 40}, {129}, {257, 129}}, kActRelu},
+    {"matmul", {{2, 67, 48}, {2, 48, 72}, {72}, {}}, kActGeluTanh},
+    {"matmul", {{200, 520}, {520, 136}, {}, {}}, kActNone},
+    {"matmul", {{3, 40, 24}, {24, 56}, {56}, {3, 40, 56}}, kActRelu},
+};
+
+check::CaseResult run(Context& ctx, const ProductCase& c, DType t) {
+  TestCase tc{"coopmat", c.shapes, {}, 1};
+  tc.attrs.act = c.act;
+  return check::run_case(ctx, get_op(c.op), t, tc, check::fresh_seed());
+}
+
+// Without cooperative matrices: the portable kernels, and the reason where a tensor-core kernel would
+// have served (f16, bf16); none for f32, which no tensor-core kernel takes.
+TEST(Coopmat, NoneSaysWhy) {
+  if (vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    Context ctx = open(d, "");
+    const Caps& c = ctx.device().caps;
+    EXPECT_FALSE(c.coopmat_products.empty()) << d.info.name;
+    if (!c.coopmat_khr) {
+      EXPECT_TRUE(c.coopmat_khr_shapes.empty()) << d.info.name;
+    }
+    if (c.coopmat_nv || c.coopmat_khr) continue;
+    ++checked;
+    EXPECT_EQ(c.coopmat_products, "none: NV: the device lacks VK_NV_cooperative_matrix; KHR: the device lacks "
+                                  "VK_KHR_cooperative_matrix");
+    for (DType t : {DType::f16, DType::bf16, DType::f32}) {
+      const auto r = run(ctx, kCases[0], t);
+      EXPECT_TRUE(r.pass) << d.info.name << " " << to_string(t) << ": " << r.message;
+      EXPECT_TRUE(has(r.variant, "portable-tiled")) << r.variant;
+      EXPECT_EQ(has(r.variant, "(no tensor cores: NV: the device lacks VK_NV_cooperative_matrix"), t != DType::f32)
+          << r.variant;
+    }
+  }
+  if (!checked) GTEST_SKIP() << "every Vulkan device has cooperative matrices";
+}
+
+// coopmat=portable: never the tensor cores, saying so; a bad value is refused before any device opens.
+TEST(Coopmat, PortableForced) {
+  for (const auto& d : vulkan_devices()) {
+    Context ctx = open(d, "coopmat=portable");
+    EXPECT_EQ(ctx.device().caps.coopmat_products, "none: KF_TUNE coopmat=portable");
+    for (DType t : {DType::f16, DType::bf16}) {
+      const auto r = run(ctx, kCases[3], t);
+      EXPECT_TRUE(r.pass) << d.info.name << " " << to_string(t) << ": " << r.message;
+      EXPECT_TRUE(has(r.variant, "portable-tiled-64x64 (no tensor cores: KF_TUNE coopmat=portable)")) << r.variant;
+    }
+  }
+  for (const char* bad : {"coopmat=amd", "coopmat_shape=8x16x16", "coopmat="}) {
+    try {
+      Context::create(ContextOptions{.backend = "cpu", .tuning = bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_TRUE(has(e.what(), "coopmat")) << e.what();
+    }
+  }
+}
+
+// nv or khr forced: the device runs that path for its products, or Context::create raises Unsupported
+// naming the knob, the device and why (a device without cooperative matrices: always).
+TEST(Coopmat, ForcedMissingFailsAtCreate) {
+  if (vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
+  for (const auto& d : vulkan_devices()) {
+    const bool none = open(d, "").device().caps.coopmat_products.rfind("none: ", 0) == 0;
+    for (const std::string path : {"nv", "khr"}) {
+      try {
+        Context ctx = open(d, "coopmat=" + path, path == "nv");
+        EXPECT_FALSE(none) << d.info.name << ": coopmat=" << path << " opened on a device without tensor cores";
+        EXPECT_EQ(ctx.device().caps.coopmat_products.substr(0, path.size()), path);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+        EXPECT_TRUE(has(e.what(), "KF_TUNE coopmat=" + path + ": " + d.info.name)) << e.what();
+        EXPECT_TRUE(has(e.what(), path == "nv" ? "NV: " : "KHR: ")) << e.what();
+        if (none) {
+          EXPECT_TRUE(has(e.what(), path == "nv" ? "VK_NV_cooperative_matrix" : "VK_KHR_cooperative_matrix")) << e.what();
+        }
+      }
+    }
+  }
+}
+
+// Every KHR shape kf has kernels for, forced one at a time where the device lists it (an H100: 16x16x16,
+// 16x8x16, 16x8x8): linear and matmul in f16 and bf16 against the float64 reference.
+TEST(Coopmat, KhrShapesAgainstReference) {
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    for (const std::string shape : {"16x16x16", "16x8x16", "16x8x8"}) {
+      std::unique_ptr<Context> ctx;
+      try {
+        ctx = std::make_unique<Context>(open(d, "mm_path=2,coopmat=khr,coopmat_shape=" + shape, false));
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+        continue;
+      }
+      ++checked;
+      EXPECT_EQ(ctx->device().caps.coopmat_products, "khr " + shape);
+      for (DType t : {DType::f16, DType::bf16})
+        for (const auto& c : kCases) {
+          const auto r = run(*ctx, c, t);
+          EXPECT_TRUE(r.pass) << d.info.name << " khr " << shape << " " << c.op << " " << to_string(c.shapes[0])
+                              << " (" << to_string(t) << "): " << r.message << " seed " << r.seed;
+          EXPECT_TRUE(has(r.variant, "coopmat-khr-" + shape)) << r.variant;
+        }
+      // Another output dtype: the build's variants of the default tiles at 16x16x16, else the portable
+      // kernel saying why.
+      for (DType t : {DType::f16, DType::bf16})
+        for (DType odt : {DType::f32, t == DType::f16 ? DType::bf16 : DType::f16}) {
+          TestCase tc{"coopmat_out", {{130, 64}, {70, 64}, {70}, {}}, {}, 1};
+          tc.attrs.act = kActGelu;
+          tc.attrs.out_dtype = odt;
+          const auto r = check::run_case(*ctx, get_op("linear"), t, tc, check::fresh_seed());
+          const bool built = shape == "16x16x16";
+          EXPECT_EQ(r.pass, built) << d.info.name << " khr " << shape << " " << to_string(t) << " -> " << to_string(odt)
+                                   << ": " << r.message << " (" << r.variant << ")";
+          if (built) {
+            EXPECT_TRUE(has(r.variant, "coopmat-khr-16x16x16")) << r.variant;
+          } else {
+            EXPECT_TRUE(has(r.message, "the cooperative-matrix path was forced")) << r.message;
+          }
+        }
+    }
+  }
+  if (!checked) GTEST_SKIP() << "no Vulkan device lists a KHR cooperative-matrix shape kf has kernels for";
+}
+
+// The convolutions and linear_cross_entropy (whose products are mm_coopmat.comp's) on the KHR kernels where
+// a device offers them: every registry case passes, automatically and with the convolutions' tensor-core
+// path forced (conv_path=2: KHR, or refused saying why); some run on KHR.
+TEST(Coopmat, KhrConvolutionsAndLinearCrossEntropy) {
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    std::unique_ptr<Context> automatic, forced;
+    try {
+      automatic = std::make_unique<Context>(open(d, "coopmat=khr", false));
+      forced = std::make_unique<Context>(open(d, "coopmat=khr,conv_path=2", false));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      continue;
+    }
+    int on_khr = 0;
+    for (const char* name : {"conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout", "linear_cross_entropy",
+                             "linear_cross_entropy_backward"})
+      for (DType t : {DType::f16, DType::bf16})
+        for (const TestCase& tc : get_op(name).tests)
+          for (Context* ctx : {automatic.get(), forced.get()}) {
+            if (ctx == forced.get() && std::string(name).rfind("conv", 0) != 0) continue;
+            const auto r = check::run_case(*ctx, get_op(name), t, tc, check::fresh_seed());
+            if (ctx == forced.get() && !r.pass && has(r.message, "the tensor-core path was forced")) continue;
+            ++checked;
+            EXPECT_TRUE(r.pass) << d.info.name << " " << name << " " << tc.label << " (" << to_string(t)
+                                << ", variant " << r.variant << "): " << r.message << " seed " << r.seed;
+            EXPECT_FALSE(has(r.variant, "coopmat-nv")) << r.variant;
+            if (has(r.variant, "coopmat-khr-")) ++on_khr;
+          }
+    EXPECT_GT(on_khr, 0) << d.info.name;
+  }
+  if (!checked) GTEST_SKIP() << "no Vulkan device runs the products on KHR cooperative matrices";
+}
+
+// Attention and its backward on the KHR kernels where a device offers them (attn_coopmat=khr): every
+// registry case passes, automatically (KHR where its generic form applies, else the portable kernels) and
+// forced (attn_path=2: KHR, or refused saying why); some run on KHR.
+TEST(Coopmat, KhrAttentionAgainstReference) {
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    std::unique_ptr<Context> automatic, forced;
+    try {
+      automatic = std::make_unique<Context>(open(d, "attn_coopmat=khr", false));
+      forced = std::make_unique<Context>(open(d, "attn_coopmat=khr,attn_path=2", false));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      continue;
+    }
+    EXPECT_EQ(automatic->device().caps.coopmat_attention, "khr 16x16x16");
+    int on_khr = 0;
+    for (const char* name : {"attention", "attention_backward"})
+      for (DType t : {DType::f16, DType::bf16})
+        for (const TestCase& tc : get_op(name).tests)
+          for (Context* ctx : {automatic.get(), forced.get()}) {
+            const auto r = check::run_case(*ctx, get_op(name), t, tc, check::fresh_seed());
+            if (ctx == forced.get() && !r.pass && has(r.message, "the cooperative-matrix path was forced")) continue;
+            ++checked;
+            EXPECT_TRUE(r.pass) << d.info.name << " " << name << " " << tc.label << " (" << to_string(t)
+                                << ", variant " << r.variant << "): " << r.message << " seed " << r.seed;
+            EXPECT_FALSE(has(r.variant, "coopmat-nv")) << r.variant;
+            if (ctx == forced.get()) {
+              EXPECT_TRUE(has(r.variant, "coopmat-khr-16x16x16")) << r.variant;
+            }
+            if (has(r.variant, "coopmat-khr-16x16x16")) ++on_khr;
+          }
+    EXPECT_GT(on_khr, 0) << d.info.name;
+  }
+  if (!checked) GTEST_SKIP() << "no Vulkan device runs attention on KHR cooperative matrices";
+}
+
+}  // namespace
+}  // namespace kf
