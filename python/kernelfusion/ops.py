@@ -7,7 +7,7 @@ op's output (a tuple when it has several) as the kind of array it was given: Num
 torch tensors for torch, kf tensors for kf tensors. ``out=`` (an array or a tuple of them) makes the op
 write into the caller's arrays instead, in place on the CPU backend.
 """
-from . import _kf
+from . import _docs, _kf
 from ._core import Tensor, default_context, dtype_name, host_array, kind_of, to_kind
 
 defs = {op["name"]: op for op in _kf.op_defs()}
@@ -87,9 +87,9 @@ def _make(op):
 
     args = ", ".join(x if i < required else f"{x}=None" for i, x in enumerate(inputs))
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = (f"{name}({args}, *, out=None, context=None, **attrs) -> {', '.join(op['outputs'])}\n\n"
-                 f"kf's registry op '{name}' ({op['family']}; dtypes {', '.join(op['dtypes'])}); its semantics, "
-                 f"attributes and tolerances are in docs/ops.md. Attributes are kf::Attrs fields by name.")
+    f.__doc__ = _docs.docstring(f"{name}({args}, *, out=None, context=None, **attrs) -> {', '.join(op['outputs'])}"
+                                "\n\nkf's registry op; attributes are kf::Attrs fields by name (typed forms: "
+                                "kernelfusion.functional).", name, ops=(name,))
     return f
 
 

@@ -366,6 +366,26 @@ NB_MODULE(_kf, m) {
       .def("last_variant", &Context::last_variant)
       .def("__repr__", [](const Context& c) { return "kernelfusion.Context(" + c.backend() + ": " + c.device().name + ")"; });
 
+  // The optimizers over lists (kf/training.hpp): every tensor checked before any is updated, one submission.
+  m.def("adamw_step",
+        [](const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& mm,
+           const std::vector<Tensor>& v, double lr, double beta1, double beta2, double eps, double wd, int64_t step) {
+          AdamWOptions o;
+          o.lr = lr, o.beta1 = beta1, o.beta2 = beta2, o.eps = eps, o.weight_decay = wd;
+          nb::gil_scoped_release r;
+          adamw_step(p, g, mm, v, o, step);
+        },
+        "params"_a, "grads"_a, "m"_a, "v"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a, "step"_a);
+  m.def("sgd_step",
+        [](const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& b, double lr,
+           double momentum, double dampening, double wd, bool nesterov, int64_t step) {
+          SgdOptions o;
+          o.lr = lr, o.momentum = momentum, o.dampening = dampening, o.weight_decay = wd, o.nesterov = nesterov;
+          nb::gil_scoped_release r;
+          sgd_step(p, g, b, o, step);
+        },
+        "params"_a, "grads"_a, "momentum_buffers"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a,
+        "nesterov"_a, "step"_a);
   m.def("backends", &Context::backends);
   m.def("op_defs", [] {
     nb::list l;
