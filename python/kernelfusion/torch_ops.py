@@ -2,9 +2,9 @@
 
 Importing this module (it needs torch) registers every registry op with ``torch.library.custom_op``,
 with a fake kernel (output shapes from the registry's shape inference, OpDef::infer), so that
-``torch.compile(fullgraph=True)`` traces through them, and autograd from kf's backward ops for the
-activations (relu, sigmoid, tanh, gelu, gelu_tanh, silu, mish: ``<act>_backward``) and softmax
-(``softmax_backward``). The attributes are keyword-only arguments of the operators (kf::Attrs fields).
+``torch.compile(fullgraph=True)`` traces through them, and autograd from kf's backward kernels for every op
+that has one (kernelfusion._autograd: the activations, softmax, the dropout ops with their saved seed, the
+norms, attention, the losses, linear and matmul through their products). The attributes are keyword-only arguments of the operators (kf::Attrs fields).
 
 The ops run on kf's default context (``kernelfusion.set_default_context``): on the CPU backend without
 copies; CUDA tensors are copied through the host for now (the zero-copy CUDA path is later work).
@@ -14,13 +14,13 @@ copies; CUDA tensors are copied through the host for now (the zero-copy CUDA pat
 """
 import torch
 
-from . import _kf
+from . import _autograd, _kf
 from . import ops as _ops
 from ._core import dtype_name
 
 _TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
           "i32": torch.int32}
-ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "mish")
+ACTIVATIONS = _autograd.ACTIVATIONS
 
 
 def _attr_schema():
@@ -102,33 +102,8 @@ for _op in _kf.op_defs():
     operators[_op["name"]] = _def
 
 
-def _act_autograd(act):
-    backward_op = operators[f"{act}_backward"]
-
-    def setup_context(ctx, inputs, keyword_only_inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return backward_op(grad.contiguous(), x)
-
-    operators[act].register_autograd(backward, setup_context=setup_context)
-
-
-def _softmax_setup(ctx, inputs, keyword_only_inputs, output):
-    ctx.save_for_backward(output)
-    ctx.scale = keyword_only_inputs["scale"]
-
-
-def _softmax_backward(ctx, grad):
-    (y,) = ctx.saved_tensors
-    return operators["softmax_backward"](grad.contiguous(), y, scale=ctx.scale)
-
-
-for _act in ACTIVATIONS:
-    _act_autograd(_act)
-operators["softmax"].register_autograd(_softmax_backward, setup_context=_softmax_setup)
-del _op, _def, _act
+_autograd.register(operators)
+del _op, _def
 
 
 def _make(name):
@@ -136,7 +111,13 @@ def _make(name):
 
     def f(*inputs, **attrs):
         attrs = _ops._attrs(name, attrs)
+        drop_lse = False
+        if name == "attention" and not attrs.get("return_lse") and torch.is_grad_enabled() and \
+                any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
+            attrs["return_lse"] = drop_lse = True  # the backward needs lse: made by the forward, not again
         res = opdef(*inputs, **attrs)
+        if drop_lse:
+            return res[0]
         if isinstance(res, tuple):
             res = tuple(r for k, r in enumerate(res) if k == 0 or r.numel() > 0)  # padding left out
             return res[0] if len(res) == 1 else res
