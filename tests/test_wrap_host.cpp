@@ -1,5 +1,6 @@
 // Context::wrap_host: tensors over caller-owned host memory on the CPU backend (what the Python package
-// hands NumPy arrays and torch tensors through without copies), and its refusals.
+// hands NumPy arrays and torch tensors through without copies), and its refusals; Context::wrap_device's
+// refusals (device memory of the CUDA and HIP backends, for torch CUDA tensors).
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,39 @@ TEST(WrapHost, Refusals) {
     EXPECT_EQ(code_of([&] { other.wrap_host(x, {4}, DType::f32); }), ErrorCode::Unsupported) << d.name;
     EXPECT_EQ(other.call("relu", {other.from_host({4}, DType::f32, {-1, 0, 1, 2})})[0].host_data(), nullptr);
   }
+}
+
+// Context::wrap_device (CUDA / HIP device memory in place) is refused, before anything else is touched,
+// for bad shapes, null or unaligned addresses, and by backends without device addresses; a caller's stream
+// is for the CUDA and HIP backends only. Running it on device memory is python/tests/test_cuda.py's.
+TEST(WrapDevice, Refusals) {
+  alignas(256) static float x[64] = {};
+  const auto code_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    ADD_FAILURE() << "no kf::Error";
+    return ErrorCode::Internal;
+  };
+  for (const auto& d : devices()) {
+    Context& ctx = context_for(d);
+    EXPECT_EQ(code_of([&] { ctx.wrap_device(x, {2, -2}, DType::f32); }), ErrorCode::Shape);
+    EXPECT_EQ(code_of([&] { ctx.wrap_device(nullptr, {4}, DType::f32); }), ErrorCode::InvalidArgument);
+    EXPECT_EQ(code_of([&] { ctx.wrap_device(x + 1, {4}, DType::f32); }), ErrorCode::InvalidArgument) << d.name;
+    if (ctx.backend() == "cuda" || ctx.backend() == "hip") {
+      EXPECT_EQ(code_of([&] { ctx.wrap_device(x, {4}, DType::f32); }), ErrorCode::Device) << "host memory";
+      EXPECT_NE(ctx.empty({4}, DType::f32).device_data(), nullptr);
+    } else {
+      EXPECT_EQ(code_of([&] { ctx.wrap_device(x, {4}, DType::f32); }), ErrorCode::Unsupported) << d.name;
+      EXPECT_EQ(ctx.empty({4}, DType::f32).device_data(), nullptr);
+    }
+  }
+  ContextOptions o;
+  o.backend = "cpu";
+  o.stream = reinterpret_cast<void*>(0x1000);
+  EXPECT_EQ(code_of([&] { Context::create(o); }), ErrorCode::InvalidArgument);
 }
 
 }  // namespace

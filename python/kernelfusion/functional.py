@@ -339,6 +339,10 @@ def _writable(ctx, arrays, what):
             tensors.append(a)
             continue
         host = a.detach() if kind_of(a) == "torch" else a
+        if kind_of(a) == "torch" and host.device.type != "cpu" and ctx.backend in ("cuda", "hip"):
+            from . import _cuda
+            tensors.append(_cuda.wrap(ctx, host, what, writable=True))
+            continue
         if ctx.backend == "cpu":
             tensors.append(ctx.wrap_output(host))
         else:
@@ -354,6 +358,10 @@ def _optimizer_context(arrays, context):
     for a in arrays:
         if isinstance(a, Tensor):
             return a.context
+    for a in arrays:
+        if kind_of(a) == "torch" and a.device.type != "cpu":
+            from . import _cuda
+            return _cuda.default_for(a.device)
     return default_context()
 
 
@@ -362,8 +370,8 @@ weight_decay=1e-2, context=None) -> None
 
 One AdamW step over lists of tensors (or one tensor each), updating params, exp_avgs (m) and exp_avg_sqs (v)
 in place: kf::adamw_step, one submission for the whole list. weight_decay defaults to torch.optim.AdamW's
-1e-2. In place on the CPU backend (NumPy arrays, CPU torch tensors); elsewhere arrays are
-copied to the device and back.""", "adamw_step", ops=("adamw_step",))
+1e-2. In place on the CPU backend (NumPy arrays, CPU torch tensors) and for torch CUDA
+tensors on the CUDA backend; elsewhere arrays are copied to the device and back.""", "adamw_step", ops=("adamw_step",))
 def adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                weight_decay=1e-2, context=None):
     lists = [list(x) if isinstance(x, (list, tuple)) else [x] for x in (params, grads, exp_avgs, exp_avg_sqs)]
@@ -374,7 +382,7 @@ def adamw_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr=1e-3, beta1=0.9
     v, back_v = _writable(ctx, lists[3], "adamw_step")
     _kf.adamw_step(p, g, m, v, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), int(step))
     for t, a in back_p + back_m + back_v:
-        ctx.download_into(t, a)
+        _copy_back(ctx, t, a)
 
 
 @_doc("""sgd_step(params, grads, momentum_buffers, *, step, lr=1e-3, momentum=0.0, dampening=0.0,
@@ -391,8 +399,21 @@ def sgd_step(params, grads, momentum_buffers, *, step, lr=1e-3, momentum=0.0, da
     b, back_b = _writable(ctx, lists[2], "sgd_step")
     _kf.sgd_step(p, g, b, float(lr), float(momentum), float(dampening), float(weight_decay), bool(nesterov), int(step))
     for t, a in back_p + back_b:
+        _copy_back(ctx, t, a)
+
+
+def _copy_back(ctx, t, a):
+    if kind_of(a) == "torch" and a.device.type != "cpu":  # staged: through a host tensor
+        import torch
+        host = torch.empty(a.shape, dtype=a.dtype)
+        ctx.download_into(t, host)
+        a.copy_(host)
+    else:
         ctx.download_into(t, a)
 
 
 def _input(ctx, a, what):
+    if kind_of(a) == "torch" and a.device.type != "cpu" and ctx.backend in ("cuda", "hip"):
+        from . import _cuda
+        return _cuda.wrap(ctx, a, what)
     return ctx.wrap(host_array(a, what))

@@ -6,8 +6,9 @@ with a fake kernel (output shapes from the registry's shape inference, OpDef::in
 that has one (kernelfusion._autograd: the activations, softmax, the dropout ops with their saved seed, the
 norms, attention, the losses, linear and matmul through their products). The attributes are keyword-only arguments of the operators (kf::Attrs fields).
 
-The ops run on kf's default context (``kernelfusion.set_default_context``): on the CPU backend without
-copies; CUDA tensors are copied through the host for now (the zero-copy CUDA path is later work).
+CPU tensors run on kf's default context (``kernelfusion.set_default_context``), on the CPU backend
+without copies; CUDA tensors run on kf's CUDA backend without copies, on torch's current stream
+(kernelfusion._cuda), where the CUDA backend is built, else through the host on the default context.
 
     import torch, kernelfusion.torch_ops as kt
     y = kt.softmax(torch.randn(4, 8, requires_grad=True), scale=0.5)

@@ -72,3 +72,12 @@ def test_torch_bf16(cpu):
         t.to_numpy()
     with pytest.raises(kf.DTypeError, match="NumPy has no bf16"):
         kf.ops.relu(t, out=None).to_numpy()
+
+
+def test_device_memory_is_for_gpu_backends(cpu):
+    x = np.zeros(8, np.float32)
+    with pytest.raises(kf.InvalidArgumentError, match="wrap_device: the array is in host memory"):
+        cpu.wrap_device(x)
+    assert cpu.wrap(x).device_pointer == 0
+    with pytest.raises(kf.InvalidArgumentError, match="ContextOptions::stream"):
+        kf.Context(backend="cpu", stream=0x1000)

@@ -1,5 +1,6 @@
 // Context: device selection, tensor creation, and the one checked path every op call takes.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "core/context_impl.hpp"
@@ -59,6 +60,7 @@ DeviceOptions device_options(const ContextOptions& o) {
   for (const char* v : {"VIRTUAL_ENV", "CONDA_PREFIX"})
     if (std::string e = env(v); !e.empty()) d.python_prefixes.push_back(e);
   d.home = env("HOME");
+  d.stream = o.stream;
   return d;
 }
 
@@ -173,6 +175,17 @@ Context Context::create(const ContextOptions& options) {
       throw Error(ErrorCode::Device, "no usable device matches KF_DEVICE / device '" + o.device + "'" + reasons);
     candidates = picked;
   }
+  if (o.stream) {  // a caller's stream is a CUDA / HIP stream: only those backends can run on it
+    std::vector<Candidate> streamed;
+    for (auto& c : candidates)
+      if (c.entry.info.backend == "cuda" || c.entry.info.backend == "hip") streamed.push_back(c);
+    if (streamed.empty())
+      throw Error(ErrorCode::InvalidArgument,
+                  "ContextOptions::stream: a caller's stream is for the CUDA and HIP backends; backend '" +
+                      (o.backend.empty() ? std::string("automatic") : o.backend) + "' has no usable device that takes one" +
+                      reasons);
+    candidates = streamed;
+  }
   if (candidates.empty()) throw Error(ErrorCode::Device, "no usable device found" + reasons);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return rank(a.entry.info) < rank(b.entry.info); });
@@ -226,6 +239,31 @@ Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shar
   return t;
 }
 
+Tensor Context::wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
+  const std::string what = "Context::wrap_device";
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    throw Error(ErrorCode::Shape, what + ": shape " + to_string(shape) + " has more than 8 dimensions");
+  for (int64_t d : shape)
+    if (d < 0) throw Error(ErrorCode::Shape, what + ": shape " + to_string(shape) + " has a negative size");
+  if (!data && numel(shape) > 0)
+    throw Error(ErrorCode::InvalidArgument, what + ": null data for shape " + to_string(shape));
+  if (reinterpret_cast<uintptr_t>(data) % 256 != 0)
+    throw Error(ErrorCode::InvalidArgument, what + ": the address is not 256-byte aligned (a view into the middle "
+                                                   "of an allocation?); pass a copy of its own (torch: .clone())");
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  {
+    std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+    t.buffer_ = impl_->device->wrap_device(data, t.nbytes(), std::move(keep_alive));
+  }
+  if (!t.buffer_)
+    throw Error(ErrorCode::Unsupported, what + ": the " + impl_->backend_name +
+                                            " backend has no device addresses (CUDA and HIP only)");
+  t.owner_ = impl_;
+  return t;
+}
+
 bool Context::supports(const std::string& op, DType dtype, std::string* why) const {
   const OpDef& d = get_op(op);
   if (std::find(d.dtypes.begin(), d.dtypes.end(), dtype) == d.dtypes.end()) {
@@ -257,6 +295,7 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
     ContextOptions o = impl.options;
     o.backend = "cpu";
     o.device.clear();
+    o.stream = nullptr;
     impl.cpu_fallback = Context::create(o).impl()->self.lock();
   }
   std::vector<Tensor> in, out;
