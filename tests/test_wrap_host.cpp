@@ -67,6 +67,35 @@ TEST(WrapHost, Refusals) {
   }
 }
 
+// The same memory wrapped twice is one tensor to the checks: an output over an input's memory is refused
+// (outputs never alias inputs), except the optimizers' declared in-place pairs over exactly the same memory.
+TEST(WrapHost, AliasesSeenThroughTwoWraps) {
+  Context ctx = cpu_context();
+  std::vector<float> x = {-1, 2, -3, 4, 5, 6};
+  Tensor in = ctx.wrap_host(x.data(), {6}, DType::f32);
+  Tensor out = ctx.wrap_host(x.data(), {6}, DType::f32);
+  try {
+    ctx.run("relu", {in}, {out});
+    ADD_FAILURE() << "no kf::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("output 'y' shares memory with input 'x'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(x, (std::vector<float>{-1, 2, -3, 4, 5, 6}));
+  std::vector<float> p = {1, 2, 3}, g = {1, 1, 1}, m = {0, 0, 0}, v = {0, 0, 0};
+  Tensor tp = ctx.wrap_host(p.data(), {3}, DType::f32), tg = ctx.wrap_host(g.data(), {3}, DType::f32);
+  Tensor tm = ctx.wrap_host(m.data(), {3}, DType::f32), tv = ctx.wrap_host(v.data(), {3}, DType::f32);
+  Attrs a;
+  a.lr = 0.1;
+  ctx.run("adamw_step", {tp, tg, tm, tv},
+          {ctx.wrap_host(p.data(), {3}, DType::f32), ctx.wrap_host(m.data(), {3}, DType::f32),
+           ctx.wrap_host(v.data(), {3}, DType::f32)}, a);
+  EXPECT_NEAR(p[0], 0.9, 1e-6);  // the first Adam step moves each weight by lr
+  std::vector<float> q = {1, 2, 3, 4};
+  Tensor q3 = ctx.wrap_host(q.data(), {3}, DType::f32), q3b = ctx.wrap_host(q.data() + 1, {3}, DType::f32);
+  EXPECT_THROW(ctx.run("adamw_step", {q3, tg, tm, tv}, {q3b, tm, tv}, a), Error);  // a partial overlap
+}
+
 // Context::wrap_device (CUDA / HIP device memory in place) is refused, before anything else is touched,
 // for bad shapes, null or unaligned addresses, and by backends without device addresses; a caller's stream
 // is for the CUDA and HIP backends only. Running it on device memory is python/tests/test_cuda.py's.

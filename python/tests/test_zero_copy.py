@@ -81,3 +81,10 @@ def test_device_memory_is_for_gpu_backends(cpu):
     assert cpu.wrap(x).device_pointer == 0
     with pytest.raises(kf.InvalidArgumentError, match="ContextOptions::stream"):
         kf.Context(backend="cpu", stream=0x1000)
+
+
+def test_out_over_an_input_is_refused(cpu):
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    with pytest.raises(kf.InvalidArgumentError, match="output 'y' shares memory with input 'x'"):
+        kf.ops.relu(x, out=x, context=cpu)
+    np.testing.assert_array_equal(x, np.linspace(-1, 1, 8, dtype=np.float32))

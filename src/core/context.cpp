@@ -352,6 +352,16 @@ void run_empty(const OpDef& op, const std::vector<Tensor>& inputs, const std::ve
   }
 }
 
+// Whether two tensors share memory: one buffer, or the caller's memory wrapped twice (Context::wrap_host /
+// wrap_device of the same array, which are two buffers over overlapping addresses).
+bool share_memory(const Tensor& a, const Tensor& b) {
+  if (a.buffer() == b.buffer()) return true;
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(a.host_data() ? a.host_data() : a.device_data());
+  const auto* pb = static_cast<const char*>(b.host_data() ? b.host_data() : b.device_data());
+  return pa && pb && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
 }  // namespace
 
 void Context::run(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
@@ -385,18 +395,23 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     if (t.shape() != expected[k])
       throw Error(ErrorCode::Shape, arg() + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
     for (size_t j = 0; j < inputs.size(); ++j) {
-      if (!inputs[j].defined() || inputs[j].buffer() != t.buffer()) continue;
-      // The one exception: the pairs an op declares in place (OpDef::in_place, the optimizers).
-      const bool allowed = std::find(op.in_place.begin(), op.in_place.end(),
-                                     std::pair<int, int>(static_cast<int>(k), static_cast<int>(j))) != op.in_place.end();
-      if (!allowed)
-        throw Error(ErrorCode::InvalidArgument, arg() + " is the same tensor as input '" + op.inputs[j] + "'; " +
+      if (!inputs[j].defined() || !share_memory(inputs[j], t)) continue;
+      // The one exception: the pairs an op declares in place (OpDef::in_place, the optimizers), as the same
+      // memory exactly (one buffer, or the same address wrapped twice), never a partial overlap.
+      const bool declared = std::find(op.in_place.begin(), op.in_place.end(),
+                                      std::pair<int, int>(static_cast<int>(k), static_cast<int>(j))) != op.in_place.end();
+      const bool same = inputs[j].buffer() == t.buffer() ||
+                        (inputs[j].host_data() == t.host_data() && inputs[j].device_data() == t.device_data());
+      if (!declared || !same)
+        throw Error(ErrorCode::InvalidArgument, arg() + (inputs[j].buffer() == t.buffer() ? " is the same tensor as"
+                                                                                          : " shares memory with") +
+                                                    " input '" + op.inputs[j] + "'; " +
                                                     (op.in_place.empty() ? std::string("in-place calls are not supported")
                                                                          : "only the documented in-place pairs may alias"));
     }
     for (size_t j = 0; j < k; ++j)
-      if (outputs[j].buffer() == t.buffer())
-        throw Error(ErrorCode::InvalidArgument, arg() + " is the same tensor as output '" + op.outputs[j] + "'");
+      if (share_memory(outputs[j], t))
+        throw Error(ErrorCode::InvalidArgument, arg() + " shares memory with output '" + op.outputs[j] + "'");
   }
   const uint64_t limit = impl_->device->info().caps.max_storage_range;
   for (const auto* list : {&inputs, &outputs})
