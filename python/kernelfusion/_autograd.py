@@ -20,7 +20,7 @@ def register(ops):
     """Registers the formulas on the operators in `ops` (name -> torch.library custom op)."""
     K = _Kf(ops)
     for act in ACTIVATIONS:
-        _register(ops, act, _act_setup, K.act(act))
+        _register(ops, act, _save_inputs, K.act(act))
     _register(ops, "softmax", _save_output, K.softmax)
     _register(ops, "log_softmax", _save_output, K.log_softmax)
     _register(ops, "dropout", _save_inputs, K.dropout)
@@ -37,9 +37,9 @@ def register(ops):
         _register(ops, norm, _save_inputs, K.norm(norm, None))
         for act in (("relu", "gelu", "silu") if norm == "layer_norm" else ("gelu", "silu")):
             _register(ops, f"{norm}_{act}", _save_inputs, K.norm(norm, act))
-    _register(ops, "add_layer_norm", _save_inputs_and_output, K.add_norm("layer_norm"))
-    _register(ops, "add_rms_norm", _save_inputs_and_output, K.add_norm("rms_norm"))
-    _register(ops, "attention", _save_inputs_and_output, K.attention)
+    _register(ops, "add_layer_norm", _save_output, K.add_norm("layer_norm"))
+    _register(ops, "add_rms_norm", _save_output, K.add_norm("rms_norm"))
+    _register(ops, "attention", _save_output, K.attention)
     _register(ops, "cross_entropy", _save_inputs, K.cross_entropy)
     _register(ops, "linear_cross_entropy", _save_inputs, K.linear_cross_entropy)
     _register(ops, "mse", _save_inputs, K.mse)
@@ -49,28 +49,36 @@ def register(ops):
 
 
 def _register(ops, name, setup, backward):
-    ops[name].register_autograd(backward, setup_context=setup)
+    def unpacked(ctx, *grads):
+        saved = ctx.saved_tensors
+        ctx.inputs = saved[:ctx.n_inputs]
+        outputs = saved[ctx.n_inputs:]
+        ctx.output = (outputs[0] if ctx.single else tuple(outputs)) if outputs else None
+        try:
+            return backward(ctx, *grads)
+        finally:  # no reference from the node to the tensors outlives the backward
+            del ctx.inputs, ctx.output
+
+    ops[name].register_autograd(unpacked, setup_context=setup)
 
 
 # Saved state: the positional inputs (None for absent optional ones), the attributes, and the output where
-# the formula needs it. Optional inputs are kept as plain attributes (save_for_backward takes no None).
-def _save_inputs(ctx, inputs, keyword_only_inputs, output):
-    ctx.inputs = inputs
+# the formula needs it, through save_for_backward (tensors kept as plain attributes of ctx would make a
+# reference cycle through the output's grad_fn, freed only by Python's garbage collector).
+def _save(ctx, inputs, keyword_only_inputs, output, with_output):
+    outputs = () if not with_output else output if isinstance(output, tuple) else (output,)
+    ctx.save_for_backward(*inputs, *outputs)
+    ctx.n_inputs = len(inputs)
+    ctx.single = not isinstance(output, tuple)
     ctx.attrs = dict(keyword_only_inputs)
+
+
+def _save_inputs(ctx, inputs, keyword_only_inputs, output):
+    _save(ctx, inputs, keyword_only_inputs, output, False)
 
 
 def _save_output(ctx, inputs, keyword_only_inputs, output):
-    ctx.inputs = inputs
-    ctx.attrs = dict(keyword_only_inputs)
-    ctx.output = output
-
-
-def _save_inputs_and_output(ctx, inputs, keyword_only_inputs, output):
-    _save_output(ctx, inputs, keyword_only_inputs, output)
-
-
-def _act_setup(ctx, inputs, keyword_only_inputs, output):
-    ctx.inputs = inputs
+    _save(ctx, inputs, keyword_only_inputs, output, True)
 
 
 def _rows(t):
