@@ -10,12 +10,17 @@ Requirements of the memory kf reads and writes in place: C-contiguous and 256-by
 the middle of a tensor is neither, in general). An input that is not is copied on the device first
 (``.contiguous()`` / ``.clone()``, stream-ordered too); an ``out=`` tensor that is not raises.
 """
+import atexit
+
 import torch
 
 from . import _kf
 from ._core import dtype_name
 
 _contexts = {}
+# The contexts close (waiting for their streams) at exit while CUDA is still up: atexit runs this before
+# the handlers torch registered earlier.
+atexit.register(_contexts.clear)
 
 
 def context_for(device, stream=None):

@@ -71,7 +71,7 @@ def _row_text(header, cells):
 
 
 def _names(cell, key):
-    return re.search(r"(?<![\w])" + re.escape(key) + r"(?![\w])", cell) is not None
+    return key in cell and re.search(r"(?<![\w])" + re.escape(key) + r"(?![\w])", cell) is not None
 
 
 def excerpt(*keys):
