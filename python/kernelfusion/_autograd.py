@@ -16,39 +16,43 @@ _EPILOGUE_ACT = {1: "relu", 2: "gelu", 3: "gelu_tanh", 4: "silu"}
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "mish")
 
 
-def register(ops):
-    """Registers the formulas on the operators in `ops` (name -> torch.library custom op)."""
-    K = _Kf(ops)
-    for act in ACTIVATIONS:
-        _register(ops, act, _save_inputs, K.act(act))
-    _register(ops, "softmax", _save_output, K.softmax)
-    _register(ops, "log_softmax", _save_output, K.log_softmax)
-    _register(ops, "dropout", _save_inputs, K.dropout)
-    _register(ops, "gelu_dropout", _save_inputs, K.gelu_dropout)
-    _register(ops, "bias_gelu_dropout", _save_inputs, K.bias_gelu_dropout)
-    _register(ops, "add_dropout_residual", _save_inputs, K.add_dropout_residual)
-    for act in ("relu", "gelu", "gelu_tanh", "silu"):
-        _register(ops, f"bias_{act}", _save_inputs, K.bias_act(act))
-    _register(ops, "add_relu", _save_inputs, K.add_relu)
-    _register(ops, "swiglu", _save_inputs, K.glu("silu"))
-    _register(ops, "geglu", _save_inputs, K.glu("gelu"))
-    _register(ops, "embedding", _save_inputs, K.embedding)
-    for norm in ("layer_norm", "rms_norm"):
-        _register(ops, norm, _save_inputs, K.norm(norm, None))
-        for act in (("relu", "gelu", "silu") if norm == "layer_norm" else ("gelu", "silu")):
-            _register(ops, f"{norm}_{act}", _save_inputs, K.norm(norm, act))
-    _register(ops, "add_layer_norm", _save_output, K.add_norm("layer_norm"))
-    _register(ops, "add_rms_norm", _save_output, K.add_norm("rms_norm"))
-    _register(ops, "attention", _save_output, K.attention)
-    _register(ops, "cross_entropy", _save_inputs, K.cross_entropy)
-    _register(ops, "linear_cross_entropy", _save_inputs, K.linear_cross_entropy)
-    _register(ops, "mse", _save_inputs, K.mse)
-    _register(ops, "linear", _save_inputs, K.linear)
-    _register(ops, "linear_dropout", _save_inputs, K.linear)
-    _register(ops, "matmul", _save_inputs, K.matmul)
+def _specs():
+    """(op, setup, formula of a _Kf) for every op with a backward."""
+    S, O = _save_inputs, _save_output
+    specs = [(act, S, lambda K, a=act: K.act(a)) for act in ACTIVATIONS]
+    specs += [("softmax", O, lambda K: K.softmax), ("log_softmax", O, lambda K: K.log_softmax),
+              ("dropout", S, lambda K: K.dropout), ("gelu_dropout", S, lambda K: K.gelu_dropout),
+              ("bias_gelu_dropout", S, lambda K: K.bias_gelu_dropout),
+              ("add_dropout_residual", S, lambda K: K.add_dropout_residual)]
+    specs += [(f"bias_{act}", S, lambda K, a=act: K.bias_act(a)) for act in ("relu", "gelu", "gelu_tanh", "silu")]
+    specs += [("add_relu", S, lambda K: K.add_relu), ("swiglu", S, lambda K: K.glu("silu")),
+              ("geglu", S, lambda K: K.glu("gelu")), ("embedding", S, lambda K: K.embedding)]
+    for norm, acts in (("layer_norm", ("relu", "gelu", "silu")), ("rms_norm", ("gelu", "silu"))):
+        specs.append((norm, S, lambda K, n=norm: K.norm(n, None)))
+        specs += [(f"{norm}_{act}", S, lambda K, n=norm, a=act: K.norm(n, a)) for act in acts]
+    specs += [("add_layer_norm", O, lambda K: K.add_norm("layer_norm")),
+              ("add_rms_norm", O, lambda K: K.add_norm("rms_norm")), ("attention", O, lambda K: K.attention),
+              ("cross_entropy", S, lambda K: K.cross_entropy),
+              ("linear_cross_entropy", S, lambda K: K.linear_cross_entropy), ("mse", S, lambda K: K.mse),
+              ("linear", S, lambda K: K.linear), ("linear_dropout", S, lambda K: K.linear),
+              ("matmul", S, lambda K: K.matmul)]
+    return specs
 
 
-def _register(ops, name, setup, backward):
+def register(ops, direct):
+    """Registers the formulas on the operators in `ops` (name -> torch.library custom op), computing with
+    those operators (so that torch.compile traces the backward too); returns, for eager calls, name ->
+    (setup, backward) with the same formulas over `direct` (name -> a function running kf's op without
+    torch's dispatcher)."""
+    on_ops, on_direct = _Kf(ops), _Kf(direct)
+    eager = {}
+    for name, setup, formula in _specs():
+        ops[name].register_autograd(_unpacking(formula(on_ops)), setup_context=setup)
+        eager[name] = (setup, _unpacking(formula(on_direct)))
+    return eager
+
+
+def _unpacking(backward):
     def unpacked(ctx, *grads):
         saved = ctx.saved_tensors
         ctx.inputs = saved[:ctx.n_inputs]
@@ -58,8 +62,7 @@ def _register(ops, name, setup, backward):
             return backward(ctx, *grads)
         finally:  # no reference from the node to the tensors outlives the backward
             del ctx.inputs, ctx.output
-
-    ops[name].register_autograd(unpacked, setup_context=setup)
+    return unpacked
 
 
 # Saved state: the positional inputs (None for absent optional ones), the attributes, and the output where

@@ -103,26 +103,67 @@ for _op in _kf.op_defs():
     operators[_op["name"]] = _def
 
 
-_autograd.register(operators)
+def _direct(name):
+    def run(*inputs, **attrs):
+        return _ops.run(name, list(inputs), attrs)
+    return run
+
+
+_eager = _autograd.register(operators, {n: _direct(n) for n in operators})
+_DEFAULTS = {name: list(v) if isinstance(v, tuple) else v for name, v in _kf.attr_defaults()}
 del _op, _def
+
+
+class _Eager(torch.autograd.Function):
+    """Outside torch.compile, an op with a backward runs through this rather than its torch.library operator:
+    the same formulas (kernelfusion._autograd) without the dispatcher's per-call cost (custom_op fills in
+    every default attribute in Python, about half a millisecond per call)."""
+
+    @staticmethod
+    def forward(ctx, name, attrs, *inputs):
+        res = _ops.run(name, list(inputs), attrs)
+        setup, _ = _eager[name]
+        setup(ctx, inputs, attrs, res)
+        ctx.name = name
+        return res
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _eager[ctx.name][1](ctx, *grads)
+        return (None, None) + (grads if isinstance(grads, tuple) else (grads,))
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _make(name):
     opdef = operators[name]
+    differentiable = name in _eager
+    names = _ops.defs[name]["inputs"]
 
     def f(*inputs, **attrs):
+        inputs = list(inputs) + [None] * (len(names) - len(inputs))  # optional inputs left out: None
+        for k, n in enumerate(names):  # inputs given by name
+            if n in attrs:
+                if inputs[k] is not None:
+                    raise TypeError(f"{name}() got multiple values for input '{n}'")
+                inputs[k] = attrs.pop(n)
         attrs = _ops._attrs(name, attrs)
+        grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs)
         drop_lse = False
-        if name == "attention" and not attrs.get("return_lse") and torch.is_grad_enabled() and \
-                any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
+        if name == "attention" and not attrs.get("return_lse") and grad:
             attrs["return_lse"] = drop_lse = True  # the backward needs lse: made by the forward, not again
-        res = opdef(*inputs, **attrs)
-        if drop_lse:
-            return res[0]
-        if isinstance(res, tuple):
-            res = tuple(r for k, r in enumerate(res) if k == 0 or r.numel() > 0)  # padding left out
-            return res[0] if len(res) == 1 else res
-        return res
+        if torch.compiler.is_compiling() or any(type(t) not in _PLAIN for t in inputs if t is not None):
+            # traced, or tensor subclasses (FakeTensor, ...): torch.library's operator, with its fake kernel
+            res = opdef(*inputs, **attrs)
+            if isinstance(res, tuple):
+                res = tuple(r for k, r in enumerate(res) if k == 0 or r.numel() > 0)  # padding left out
+                res = res[0] if len(res) == 1 else res
+        elif grad and differentiable:
+            res = _Eager.apply(name, {**_DEFAULTS, **attrs}, *inputs)
+        else:
+            res = _ops.run(name, list(inputs), attrs)
+        return res[0] if drop_lse else res
 
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"torch.ops.kernelfusion.{name}: {_ops.defs[name]['inputs']} -> {_ops.defs[name]['outputs']}" \

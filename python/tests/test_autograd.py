@@ -160,3 +160,18 @@ def test_saved_outputs_make_no_reference_cycle(kt):
             assert ref() is None  # freed by reference counting, without the garbage collector
     finally:
         gc.enable()
+
+
+def test_the_operators_own_autograd(kt):
+    """torch.ops.kernelfusion.<op> (what torch.compile traces) has the same formulas registered on the
+    operator itself; kt.<op> outside compilation runs them without the dispatcher."""
+    ops = torch.ops.kernelfusion
+    target = torch.tensor([1, 0, 2], dtype=torch.int32)
+    check(lambda x, w, b: ops.layer_norm(x, w, b), r(3, 8), r(8), r(8))
+    check(lambda x, w, b: ops.linear(x, w, b, act=2), r(3, 5), r(4, 5), r(4))
+    check(lambda x: ops.cross_entropy(x, target), r(3, 4))
+    check(lambda x: ops.dropout(x, p=0.5, seed=3), r(3, 4))
+    check(lambda x: ops.swiglu(x), r(2, 6))
+    x = r(2, 8)
+    assert type(kt.softmax(x).grad_fn).__name__ != type(ops.softmax(x).grad_fn).__name__  # two paths, one formula
+
