@@ -313,7 +313,12 @@ std::shared_ptr<Buffer> CudaDevice::wrap_device(void* data, size_t bytes, std::s
 #if defined(KF_HIP)
     hipPointerAttribute_t a{};
     const gpuError_t e = hipPointerGetAttributes(&a, data);
-    const bool on_device = e == gpuSuccess && (a.type == hipMemoryTypeDevice || a.type == hipMemoryTypeManaged);
+#if HIP_VERSION_MAJOR >= 6
+    const hipMemoryType type = a.type;  // ROCm 6 renamed memoryType
+#else
+    const hipMemoryType type = a.memoryType;
+#endif
+    const bool on_device = e == gpuSuccess && (type == hipMemoryTypeDevice || a.isManaged);
 #else
     cudaPointerAttributes a{};
     const gpuError_t e = cudaPointerGetAttributes(&a, data);
