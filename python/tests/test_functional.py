@@ -335,3 +335,29 @@ def test_docstrings_quote_docs_ops_md():
             # table rows are re-joined with their headers; bullets and paragraphs appear verbatim
             assert text.split(";")[0] in page, (name, text[:80])
     assert os.path.basename(docs._PATH) == "ops.md"
+
+
+def test_on_vulkan():
+    """A few typed functions on the Vulkan backend (lavapipe without a GPU), in f32, against the CPU's;
+    adamw_step there copies the arrays to the device and back."""
+    from conftest import vulkan_context
+    vk = vulkan_context()
+    if vk is None:
+        pytest.skip("no Vulkan device")
+    f32 = lambda *s: rand(*s, dtype=np.float32)  # noqa: E731
+    x, W, b = f32(3, 16), f32(8, 16), f32(8)
+    q, k, v = f32(1, 4, 5, 16), f32(1, 2, 5, 16), f32(1, 2, 5, 16)
+    target = np.array([1, 0, 7], dtype=np.int64)
+    calls = [lambda c: F.linear(x, W, b, act="relu", context=c),
+             lambda c: F.layer_norm(x, act="relu", context=c),
+             lambda c: F.attention(q, k, v, causal=True, context=c),
+             lambda c: F.cross_entropy(F.linear(x, W, context=c), target, context=c)]
+    cpu = kf.default_context()
+    for call in calls:
+        np.testing.assert_allclose(call(vk), call(cpu), rtol=1e-4, atol=1e-5)
+    ps = [[f32(4, 3)], [f32(4, 3)], [np.zeros((4, 3), np.float32)], [np.zeros((4, 3), np.float32)]]
+    twin = [[a[0].copy()] for a in ps]
+    F.adamw_step(*ps, step=1, lr=0.1, context=vk)
+    F.adamw_step(*twin, step=1, lr=0.1, context=cpu)
+    for a, t in zip(ps, twin):
+        np.testing.assert_allclose(a[0], t[0], rtol=1e-5, atol=1e-6)
