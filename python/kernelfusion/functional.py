@@ -3,7 +3,8 @@ options with Python types (``act="gelu"``, ``rope="half"``, ``stride=2``), the o
 several outputs as tuples. Each runs the registry op of the same name (or the op its options select:
 ``linear(dropout_p=0.1)`` is linear_dropout, ``layer_norm(act="gelu")`` layer_norm_gelu), with the
 checks and errors of kernelfusion.ops, and returns the kind of array it was given. The docstrings quote
-docs/ops.md (kernelfusion._docs).
+docs/ops.md (kernelfusion._docs). These do not record autograd: torch's autograd goes through
+kernelfusion.torch_ops and kernelfusion.nn.
 
     import numpy as np, kernelfusion.functional as F
     y = F.linear(x, W, b, act="gelu")
