@@ -80,6 +80,15 @@ class Device {
   }
   // The host address of a buffer whose memory is host memory (allocated or wrapped); nullptr otherwise.
   virtual void* host_data(Buffer& buffer) { (void)buffer; return nullptr; }
+  // Device memory the caller owns (a torch CUDA tensor's): a buffer over `bytes` at device address `data`
+  // that `keep_alive` keeps valid; nullptr where the backend has no device addresses. Throws kf::Error
+  // (Device) for memory that is not this device's.
+  virtual std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
+    (void)data, (void)bytes, (void)keep_alive;
+    return nullptr;
+  }
+  // The device address of a buffer (CUDA / HIP); nullptr where the backend has none.
+  virtual void* device_data(Buffer& buffer) { (void)buffer; return nullptr; }
 
   // Kernels. supports() says whether the device can run the call (its dtype, shapes, attributes and
   // optional inputs; a call without tensors asks for the op and dtype alone) and, if not, why. A call it

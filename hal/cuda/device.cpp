@@ -220,12 +220,26 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const DeviceOptions&
   max_shared_optin_ = static_cast<int64_t>(std::max(p.sharedMemPerBlockOptin, p.sharedMemPerBlock));
   cc_ = p.major * 10 + p.minor;
 #endif
-  check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "cudaStreamCreateWithFlags");
+  if (o.stream) {
+    // 1 is the device's default (legacy NULL) stream, torch's default stream: cudaStreamLegacy's own value
+    // in CUDA, the null stream in HIP.
+#if defined(KF_HIP)
+    stream_ = o.stream == reinterpret_cast<void*>(1) ? nullptr : static_cast<gpuStream_t>(o.stream);
+#else
+    stream_ = static_cast<gpuStream_t>(o.stream);
+#endif
+    own_stream_ = false;
+    // A handle that is no stream is refused now rather than at the first kernel (busy is fine).
+    const gpuError_t q = gpuStreamQuery(stream_);
+    if (q != gpuSuccess && q != gpuErrorNotReady) throw_error(q, "cudaStreamQuery (ContextOptions::stream)");
+  } else {
+    check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
   allocator_ = std::make_shared<Allocator>(ordinal_);
 }
 
 CudaDevice::~CudaDevice() {
-  if (gpuSetDevice(ordinal_) == gpuSuccess && stream_) {
+  if (gpuSetDevice(ordinal_) == gpuSuccess && (stream_ || !own_stream_)) {
     try {
       wait_stream("finishing before the device closes");
     } catch (const Error&) {
@@ -233,7 +247,7 @@ CudaDevice::~CudaDevice() {
     }
     lt_.reset();  // the cuBLASLt handle, before the stream and the memory go
     for (gpuEvent_t e : events_) (void)gpuEventDestroy(e);
-    (void)gpuStreamDestroy(stream_);
+    if (own_stream_) (void)gpuStreamDestroy(stream_);
   }
   (void)gpuGetLastError();
   allocator_.reset();  // buffers keep it alive if any is left; the last one frees the memory
@@ -293,6 +307,32 @@ std::shared_ptr<Buffer> CudaDevice::allocate(size_t bytes) {
   auto buf = std::make_shared<CudaBuf>(allocator_, b, bytes);
   if (capture_buffers_) capture_buffers_->push_back(buf);
   return buf;
+}
+
+std::shared_ptr<Buffer> CudaDevice::wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
+  make_current();
+  if (data) {
+#if defined(KF_HIP)
+    hipPointerAttribute_t a{};
+    const gpuError_t e = hipPointerGetAttributes(&a, data);
+#if HIP_VERSION_MAJOR >= 6
+    const hipMemoryType type = a.type;  // ROCm 6 renamed memoryType
+#else
+    const hipMemoryType type = a.memoryType;
+#endif
+    const bool on_device = e == gpuSuccess && (type == hipMemoryTypeDevice || a.isManaged);
+#else
+    cudaPointerAttributes a{};
+    const gpuError_t e = cudaPointerGetAttributes(&a, data);
+    const bool on_device = e == gpuSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged);
+#endif
+    (void)gpuGetLastError();
+    if (!on_device || a.device != ordinal_)
+      throw Error(ErrorCode::Device, std::string(kBackend) + ": Context::wrap_device: the memory is not device memory of " +
+                                         kBackend + " device " + std::to_string(ordinal_) + " (" + info_.name + ")" +
+                                         (on_device ? ": it is device " + std::to_string(a.device) + "'s" : ""));
+  }
+  return std::make_shared<CudaBuf>(data, bytes, std::move(keep_alive));
 }
 
 // Transfers from and to pageable host memory: wait (bounded) for the work recorded before, copy, and

@@ -85,12 +85,20 @@ class CudaBuf final : public Buffer {
   CudaBuf(std::shared_ptr<Allocator> a, Allocator::Block b, size_t bytes) : alloc_(std::move(a)), block_(b) {
     size_ = bytes;
   }
-  ~CudaBuf() override { alloc_->release(block_); }
+  // Memory the caller owns (Device::wrap_device): never released here; `keep_alive` holds it.
+  CudaBuf(void* ptr, size_t bytes, std::shared_ptr<void> keep_alive)
+      : block_{ptr, bytes}, keep_alive_(std::move(keep_alive)) {
+    size_ = bytes;
+  }
+  ~CudaBuf() override {
+    if (alloc_) alloc_->release(block_);
+  }
   void* ptr() const { return block_.ptr; }
 
  private:
-  std::shared_ptr<Allocator> alloc_;
+  std::shared_ptr<Allocator> alloc_;  // null for the caller's memory
   Allocator::Block block_;
+  std::shared_ptr<void> keep_alive_;
 };
 
 inline void* ptr_of(const std::shared_ptr<Buffer>& b) { return b ? static_cast<CudaBuf*>(b.get())->ptr() : nullptr; }
@@ -119,6 +127,9 @@ class CudaDevice final : public Device {
   void upload(Buffer& dst, const void* src, size_t bytes) override;
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
+  // A torch CUDA tensor's memory, in place (checked to be device memory of this GPU).
+  std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) override;
+  void* device_data(Buffer& buffer) override { return static_cast<CudaBuf&>(buffer).ptr(); }
   // Whether the device runs the call (kernels.cpp): its op and dtype, and, where the call carries its tensors,
   // their shapes and the attributes, so that dispatch() refuses nothing this accepts. A call without
   // tensors asks about the op and dtype alone.
@@ -193,6 +204,7 @@ class CudaDevice final : public Device {
   int sm_count_ = 1;
   int rows_values_ = 16;  // KF_TUNE rows_values: row values a thread caches in 256-thread row kernels
   gpuStream_t stream_ = nullptr;
+  bool own_stream_ = true;  // false: the caller's stream (ContextOptions::stream), never destroyed here
   std::shared_ptr<Allocator> allocator_;
   std::vector<gpuEvent_t> events_;  // a pool: timestamp() records the next one
   uint32_t next_event_ = 0;

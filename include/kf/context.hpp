@@ -39,6 +39,13 @@ class Context {
   // valid. The CPU backend only (the ops read and write host memory there): other backends raise
   // ErrorCode::Unsupported, and a caller copies through Context::empty and Tensor::upload instead.
   Tensor wrap_host(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
+  // A tensor over device memory the caller owns (CUDA / HIP: a device pointer of this context's GPU, such
+  // as a torch CUDA tensor's data_ptr()), used in place without a copy, row-major `shape` and `dtype`;
+  // `keep_alive` is held as long as the tensor. The address must be 256-byte aligned (the alignment kf's
+  // own allocations have, which the kernels and cuBLASLt rely on). The caller orders its own use of the
+  // memory with the context's work (ContextOptions::stream). Other backends raise ErrorCode::Unsupported;
+  // memory of another device raises ErrorCode::Device.
+  Tensor wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
 
   // Runs a registered op on caller-provided outputs. Arguments are checked first; a rejected
   // call raises kf::Error and writes nothing.

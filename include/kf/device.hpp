@@ -78,6 +78,13 @@ struct ContextOptions {
   // here take precedence: KF_TUNE is then not read at all (its knobs are not merged with these).
   // Context::create refuses an unknown knob or a bad value (InvalidArgument) on every backend.
   std::string tuning;
+  // CUDA / HIP: the caller's stream (a cudaStream_t / hipStream_t of the chosen device, such as
+  // torch.cuda.current_stream().cuda_stream) that the context records all its work on, in order with the
+  // caller's own work there: no synchronization between the two beyond stream order. Not owned: the
+  // caller keeps it alive as long as the context. reinterpret_cast<void*>(1): the device's default (legacy
+  // NULL) stream, which is torch's default stream (cudaStreamLegacy). nullptr = a stream of the context's
+  // own. Context::create refuses a stream for other backends (InvalidArgument).
+  void* stream = nullptr;
 };
 
 // A device a backend can open, as kf-info lists it.

@@ -46,6 +46,9 @@ class Tensor {
   // The tensor's memory when it is host memory the caller may read and write in place (the CPU backend's
   // tensors, allocated or wrapped by Context::wrap_host); nullptr on other backends.
   void* host_data() const;
+  // The tensor's device address where the backend has one (CUDA / HIP: allocated or wrapped by
+  // Context::wrap_device), for handing the memory to another library (DLPack); nullptr elsewhere.
+  void* device_data() const;
 
   // Internals, for the core and the backends.
   hal::Buffer* buffer() const { return buffer_.get(); }

@@ -12,8 +12,8 @@ from . import _kf
 from .errors import (Error, InvalidArgumentError, ShapeError, DTypeError, DeviceError, OutOfMemoryError,
                      DeviceLostError, UnsupportedError, TimeoutError, InternalError)
 from ._core import Context, Tensor, default_context, set_default_context, backends, tensor
-from . import ops
+from . import ops, functional
 
-__all__ = ["Context", "Tensor", "default_context", "set_default_context", "backends", "tensor", "ops",
+__all__ = ["Context", "Tensor", "default_context", "set_default_context", "backends", "tensor", "ops", "functional",
            "Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
            "DeviceLostError", "UnsupportedError", "TimeoutError", "InternalError"]

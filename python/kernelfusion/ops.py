@@ -7,7 +7,7 @@ op's output (a tuple when it has several) as the kind of array it was given: Num
 torch tensors for torch, kf tensors for kf tensors. ``out=`` (an array or a tuple of them) makes the op
 write into the caller's arrays instead, in place on the CPU backend.
 """
-from . import _kf
+from . import _docs, _kf
 from ._core import Tensor, default_context, dtype_name, host_array, kind_of, to_kind
 
 defs = {op["name"]: op for op in _kf.op_defs()}
@@ -39,7 +39,14 @@ def run(name, inputs, attrs=None, out=None, context=None):
     attrs = _attrs(name, attrs or {})
     ctx = context
     if ctx is None:
-        ctx = next((x.context for x in inputs if isinstance(x, Tensor)), None) or default_context()
+        ctx = next((x.context for x in inputs if isinstance(x, Tensor)), None)
+    gpu = next((x for x in inputs if kind_of(x) == "torch" and x.device.type != "cpu"), None)
+    if gpu is not None:  # torch GPU tensors: in place on a CUDA / HIP context, else staged through the host
+        from . import _cuda
+        ctx = ctx or _cuda.default_for(gpu.device)
+        if ctx.backend in ("cuda", "hip"):
+            return _cuda.run(name, op, inputs, attrs, out, ctx)
+    ctx = ctx or default_context()
     kinds = {kind_of(x) for x in inputs} - {None}
     kind = "torch" if "torch" in kinds else "numpy" if "numpy" in kinds else "kf"
     tensors = [None if x is None else x if isinstance(x, Tensor) else ctx.wrap(host_array(x, name))
@@ -47,6 +54,8 @@ def run(name, inputs, attrs=None, out=None, context=None):
     if out is None:
         results = ctx.call(name, tensors, attrs)
         results = [to_kind(t, kind) for t in results]
+        if gpu is not None:
+            results = [r.to(gpu.device) for r in results]
         return results[0] if len(results) == 1 else tuple(results)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     in_place = ctx.backend == "cpu"
@@ -87,9 +96,9 @@ def _make(op):
 
     args = ", ".join(x if i < required else f"{x}=None" for i, x in enumerate(inputs))
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = (f"{name}({args}, *, out=None, context=None, **attrs) -> {', '.join(op['outputs'])}\n\n"
-                 f"kf's registry op '{name}' ({op['family']}; dtypes {', '.join(op['dtypes'])}); its semantics, "
-                 f"attributes and tolerances are in docs/ops.md. Attributes are kf::Attrs fields by name.")
+    f.__doc__ = _docs.docstring(f"{name}({args}, *, out=None, context=None, **attrs) -> {', '.join(op['outputs'])}"
+                                "\n\nkf's registry op; attributes are kf::Attrs fields by name (typed forms: "
+                                "kernelfusion.functional).", name, ops=(name,))
     return f
 
 

@@ -2,25 +2,26 @@
 
 Importing this module (it needs torch) registers every registry op with ``torch.library.custom_op``,
 with a fake kernel (output shapes from the registry's shape inference, OpDef::infer), so that
-``torch.compile(fullgraph=True)`` traces through them, and autograd from kf's backward ops for the
-activations (relu, sigmoid, tanh, gelu, gelu_tanh, silu, mish: ``<act>_backward``) and softmax
-(``softmax_backward``). The attributes are keyword-only arguments of the operators (kf::Attrs fields).
+``torch.compile(fullgraph=True)`` traces through them, and autograd from kf's backward kernels for every op
+that has one (kernelfusion._autograd: the activations, softmax, the dropout ops with their saved seed, the
+norms, attention, the losses, linear and matmul through their products). The attributes are keyword-only arguments of the operators (kf::Attrs fields).
 
-The ops run on kf's default context (``kernelfusion.set_default_context``): on the CPU backend without
-copies; CUDA tensors are copied through the host for now (the zero-copy CUDA path is later work).
+CPU tensors run on kf's default context (``kernelfusion.set_default_context``), on the CPU backend
+without copies; CUDA tensors run on kf's CUDA backend without copies, on torch's current stream
+(kernelfusion._cuda), where the CUDA backend is built, else through the host on the default context.
 
     import torch, kernelfusion.torch_ops as kt
     y = kt.softmax(torch.randn(4, 8, requires_grad=True), scale=0.5)
 """
 import torch
 
-from . import _kf
+from . import _autograd, _kf
 from . import ops as _ops
 from ._core import dtype_name
 
 _TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
           "i32": torch.int32}
-ACTIVATIONS = ("relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "mish")
+ACTIVATIONS = _autograd.ACTIVATIONS
 
 
 def _attr_schema():
@@ -102,45 +103,67 @@ for _op in _kf.op_defs():
     operators[_op["name"]] = _def
 
 
-def _act_autograd(act):
-    backward_op = operators[f"{act}_backward"]
-
-    def setup_context(ctx, inputs, keyword_only_inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return backward_op(grad.contiguous(), x)
-
-    operators[act].register_autograd(backward, setup_context=setup_context)
+def _direct(name):
+    def run(*inputs, **attrs):
+        return _ops.run(name, list(inputs), attrs)
+    return run
 
 
-def _softmax_setup(ctx, inputs, keyword_only_inputs, output):
-    ctx.save_for_backward(output)
-    ctx.scale = keyword_only_inputs["scale"]
+_eager = _autograd.register(operators, {n: _direct(n) for n in operators})
+_DEFAULTS = {name: list(v) if isinstance(v, tuple) else v for name, v in _kf.attr_defaults()}
+del _op, _def
 
 
-def _softmax_backward(ctx, grad):
-    (y,) = ctx.saved_tensors
-    return operators["softmax_backward"](grad.contiguous(), y, scale=ctx.scale)
+class _Eager(torch.autograd.Function):
+    """Outside torch.compile, an op with a backward runs through this rather than its torch.library operator:
+    the same formulas (kernelfusion._autograd) without the dispatcher's per-call cost (custom_op fills in
+    every default attribute in Python, about half a millisecond per call)."""
+
+    @staticmethod
+    def forward(ctx, name, attrs, *inputs):
+        res = _ops.run(name, list(inputs), attrs)
+        setup, _ = _eager[name]
+        setup(ctx, inputs, attrs, res)
+        ctx.name = name
+        return res
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _eager[ctx.name][1](ctx, *grads)
+        return (None, None) + (grads if isinstance(grads, tuple) else (grads,))
 
 
-for _act in ACTIVATIONS:
-    _act_autograd(_act)
-operators["softmax"].register_autograd(_softmax_backward, setup_context=_softmax_setup)
-del _op, _def, _act
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _make(name):
     opdef = operators[name]
+    differentiable = name in _eager
+    names = _ops.defs[name]["inputs"]
 
     def f(*inputs, **attrs):
+        inputs = list(inputs) + [None] * (len(names) - len(inputs))  # optional inputs left out: None
+        for k, n in enumerate(names):  # inputs given by name
+            if n in attrs:
+                if inputs[k] is not None:
+                    raise TypeError(f"{name}() got multiple values for input '{n}'")
+                inputs[k] = attrs.pop(n)
         attrs = _ops._attrs(name, attrs)
-        res = opdef(*inputs, **attrs)
-        if isinstance(res, tuple):
-            res = tuple(r for k, r in enumerate(res) if k == 0 or r.numel() > 0)  # padding left out
-            return res[0] if len(res) == 1 else res
-        return res
+        grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs)
+        drop_lse = False
+        if name == "attention" and not attrs.get("return_lse") and grad:
+            attrs["return_lse"] = drop_lse = True  # the backward needs lse: made by the forward, not again
+        if torch.compiler.is_compiling() or any(type(t) not in _PLAIN for t in inputs if t is not None):
+            # traced, or tensor subclasses (FakeTensor, ...): torch.library's operator, with its fake kernel
+            res = opdef(*inputs, **attrs)
+            if isinstance(res, tuple):
+                res = tuple(r for k, r in enumerate(res) if k == 0 or r.numel() > 0)  # padding left out
+                res = res[0] if len(res) == 1 else res
+        elif grad and differentiable:
+            res = _Eager.apply(name, {**_DEFAULTS, **attrs}, *inputs)
+        else:
+            res = _ops.run(name, list(inputs), attrs)
+        return res[0] if drop_lse else res
 
     f.__name__ = f.__qualname__ = name
     f.__doc__ = f"torch.ops.kernelfusion.{name}: {_ops.defs[name]['inputs']} -> {_ops.defs[name]['outputs']}" \

@@ -2,7 +2,8 @@
 // context, tensors, the op registry (iterated, never listed by hand), the float64 references and the
 // conformance comparison; kernelfusion/ops.py builds one Python function per registry op from it.
 // Arrays cross through DLPack (nanobind's ndarray): on the CPU backend without a copy (Context::wrap_host,
-// Tensor::host_data), on the other backends through a host copy.
+// Tensor::host_data), GPU arrays on the CUDA / HIP backends without a copy (Context::wrap_device,
+// Tensor::device_data), elsewhere through a host copy.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -178,6 +179,15 @@ nb::object array_of(const Tensor& t) {
   if (std::is_same_v<Framework, nb::numpy> && t.dtype() == DType::bf16)
     throw Error(ErrorCode::DType, "to_numpy: NumPy has no bf16 (use to_torch)");
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
+  if (std::is_same_v<Framework, nb::pytorch> && !t.host_data() && t.device_data()) {
+    // CUDA / HIP: a torch tensor over kf's device memory, no copy (the capsule keeps the tensor alive)
+    nb::capsule owner(new Tensor(t), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+    const Context c = Context::of(t);
+    const int type = c.backend() == "hip" ? nb::device::rocm::value : nb::device::cuda::value;
+    return nb::cast(nb::ndarray<Framework>(t.device_data(), shape.size(), shape.data(), owner, nullptr,
+                                           to_dlpack(t.dtype()), type, c.device().index),
+                    nb::rv_policy::reference);
+  }
   void* data = t.host_data();
   nb::capsule owner;
   if (data) {
@@ -301,10 +311,13 @@ NB_MODULE(_kf, m) {
       .def_prop_ro("context", [](const Tensor& t) { return Context::of(t); })
       .def_prop_ro("host_pointer", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.host_data()); },
                    "The address of the tensor's host memory (CPU backend), else 0")
+      .def_prop_ro("device_pointer", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.device_data()); },
+                   "The address of the tensor's device memory (CUDA / HIP), else 0")
       .def("to_numpy", &array_of<nb::numpy>,
            "A NumPy array of the tensor: a view of its memory on the CPU backend, a host copy elsewhere")
       .def("to_torch", &array_of<nb::pytorch>,
-           "A CPU torch tensor of the tensor: a view of its memory on the CPU backend, a host copy elsewhere")
+           "A torch tensor of the tensor: a view of its memory on the CPU, CUDA and HIP backends (a CUDA tensor "
+           "there), a host copy elsewhere")
       .def("fill", &Tensor::fill)
       .def("__repr__", [](const Tensor& t) {
         return "kernelfusion.Tensor(shape=" + to_string(t.shape()) + ", dtype=" + to_string(t.dtype()) + ")";
@@ -313,7 +326,7 @@ NB_MODULE(_kf, m) {
   nb::class_<Context>(m, "Context")
       .def("__init__",
            [](Context* self, const std::string& backend, const std::string& device, bool validation,
-              bool allow_cpu_fallback, double timeout_s, const std::string& tuning) {
+              bool allow_cpu_fallback, double timeout_s, const std::string& tuning, uintptr_t stream) {
              ContextOptions o;
              o.backend = backend;
              o.device = device;
@@ -321,19 +334,39 @@ NB_MODULE(_kf, m) {
              o.allow_cpu_fallback = allow_cpu_fallback;
              o.timeout_s = timeout_s;
              o.tuning = tuning;
+             o.stream = reinterpret_cast<void*>(stream);
              new (self) Context(Context::create(o));
            },
            "backend"_a = "", "device"_a = "", "validation"_a = false, "allow_cpu_fallback"_a = false,
-           "timeout_s"_a = 120.0, "tuning"_a = "")
+           "timeout_s"_a = 120.0, "tuning"_a = "", "stream"_a = 0,
+           "A context: backend 'cpu', 'vulkan', 'cuda', 'hip' or '' (the best device); stream: the address of "
+           "a caller's CUDA / HIP stream to run on (torch.cuda.current_stream().cuda_stream), 0 for its own")
       .def_prop_ro("backend", &Context::backend)
       .def_prop_ro("device_name", [](const Context& c) { return c.device().name; })
       .def_prop_ro("device_type", [](const Context& c) { return c.device().type; })
+      .def_prop_ro("device_index", [](const Context& c) { return c.device().index; })
       .def("empty", [](Context& c, const Shape& s, const std::string& dt) { return c.empty(s, dtype_from_string(dt)); },
            "shape"_a, "dtype"_a = "f32")
       .def("wrap", [](Context& c, ReadOnlyArray a) { return tensor_of(c, a, "Context.wrap"); }, "array"_a,
            "A tensor of an input array: in place on the CPU backend, a device copy elsewhere")
       .def("wrap_output", [](Context& c, HostArray a) { return tensor_of(c, a, "Context.wrap_output"); }, "array"_a,
            "A tensor over a writable array (CPU backend: ops write it in place)")
+      .def("wrap_device",
+           [](Context& c, nb::ndarray<> a) {
+             if (a.device_type() == nb::device::cpu::value)
+               throw Error(ErrorCode::InvalidArgument, "Context.wrap_device: the array is in host memory (use wrap)");
+             if (a.device_id() != c.device().index)
+               throw Error(ErrorCode::Device, "Context.wrap_device: the array is on device " +
+                                                  std::to_string(a.device_id()) + ", the context on " + c.backend() +
+                                                  " device " + std::to_string(c.device().index));
+             const auto dt = from_dlpack(a.dtype());
+             if (!dt) throw Error(ErrorCode::DType, "Context.wrap_device: the array's dtype has no kf dtype");
+             const Shape s = shape_and_check(a, "Context.wrap_device");
+             return c.wrap_device(a.data(), s, *dt, keep_alive(a));
+           },
+           "array"_a,
+           "A tensor over a GPU array's memory (DLPack: a torch CUDA tensor), in place: no copy, read and written "
+           "by the context's work on its stream")
       .def("download_into",
            [](Context&, const Tensor& t, HostArray a) {
              if (a.nbytes() != t.nbytes()) throw nb::value_error("download_into: sizes differ");
@@ -366,6 +399,26 @@ NB_MODULE(_kf, m) {
       .def("last_variant", &Context::last_variant)
       .def("__repr__", [](const Context& c) { return "kernelfusion.Context(" + c.backend() + ": " + c.device().name + ")"; });
 
+  // The optimizers over lists (kf/training.hpp): every tensor checked before any is updated, one submission.
+  m.def("adamw_step",
+        [](const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& mm,
+           const std::vector<Tensor>& v, double lr, double beta1, double beta2, double eps, double wd, int64_t step) {
+          AdamWOptions o;
+          o.lr = lr, o.beta1 = beta1, o.beta2 = beta2, o.eps = eps, o.weight_decay = wd;
+          nb::gil_scoped_release r;
+          adamw_step(p, g, mm, v, o, step);
+        },
+        "params"_a, "grads"_a, "m"_a, "v"_a, "lr"_a, "beta1"_a, "beta2"_a, "eps"_a, "weight_decay"_a, "step"_a);
+  m.def("sgd_step",
+        [](const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& b, double lr,
+           double momentum, double dampening, double wd, bool nesterov, int64_t step) {
+          SgdOptions o;
+          o.lr = lr, o.momentum = momentum, o.dampening = dampening, o.weight_decay = wd, o.nesterov = nesterov;
+          nb::gil_scoped_release r;
+          sgd_step(p, g, b, o, step);
+        },
+        "params"_a, "grads"_a, "momentum_buffers"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a,
+        "nesterov"_a, "step"_a);
   m.def("backends", &Context::backends);
   m.def("op_defs", [] {
     nb::list l;

@@ -72,3 +72,19 @@ def test_torch_bf16(cpu):
         t.to_numpy()
     with pytest.raises(kf.DTypeError, match="NumPy has no bf16"):
         kf.ops.relu(t, out=None).to_numpy()
+
+
+def test_device_memory_is_for_gpu_backends(cpu):
+    x = np.zeros(8, np.float32)
+    with pytest.raises(kf.InvalidArgumentError, match="wrap_device: the array is in host memory"):
+        cpu.wrap_device(x)
+    assert cpu.wrap(x).device_pointer == 0
+    with pytest.raises(kf.InvalidArgumentError, match="ContextOptions::stream"):
+        kf.Context(backend="cpu", stream=0x1000)
+
+
+def test_out_over_an_input_is_refused(cpu):
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    with pytest.raises(kf.InvalidArgumentError, match="output 'y' shares memory with input 'x'"):
+        kf.ops.relu(x, out=x, context=cpu)
+    np.testing.assert_array_equal(x, np.linspace(-1, 1, 8, dtype=np.float32))

@@ -1,5 +1,6 @@
 // Context: device selection, tensor creation, and the one checked path every op call takes.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 
@@ -60,6 +61,7 @@ DeviceOptions device_options(const ContextOptions& o) {
   for (const char* v : {"VIRTUAL_ENV", "CONDA_PREFIX"})
     if (std::string e = env(v); !e.empty()) d.python_prefixes.push_back(e);
   d.home = env("HOME");
+  d.stream = o.stream;
   return d;
 }
 
@@ -174,6 +176,17 @@ Context Context::create(const ContextOptions& options) {
       throw Error(ErrorCode::Device, "no usable device matches KF_DEVICE / device '" + o.device + "'" + reasons);
     candidates = picked;
   }
+  if (o.stream) {  // a caller's stream is a CUDA / HIP stream: only those backends can run on it
+    std::vector<Candidate> streamed;
+    for (auto& c : candidates)
+      if (c.entry.info.backend == "cuda" || c.entry.info.backend == "hip") streamed.push_back(c);
+    if (streamed.empty())
+      throw Error(ErrorCode::InvalidArgument,
+                  "ContextOptions::stream: a caller's stream is for the CUDA and HIP backends; backend '" +
+                      (o.backend.empty() ? std::string("automatic") : o.backend) + "' has no usable device that takes one" +
+                      reasons);
+    candidates = streamed;
+  }
   if (candidates.empty()) throw Error(ErrorCode::Device, "no usable device found" + reasons);
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return rank(a.entry.info) < rank(b.entry.info); });
@@ -227,6 +240,31 @@ Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shar
   return t;
 }
 
+Tensor Context::wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
+  const std::string what = "Context::wrap_device";
+  if (shape.size() > static_cast<size_t>(kMaxDims))
+    throw Error(ErrorCode::Shape, what + ": shape " + to_string(shape) + " has more than 8 dimensions");
+  for (int64_t d : shape)
+    if (d < 0) throw Error(ErrorCode::Shape, what + ": shape " + to_string(shape) + " has a negative size");
+  if (!data && numel(shape) > 0)
+    throw Error(ErrorCode::InvalidArgument, what + ": null data for shape " + to_string(shape));
+  if (reinterpret_cast<uintptr_t>(data) % 256 != 0)
+    throw Error(ErrorCode::InvalidArgument, what + ": the address is not 256-byte aligned (a view into the middle "
+                                                   "of an allocation?); pass a copy of its own (torch: .clone())");
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  {
+    std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+    t.buffer_ = impl_->device->wrap_device(data, t.nbytes(), std::move(keep_alive));
+  }
+  if (!t.buffer_)
+    throw Error(ErrorCode::Unsupported, what + ": the " + impl_->backend_name +
+                                            " backend has no device addresses (CUDA and HIP only)");
+  t.owner_ = impl_;
+  return t;
+}
+
 bool Context::supports(const std::string& op, DType dtype, std::string* why) const {
   const OpDef& d = get_op(op);
   if (std::find(d.dtypes.begin(), d.dtypes.end(), dtype) == d.dtypes.end()) {
@@ -258,6 +296,7 @@ void run_on_cpu_fallback(ContextImpl& impl, const OpDef& op, const std::vector<T
     ContextOptions o = impl.options;
     o.backend = "cpu";
     o.device.clear();
+    o.stream = nullptr;
     impl.cpu_fallback = Context::create(o).impl()->self.lock();
   }
   std::vector<Tensor> in, out;
@@ -314,6 +353,16 @@ void run_empty(const OpDef& op, const std::vector<Tensor>& inputs, const std::ve
   }
 }
 
+// Whether two tensors share memory: one buffer, or the caller's memory wrapped twice (Context::wrap_host /
+// wrap_device of the same array, which are two buffers over overlapping addresses).
+bool share_memory(const Tensor& a, const Tensor& b) {
+  if (a.buffer() == b.buffer()) return true;
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(a.host_data() ? a.host_data() : a.device_data());
+  const auto* pb = static_cast<const char*>(b.host_data() ? b.host_data() : b.device_data());
+  return pa && pb && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
 }  // namespace
 
 void Context::run(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
@@ -362,18 +411,23 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     if (t.shape() != expected[k])
       throw Error(ErrorCode::Shape, arg() + " has shape " + to_string(t.shape()) + "; expected " + to_string(expected[k]));
     for (size_t j = 0; j < inputs.size(); ++j) {
-      if (!inputs[j].defined() || inputs[j].buffer() != t.buffer()) continue;
-      // The one exception: the pairs an op declares in place (OpDef::in_place, the optimizers).
-      const bool allowed = std::find(op.in_place.begin(), op.in_place.end(),
-                                     std::pair<int, int>(static_cast<int>(k), static_cast<int>(j))) != op.in_place.end();
-      if (!allowed)
-        throw Error(ErrorCode::InvalidArgument, arg() + " is the same tensor as input '" + op.inputs[j] + "'; " +
+      if (!inputs[j].defined() || !share_memory(inputs[j], t)) continue;
+      // The one exception: the pairs an op declares in place (OpDef::in_place, the optimizers), as the same
+      // memory exactly (one buffer, or the same address wrapped twice), never a partial overlap.
+      const bool declared = std::find(op.in_place.begin(), op.in_place.end(),
+                                      std::pair<int, int>(static_cast<int>(k), static_cast<int>(j))) != op.in_place.end();
+      const bool same = inputs[j].buffer() == t.buffer() ||
+                        (inputs[j].host_data() == t.host_data() && inputs[j].device_data() == t.device_data());
+      if (!declared || !same)
+        throw Error(ErrorCode::InvalidArgument, arg() + (inputs[j].buffer() == t.buffer() ? " is the same tensor as"
+                                                                                          : " shares memory with") +
+                                                    " input '" + op.inputs[j] + "'; " +
                                                     (op.in_place.empty() ? std::string("in-place calls are not supported")
                                                                          : "only the documented in-place pairs may alias"));
     }
     for (size_t j = 0; j < k; ++j)
-      if (outputs[j].buffer() == t.buffer())
-        throw Error(ErrorCode::InvalidArgument, arg() + " is the same tensor as output '" + op.outputs[j] + "'");
+      if (share_memory(outputs[j], t))
+        throw Error(ErrorCode::InvalidArgument, arg() + " shares memory with output '" + op.outputs[j] + "'");
   }
   const uint64_t limit = impl_->device->info().caps.max_storage_range;
   for (const auto* list : {&inputs, &outputs})

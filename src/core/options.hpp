@@ -115,6 +115,7 @@ struct DeviceOptions {
   std::vector<std::string> cuda_roots;       // $CUDA_HOME, $CUDA_PATH (their lib64/)
   std::vector<std::string> python_prefixes;  // $VIRTUAL_ENV, $CONDA_PREFIX (PyTorch's nvidia wheels)
   std::string home;                          // $HOME (wheels under ~/.local)
+  void* stream = nullptr;  // ContextOptions::stream: the caller's CUDA / HIP stream (not owned)
 };
 
 // The DeviceOptions of a context's options (the environment already applied to them): parses the knobs

@@ -96,4 +96,8 @@ void* Tensor::host_data() const {
   return defined() ? owner_->device->host_data(*buffer_) : nullptr;
 }
 
+void* Tensor::device_data() const {
+  return defined() ? owner_->device->device_data(*buffer_) : nullptr;
+}
+
 }  // namespace kf

@@ -1,0 +1,76 @@
+"""The cost of calling kf from Python on CUDA tensors (the kernelfusion package, docs/python.md).
+
+    PYTHONPATH=build/python python bench/python_overhead.py [--calls 5000] [--big-mib 256]
+
+Prints one line per measurement:
+- small: host time per call of a 1,024-element op (relu), back to back without synchronizing, for torch
+  eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (torch.ops.kernelfusion),
+  on torch's current stream; the figure is launch overhead, the kernel being far shorter;
+- big: the device time (CUDA events) of gelu over --big-mib MiB of f32 through kernelfusion.ops with out=
+  (no allocation, no copy) and through torch, to compare with kf-bench's figure for the same kernel.
+"""
+import argparse
+import time
+
+import torch
+
+import kernelfusion as kf
+import kernelfusion.functional as F
+import kernelfusion.torch_ops as kt
+
+
+def per_call_us(f, calls):
+    for _ in range(50):
+        f()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        f()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
+
+
+def device_ms(f, reps=20):
+    f()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        f()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / reps
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--big-mib", type=int, default=256)
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    print(f"device: {torch.cuda.get_device_name(dev)}; torch {torch.__version__}; kf backends {kf.backends()}")
+    x = torch.randn(1024, device=dev)
+    y = torch.empty_like(x)
+    h, w = torch.randn(32, 32, device=dev), torch.randn(32, 32, device=dev)
+    rows = [("torch.relu", lambda: torch.relu(x)),
+            ("torch.relu(out=)", lambda: torch.relu(x, out=y)),
+            ("kf.ops.relu", lambda: kf.ops.relu(x)),
+            ("kf.ops.relu(out=)", lambda: kf.ops.relu(x, out=y)),
+            ("torch.ops.kernelfusion.relu", lambda: kt.relu(x)),
+            ("torch.nn.functional.linear 32x32", lambda: torch.nn.functional.linear(h, w)),
+            ("kf.functional.linear 32x32", lambda: F.linear(h, w))]
+    for name, f in rows:
+        print(f"small: {name:34s} {per_call_us(f, a.calls):8.2f} us/call")
+    n = a.big_mib * (1 << 20) // 4
+    big = torch.randn(n, device=dev)
+    out = torch.empty_like(big)
+    ms_kf = device_ms(lambda: kf.ops.gelu(big, out=out))
+    ms_torch = device_ms(lambda: torch.nn.functional.gelu(big))
+    gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
+    print(f"big: gelu f32 {a.big_mib} MiB  kf.ops {ms_kf:.3f} ms ({gbs(ms_kf):.0f} GB/s)  torch {ms_torch:.3f} ms "
+          f"({gbs(ms_torch):.0f} GB/s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""torch CUDA tensors on kf's CUDA (or HIP) backend without copies.
+
+A CUDA tensor reaches kf through DLPack (``Context.wrap_device``: the tensor's own memory, no copy) and kf
+runs on the caller's stream: the context of a device and stream (``context_for``) is opened once with
+``stream=torch.cuda.current_stream().cuda_stream``, so that kf's kernels run in stream order with torch's
+and nothing synchronizes. Outputs are allocated by torch (``torch.empty`` on the device, from its caching
+allocator) and wrapped the same way, so that torch owns every tensor it gets back.
+
+Requirements of the memory kf reads and writes in place: C-contiguous and 256-byte aligned (a view into
+the middle of a tensor is neither, in general). An input that is not is copied on the device first
+(``.contiguous()`` / ``.clone()``, stream-ordered too); an ``out=`` tensor that is not raises.
+"""
+import atexit
+
+import torch
+
+from . import _kf
+from ._core import dtype_name
+
+_contexts = {}
+# The contexts close (waiting for their streams) at exit while CUDA is still up: atexit runs this before
+# the handlers torch registered earlier.
+atexit.register(_contexts.clear)
+
+
+def context_for(device, stream=None):
+    """kf's context on torch's `device` (a torch.device or index) running on `stream` (default: torch's
+    current stream of that device); one per (device, stream), kept for the process."""
+    index = device.index if isinstance(device, torch.device) else int(device)
+    if index is None:
+        index = torch.cuda.current_device()
+    if stream is None:
+        stream = torch.cuda.current_stream(index)
+    key = (index, stream.cuda_stream)
+    ctx = _contexts.get(key)
+    if ctx is None:
+        backend = "hip" if torch.version.hip else "cuda"
+        # torch's default stream is the legacy NULL stream (handle 0), which kf names 1 (cudaStreamLegacy):
+        # 0 would give the context a stream of its own, unordered with torch's work
+        ctx = _kf.Context(backend=backend, device=str(index), stream=stream.cuda_stream or 1)
+        _contexts[key] = ctx
+    return ctx
+
+
+def default_for(device):
+    """The context for tensors of torch `device` when the call names none: CUDA's (HIP's) on the current
+    stream where that backend is built, else kf's default context (staged through the host)."""
+    from ._core import default_context
+    if ("hip" if torch.version.hip else "cuda") in _kf.backends():
+        return context_for(device)
+    return default_context()
+
+
+def _usable(t):
+    return t.is_contiguous() and t.data_ptr() % 256 == 0
+
+
+def wrap(ctx, t, what, writable=False):
+    """A kf tensor over CUDA tensor `t`'s memory (no copy); an input that is not contiguous and aligned is
+    copied on the device first."""
+    t = t.detach()
+    if not _usable(t):
+        if writable:
+            raise ValueError(f"{what}: a CUDA tensor kf writes in place must be contiguous and 256-byte aligned "
+                             "(not a view into the middle of another tensor)")
+        t = t.clone(memory_format=torch.contiguous_format)
+    return ctx.wrap_device(t)
+
+
+def is_cuda(x):
+    return isinstance(x, torch.Tensor) and x.device.type == "cuda"
+
+
+def run(name, op, inputs, attrs, out, ctx):
+    """ops.run for calls with CUDA tensors on a CUDA context: every array on the device, the outputs
+    torch's."""
+    device = next(x.device for x in inputs if is_cuda(x))
+    tensors = []
+    for x in inputs:
+        if x is None or isinstance(x, _kf.Tensor):
+            tensors.append(x)
+        elif is_cuda(x):
+            tensors.append(wrap(ctx, x, name))
+        else:
+            raise ValueError(f"{name}: inputs mix CUDA tensors with {type(x).__name__} (move them to the GPU)")
+    if out is not None:
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        ctx.run(name, tensors, [o if isinstance(o, _kf.Tensor) else wrap(ctx, o, name, writable=True)
+                                for o in outs], attrs)
+        return out
+    shapes = [[] if t is None else list(t.shape) for t in tensors]
+    op_dtype = _op_dtype(op, tensors)
+    out_dtype = _TORCH[_kf.output_dtype(name, op_dtype, attrs)]
+    results = [torch.empty(s, dtype=out_dtype, device=device) for s in _kf.infer(name, shapes, attrs)]
+    ctx.run(name, tensors, [ctx.wrap_device(r) for r in results], attrs)
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+_TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
+          "i32": torch.int32}
+
+
+def _op_dtype(op, tensors):
+    for k, t in enumerate(tensors):
+        if t is not None and op["input_dtypes"][k] is None:
+            return t.dtype
+    return dtype_name(next(t for t in tensors if t is not None).dtype)
