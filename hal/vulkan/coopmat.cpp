@@ -111,7 +111,7 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
 }
 
 CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const char* knob, uint32_t shape,
-                             bool* forced_missing) {
+                             bool prefer_khr, bool* forced_missing) {
   *forced_missing = false;
   CoopmatChoice c;
   // KHR at the forced shape, or the first the device lists.
@@ -144,9 +144,9 @@ CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const 
       }
       break;
     case 3: c.why = std::string("KF_TUNE ") + knob + "=portable"; break;
-    default:  // NV where present (the measured default on NVIDIA), else KHR
-      if (offer.nv) take_nv();
-      else if (!khr_shape.empty()) take_khr();
+    default:  // the faster where the device offers both (prefer_khr: measured per family), else either
+      if (!khr_shape.empty() && (prefer_khr || !offer.nv)) take_khr();
+      else if (offer.nv) take_nv();
       else c.why = "NV: " + offer.nv_why + "; KHR: " + khr_why;
   }
   return c;

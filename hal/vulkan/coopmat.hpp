@@ -78,9 +78,9 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
                            const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant);
 // coopmat: Tuning::coopmat or attn_coopmat (0 auto, 1 nv, 2 khr, 3 portable), knob its name; shape:
 // Tuning::coopmat_shape (0 auto, else kKhrShapes[shape - 1]). A forced path the offer lacks comes back
-// portable, forced_missing set.
+// portable, forced_missing set. Automatic: prefer_khr picks KHR over NV where the device offers both.
 CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const char* knob, uint32_t shape,
-                             bool* forced_missing);
+                             bool prefer_khr, bool* forced_missing);
 
 // The KHR f16 x f16 -> f32 fragment shapes mm_coopmat.comp has variants for (variants.cmake).
 extern const char* const kKhrShapes[3];

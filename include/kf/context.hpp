@@ -67,6 +67,11 @@ class Context {
   // and downloads, an op that waits inside or would fall back to the CPU) throw kf::Error(Unsupported),
   // and the capture is dropped. Other threads' calls on this context wait until the capture ends.
   Graph capture(const std::function<void()>& body);
+  // The same in two calls on one thread, for callers that cannot pass a body (Python's `with`): the
+  // context's lock is held from begin_capture() to end_capture() or abort_capture(), one of which must follow.
+  void begin_capture();
+  Graph end_capture();
+  void abort_capture();
 
   // Device timestamps: record one now, read the interval in milliseconds after synchronize().
   uint32_t timestamp();

@@ -8,6 +8,7 @@ from .errors import DTypeError
 
 Context = _kf.Context
 Tensor = _kf.Tensor
+Graph = _kf.Graph
 backends = _kf.backends
 
 _default = None
@@ -97,3 +98,36 @@ def to_kind(t, kind):
             raise DTypeError("NumPy has no bf16: pass torch tensors or kf tensors for bf16 results")
         return t.to_numpy()
     return t
+
+
+class capture:
+    """Records the kf ops run on ``context`` (the default context when None) inside a ``with`` block into a
+    :class:`Graph` instead of running them; ``graph.replay()`` (or ``graph()``) runs them again, with the
+    values the captured tensors hold then (write new inputs with ``Tensor.upload``). Ops inside the block
+    take kf tensors of that context: arrays would be copied to the device, which a capture refuses, as it
+    refuses synchronize and downloads (kernelfusion.UnsupportedError)::
+
+        with kernelfusion.capture(ctx) as cap:
+            y = kernelfusion.ops.add_relu(x, b)
+        x.upload(new_values); cap.graph.replay()
+    """
+
+    def __init__(self, context=None):
+        self.context = context or default_context()
+        self.graph = None
+
+    def __enter__(self):
+        self.context.begin_capture()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.context.abort_capture()
+            return False
+        self.graph = self.context.end_capture()
+        return False
+
+    def replay(self):
+        self.graph.replay()
+
+    __call__ = replay

@@ -319,6 +319,20 @@ NB_MODULE(_kf, m) {
            "A torch tensor of the tensor: a view of its memory on the CPU, CUDA and HIP backends (a CUDA tensor "
            "there), a host copy elsewhere")
       .def("fill", &Tensor::fill)
+      .def("upload",
+           [](Tensor& t, ReadOnlyArray a) {
+             const auto dt = from_dlpack(a.dtype());
+             if (!dt || *dt != t.dtype())
+               throw Error(ErrorCode::DType, "Tensor.upload: the array's dtype is not the tensor's (" +
+                                                 std::string(to_string(t.dtype())) + ")");
+             if (a.nbytes() != t.nbytes())
+               throw Error(ErrorCode::Shape, "Tensor.upload: the array has " + std::to_string(a.nbytes()) +
+                                                 " bytes, the tensor " + std::to_string(t.nbytes()));
+             if (t.host_data() == a.data()) return;  // a CPU tensor over this very array
+             nb::gil_scoped_release r;
+             t.upload(a.data(), t.nbytes());
+           },
+           "array"_a, "Writes a C-contiguous array of the tensor's dtype and size into it (new inputs for a Graph)")
       .def("__repr__", [](const Tensor& t) {
         return "kernelfusion.Tensor(shape=" + to_string(t.shape()) + ", dtype=" + to_string(t.dtype()) + ")";
       });
@@ -396,8 +410,21 @@ NB_MODULE(_kf, m) {
              return std::make_pair(ok, why);
            })
       .def("synchronize", &Context::synchronize, nb::call_guard<nb::gil_scoped_release>())
+      .def("capture",
+           [](Context& c, nb::callable body) { return c.capture([&] { body(); }); },
+           "body"_a, "Captures the ops body() calls on this context into a Graph (kf::Context::capture)")
+      .def("begin_capture", &Context::begin_capture)
+      .def("end_capture", &Context::end_capture)
+      .def("abort_capture", &Context::abort_capture)
       .def("last_variant", &Context::last_variant)
       .def("__repr__", [](const Context& c) { return "kernelfusion.Context(" + c.backend() + ": " + c.device().name + ")"; });
+
+  nb::class_<Graph>(m, "Graph", "Op calls captured once and replayed (kf::Graph, docs/architecture.md)")
+      .def("replay", &Graph::replay, nb::call_guard<nb::gil_scoped_release>(),
+           "Runs the captured calls again; the results land in the tensors they wrote")
+      .def("__call__", &Graph::replay, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("ops", &Graph::ops)
+      .def_prop_ro("native", &Graph::native);
 
   // The optimizers over lists (kf/training.hpp): every tensor checked before any is updated, one submission.
   m.def("adamw_step",

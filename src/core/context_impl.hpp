@@ -29,6 +29,7 @@ struct ContextImpl {
   // An open Context::capture (graph.cpp), and how deep Context::run is nested (a composed op's parts run
   // inside it): the graph records the outermost calls.
   GraphImpl* capturing = nullptr;
+  std::shared_ptr<GraphImpl> capture_graph;  // owns *capturing while the capture is open
   bool capture_native = false;  // the device records the capture (hal::Device::begin_capture)
   int run_depth = 0;
   // Throws Unsupported naming `what` while a capture is open: the call needs the host now.

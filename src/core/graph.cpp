@@ -43,28 +43,70 @@ void detail_record_captured(ContextImpl& c, const std::string& op, const std::ve
   c.capturing->calls.push_back({op, inputs, outputs, attrs});
 }
 
-Graph Context::capture(const std::function<void()>& body) {
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
-  if (impl_->capturing)
+void Context::begin_capture() {
+  impl_->mu.lock();  // held until end_capture or abort_capture
+  if (impl_->capturing) {
+    impl_->mu.unlock();
     throw Error(ErrorCode::InvalidArgument, "Context::capture: a capture is already open on this context "
                                             "(captures do not nest)");
+  }
   auto g = std::make_shared<GraphImpl>();
   g->ctx = impl_;
-  const bool native = impl_->device->begin_capture();
-  impl_->capturing = g.get();
-  impl_->capture_native = native;
+  bool native = false;
   try {
-    body();
+    native = impl_->device->begin_capture();
   } catch (...) {
-    impl_->capturing = nullptr;
-    if (native) impl_->device->abort_capture();
+    impl_->mu.unlock();
     throw;
   }
+  impl_->capture_graph = std::move(g);
+  impl_->capturing = impl_->capture_graph.get();
+  impl_->capture_native = native;
+}
+
+// Both take the lock once more before looking: a thread that did not open the capture waits for it to
+// end (and then finds none open) instead of releasing a lock it does not hold.
+Graph Context::end_capture() {
+  impl_->mu.lock();
+  if (!impl_->capturing) {
+    impl_->mu.unlock();
+    throw Error(ErrorCode::InvalidArgument, "Context::end_capture: no capture is open on this context");
+  }
+  impl_->mu.unlock();  // this thread holds it still, from begin_capture
+  std::shared_ptr<GraphImpl> g = std::move(impl_->capture_graph);
   impl_->capturing = nullptr;
-  if (native) g->device_graph = impl_->device->end_capture();
+  try {
+    if (impl_->capture_native) g->device_graph = impl_->device->end_capture();
+  } catch (...) {
+    impl_->mu.unlock();
+    throw;
+  }
+  impl_->mu.unlock();
   Graph out;
   out.impl_ = std::move(g);
   return out;
+}
+
+void Context::abort_capture() {
+  impl_->mu.lock();
+  const bool open = impl_->capturing != nullptr;
+  impl_->mu.unlock();
+  if (!open) return;
+  impl_->capturing = nullptr;
+  impl_->capture_graph.reset();
+  if (impl_->capture_native) impl_->device->abort_capture();
+  impl_->mu.unlock();
+}
+
+Graph Context::capture(const std::function<void()>& body) {
+  begin_capture();
+  try {
+    body();
+  } catch (...) {
+    abort_capture();
+    throw;
+  }
+  return end_capture();
 }
 
 void Graph::replay() {

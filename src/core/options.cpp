@@ -58,15 +58,16 @@ const std::vector<Knob>& knobs() {
             "cuBLASLt algorithm: 0 its first heuristic answer, N its N-th (clamped to those it gives)"),
       words("coopmat", V, &T::coopmat, {"auto", "nv", "khr", "portable"},
             "tensor-core kernels of the matrix products (linear, matmul, ffn, convolutions, linear_cross_entropy): "
-            "auto (NV where the device has it, else KHR where it lists a shape kf has a kernel for, else the "
-            "portable kernels), or that one forced; nv or khr on a device that cannot run it: Context::create "
+            "auto (KHR where the device lists a shape kf has a kernel for, else NV, else the portable kernels: "
+            "KHR was the faster on an H100), or that one forced; nv or khr on a device that cannot run it: Context::create "
             "raises Unsupported naming why"),
       words("coopmat_shape", V, &T::coopmat_shape, {"auto", "16x16x16", "16x8x16", "16x8x8"},
             "KHR cooperative-matrix fragment shape (M x N x K, f16 x f16 -> f32): auto (the first of these the "
             "device lists), or that one (KHR taken only where the device lists it)"),
       words("attn_coopmat", V, &T::attn_coopmat, {"auto", "nv", "khr", "portable"},
-            "tensor-core kernels of attention and its backward, as coopmat; KHR runs their generic forms at "
-            "16x16x16 (no QUAD form: softmax through shared memory)"),
+            "tensor-core kernels of attention and its backward, as coopmat, but auto prefers NV (its QUAD forms "
+            "were the faster on an H100); KHR runs their generic forms at 16x16x16 (no QUAD form: softmax "
+            "through shared memory)"),
       one_of("rows_values", B, &T::rows_values, {0, 16, 32, 64, 128},
              "row values an invocation (CUDA: a thread of a 256-thread row kernel) caches; 0 automatic "
              "(Vulkan 32, CUDA 16); CUDA runs 64 and 128 as 32"),
