@@ -9,9 +9,12 @@
 #include "check/conformance.hpp"
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
+#include "product_cases.hpp"
 
 namespace kf {
 namespace {
+
+using test::ProductCase;
 
 const std::vector<DeviceEntry>& vulkan_devices() {
   static const std::vector<DeviceEntry> v = [] {
@@ -36,21 +39,7 @@ Context open(const DeviceEntry& d, const std::string& tuning, bool validation = 
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-struct ProductCase {
-  const char* op;
-  std::vector<Shape> shapes;
-  int64_t act;
-};
-// K % 8 == 0 (and N % 8 == 0 for matmul) so that the tensor-core kernels take them; awkward M and N,
-// bias, residual, batches, B shared by the batches.
-const std::vector<ProductCase> kCases = {
-    {"linear", {{130, 64}, {70, 64}, {70}, {}}, kActGelu},
-    {"linear", {{3, 7, 136}, {264, 136}, {}, {3, 7, 264}}, kActSilu},
-    {"linear", {{257, 40}, {129, 40}, {129}, {257, 129}}, kActRelu},
-    {"matmul", {{2, 67, 48}, {2, 48, 72}, {72}, {}}, kActGeluTanh},
-    {"matmul", {{200, 520}, {520, 136}, {}, {}}, kActNone},
-    {"matmul", {{3, 40, 24}, {24, 56}, {56}, {3, 40, 56}}, kActRelu},
-};
+const std::vector<ProductCase>& kCases = test::kProductCases;
 
 check::CaseResult run(Context& ctx, const ProductCase& c, DType t) {
   TestCase tc{"coopmat", c.shapes, {}, 1};
@@ -91,7 +80,7 @@ TEST(Coopmat, PortableForced) {
     Context ctx = open(d, "coopmat=portable");
     EXPECT_EQ(ctx.device().caps.coopmat_products, "none: KF_TUNE coopmat=portable");
     for (DType t : {DType::f16, DType::bf16}) {
-      const auto r = run(ctx, kCases[3], t);
+      const auto r = run(ctx, kCases[4], t);
       EXPECT_TRUE(r.pass) << d.info.name << " " << to_string(t) << ": " << r.message;
       EXPECT_TRUE(has(r.variant, "portable-tiled-64x64 (no tensor cores: KF_TUNE coopmat=portable)")) << r.variant;
     }

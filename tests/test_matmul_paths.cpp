@@ -9,28 +9,13 @@
 #include "check/conformance.hpp"
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
+#include "product_cases.hpp"
 
 namespace kf {
 namespace {
 
-struct PathCase {
-  const char* op;
-  std::vector<Shape> shapes;
-  int64_t act;
-};
-
-// K % 8 == 0 (and N % 8 == 0 for matmul) so that the cooperative-matrix path applies; awkward M, N.
-const std::vector<PathCase> kCases = {
-    {"linear", {{130, 64}, {70, 64}, {70}, {}}, kActGelu},
-    {"linear", {{1, 256}, {300, 256}, {300}, {}}, kActNone},
-    {"linear", {{3, 7, 136}, {264, 136}, {}, {3, 7, 264}}, kActSilu},
-    {"linear", {{257, 40}, {129, 40}, {129}, {257, 129}}, kActRelu},
-    {"matmul", {{2, 67, 48}, {2, 48, 72}, {72}, {}}, kActGeluTanh},
-    {"matmul", {{200, 520}, {520, 136}, {}, {}}, kActNone},
-    {"linear", {{256, 64}, {128, 64}, {128}, {}}, kActGelu},  // whole 128 x 128 tiles (mm_cfg 11)
-    {"matmul", {{2, 128, 48}, {2, 48, 256}, {}, {}}, kActNone},
-    {"matmul", {{3, 40, 24}, {24, 56}, {56}, {3, 40, 56}}, kActRelu},  // B shared by the batches
-};
+using PathCase = test::ProductCase;
+const std::vector<PathCase>& kCases = test::kProductCases;
 
 // Listed once: each listing creates a Vulkan instance, and on an H100 (driver 580) the instance
 // creations of listing before every tile shape ended in VK_ERROR_INCOMPATIBLE_DRIVER.

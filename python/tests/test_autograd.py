@@ -10,14 +10,6 @@ import kernelfusion as kf  # noqa: E402
 F_ = torch.nn.functional
 
 
-@pytest.fixture(scope="module")
-def kt(cpu):
-    previous = kf.default_context()
-    kf.set_default_context(cpu)
-    import kernelfusion.torch_ops as kt
-    yield kt
-    kf.set_default_context(previous)
-
 
 def r(*shape, grad=True, away=False):
     t = torch.randn(*shape, dtype=torch.float64)

@@ -10,14 +10,6 @@ F_ = torch.nn.functional
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
-@pytest.fixture(scope="module")
-def knn(cpu):
-    previous = kf.default_context()
-    kf.set_default_context(cpu)
-    import kernelfusion.nn as knn
-    yield knn
-    kf.set_default_context(previous)
-
 
 def grads_match(ours, ref, inputs, f_ours, f_ref):
     x1 = inputs.clone().requires_grad_()

@@ -7,14 +7,6 @@ torch = pytest.importorskip("torch")
 import kernelfusion as kf  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def kt(cpu):
-    previous = kf.default_context()
-    kf.set_default_context(cpu)
-    import kernelfusion.torch_ops as kt
-    yield kt
-    kf.set_default_context(previous)
-
 
 TORCH_ACTS = {
     "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
