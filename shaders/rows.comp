@@ -6,6 +6,7 @@
 // fixed order (subgroup operations, then shared memory in subgroup order), so a row gives the same
 // bits on every run. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 #include "common.glsl"
+#include "exp_reduced.glsl"
 #if defined(SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -25,6 +26,15 @@ layout(constant_id = 4) const bool STREAM = true;
 layout(constant_id = 5) const bool COOP = false;
 layout(constant_id = 6) const bool RAW = false;
 #define CACHE (CACHE_VALUES / VW)
+// The exponentials of softmax / log_softmax: f32 through exp2_reduced (common.glsl), whose error does not
+// grow with the argument on any conformant driver; the 16-bit dtypes keep the driver's exp2, whose
+// bound (3 + 2|t| ulp of f32: under 2e-5 relative above f32's smallest normal) is far inside their
+// tolerance, and whose extra arithmetic would cost most where there are the most elements per byte.
+#if defined(DT_F32)
+#define EXP2(t) exp2_reduced(t)
+#else
+#define EXP2(t) exp2(t)
+#endif
 #define UNROLL 4u         // loads in flight per invocation in the streaming loops
 
 DECLARE_BUFFER(0, in0, readonly)
@@ -120,12 +130,16 @@ void process(uint row, bool valid, uint lane, uint slot) {
   if (valid && lane == 0u) STORE_ELEM(out0, row, FT(acc));
 #else  // softmax, log_softmax
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  // In base 2: m tracks max(k x) with k = scale * log2(e), so exp(s x - max) = exp2(fma(x, k, -M)).
-  const float s = pc.scale, kk = pc.scale * 1.4426950408889634;
+  // m tracks the row's max of g x, g = sign(scale) (exact), and exp(s x - max) = EXP2((g x - m) k) with
+  // k = |scale| log2(e): the difference is exact wherever the term is not negligible (Sterbenz), so the
+  // exponent is exact to one rounding however large the logits. The form exp2(fma(x, k, -M)) rounded
+  // k x to the logits' magnitude where the driver does not fuse the fma (GLSL need not): on lavapipe
+  // the f32 relative error grew to 1e-4 for logits of +-30000 (docs/ops.md, special values).
+  const float s = pc.scale, g = s < 0.0 ? -1.0 : 1.0, kk = abs(s) * 1.4426950408889634;
   FT xc[CACHE][VW];
-  // One read of the row for both statistics: m is this invocation's running max of k x and acc the
-  // sum of exp2(k x - m) over the packs it streams (rescaled when m grows); the cached packs are added
-  // once the row's max M is known. (Rows longer than the cache used to be read twice for them.)
+  // One read of the row for both statistics: m is this invocation's running max of g x and acc the
+  // sum of exp2((g x - m) k) over the packs it streams (rescaled when m grows); the cached packs are
+  // added once the row's max M is known. (Rows longer than the cache used to be read twice for them.)
   float m = NEG_INF, acc = 0.0;
   if (valid) {
     if (WIDE) {
@@ -133,7 +147,7 @@ void process(uint row, bool valid, uint lane, uint slot) {
         const uint j = lane + t * TPR;
         if (j < npk) {
           unpack(in0_v.v[base + j], xc[t]);
-          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * xc[t][k]);
+          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, g * xc[t][k]);
         }
       }
       // UNROLL packs loaded before any arithmetic (loads in flight), one rescale per batch.
@@ -148,38 +162,38 @@ void process(uint row, bool valid, uint lane, uint slot) {
         [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
           if (j0 + u * TPR < npk) {
             unpack(r[u], x[u]);
-            [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, kk * x[u][k]);
+            [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, g * x[u][k]);
           }
         }
-        if (pm > m) acc *= exp2(m - pm), m = pm;  // from m = -inf: acc is 0 (or NaN) and stays so
+        if (pm > m) acc *= EXP2((m - pm) * kk), m = pm;  // from m = -inf: acc is 0 (or NaN) and stays so
         // While m is -inf every value so far is -inf (a term of 0) or NaN (which must reach the sum).
         const float ms = m == NEG_INF ? 0.0 : m;
         [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
           if (j0 + u * TPR < npk) {
-            [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[u][k], kk, -ms));
+            [[unroll]] for (uint k = 0; k < VW; ++k) acc += EXP2((g * x[u][k] - ms) * kk);
           }
         }
       }
     } else {
       for (uint j = lane; j < npk; j += TPR) {
-        const float x = LOAD_ELEM(in0, base + j), v = kk * x;
-        if (v > m) acc *= exp2(m - v), m = v;
-        acc += exp2(fma(x, kk, -(m == NEG_INF ? 0.0 : m)));
+        const float v = g * LOAD_ELEM(in0, base + j);
+        if (v > m) acc *= EXP2((m - v) * kk), m = v;
+        acc += EXP2((v - (m == NEG_INF ? 0.0 : m)) * kk);
       }
     }
   }
   const float M = row_max(m, lane, slot);
   if (valid && M != NEG_INF) {
-    if (m != NEG_INF) acc *= exp2(m - M);  // else acc is 0 or NaN, relative to 0
+    if (m != NEG_INF) acc *= EXP2((m - M) * kk);  // else acc is 0 or NaN, relative to 0
     if (WIDE) {
       [[unroll]] for (uint t = 0; t < CACHE; ++t) {
         if (lane + t * TPR < npk) {
           [[unroll]] for (uint k = 0; k < VW; ++k) {
 #if defined(OP_softmax)
-            xc[t][k] = exp2(fma(xc[t][k], kk, -M));  // kept: the output pass only scales it
+            xc[t][k] = EXP2((g * xc[t][k] - M) * kk);  // kept: the output pass only scales it
             acc += xc[t][k];
 #else
-            acc += exp2(fma(xc[t][k], kk, -M));
+            acc += EXP2((g * xc[t][k] - M) * kk);
 #endif
           }
         }
@@ -194,11 +208,13 @@ void process(uint row, bool valid, uint lane, uint slot) {
   // A row that is all -inf gives zeros (docs/ops.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
-#define OUT(v) (exp2(fma((v), kk, -Mw)) * inv)
+#define OUT(v) (EXP2((g * (v) - Mw) * kk) * inv)
 #define OUT_CACHED(e) (M == NEG_INF ? 0.0 : (e) * inv)
 #else
-  const float lse = (M + log2(S)) * 0.6931471805599453;  // natural log-sum-exp of s x
-#define OUT(v) (s * (v) - lse)
+  // s x - lse = |s| (g x - M) - log(S): the large parts cancel exactly before anything is rounded
+  // (s x - lse rounded both to the logits' magnitude: an absolute error of 2e-3 at +-30000).
+  const float as = abs(s), lnS = log2(S) * 0.6931471805599453;
+#define OUT(v) ((g * (v) - M) * as - lnS)
 #define OUT_CACHED(v) OUT(v)
 #endif
   if (WIDE) {
