@@ -417,14 +417,17 @@ void stream_stats(uint row, uint c, uint lane) {
 #if defined(GRAD)
 // The gradient of a row's losses as PASS 6 and 7 write it: d z = exp(z - lse) / count - eps / (C count),
 // minus (1 - eps) / count at the target; the whole row NaN (bad target) or 0 (ignored) otherwise.
+// exp(z - lse) is taken as exp((z - m) - log s), m the row's max: z - m is exact where it matters, while
+// lse = m + log s is rounded at the logits' magnitude (5e-4 at 1e4: the probabilities' relative error).
 struct GradK {
-  float lse, inv, gb, gt, fill;
+  float m, ls, inv, gb, gt, fill;
   int t;
 };
-GradK grad_constants(int t, float lse) {
+GradK grad_constants(int t, float m, float s) {
   GradK g;
   g.t = t;
-  g.lse = lse;
+  g.m = m;
+  g.ls = log(s);
   g.inv = 1.0 / float(max(wsu[0], 1u));
   g.gb = pc.smoothing / float(pc.classes) * g.inv;
   g.gt = (1.0 - pc.smoothing) * g.inv;
@@ -438,9 +441,9 @@ uvec4 grad_pack(const GradK g, uvec4 q, uint j) {
   const int kt = g.t - int(j * VW);  // the target's place in this pack (outside 0 .. VW - 1 elsewhere)
   [[unroll]] for (uint k = 0; k < VW; ++k) {
 #if defined(ST_FAST)
-    const float e = exp2((z[k] - g.lse) * L2E);
+    const float e = exp2(((z[k] - g.m) - g.ls) * L2E);
 #else
-    const float e = EXPF(z[k] - g.lse);
+    const float e = EXPF((z[k] - g.m) - g.ls);
 #endif
     z[k] = g.t >= 0 ? e * g.inv - g.gb - (int(k) == kt ? g.gt : 0.0) : g.fill;
   }
@@ -457,7 +460,7 @@ void stream_grad(uint row, uint c, uint lane) {
   const int t = target_of(row);
   const float lse = m + log(s);
   if (c == 0u && lane == 0u) ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
-  const GradK g = grad_constants(t, lse);
+  const GradK g = grad_constants(t, m, s);
   const uint npk = pc.classes / VW, cpk = pc.chunk / VW, B = gl_WorkGroupSize.x;
   const uint j0 = c * cpk, j1 = min(npk, j0 + cpk), rb = row * npk;
   for (uint jb = j0; jb < j1; jb += ST_U * B) {
@@ -503,7 +506,7 @@ void regs_row(uint row, uint lane) {
     const float xt = t >= 0 ? float(LOAD_ELEM(x, row * pc.classes + uint(t))) : 0.0;
     ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
   }
-  const GradK g = grad_constants(t, lse);
+  const GradK g = grad_constants(t, m, s);
   [[unroll]] for (uint u = 0; u < NT; ++u) {
     const uint j = u * B + lane;
     if (j < npk) dx_v.v[rb + j] = grad_pack(g, q[u], j);

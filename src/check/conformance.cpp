@@ -75,25 +75,35 @@ Values parse_values(const std::string& name) {
 }
 
 std::string values_skip(const OpDef& op, DType dtype, Values values) {
-  if (values == Values::uniform) return "";
+  if (values == Values::uniform || values == Values::subnormal) return "";
   const std::string head = std::string("values=") + to_string(values) + ": ";
   const std::string see = " (docs/ops.md, special values)";
   if (!op.input_dtypes.empty() && op.input_dtypes[0]) return head + op.name + "'s first input holds integers";
-  const bool products = op.family == Family::Matmul || op.family == Family::Attention;
+  const std::string& n = op.name;
+  // (cross_entropy_backward's first input is the logits, as cross_entropy's: defined as the loss is.)
+  const bool backward = n.size() > 9 && n.compare(n.size() - 9, 9, "_backward") == 0 &&
+                        n != "cross_entropy_backward" && n != "linear_cross_entropy_backward";
+  if (backward)
+    return head + "the gradient kernels are defined for inputs of order 1: their special values and their error at "
+           "other magnitudes follow the derivative's algebraic form and the sums over rows" + see;
+  const bool products = op.family == Family::Matmul || op.family == Family::Attention ||
+                        n == "linear_cross_entropy" || n == "linear_cross_entropy_backward";
   if (products && (values == Values::scale || values == Values::outlier))
-    return head + op.name + " sums products whose rounding error grows with its inputs' magnitude (|x| |W| "
-           "sqrt(K) ulp, cancellations included), which the tolerances' absolute atol does not follow" + see;
+    return head + n + " sums products whose rounding error grows with its inputs' magnitude (|x| |W| sqrt(K) ulp, "
+           "cancellations included), which the tolerances' absolute atol does not follow" + see;
   if (op.family == Family::Attention && values == Values::large)
     return head + "attention's scores are rounded at their own magnitude, and the softmax turns that error into "
            "the probabilities' relative error" + see;
   if (values == Values::large && !op.composed_of.empty())
-    return head + op.name + "'s hidden layer, rounded to the dtype, overflows" + see;
-  const bool rowwise = op.family == Family::Elementwise || op.family == Family::Reduction;
-  if (values == Values::large && dtype != DType::f16 && !rowwise)
-    return head + op.name + " sums squares or products of its inputs in f32 (f64), which overflow near " +
-           to_string(dtype) + "'s largest value (as PyTorch's kernels); checked in f16" + see;
+    return head + n + "'s hidden layer, rounded to the dtype, overflows" + see;
+  if ((values == Values::large || values == Values::special) && (n == "swiglu" || n == "geglu"))
+    return head + n + " multiplies two inputs, one through an activation that underflows f32 where float64 keeps it "
+           "(inf times gelu(-20) is inf in float64, NaN in f32)" + see;
+  if (values == Values::large && dtype != DType::f16 && op.family != Family::Elementwise)
+    return head + n + " sums or subtracts values near " + to_string(dtype) + "'s largest, which overflows its f32 "
+           "(f64) arithmetic (as PyTorch's kernels); checked in f16" + see;
   if (values == Values::special && (products || op.family == Family::Optimizer))
-    return head + "which outputs a NaN or infinity of an input reaches is not defined for " + op.name + see;
+    return head + "which outputs a NaN or infinity of an input reaches is not defined for " + n + see;
   return "";
 }
 

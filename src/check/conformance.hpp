@@ -46,6 +46,7 @@ std::vector<std::vector<double>> random_inputs(const std::vector<Shape>& shapes,
 //   subnormal  every other element a subnormal of the dtype (f16's below 6.1e-5, f32's and bf16's
 //              below 1.2e-38), the rest uniform;
 //   special    uniform, with NaN, +inf and -inf in some rows and one row all -inf.
+// values_skip says which ops a distribution leaves undefined (gradients, products, ...) and why.
 enum class Values { uniform, scale, outlier, large, subnormal, special };
 const char* to_string(Values v);
 // Throws kf::Error (InvalidArgument) naming the distributions for an unknown name.
