@@ -88,12 +88,9 @@ std::string values_skip(const OpDef& op, DType dtype, Values values) {
            "other magnitudes follow the derivative's algebraic form and the sums over rows" + see;
   const bool products = op.family == Family::Matmul || op.family == Family::Attention ||
                         n == "linear_cross_entropy" || n == "linear_cross_entropy_backward";
-  if (products && (values == Values::scale || values == Values::outlier))
+  if (products && (values == Values::scale || values == Values::outlier || values == Values::large))
     return head + n + " sums products whose rounding error grows with its inputs' magnitude (|x| |W| sqrt(K) ulp, "
            "cancellations included), which the tolerances' absolute atol does not follow" + see;
-  if (op.family == Family::Attention && values == Values::large)
-    return head + "attention's scores are rounded at their own magnitude, and the softmax turns that error into "
-           "the probabilities' relative error" + see;
   if (values == Values::large && !op.composed_of.empty())
     return head + n + "'s hidden layer, rounded to the dtype, overflows" + see;
   if ((values == Values::large || values == Values::special) && (n == "swiglu" || n == "geglu"))
