@@ -83,7 +83,7 @@ shared FT Kt[16][17];
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, tx = lid % 16u, ty = lid / 16u;
-  const uint i0 = gl_WorkGroupID.y * 16u, j0 = gl_WorkGroupID.x * 16u, bh = gl_WorkGroupID.z;
+  const uint i0 = gl_WorkGroupID.y * 16u, j0 = (gl_WorkGroupID.x + pc.group_base) * 16u, bh = gl_WorkGroupID.z;
   const uint b = bh / pc.Hq, h = bh % pc.Hq, hk = h / pc.G;
   const uint qbase = bh * pc.SqT * D, kbase = (b * pc.Hkv + hk) * pc.SkT * D;
 #if defined(DT_F64)
@@ -161,7 +161,7 @@ void main() {
     klen = clamp(ws[pc.aux_cuk + seq + 1u], kbeg, pc.SkT) - kbeg;
   }
   const uint nrows = pc.G * qlen;
-  const uint r0 = gl_WorkGroupID.x * BQ;
+  const uint r0 = (gl_WorkGroupID.x + pc.group_base) * BQ;
   if (r0 >= nrows) return;  // uniform over the workgroup
   const int off = int(klen) - int(qlen);
   int kl = int(klen);

@@ -50,6 +50,8 @@ layout(push_constant) uniform PC {
   uint aux_rope, aux_slopes, aux_lens, aux_cuq, aux_cuk, aux_bmask;
   int rope_pos0;
   uint ws_D, ws_lse, ws_do;
+  uint unused_amax;  // attention_bwd_coopmat.comp's aux_amax
+  uint group_base;   // added to gl_WorkGroupID.x (a grid split into several dispatches)
 } pc;
 
 #if defined(PRE)
@@ -280,7 +282,7 @@ void main() {
   const uint lid = gl_LocalInvocationID.x, jr = lid / TPR, lane = lid % TPR;
   const uint hk = gl_WorkGroupID.y;
   const Seq sq = sequence(gl_WorkGroupID.z);
-  const int j0 = int(gl_WorkGroupID.x * BK);
+  const int j0 = int((gl_WorkGroupID.x + pc.group_base) * BK);
   if (j0 >= int(sq.klen)) return;  // uniform
   const int jlast = min(j0 + int(BK), int(sq.klen)) - 1;
   const uint nrows = pc.G * sq.qlen;
@@ -361,7 +363,7 @@ void main() {
   const uint hk = gl_WorkGroupID.y;
   const Seq sq = sequence(gl_WorkGroupID.z);
   const uint nrows = pc.G * sq.qlen;
-  const uint r0 = gl_WorkGroupID.x * BQ;
+  const uint r0 = (gl_WorkGroupID.x + pc.group_base) * BQ;
   if (r0 >= nrows) return;  // uniform
   const uint r_last = min(r0 + BQ, nrows) - 1u;
   const int i_lo = int(r0 / pc.G), i_hi = int(r_last / pc.G);

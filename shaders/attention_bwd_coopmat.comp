@@ -70,6 +70,7 @@ layout(push_constant) uniform PC {
   int rope_pos0;
   uint ws_D, ws_lse, ws_do;
   uint aux_amax;  // BF16IN: word aux_amax + 1 .. + 4, the largest magnitudes of q, k, v and do
+  uint group_base;  // added to gl_WorkGroupID.x (a grid split into several dispatches)
 } pc;
 
 layout(std430, binding = 0) readonly buffer Q_ { uvec4 q4[]; };
@@ -316,7 +317,7 @@ void main() {
   const uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID, lid = gl_LocalInvocationID.x;
   const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
   const Seq s = sequence(seqi);
-  const int j0 = int(gl_WorkGroupID.x * BK);
+  const int j0 = int((gl_WorkGroupID.x + pc.group_base) * BK);
   if (j0 >= int(s.klen)) return;  // uniform
   const int jlast = min(j0 + int(BK), int(s.klen)) - 1;
   int i_lo = 0, i_hi = int(s.qlen);
@@ -419,7 +420,7 @@ void main() {
   const uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID, lid = gl_LocalInvocationID.x;
   const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
   const Seq s = sequence(seqi);
-  const uint nrows = pc.G * s.qlen, r0 = gl_WorkGroupID.x * BQ;
+  const uint nrows = pc.G * s.qlen, r0 = (gl_WorkGroupID.x + pc.group_base) * BQ;
   if (r0 >= nrows) return;  // uniform
   const int i_lo = int(r0 / pc.G), i_hi = int((min(r0 + BQ, nrows) - 1u) / pc.G);
   int jbeg = 0, jend = s.kl;
@@ -582,7 +583,7 @@ void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
   const Seq s = sequence(seqi);
-  const int j0 = int(gl_WorkGroupID.x * BT);
+  const int j0 = int((gl_WorkGroupID.x + pc.group_base) * BT);
   if (j0 >= int(s.klen)) return;  // uniform
   const int jlast = min(j0 + int(BT), int(s.klen)) - 1;
   int i_lo = 0, i_hi = int(s.qlen);
@@ -666,7 +667,7 @@ void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint hk = gl_WorkGroupID.y, seqi = gl_WorkGroupID.z;
   const Seq s = sequence(seqi);
-  const uint nrows = pc.G * s.qlen, r0 = gl_WorkGroupID.x * BT;
+  const uint nrows = pc.G * s.qlen, r0 = (gl_WorkGroupID.x + pc.group_base) * BT;
   if (r0 >= nrows) return;  // uniform
   const int i_lo = int(r0 / pc.G), i_hi = int((min(r0 + BT, nrows) - 1u) / pc.G);
   int jbeg = 0, jend = s.kl;

@@ -33,6 +33,9 @@ layout(push_constant) uniform PC {
   uint part_off;
   uint scale_lo, scale_hi;  // the scale as a double (f64 attention_scores)
   uint aux_amax;            // attention_coopmat.comp BF16IN: words + 1 .. + 3, the largest magnitudes of Q, K, V
+  // Added to gl_WorkGroupID.x: a grid wider than the device allows runs as several dispatches, each
+  // starting at its first tile (hal/vulkan/kernels_common.hpp, record_split_x).
+  uint group_base;
 } pc;
 
 #define NEG_INF uintBitsToFloat(0xff800000u)

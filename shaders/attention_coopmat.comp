@@ -217,7 +217,7 @@ void main() {
     klen = clamp(ws[pc.aux_cuk + seq + 1u], kbeg, pc.SkT) - kbeg;
   }
   const uint nrows = pc.G * qlen;
-  const uint r0 = gl_WorkGroupID.x * TQ;
+  const uint r0 = (gl_WorkGroupID.x + pc.group_base) * TQ;
   if (r0 >= nrows) return;  // uniform over the workgroup
   const int off = int(klen) - int(qlen);
   int kl = int(klen);

@@ -25,6 +25,14 @@
 // [0, C) that is not ignore_index is data on the device: its row's loss is NaN (so is the mean) and its
 // gradient row is NaN; the CPU backend raises kf::Error for it instead.
 #include "common.glsl"
+#include "exp_reduced.glsl"
+// The exponentials of the losses: f32 through exp_reduced (common.glsl: its error does not grow with
+// the argument on any driver); the 16-bit dtypes keep the driver's exp, far inside their tolerance.
+#if defined(DT_F32)
+#define EXPF(d) exp_reduced(d)
+#else
+#define EXPF(d) exp(d)
+#endif
 
 #if defined(DT_F64)
 #define ACC double
@@ -171,7 +179,7 @@ float segment_stats(bool valid, uint e0, uint c0, uint len, int t, uint lane, ui
       [[unroll]] for (uint k = 0; k < VW; ++k) {
         if (!in_seg(j, k, len)) continue;
         const float v = capped(item(tt, k));
-        if (m != NEG_INF) acc += exp(v - m);
+        if (m != NEG_INF) acc += EXPF(v - m);
         accx += v;
       }
     }
@@ -223,7 +231,7 @@ void store_grad(uint e0, uint c0, uint len, uint lane, int t, float m, float s, 
       const int kt = t - int(c0 + j * VW);
       [[unroll]] for (uint k = 0; k < VW; ++k) {
         const float z = item(tt, k);
-        float v = exp(capped(z) - m) * inv_s * pscale - off - (int(k) == kt ? 1.0 - pc.smoothing : 0.0);
+        float v = EXPF(capped(z) - m) * inv_s * pscale - off - (int(k) == kt ? 1.0 - pc.smoothing : 0.0);
 #if defined(LCE)
         if (pc.softcap > 0.0) {
           const float ch = cosh(z / pc.softcap);  // +inf far out: the derivative is 0 there
@@ -277,7 +285,7 @@ float combine_chunks(uint row, out float s, out float sx, out float xt) {
   s = 0.0, sx = 0.0, xt = 0.0;
   for (uint k = 0; k < pc.nchunks; ++k) {
     const float mk = ws[base + 4u * k];
-    if (mk != NEG_INF) s += ws[base + 4u * k + 1u] * exp(mk - m);
+    if (mk != NEG_INF) s += ws[base + 4u * k + 1u] * EXPF(mk - m);
     sx += ws[base + 4u * k + 2u];
     xt += ws[base + 4u * k + 3u];
   }
@@ -310,7 +318,9 @@ void chunk_combine(uint row, uint c, uint lane) {
 // statistics once per chunk. PASS 2 caches 4 packs an invocation and reduces twice per 256 x 4 packs,
 // so its chunks are short and each pays its barriers; here a chunk is up to 6144 packs (the CUDA
 // backend's layout, which reads 16-bit logits at the copy bandwidth on the same GPU). 16-bit logits take
-// exp2(x log2 e - m log2 e) (one fma and the hardware exp2) as the CUDA backend's; f32 keeps exp(x - m).
+// exp2((x - m) log2 e) (the hardware exp2 on an exact difference; x log2 e - m log2 e, as the CUDA
+// backend's, rounded both products to the logits' magnitude: 3e-3 relative error at f16's 65504); f32
+// keeps e^(x - m) (EXPF).
 // Writes the chunk's statistics as PASS 2 does; PASS 3 combines them.
 #if defined(DT_F16) || defined(DT_BF16)
 #define ST_U 8u
@@ -349,12 +359,11 @@ void st_batch(inout float am, inout float as, inout float ax, const uvec4 q[ST_G
   if (M == NEG_INF) return;
   float acc = 0.0;
 #if defined(ST_FAST)
-  const float ML = M * L2E;
-  [[unroll]] for (uint i = 0; i < ST_G * VW; ++i) acc += exp2(fma(v[i], L2E, -ML));
+  [[unroll]] for (uint i = 0; i < ST_G * VW; ++i) acc += exp2((v[i] - M) * L2E);
   as = as * exp2((am - M) * L2E) + acc;
 #else
-  [[unroll]] for (uint i = 0; i < ST_G * VW; ++i) acc += exp(v[i] - M);
-  as = as * exp(am - M) + acc;
+  [[unroll]] for (uint i = 0; i < ST_G * VW; ++i) acc += EXPF(v[i] - M);
+  as = as * EXPF(am - M) + acc;
 #endif
   am = M;
 }
@@ -362,7 +371,7 @@ void st_batch(inout float am, inout float as, inout float ax, const uvec4 q[ST_G
 // The workgroup's (m, s, sx) from each invocation's running statistics (one reduction each).
 float reduce_stats(float am, float as, float ax, uint lane, out float s, out float sx) {
   const float m = row_max(am, lane, 0u);
-  s = row_sum(am == NEG_INF ? 0.0 : as * exp(am - m), lane, 0u);
+  s = row_sum(am == NEG_INF ? 0.0 : as * EXPF(am - m), lane, 0u);
   sx = row_sum(ax, lane, 0u);
   return m;
 }
@@ -408,15 +417,17 @@ void stream_stats(uint row, uint c, uint lane) {
 #if defined(GRAD)
 // The gradient of a row's losses as PASS 6 and 7 write it: d z = exp(z - lse) / count - eps / (C count),
 // minus (1 - eps) / count at the target; the whole row NaN (bad target) or 0 (ignored) otherwise.
+// exp(z - lse) is taken as exp((z - m) - log s), m the row's max: z - m is exact where it matters, while
+// lse = m + log s is rounded at the logits' magnitude (5e-4 at 1e4: the probabilities' relative error).
 struct GradK {
-  float lse, lseL, inv, gb, gt, fill;
+  float m, ls, inv, gb, gt, fill;
   int t;
 };
-GradK grad_constants(int t, float lse) {
+GradK grad_constants(int t, float m, float s) {
   GradK g;
   g.t = t;
-  g.lse = lse;
-  g.lseL = lse * L2E;
+  g.m = m;
+  g.ls = log(s);
   g.inv = 1.0 / float(max(wsu[0], 1u));
   g.gb = pc.smoothing / float(pc.classes) * g.inv;
   g.gt = (1.0 - pc.smoothing) * g.inv;
@@ -430,9 +441,9 @@ uvec4 grad_pack(const GradK g, uvec4 q, uint j) {
   const int kt = g.t - int(j * VW);  // the target's place in this pack (outside 0 .. VW - 1 elsewhere)
   [[unroll]] for (uint k = 0; k < VW; ++k) {
 #if defined(ST_FAST)
-    const float e = exp2(fma(z[k], L2E, -g.lseL));
+    const float e = exp2(((z[k] - g.m) - g.ls) * L2E);
 #else
-    const float e = exp(z[k] - g.lse);
+    const float e = EXPF((z[k] - g.m) - g.ls);
 #endif
     z[k] = g.t >= 0 ? e * g.inv - g.gb - (int(k) == kt ? g.gt : 0.0) : g.fill;
   }
@@ -449,7 +460,7 @@ void stream_grad(uint row, uint c, uint lane) {
   const int t = target_of(row);
   const float lse = m + log(s);
   if (c == 0u && lane == 0u) ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
-  const GradK g = grad_constants(t, lse);
+  const GradK g = grad_constants(t, m, s);
   const uint npk = pc.classes / VW, cpk = pc.chunk / VW, B = gl_WorkGroupSize.x;
   const uint j0 = c * cpk, j1 = min(npk, j0 + cpk), rb = row * npk;
   for (uint jb = j0; jb < j1; jb += ST_U * B) {
@@ -495,7 +506,7 @@ void regs_row(uint row, uint lane) {
     const float xt = t >= 0 ? float(LOAD_ELEM(x, row * pc.classes + uint(t))) : 0.0;
     ws[LOSS_AT + row] = row_loss(t, lse, sx, xt);
   }
-  const GradK g = grad_constants(t, lse);
+  const GradK g = grad_constants(t, m, s);
   [[unroll]] for (uint u = 0; u < NT; ++u) {
     const uint j = u * B + lane;
     if (j < npk) dx_v.v[rb + j] = grad_pack(g, q[u], j);

@@ -6,6 +6,7 @@
 // fixed order (subgroup operations, then shared memory in subgroup order), so a row gives the same
 // bits on every run. Variants: OP_<name>, DT_<dtype>, SUBGROUP.
 #include "common.glsl"
+#include "exp_reduced.glsl"
 #if defined(SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -25,6 +26,15 @@ layout(constant_id = 4) const bool STREAM = true;
 layout(constant_id = 5) const bool COOP = false;
 layout(constant_id = 6) const bool RAW = false;
 #define CACHE (CACHE_VALUES / VW)
+// The exponentials of softmax / log_softmax: f32 through exp2_reduced (common.glsl), whose error does not
+// grow with the argument on any conformant driver; the 16-bit dtypes keep the driver's exp2, whose
+// bound (3 + 2|t| ulp of f32: under 2e-5 relative above f32's smallest normal) is far inside their
+// tolerance, and whose extra arithmetic would cost most where there are the most elements per byte.
+#if defined(DT_F32)
+#define EXP2(t) exp2_reduced(t)
+#else
+#define EXP2(t) exp2(t)
+#endif
 #define UNROLL 4u         // loads in flight per invocation in the streaming loops
 
 DECLARE_BUFFER(0, in0, readonly)
@@ -120,12 +130,16 @@ void process(uint row, bool valid, uint lane, uint slot) {
   if (valid && lane == 0u) STORE_ELEM(out0, row, FT(acc));
 #else  // softmax, log_softmax
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  // In base 2: m tracks max(k x) with k = scale * log2(e), so exp(s x - max) = exp2(fma(x, k, -M)).
-  const float s = pc.scale, kk = pc.scale * 1.4426950408889634;
+  // m tracks the row's max of g x, g = sign(scale) (exact), and exp(s x - max) = EXP2((g x - m) k) with
+  // k = |scale| log2(e): the difference is exact wherever the term is not negligible (Sterbenz), so the
+  // exponent is exact to one rounding however large the logits. The form exp2(fma(x, k, -M)) rounded
+  // k x to the logits' magnitude where the driver does not fuse the fma (GLSL need not): on lavapipe
+  // the f32 relative error grew to 1e-4 for logits of +-30000 (docs/ops.md, special values).
+  const float s = pc.scale, g = s < 0.0 ? -1.0 : 1.0, kk = abs(s) * 1.4426950408889634;
   FT xc[CACHE][VW];
-  // One read of the row for both statistics: m is this invocation's running max of k x and acc the
-  // sum of exp2(k x - m) over the packs it streams (rescaled when m grows); the cached packs are added
-  // once the row's max M is known. (Rows longer than the cache used to be read twice for them.)
+  // One read of the row for both statistics: m is this invocation's running max of g x and acc the
+  // sum of exp2((g x - m) k) over the packs it streams (rescaled when m grows); the cached packs are
+  // added once the row's max M is known. (Rows longer than the cache used to be read twice for them.)
   float m = NEG_INF, acc = 0.0;
   if (valid) {
     if (WIDE) {
@@ -133,7 +147,7 @@ void process(uint row, bool valid, uint lane, uint slot) {
         const uint j = lane + t * TPR;
         if (j < npk) {
           unpack(in0_v.v[base + j], xc[t]);
-          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * xc[t][k]);
+          [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, g * xc[t][k]);
         }
       }
       // UNROLL packs loaded before any arithmetic (loads in flight), one rescale per batch.
@@ -148,38 +162,38 @@ void process(uint row, bool valid, uint lane, uint slot) {
         [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
           if (j0 + u * TPR < npk) {
             unpack(r[u], x[u]);
-            [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, kk * x[u][k]);
+            [[unroll]] for (uint k = 0; k < VW; ++k) pm = max(pm, g * x[u][k]);
           }
         }
-        if (pm > m) acc *= exp2(m - pm), m = pm;  // from m = -inf: acc is 0 (or NaN) and stays so
+        if (pm > m) acc *= EXP2((m - pm) * kk), m = pm;  // from m = -inf: acc is 0 (or NaN) and stays so
         // While m is -inf every value so far is -inf (a term of 0) or NaN (which must reach the sum).
         const float ms = m == NEG_INF ? 0.0 : m;
         [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
           if (j0 + u * TPR < npk) {
-            [[unroll]] for (uint k = 0; k < VW; ++k) acc += exp2(fma(x[u][k], kk, -ms));
+            [[unroll]] for (uint k = 0; k < VW; ++k) acc += EXP2((g * x[u][k] - ms) * kk);
           }
         }
       }
     } else {
       for (uint j = lane; j < npk; j += TPR) {
-        const float x = LOAD_ELEM(in0, base + j), v = kk * x;
-        if (v > m) acc *= exp2(m - v), m = v;
-        acc += exp2(fma(x, kk, -(m == NEG_INF ? 0.0 : m)));
+        const float v = g * LOAD_ELEM(in0, base + j);
+        if (v > m) acc *= EXP2((m - v) * kk), m = v;
+        acc += EXP2((v - (m == NEG_INF ? 0.0 : m)) * kk);
       }
     }
   }
   const float M = row_max(m, lane, slot);
   if (valid && M != NEG_INF) {
-    if (m != NEG_INF) acc *= exp2(m - M);  // else acc is 0 or NaN, relative to 0
+    if (m != NEG_INF) acc *= EXP2((m - M) * kk);  // else acc is 0 or NaN, relative to 0
     if (WIDE) {
       [[unroll]] for (uint t = 0; t < CACHE; ++t) {
         if (lane + t * TPR < npk) {
           [[unroll]] for (uint k = 0; k < VW; ++k) {
 #if defined(OP_softmax)
-            xc[t][k] = exp2(fma(xc[t][k], kk, -M));  // kept: the output pass only scales it
+            xc[t][k] = EXP2((g * xc[t][k] - M) * kk);  // kept: the output pass only scales it
             acc += xc[t][k];
 #else
-            acc += exp2(fma(xc[t][k], kk, -M));
+            acc += EXP2((g * xc[t][k] - M) * kk);
 #endif
           }
         }
@@ -194,11 +208,13 @@ void process(uint row, bool valid, uint lane, uint slot) {
   // A row that is all -inf gives zeros (docs/ops.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
-#define OUT(v) (exp2(fma((v), kk, -Mw)) * inv)
+#define OUT(v) (EXP2((g * (v) - Mw) * kk) * inv)
 #define OUT_CACHED(e) (M == NEG_INF ? 0.0 : (e) * inv)
 #else
-  const float lse = (M + log2(S)) * 0.6931471805599453;  // natural log-sum-exp of s x
-#define OUT(v) (s * (v) - lse)
+  // s x - lse = |s| (g x - M) - log(S): the large parts cancel exactly before anything is rounded
+  // (s x - lse rounded both to the logits' magnitude: an absolute error of 2e-3 at +-30000).
+  const float as = abs(s), lnS = log2(S) * 0.6931471805599453;
+#define OUT(v) ((g * (v) - M) * as - lnS)
 #define OUT_CACHED(v) OUT(v)
 #endif
   if (WIDE) {
@@ -239,10 +255,10 @@ void process(uint row, bool valid, uint lane, uint slot) {
 // gives the reasoning: tickets in start order, so the waits end on a GPU; a bounded poll, after which a
 // workgroup computes a missing part's statistics itself from memory with the same function and order,
 // precise arithmetic, so the bits do not depend on which parts were waited for). A part's statistics:
-// M_k = max of k x over the part (k = scale log2 e) and S_k = sum of exp2(k x - M_k); the row's are
-// M = max M_k and S = sum over k in part order of S_k exp2(M_k - M) (a part whose max is -inf sums
-// about 0 instead: its terms are 0, or NaN that must reach S). softmax keeps exp2(k x - M_k) of
-// its own part in the registers (float cache) and scales it by exp2(M_k - M) / S for the output.
+// M_k = max of g x over the part (g = sign(scale), k = |scale| log2 e) and S_k = sum of exp2((g x - M_k) k);
+// the row's are M = max M_k and S = sum over k in part order of S_k exp2((M_k - M) k) (a part whose max is -inf sums
+// about 0 instead: its terms are 0, or NaN that must reach S). softmax keeps exp2((g x - M_k) k) of
+// its own part in the registers (float cache) and scales it by exp2((M_k - M) k) / S for the output.
 shared uint coop_ticket, coop_mask;
 shared float coop_st[2u * 32u];
 uint spin_left;
@@ -254,16 +270,16 @@ float stat_get(uint i) { return uintBitsToFloat(atomicOr(flags[i], 0u)); }
 
 // The part's statistics from the registers (cached; softmax with a float cache then holds the
 // exponentials) or from memory (a missing sibling's part). Every invocation calls it (barriers). sh:
-// the shift of this invocation's exponentials (the cached ones are exp2(k x - sh), sh = -inf standing
+// the shift of this invocation's exponentials (the cached ones are exp2((g x - sh) k), sh = -inf standing
 // for a shift of 0).
 #if defined(SUBGROUP)
 // With subgroups, ONE round through shared memory (one barrier): each subgroup's max M_g (subgroupMax)
-// and its sum S_g of exp2(k x - M_g) (subgroupAdd, after a pass over the registers) meet in shared
+// and its sum S_g of exp2((g x - M_g) k) (subgroupAdd, after a pass over the registers) meet in shared
 // memory as online-softmax pairs, and every invocation combines them in subgroup order: M_k = max M_g,
 // S_k = sum S_g exp2(M_g - M_k) (S_g alone where M_g is -inf). No trailing barrier: the next writer of
 // coop_red is behind another barrier (coop_row).
 shared float coop_red[2u * gl_WorkGroupSize.x];
-void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float Mk, out float Sk, out float sh) {
+void part_stats(bool cached, uint p0, uint npk, uint lane, float g, float kk, out float Mk, out float Sk, out float sh) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   const uint nsg = gl_WorkGroupSize.x / gl_SubgroupSize, sg = gl_SubgroupID;
   float m = NEG_INF;
@@ -274,7 +290,7 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
       if (!cached) unpack(in0_v.v[p0 + j], v);
       else if (RAW) unpack(cr[t], v);
       else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
-      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * v[k]);
+      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, g * v[k]);
     }
   }
   const float Mg = subgroupMax(m);
@@ -289,7 +305,7 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
       else if (RAW) unpack(cr[t], v);
       else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
       [[unroll]] for (uint k = 0; k < VW; ++k) {
-        precise const float e = exp2(fma(v[k], kk, -ms));
+        precise const float e = EXP2((g * v[k] - ms) * kk);
 #if defined(OP_softmax)
         if (cached && !RAW) cx[t][k] = e;
 #endif
@@ -305,14 +321,14 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
   precise float S = 0.0;
   for (uint k = 0u; k < nsg; ++k) {
     const float mg = coop_red[2u * k], sg_ = coop_red[2u * k + 1u];
-    precise const float f = exp2(mg - M);
+    precise const float f = EXP2((mg - M) * kk);
     S += mg == NEG_INF ? sg_ : sg_ * f;  // (sg_: 0, or NaN)
   }
   Mk = M, Sk = S, sh = Mg;
 }
 #else
 // Without subgroups: two shared-memory trees (the part's max, then its sum).
-void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float Mk, out float Sk, out float sh) {
+void part_stats(bool cached, uint p0, uint npk, uint lane, float g, float kk, out float Mk, out float Sk, out float sh) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   float m = NEG_INF;
   [[unroll]] for (uint t = 0; t < CACHE; ++t) {
@@ -322,7 +338,7 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
       if (!cached) unpack(in0_v.v[p0 + j], v);
       else if (RAW) unpack(cr[t], v);
       else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
-      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, kk * v[k]);
+      [[unroll]] for (uint k = 0; k < VW; ++k) m = max(m, g * v[k]);
     }
   }
   Mk = row_max(m, lane, 0u);
@@ -338,7 +354,7 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
         else if (RAW) unpack(cr[t], v);
         else [[unroll]] for (uint k = 0; k < VW; ++k) v[k] = cx[t][k];
         [[unroll]] for (uint k = 0; k < VW; ++k) {
-          precise const float e = exp2(fma(v[k], kk, -ms));
+          precise const float e = EXP2((g * v[k] - ms) * kk);
 #if defined(OP_softmax)
           if (cached && !RAW) cx[t][k] = e;
 #endif
@@ -354,7 +370,8 @@ void part_stats(bool cached, uint p0, uint npk, uint lane, float kk, out float M
 
 void coop_row(uint row, uint part, uint lane) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  const float s = pc.scale, kk = pc.scale * 1.4426950408889634;
+  // In the logits' units, as process(): m and M are maxima of g x, g = sign(scale).
+  const float s = pc.scale, g = s < 0.0 ? -1.0 : 1.0, kk = abs(s) * 1.4426950408889634;
   const uint P = pc.nchunks, L = pc.feat, C = pc.chunk;
   const uint rpk = L / VW, cpk = C / VW;  // packs per row, per part
   const uint p0 = row * rpk + part * cpk, npk = min(cpk, rpk - part * cpk);
@@ -366,7 +383,7 @@ void coop_row(uint row, uint part, uint lane) {
     }
   }
   float Mk, Sk, sh;
-  part_stats(true, p0, npk, lane, kk, Mk, Sk, sh);
+  part_stats(true, p0, npk, lane, g, kk, Mk, Sk, sh);
   const uint at = ((pc.rows + 2u) & ~1u) + 2u * row * P;
   if (lane == 0u) {
     stat_put(at + 2u * part, Mk);
@@ -395,7 +412,7 @@ void coop_row(uint row, uint part, uint lane) {
     for (uint k = 0u; k < P; ++k) {
       if ((seen & (1u << k)) == 0u) {
         float a, b, c;
-        part_stats(false, row * rpk + k * cpk, min(cpk, rpk - k * cpk), lane, kk, a, b, c);
+        part_stats(false, row * rpk + k * cpk, min(cpk, rpk - k * cpk), lane, g, kk, a, b, c);
         if (lane == 0u) coop_st[2u * k] = a, coop_st[2u * k + 1u] = b;
         barrier();  // part_stats' shared memory read by all before the next call writes it
       }
@@ -406,15 +423,15 @@ void coop_row(uint row, uint part, uint lane) {
   float S = 0.0;
   for (uint k = 0u; k < P; ++k) {
     const float mk = coop_st[2u * k], sk = coop_st[2u * k + 1u];
-    S += mk == NEG_INF ? sk : sk * exp2(mk - M);  // (sk: 0, or NaN)
+    S += mk == NEG_INF ? sk : sk * EXP2((mk - M) * kk);  // (sk: 0, or NaN)
   }
 #if defined(OP_softmax)
   // A row that is all -inf gives zeros (docs/ops.md).
   const float inv = M == NEG_INF ? 0.0 : 1.0 / S;
   const float Mw = M == NEG_INF ? 0.0 : M;
-  const float f = sh == NEG_INF ? inv : exp2(sh - M) * inv;  // the cached exponentials' factor
+  const float f = sh == NEG_INF ? inv : EXP2((sh - M) * kk) * inv;  // the cached exponentials' factor
 #else
-  const float lse = (M + log2(S)) * 0.6931471805599453;
+  const float as = abs(s), lnS = log2(S) * 0.6931471805599453;  // s x - lse = |s| (g x - M) - log(S)
 #endif
   [[unroll]] for (uint t = 0; t < CACHE; ++t) {
     const uint j = lane + t * TPR;
@@ -423,14 +440,14 @@ void coop_row(uint row, uint part, uint lane) {
 #if defined(OP_softmax)
       if (RAW) {
         unpack(cr[t], y);
-        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = exp2(fma(y[k], kk, -Mw)) * inv;
+        [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = EXP2((g * y[k] - Mw) * kk) * inv;
       } else {
         [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = cx[t][k] * f;
       }
 #else
       if (RAW) unpack(cr[t], y);
       else [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = cx[t][k];
-      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = s * y[k] - lse;
+      [[unroll]] for (uint k = 0; k < VW; ++k) y[k] = (g * y[k] - M) * as - lnS;
 #endif
       out0_v.v[p0 + j] = pack(y);
     }

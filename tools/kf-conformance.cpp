@@ -43,6 +43,7 @@ struct Options {
   bool fixed_seed = false, determinism = true, masks = true, list = false;
   uint64_t seed = 0;
   double tolerance_scale = 1;
+  std::string values = "uniform";  // the inputs' distribution (check::Values)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -420,16 +421,18 @@ json run_device(const DeviceEntry& e, const std::vector<Work>& plan, const Optio
   co.repeat = o.determinism;
   co.check_validation = true;
   co.tolerance_scale = o.tolerance_scale;
+  co.values = check::parse_values(o.values);
   try {
     for (const auto& w : plan) {
       const OpDef& op = *w.op;
       const std::string what = tag + " " + op.name + " " + to_string(w.dtype);
       json p = {{"op", op.name}, {"dtype", to_string(w.dtype)}, {"primitive", op.primitive}, {"op_random", op.random}};
+      if (co.values != check::Values::uniform) p["values"] = o.values;
       p["cases"] = json::array();
       p["masks"] = json::array();
       const auto pair_start = Clock::now();
-      std::string why;
-      if (!ctx->supports(op.name, w.dtype, &why)) {
+      std::string why = check::values_skip(op, w.dtype, co.values);
+      if (!why.empty() || !ctx->supports(op.name, w.dtype, &why)) {
         p["status"] = "unsupported";
         p["reason"] = why.empty() ? "unsupported (no reason given)" : why;
         for (size_t c : w.cases)
@@ -519,6 +522,7 @@ std::string replay(const json& d, const json& p, const json& c) {
                   regex_escape(p["op"]) + "$' --dtypes " + p["dtype"].get<std::string>() + " --case '^" +
                   regex_escape(c["case"]) + "$'";
   if (c.contains("seed")) s += " --seed " + std::to_string(c["seed"].get<uint64_t>());
+  if (p.contains("values")) s += " --values " + p["values"].get<std::string>();
   return s;
 }
 
@@ -812,6 +816,12 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--progress", o.progress, "progress display: auto (a bar on a terminal, else lines), bar, lines, none")
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+  app.add_option("--values", o.values,
+                 "input distribution of the first input: uniform (default), scale (rows scaled 1e-3 to 1e4), "
+                 "outlier (one per row), large (near the dtype's largest value), subnormal, special (NaN and "
+                 "infinities); an op that does not define its result for it is reported unsupported, saying why "
+                 "(docs/ops.md, special values)")
+      ->check(CLI::IsMember({"uniform", "scale", "outlier", "large", "subnormal", "special"}));
   app.add_flag("--list", o.list, "list the devices and checks selected, and run nothing");
   CLI11_PARSE(app, argc, argv);
   o.fixed_seed = seed_opt->count() > 0;
@@ -861,6 +871,7 @@ int main(int argc, char** argv) {
                        {"determinism", o.determinism},
                        {"masks", o.masks},
                        {"tolerance_scale", o.tolerance_scale},
+                       {"values", o.values},
                        {"validation", o.env_validation_set ? o.env_validation : o.validation}};
   report["devices"] = json::array();
   report["unusable_devices"] = json::array();

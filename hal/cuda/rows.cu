@@ -62,7 +62,11 @@ template <> struct Stats<float> {
   KF_DEV float logit(float x) const { return x * k; }
   KF_DEV float exp_rel(float x, float m) const { return exp2f(fmaf(x, k, -m)); }  // exp(s x) / exp(m)
   static KF_DEV float ex(float d) { return exp2f(d); }
-  KF_DEV float lse(float M, float S) const { return (M + log2f(S)) * 0.6931471805599453f; }  // natural
+  // log_softmax's output s x - lse, as (x k - M - log2 S) ln 2: fmaf leaves x k - M exact to one rounding,
+  // where s x - lse rounded both terms at the logits' magnitude (2e-3 absolute at +-30000; docs/ops.md,
+  // special values). `ls` is log_shift(S).
+  static KF_DEV float log_shift(float S) { return log2f(S); }
+  KF_DEV float log_out(float x, float M, float ls) const { return (fmaf(x, k, -M) - ls) * 0.6931471805599453f; }
 };
 template <> struct Stats<double> {
   double s;
@@ -70,7 +74,8 @@ template <> struct Stats<double> {
   KF_DEV double logit(double x) const { return s * x; }
   KF_DEV double exp_rel(double x, double m) const { return exp(s * x - m); }
   static KF_DEV double ex(double d) { return exp(d); }
-  KF_DEV double lse(double M, double S) const { return M + log(S); }
+  static KF_DEV double log_shift(double S) { return log(S); }
+  KF_DEV double log_out(double x, double M, double ls) const { return (s * x - M) - ls; }
 };
 
 // Combines two (max, sum) pairs. Commutative bit for bit, so every lane of a butterfly gets the same.
@@ -264,8 +269,7 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
       }
     }
   } else {
-    const C lse = st.lse(M, S);
-    const C sc = st.s;
+    const C ls = st.log_shift(S);
 #pragma unroll
     for (int t = 0; t < CU; ++t) {
       const int j = lane + t * tpr;
@@ -274,10 +278,10 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
         if constexpr (RAW) {
           T::unpack(xr[t], y);
 #pragma unroll
-          for (int k = 0; k < W; ++k) y[k] = sc * y[k] - lse;
+          for (int k = 0; k < W; ++k) y[k] = st.log_out(y[k], M, ls);
         } else {
 #pragma unroll
-          for (int k = 0; k < W; ++k) y[k] = sc * xc[t][k] - lse;
+          for (int k = 0; k < W; ++k) y[k] = st.log_out(xc[t][k], M, ls);
         }
         store_unit<T, W>(out, j, y);
       }
@@ -291,7 +295,7 @@ KF_DEV void softmax_row(const RowsParams& p, int64_t row, bool valid, int lane, 
       for (int u = 0; u < UNROLL; ++u) {
         if (j0 + u * tpr < npk) {
 #pragma unroll
-          for (int k = 0; k < W; ++k) x[u][k] = sc * x[u][k] - lse;
+          for (int k = 0; k < W; ++k) x[u][k] = st.log_out(x[u][k], M, ls);
           store_unit<T, W>(out, j0 + u * tpr, x[u]);
         }
       }
@@ -385,10 +389,10 @@ __global__ void __launch_bounds__(kClusterBlock, 4) rows_cluster_kernel(const Ro
         store_pack(p.out, base + j, T::pack(x));
       });
     } else {
-      const C lse = st.lse(M, Sum), sc = st.s;
+      const C ls = st.log_shift(Sum);
       each([&](int j, C(&x)[VW]) {
 #pragma unroll
-        for (int k = 0; k < VW; ++k) x[k] = sc * x[k] - lse;
+        for (int k = 0; k < VW; ++k) x[k] = st.log_out(x[k], M, ls);
         store_pack(p.out, base + j, T::pack(x));
       });
     }

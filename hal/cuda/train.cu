@@ -55,12 +55,10 @@ template <class C> struct XSt {
 };
 template <class T> struct XentMath {
   using C = typename T::C;
-  static KF_DEV C scaled(C M) {  // what exp_shift takes for M
-    if constexpr (T::FAST) return M * kLog2e;
-    else return M;
-  }
-  static KF_DEV C exp_shift(C x, C M, C ML) {  // exp(x - M)
-    if constexpr (T::FAST) return ex2_ftz(fmaf(x, kLog2e, -ML));
+  // exp(x - M) with x - M taken first, exact wherever the term matters: x log2 e - M log2 e rounded M's
+  // product at the logits' magnitude (3e-3 relative error at f16's 65504; docs/ops.md, special values).
+  static KF_DEV C exp_shift(C x, C M) {
+    if constexpr (T::FAST) return ex2_ftz((x - M) * kLog2e);
     else return m_exp(x - M);
   }
   static KF_DEV C exp_diff(C d) {  // exp(d)
@@ -92,12 +90,11 @@ template <class T> struct XentMath {
     }
     const C M = a.m > cm ? a.m : cm;
     if (M == -C(INFINITY)) return;
-    const C ML = scaled(M);
     C acc = C(0);
 #pragma unroll
     for (int u = 0; u < G; ++u)
 #pragma unroll
-      for (int k = 0; k < T::VW; ++k) acc += exp_shift(v[u][k], M, ML);
+      for (int k = 0; k < T::VW; ++k) acc += exp_shift(v[u][k], M);
     a.s = a.s * exp_diff(a.m - M) + acc;
     a.m = M;
   }
@@ -163,17 +160,19 @@ template <class T> constexpr int kXentU = T::VW == 8 ? 8 : 4;
 template <class T, bool CAP> struct XentGrad {
   using C = typename T::C;
   static constexpr int VW = T::VW;
-  C eps, eps_c, cap, lse, count, pscale, ga, gb, gt, lseL, fill;  // (initialized in the kernels' former order)
+  // m and ls: the row's max and log-sum, kept apart: exp(z - lse) is taken as exp((z - m) - ls), since
+  // lse = m + ls is rounded at the logits' magnitude (5e-4 absolute at 1e4: the probabilities' error).
+  C eps, eps_c, cap, m, ls, lse, count, pscale, ga, gb, gt, fill;  // (initialized in the kernels' former order)
   int t, head;
   bool plain;
   unsigned char* grow;
   unsigned char* gbody;
   bool galigned;
 
-  KF_DEV XentGrad(const XentParams& p, int64_t row, int64_t N, int head_, int32_t t_, bool bad, bool ignored, C lse_,
-                  C count_, C eps_, C eps_c_, C cap_, C zl)
-      : eps(eps_), eps_c(eps_c_), cap(cap_), lse(lse_), count(count_), pscale(C(1) + C(2) * zl * lse_),
-        ga(pscale / count_), gb(eps_c_ / count_), gt((C(1) - eps_) / count_), lseL(XentMath<T>::scaled(lse_)),
+  KF_DEV XentGrad(const XentParams& p, int64_t row, int64_t N, int head_, int32_t t_, bool bad, bool ignored, C m_,
+                  C ls_, C count_, C eps_, C eps_c_, C cap_, C zl)
+      : eps(eps_), eps_c(eps_c_), cap(cap_), m(m_), ls(ls_), lse(m_ + ls_), count(count_), pscale(C(1) + C(2) * zl * lse),
+        ga(pscale / count_), gb(eps_c_ / count_), gt((C(1) - eps_) / count_),
         fill(bad ? nan_of<C>() : C(0)), t(t_), head(head_), plain(!bad && !ignored),
         grow(static_cast<unsigned char*>(p.grad) + row * N * T::ES), gbody(grow + head_ * T::ES),
         galigned((reinterpret_cast<uintptr_t>(gbody) & 15) == 0) {}
@@ -182,11 +181,11 @@ template <class T, bool CAP> struct XentGrad {
   // subtracts the target's term, (1 - eps) / count, once per pack: only where the pack holds the target.)
   KF_DEV C of(C z, bool is_t) const {
     if constexpr (CAP) {
-      C g = m_exp(cap * Math<C, false>::tanh(z / cap) - lse) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
+      C g = m_exp((cap * Math<C, false>::tanh(z / cap) - m) - ls) * pscale - eps_c - (is_t ? C(1) - eps : C(0));
       const C ch = m_cosh(z / cap);  // d (c tanh(z / c)) / dz = sech^2(z / c), from the raw logit
       return g / (ch * ch) / count;
     } else {
-      const C g = XentMath<T>::exp_shift(z, lse, lseL) * ga - gb;
+      const C g = XentMath<T>::exp_diff((z - m) - ls) * ga - gb;
       return is_t ? g - gt : g;
     }
   }
@@ -360,7 +359,7 @@ __global__ void __launch_bounds__(1024) xent_rows(const XentParams p) {
       ws[1 + p.row_base + row] = loss;
     }
     if constexpr (GRAD) {
-      const XentGrad<T, CAP> xg(p, row, N, head, t, bad, ignored, lse, ws[0], eps, eps_c, cap, zl);
+      const XentGrad<T, CAP> xg(p, row, N, head, t, bad, ignored, st.m, m_log(st.s), ws[0], eps, eps_c, cap, zl);
       // The streamed packs first: the nearer their first read, the likelier the L2 cache still holds them.
       // (Not for f64: there ptxas then spills.)
       constexpr bool kStreamFirst = VW != 2;
@@ -605,7 +604,7 @@ __global__ void __launch_bounds__(kClusterBlock, 4) xent_cluster_kernel(const Xe
       else if (!ignored) loss = lse - (C(1) - eps) * xt - eps_c * st.x + zl * lse * lse;
       ws[1 + p.row_base + row] = loss;
     }
-    const XentGrad<T, CAP> xg(p, row, N, head, t, bad, ignored, lse, ws[0], eps, eps_c, cap, zl);
+    const XentGrad<T, CAP> xg(p, row, N, head, t, bad, ignored, st.m, m_log(st.s), ws[0], eps, eps_c, cap, zl);
 #pragma unroll
     for (int u = 0; u < R; ++u) {
       const int j = tid + u * B;

@@ -46,6 +46,7 @@ struct AttnPush {
   uint32_t part_off;
   uint32_t scale_lo, scale_hi;  // the scale as a double (the f64 attention_scores)
   uint32_t aux_amax;            // the tensor-core path in bf16: words + 1 .. + 3, Q's, K's and V's largest magnitudes
+  uint32_t group_base;          // added to gl_WorkGroupID.x by the tiled kernels (record_split_x)
 };
 static_assert(sizeof(AttnPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 
@@ -188,6 +189,7 @@ struct BwdPush {
   int32_t rope_pos0;
   uint32_t ws_D, ws_lse, ws_do;
   uint32_t aux_amax;  // the tensor-core passes in bf16: words + 1 .. + 4, the largest magnitudes of q, k, v, do
+  uint32_t group_base;  // added to gl_WorkGroupID.x by the tiled passes (record_split_x)
 };
 static_assert(sizeof(BwdPush) <= 128, "push constants: 128 bytes is the guaranteed minimum");
 
@@ -376,8 +378,8 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
   else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq))) no_cm = "this build has no " + cm_dkv;
   else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
-  else if ((g.SkT + 31) / 32 > 65535 || (g.Hq / g.Hkv * g.SqT + 31) / 32 > 65535 || g.nseq > 65535 || g.Hkv > 65535)
-    no_cm = "its grid exceeds 65535 workgroups in a dimension";
+  else if (g.nseq > 65535 || g.Hkv > 65535)
+    no_cm = "its grid exceeds 65535 workgroups in y (kv heads) or z (sequences)";
   if (dev.tuning().attn_path == 2 && !no_cm.empty()) {
     why = "the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " + no_cm;
     return false;
@@ -389,8 +391,9 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
                  tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
   const uint64_t ktiles = (static_cast<uint64_t>(g.SkT) + tile_k - 1) / tile_k;
   const uint64_t qtiles = (G * static_cast<uint64_t>(g.SqT) + tile_q - 1) / tile_q;
-  if (ktiles > 65535 || qtiles > 65535 || g.nseq > 65535 || g.Hkv > 65535) {
-    why = "the grid exceeds 65535 workgroups in a dimension";
+  // The key and query tiles (x) are split over several dispatches where they exceed the device's limit.
+  if (g.nseq > 65535 || g.Hkv > 65535) {
+    why = "the grid exceeds 65535 workgroups in y (kv heads) or z (sequences)";
     return false;
   }
   p = {bq, bk, cm_dkv, cm_dq, cmq_dkv, cmq_dq, cm_path, cm_quad, staged, ktiles, qtiles};
@@ -511,18 +514,16 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (cm_path) dkv.bindings[6] = qkvd[3];
   dkv.push = &pc;
   dkv.push_bytes = sizeof(pc);
-  dkv.groups = static_cast<uint32_t>(ktiles);
   dkv.groups_y = u32(g.Hkv);
   dkv.groups_z = u32(g.nseq);
-  dev.record(dkv);
+  record_split_x(dev, dkv, ktiles, pc.group_base);
 
   Launch dq = dkv;
   dq.variant = dq_variant;
   if (!cm_path) dq.spec[0] = bq * kTpr;
   dq.bindings[3] = call.outputs[0].buffer;
   dq.bindings[4] = nullptr;
-  dq.groups = static_cast<uint32_t>(qtiles);
-  dev.record(dq);
+  record_split_x(dev, dq, qtiles, pc.group_base);
   const std::string fn = custom ? ",score_mod" : "";
   if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") + fn + ",bq=64,bk=64";
   if (cm_path) return "vulkan:attention_backward/" + dev.coopmat_attn().label() + fn + ",bq=32,bk=32";
@@ -719,8 +720,9 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
   const uint64_t base_groups = qtiles * static_cast<uint64_t>(g.Hkv) * static_cast<uint64_t>(g.nseq);
   const kf::plan::KeySplit ks = kf::plan::flash_split(g.SkT, static_cast<int64_t>(base_groups), 512, bk, dev.tuning().attn_split);
   const uint64_t nsplit = static_cast<uint64_t>(ks.n);
-  if (qtiles > 65535 || static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535) {
-    why = "the grid exceeds 65535 workgroups in a dimension";
+  // The query tiles (x) are split over several dispatches where they exceed the device's limit.
+  if (static_cast<uint64_t>(g.nseq) * nsplit > 65535 || g.Hkv > 65535) {
+    why = "the grid exceeds 65535 workgroups in y (kv heads) or z (sequences x key splits)";
     return false;
   }
   p = {bq, bk, nw, cm, cm_quad, cm_variant, quad_variant, nsplit, static_cast<uint64_t>(ks.len), qtiles};
@@ -741,8 +743,8 @@ bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string
                                                                   dev.has_variant("attn_bwd_pre_" + dt)))) {
     if (call.id == OpId::attention_scores && !call.inputs.empty()) {  // a 16 x 16 tile per workgroup
       const AttnGeometry g = forward_geometry(call);
-      if ((g.SkT + 15) / 16 > 65535 || (g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535) {
-        if (why) *why = "the grid of 16 x 16 score tiles exceeds 65535 workgroups in a dimension";
+      if ((g.SqT + 15) / 16 > 65535 || g.B * g.Hq > 65535) {
+        if (why) *why = "the grid of 16 x 16 score tiles exceeds 65535 workgroups in y (query tiles) or z (batch x heads)";
         return false;
       }
     }
@@ -814,11 +816,10 @@ std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
     l.bindings[3] = call.outputs[0].buffer;
     l.push = &pc;
     l.push_bytes = sizeof(pc);
-    l.groups = u32((g.SkT + 15) / 16);
     l.groups_y = u32((g.SqT + 15) / 16);
     l.groups_z = u32(g.B * g.Hq);
-    // (the grid fits 65535 workgroups in each dimension: supports_attention)
-    dev.record(l);
+    // (y and z fit 65535 workgroups: supports_attention; the key tiles in x are split where they do not)
+    record_split_x(dev, l, static_cast<uint64_t>((g.SkT + 15) / 16), pc.group_base);
     return "vulkan:attention_scores/tiled-16x16";
   }
 
@@ -919,10 +920,9 @@ std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   l.bindings[5] = ws;
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.groups = static_cast<uint32_t>(qtiles);
   l.groups_y = u32(g.Hkv);
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
-  dev.record(l);
+  record_split_x(dev, l, qtiles, pc.group_base);
   std::string what = std::string("vulkan:attention/") +
                         (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_" + cm_dt + "_d" + std::to_string(D)).size())
                          : cm ? dev.coopmat_attn().label() : "portable") + (amax ? ",bf16-staged-as-f16" : "") +

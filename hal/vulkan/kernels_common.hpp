@@ -29,6 +29,31 @@ inline uint32_t grid(uint64_t items, uint64_t per_group, const Caps& c, const Tu
   return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
 }
 
+// The most workgroups one dispatch gives its x dimension: the device's maxComputeWorkGroupCount[0] (65535
+// where it says nothing), at most 65535 (the limit of y and z, so that a grid folded there fits too) and
+// KF_TUNE max_groups, which lowers it to exercise the splits below on any device.
+inline uint64_t group_cap_x(const Caps& c, const Tuning& t) {
+  return std::min<uint64_t>({c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535, t.max_groups});
+}
+
+// Records `l` over `groups` workgroups in x as dispatches of at most group_cap_x each, setting `base` (a
+// field of the push constants l.push points to, which the kernel adds to gl_WorkGroupID.x) to each one's
+// first workgroup: tiled kernels whose tiles are not a grid-stride loop (attention's query and key tiles:
+// causal attention over 1,048,576 tokens and 8 query heads is 65536 tiles of 128 rows) run instead of
+// being refused. The dispatches write disjoint tiles. Returns how many were recorded.
+inline uint32_t record_split_x(VulkanDevice& dev, Launch& l, uint64_t groups, uint32_t& base) {
+  const uint64_t cap = group_cap_x(dev.info().caps, dev.tuning());
+  uint32_t n = 0;
+  for (uint64_t first = 0; first < std::max<uint64_t>(groups, 1); first += cap, ++n) {
+    if (first > 0xffffffffull) throw Error(ErrorCode::Unsupported, "vulkan: more than 2^32 workgroups in a grid");
+    base = static_cast<uint32_t>(first);
+    l.groups = static_cast<uint32_t>(std::min<uint64_t>(std::max<uint64_t>(groups, 1) - first, cap));
+    dev.record(l);
+  }
+  base = 0;
+  return n;
+}
+
 // Rows longer than one 256-invocation workgroup's registers get a workgroup of kLongRowWorkgroup
 // invocations where the device allows: twice the row cached, so less of it is read again (softmax) or
 // the whole row in one read (norms of up to 512 x 32 values, group_norm's rows of 16384).

@@ -35,6 +35,32 @@ std::vector<double> uniform(size_t n, double range, std::mt19937_64& rng);
 // `seed`, drawn in order; an empty Shape (an optional input left out) gets an empty vector.
 std::vector<std::vector<double>> random_inputs(const std::vector<Shape>& shapes, double range, uint64_t seed);
 
+// The input distributions of the checks (kf-conformance --values; docs/ops.md, "Special values"). They
+// shape the op's first input (x, the logits, q; the others stay uniform in [-range, range]), drawn
+// before OpDef::prepare_inputs makes the inputs valid:
+//   uniform    uniform in [-range, range] (the registry's cases as written);
+//   scale      each row scaled by 10^k, k uniform in [-3, 4] (magnitudes from 1e-3 to 1e4);
+//   outlier    uniform, with one element per row 1000 range (sign random);
+//   large      magnitudes in [1/4, 1] of the dtype's largest finite value (f16 65504, bf16 and f32
+//              3.4e38, f64 1e300), signs random;
+//   subnormal  every other element a subnormal of the dtype (f16's below 6.1e-5, f32's and bf16's
+//              below 1.2e-38), the rest uniform;
+//   special    uniform, with NaN, +inf and -inf in some rows and one row all -inf.
+// values_skip says which ops a distribution leaves undefined (gradients, products, ...) and why.
+enum class Values { uniform, scale, outlier, large, subnormal, special };
+const char* to_string(Values v);
+// Throws kf::Error (InvalidArgument) naming the distributions for an unknown name.
+Values parse_values(const std::string& name);
+std::vector<Values> all_values();
+
+// "" when `op` defines its result for inputs of this distribution in this dtype (docs/ops.md, "Special
+// values"), else why the checks skip it.
+std::string values_skip(const OpDef& op, DType dtype, Values values);
+
+// A case's inputs of the distribution: random_inputs, input 0 reshaped by `values`, then prepare_inputs.
+std::vector<std::vector<double>> case_inputs(const OpDef& op, const TestCase& tc, DType dtype, Values values,
+                                             uint64_t seed);
+
 // The comparison of one output with its reference.
 struct Comparison {
   bool pass = true;
@@ -52,7 +78,9 @@ struct Comparison {
 };
 
 // Compares an output with its reference. Non-finite reference values must be matched exactly (NaN by
-// NaN, an infinity by the same infinity) and are left out of the norms. The relative L2 error may also
+// NaN, an infinity by the same infinity) and are left out of the norms, and so are finite reference
+// values that overflow the dtype: those must be the infinity they round to (or within tolerance of the
+// reference, for values at the edge). The relative L2 error may also
 // use the error of the exactly rounded reference: a dtype cannot store its result more precisely (an f16
 // softmax over 10^6 features gives subnormal f16 values, whose rounding alone is a 1.7e-2 L2 error).
 // `terms` (summed per output element) scales atol by sqrt(terms). `tolerance_scale` multiplies err, atol
@@ -68,6 +96,7 @@ struct CaseOptions {
   bool repeat = false;            // run again on the same inputs and require the same bits
   bool check_validation = true;   // a validation message during the case fails it
   double tolerance_scale = 1;     // multiplies the tolerances (compare)
+  Values values = Values::uniform;  // the inputs' distribution (run_case on a registry case)
 };
 
 // The outcome of one case of one op in one dtype on one context.
@@ -96,7 +125,8 @@ struct CaseResult {
 CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const std::vector<Shape>& shapes,
                     const std::vector<std::vector<double>>& values, const Attrs& attrs,
                     const CaseOptions& options = {});
-// Same, on a registry case with fresh random inputs from `seed` (uniform in [-tc.range, tc.range]).
+// Same, on a registry case with fresh random inputs from `seed` (case_inputs of options.values; a
+// distribution the op does not define is reported as unsupported with values_skip's reason).
 CaseResult run_case(Context& ctx, const OpDef& op, DType dtype, const TestCase& tc, uint64_t seed,
                     const CaseOptions& options = {});
 

@@ -41,7 +41,8 @@ const std::vector<Knob>& knobs() {
       range("eltwise_items", V, &T::eltwise_items, 1, 16, 2,
             "element-wise kernels: 16-byte packs each invocation loads before computing"),
       range("max_groups", V, &T::max_groups, 1, 65535, 65535,
-            "cap on workgroups per dispatch (the kernels loop over the rest)"),
+            "cap on workgroups per dispatch dimension (grid-stride kernels loop over the rest; attention's tiles "
+            "run as several dispatches)"),
       range("mm_path", V, &T::mm_path, 0, 3, 0,
             "matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix, 3 few rows / split-K (linear only)"),
       range("mm_cfg", V, &T::mm_cfg, 0, 14, 0,

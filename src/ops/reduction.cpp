@@ -75,8 +75,12 @@ OpDef softmax_op(const std::string& name, bool log) {
     const double s = a.scale;
     rows(in, out, features(in[0].shape), [&](const double* x, int64_t F, double* y) {
       double m = -std::numeric_limits<double>::infinity();
-      for (int64_t i = 0; i < F; ++i) m = std::max(m, s * x[i]);
-      if (!log && m == -std::numeric_limits<double>::infinity()) {  // all -inf: zeros (docs/ops.md)
+      bool all_neg_inf = true;  // (a NaN leaves m at -inf too, but makes the row NaN)
+      for (int64_t i = 0; i < F; ++i) {
+        m = std::max(m, s * x[i]);
+        all_neg_inf = all_neg_inf && s * x[i] == -std::numeric_limits<double>::infinity();
+      }
+      if (!log && all_neg_inf) {  // all -inf: zeros (docs/ops.md)
         for (int64_t i = 0; i < F; ++i) y[i] = 0;
         return;
       }
