@@ -172,12 +172,16 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     throw Error(ErrorCode::Unsupported, std::string("vulkan: KF_TUNE ") + knob + "=" + (v == 1 ? "nv" : "khr") + ": " +
                                             info_.name + " cannot run those kernels (" + c.why + ")");
   };
+  const uint32_t layer = instance_->validation_layer();
+  const bool khr_layer_too_old = layer != 0 && layer < VK_MAKE_API_VERSION(0, 1, 3, 255);
   coopmat_mm_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, "mm_coopmat_f16_c1",
                                              "mm_coopmat_khr_f16_c1", has),
                                tuning_.coopmat, "coopmat", tuning_.coopmat_shape,
                                // KHR where both: on an H100 (driver 580) the KHR 16x16x16 products took
-                               // 0.63-0.66x the NV kernels' time (linear, matmul 4096^3, f16 and bf16)
-                               true, &forced_missing);
+                               // 0.63-0.66x the NV kernels' time (linear, matmul 4096^3, f16 and bf16).
+                               // Not under a validation layer older than the KHR extension (Debian 12's
+                               // 1.3.239): it reports KHR's structures and SPIR-V as errors.
+                               !khr_layer_too_old, &forced_missing);
   if (forced_missing) refuse("coopmat", tuning_.coopmat, coopmat_mm_);
   coopmat_attn_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, "attn_cm_f16_d64",
                                                "attn_cm_khr_f16_d64", has),

@@ -51,14 +51,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   return VK_FALSE;
 }
 
-bool layer_present(const char* name) {
+// The layer's spec version, 0 when it is not installed.
+uint32_t layer_version(const char* name) {
   uint32_t n = 0;
   vkEnumerateInstanceLayerProperties(&n, nullptr);
   std::vector<VkLayerProperties> layers(n);
   vkEnumerateInstanceLayerProperties(&n, layers.data());
   for (auto& l : layers)
-    if (std::strcmp(l.layerName, name) == 0) return true;
-  return false;
+    if (std::strcmp(l.layerName, name) == 0) return l.specVersion ? l.specVersion : 1;
+  return 0;
 }
 
 bool instance_extension_present(const char* name) {
@@ -105,7 +106,8 @@ std::shared_ptr<Instance> Instance::create(bool validation) {
   std::vector<const char*> layers, exts;
   const bool debug_utils = instance_extension_present(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   if (validation) {
-    if (!layer_present("VK_LAYER_KHRONOS_validation"))
+    inst->validation_layer_ = layer_version("VK_LAYER_KHRONOS_validation");
+    if (!inst->validation_layer_)
       throw Error(ErrorCode::Device,
                   "vulkan: validation was asked for (KF_VALIDATION=1) but VK_LAYER_KHRONOS_validation is not "
                   "installed (Debian: vulkan-validationlayers)");

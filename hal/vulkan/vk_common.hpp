@@ -28,6 +28,8 @@ class Instance {
   VkInstance handle() const { return instance_; }
   std::vector<VkPhysicalDevice> physical_devices() const;
 
+  // The validation layer's spec version when it is on, else 0.
+  uint32_t validation_layer() const { return validation_layer_; }
   uint64_t messages() const;
   std::vector<std::string> log() const;
   void record(const std::string& msg);
@@ -38,6 +40,7 @@ class Instance {
   mutable std::mutex mu_;
   std::vector<std::string> log_;
   uint64_t count_ = 0;
+  uint32_t validation_layer_ = 0;
 };
 
 // Reads a physical device's description and the capabilities kernels ask about.
