@@ -104,13 +104,18 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   qci.queueCount = 1;
   qci.pQueuePriorities = &prio;
 
+  // A validation layer older than VK_KHR_cooperative_matrix (Debian 12's 1.3.239) reports its structures
+  // and SPIR-V as errors: under it the KHR kernels are not offered, and nothing of the extension is queried.
+  const uint32_t layer = instance_->validation_layer();
+  const bool khr_layer_too_old = layer != 0 && layer < VK_MAKE_API_VERSION(0, 1, 3, 255);
+  const bool khr_present = info_.caps.coopmat_khr && !khr_layer_too_old;
   // Features the kernels use, enabled only where present: f64 arithmetic; f16 arithmetic and the
   // Vulkan memory model for the cooperative-matrix (tensor core) kernels.
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceVulkan12Features f12_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   if (info_.caps.coopmat_nv) f12_have.pNext = &cm_have;
-  if (info_.caps.coopmat_khr) {
+  if (khr_present) {
     cmk_have.pNext = f12_have.pNext;
     f12_have.pNext = &cmk_have;
   }
@@ -120,7 +125,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   VkPhysicalDeviceSubgroupSizeControlFeatures sc_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
   VkPhysicalDeviceSubgroupSizeControlProperties sc_props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   bool sc_api = false;
-  if (info_.caps.coopmat_khr && info_.caps.subgroup_size != 32) {
+  if (khr_present && info_.caps.subgroup_size != 32) {
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sc_props};
     vkGetPhysicalDeviceProperties2(pd, &p2);
     sc_api = p2.properties.apiVersion >= VK_API_VERSION_1_3;
@@ -161,8 +166,8 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   // The tensor-core kernels of the matrix products and of attention: NV, KHR (at a shape the device lists),
   // or none and why (coopmat.hpp); a forced path the device cannot run fails here, before the device exists.
   bool forced_missing = false;
-  const bool khr_features = cmk_have.cooperativeMatrix && f12_have.shaderFloat16 && f12_have.vulkanMemoryModel &&
-                            coopmat_khr_in_compute(pd);
+  const bool khr_features = khr_present && cmk_have.cooperativeMatrix && f12_have.shaderFloat16 &&
+                            f12_have.vulkanMemoryModel && coopmat_khr_in_compute(pd);
   const bool sg32 = info_.caps.subgroup_size == 32 ||
                     (sc_api && sc_have.subgroupSizeControl && sc_have.computeFullSubgroups &&
                      (sc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
@@ -172,19 +177,21 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     throw Error(ErrorCode::Unsupported, std::string("vulkan: KF_TUNE ") + knob + "=" + (v == 1 ? "nv" : "khr") + ": " +
                                             info_.name + " cannot run those kernels (" + c.why + ")");
   };
-  const uint32_t layer = instance_->validation_layer();
-  const bool khr_layer_too_old = layer != 0 && layer < VK_MAKE_API_VERSION(0, 1, 3, 255);
-  coopmat_mm_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, "mm_coopmat_f16_c1",
-                                             "mm_coopmat_khr_f16_c1", has),
+  const auto offer = [&](const char* nv_probe, const char* khr_probe) {
+    CoopmatOffer o = coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, nv_probe, khr_probe, has);
+    if (info_.caps.coopmat_khr && khr_layer_too_old)
+      o.khr_why = "the validation layer (spec " + std::to_string(VK_API_VERSION_MAJOR(layer)) + "." +
+                  std::to_string(VK_API_VERSION_MINOR(layer)) + "." + std::to_string(VK_API_VERSION_PATCH(layer)) +
+                  ") predates VK_KHR_cooperative_matrix and reports it as errors";
+    return o;
+  };
+  coopmat_mm_ = choose_coopmat(offer("mm_coopmat_f16_c1", "mm_coopmat_khr_f16_c1"),
                                tuning_.coopmat, "coopmat", tuning_.coopmat_shape,
                                // KHR where both: on an H100 (driver 580) the KHR 16x16x16 products took
-                               // 0.63-0.66x the NV kernels' time (linear, matmul 4096^3, f16 and bf16).
-                               // Not under a validation layer older than the KHR extension (Debian 12's
-                               // 1.3.239): it reports KHR's structures and SPIR-V as errors.
-                               !khr_layer_too_old, &forced_missing);
+                               // 0.63-0.66x the NV kernels' time (linear, matmul 4096^3, f16 and bf16)
+                               true, &forced_missing);
   if (forced_missing) refuse("coopmat", tuning_.coopmat, coopmat_mm_);
-  coopmat_attn_ = choose_coopmat(coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, "attn_cm_f16_d64",
-                                               "attn_cm_khr_f16_d64", has),
+  coopmat_attn_ = choose_coopmat(offer("attn_cm_f16_d64", "attn_cm_khr_f16_d64"),
                                  tuning_.attn_coopmat, "attn_coopmat", 0,
                                  // NV where both: its QUAD forms (KHR has only the generic ones) ran attention
                                  // 1.8x and its backward 5x faster on an H100
