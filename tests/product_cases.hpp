@@ -1,10 +1,11 @@
-// The linear / matmul cases the tests of the matrix-product paths share (test_matmul_paths.cpp,
-// test_coopmat.cpp): K % 8 == 0 (and N % 8 == 0 for matmul) so that the tensor-core kernels take them;
-// awkward M and N, bias, residual, batches, B shared by the batches, whole tiles.
+// What the tests of the matrix-product paths share (test_matmul_paths.cpp, test_coopmat.cpp): the linear /
+// matmul cases, K % 8 == 0 (and N % 8 == 0 for matmul) so that the tensor-core kernels take them, with
+// awkward M and N, bias, residual, batches, B shared by the batches, whole tiles; and the Vulkan devices.
 #pragma once
 #include <vector>
 
 #include "kf/attrs.hpp"
+#include "kf/context.hpp"
 #include "kf/tensor.hpp"
 
 namespace kf::test {
@@ -26,5 +27,17 @@ inline const std::vector<ProductCase> kProductCases = {
     {"matmul", {{2, 128, 48}, {2, 48, 256}, {}, {}}, kActNone},
     {"matmul", {{3, 40, 24}, {24, 56}, {56}, {3, 40, 56}}, kActRelu},  // B shared by the batches
 };
+
+// Listed once: each listing creates a Vulkan instance, and on an H100 (driver 580) the instance
+// creations of listing before every tile shape ended in VK_ERROR_INCOMPATIBLE_DRIVER.
+inline const std::vector<DeviceEntry>& vulkan_devices() {
+  static const std::vector<DeviceEntry> v = [] {
+    std::vector<DeviceEntry> r;
+    for (const auto& e : Context::list_devices())
+      if (e.usable && e.info.backend == "vulkan") r.push_back(e);
+    return r;
+  }();
+  return v;
+}
 
 }  // namespace kf::test

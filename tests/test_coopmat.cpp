@@ -16,15 +16,7 @@ namespace {
 
 using test::ProductCase;
 
-const std::vector<DeviceEntry>& vulkan_devices() {
-  static const std::vector<DeviceEntry> v = [] {
-    std::vector<DeviceEntry> r;
-    for (const auto& e : Context::list_devices())
-      if (e.usable && e.info.backend == "vulkan") r.push_back(e);
-    return r;
-  }();
-  return v;
-}
+using test::vulkan_devices;
 
 // Debian 12's validation layer (1.3.239) predates VK_KHR_cooperative_matrix: it reports the extension's
 // structures and SPIR-V as errors, so contexts that may take the KHR path open without it.

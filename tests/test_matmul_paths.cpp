@@ -17,17 +17,7 @@ namespace {
 using PathCase = test::ProductCase;
 const std::vector<PathCase>& kCases = test::kProductCases;
 
-// Listed once: each listing creates a Vulkan instance, and on an H100 (driver 580) the instance
-// creations of listing before every tile shape ended in VK_ERROR_INCOMPATIBLE_DRIVER.
-const std::vector<DeviceEntry>& vulkan_devices() {
-  static const std::vector<DeviceEntry> v = [] {
-    std::vector<DeviceEntry> r;
-    for (const auto& e : Context::list_devices())
-      if (e.usable && e.info.backend == "vulkan") r.push_back(e);
-    return r;
-  }();
-  return v;
-}
+using test::vulkan_devices;
 
 void run_path(int path, DType dtype, int cfg = 0) {
   const auto& devices = vulkan_devices();
