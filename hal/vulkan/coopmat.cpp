@@ -76,14 +76,14 @@ std::string CoopmatChoice::describe() const {
   return "none: " + why;
 }
 
-CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,
-                           const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant) {
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_needs,
+                           const std::string& khr_needs, const std::function<bool(const std::string&)>& has_variant) {
   CoopmatOffer o;
   const std::string sg = "subgroups of " + std::to_string(caps.subgroup_size) + " (the kernels are written for 32)";
   if (!caps.coopmat_nv) o.nv_why = "the device lacks VK_NV_cooperative_matrix";
   else if (!nv_usable) o.nv_why = caps.subgroup_size != 32 ? sg : "no 16x16x16 f16 x f16 -> f32 subgroup shape or "
                                                                   "features (shaderFloat16, vulkanMemoryModel) off";
-  else if (!has_variant(nv_probe)) o.nv_why = "this build's glslc did not compile GL_NV_cooperative_matrix";
+  else if (!has_variant(nv_needs)) o.nv_why = "this build's glslc did not compile GL_NV_cooperative_matrix";
   else o.nv = true;
   if (!caps.coopmat_khr) {
     o.khr_why = "the device lacks VK_KHR_cooperative_matrix";
@@ -92,7 +92,7 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
                 "its cooperative-matrix stages";
   } else if (!sg32) {
     o.khr_why = sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
-  } else if (!has_variant(khr_probe)) {
+  } else if (!has_variant(khr_needs)) {
     o.khr_why = "this build has no KHR variants (no glslang 13 at build time: tools/install-deps.sh)";
   } else {
     for (const char* want : kKhrShapes)
@@ -100,7 +100,7 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
         const std::string name = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
         const std::string suffix = name == kKhrShapes[0] ? "" : "_" + name;
         if (name == want && s.a == "f16" && s.b == "f16" && s.c == "f32" && s.result == "f32" &&
-            s.scope == "subgroup" && has_variant(khr_probe + suffix)) {
+            s.scope == "subgroup" && has_variant(khr_needs + suffix)) {
           o.khr_shapes.push_back(name);
           break;
         }

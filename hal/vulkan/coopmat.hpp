@@ -72,10 +72,10 @@ struct CoopmatOffer {
 };
 // nv_usable: the NV 16x16x16 f16 -> f32 subgroup shape with its features, on subgroups of 32 (the device's
 // coopmat_f16); khr_features: KHR's cooperativeMatrix (in compute), shaderFloat16, vulkanMemoryModel; sg32: compute
-// runs subgroups of 32, by default or required (subgroup size control); nv_probe / khr_probe: a variant
+// runs subgroups of 32, by default or required (subgroup size control); nv_needs / khr_needs: a variant
 // the family needs on each path (KHR: "_<shape>" appended but at 16x16x16).
-CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_probe,
-                           const std::string& khr_probe, const std::function<bool(const std::string&)>& has_variant);
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_needs,
+                           const std::string& khr_needs, const std::function<bool(const std::string&)>& has_variant);
 // coopmat: Tuning::coopmat or attn_coopmat (0 auto, 1 nv, 2 khr, 3 portable), knob its name; shape:
 // Tuning::coopmat_shape (0 auto, else kKhrShapes[shape - 1]). A forced path the offer lacks comes back
 // portable, forced_missing set. Automatic: prefer_khr picks KHR over NV where the device offers both.

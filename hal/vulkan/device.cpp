@@ -177,8 +177,8 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     throw Error(ErrorCode::Unsupported, std::string("vulkan: KF_TUNE ") + knob + "=" + (v == 1 ? "nv" : "khr") + ": " +
                                             info_.name + " cannot run those kernels (" + c.why + ")");
   };
-  const auto offer = [&](const char* nv_probe, const char* khr_probe) {
-    CoopmatOffer o = coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, nv_probe, khr_probe, has);
+  const auto offer = [&](const char* nv_needs, const char* khr_needs) {
+    CoopmatOffer o = coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, nv_needs, khr_needs, has);
     if (info_.caps.coopmat_khr && khr_layer_too_old)
       o.khr_why = "the validation layer (spec " + std::to_string(VK_API_VERSION_MAJOR(layer)) + "." +
                   std::to_string(VK_API_VERSION_MINOR(layer)) + "." + std::to_string(VK_API_VERSION_PATCH(layer)) +
