@@ -10,6 +10,8 @@ Prints one line per measurement:
   (no allocation, no copy) and through torch, to compare with kf-bench's figure for the same kernel.
 """
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -17,6 +19,9 @@ import torch
 import kernelfusion as kf
 import kernelfusion.functional as F
 import kernelfusion.torch_ops as kt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_events import median_ms  # noqa: E402
 
 
 def per_call_us(f, calls):
@@ -29,18 +34,6 @@ def per_call_us(f, calls):
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     return (t1 - t0) / calls * 1e6
-
-
-def device_ms(f, reps=20):
-    f()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        f()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
 
 
 def main():
@@ -65,8 +58,9 @@ def main():
     n = a.big_mib * (1 << 20) // 4
     big = torch.randn(n, device=dev)
     out = torch.empty_like(big)
-    ms_kf = device_ms(lambda: kf.ops.gelu(big, out=out))
-    ms_torch = device_ms(lambda: torch.nn.functional.gelu(big))
+    # Timed as kf-bench and the torch scripts time (cuda_events.py: the same warm-up, a median of CUDA events).
+    ms_kf = median_ms(torch, lambda: kf.ops.gelu(big, out=out), 3, 20)
+    ms_torch = median_ms(torch, lambda: torch.nn.functional.gelu(big), 3, 20)
     gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
     print(f"big: gelu f32 {a.big_mib} MiB  kf.ops {ms_kf:.3f} ms ({gbs(ms_kf):.0f} GB/s)  torch {ms_torch:.3f} ms "
           f"({gbs(ms_torch):.0f} GB/s)")
