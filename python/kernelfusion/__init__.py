@@ -11,9 +11,9 @@ context's device. On the CPU backend nothing is copied; elsewhere arrays are cop
 from . import _kf
 from .errors import (Error, InvalidArgumentError, ShapeError, DTypeError, DeviceError, OutOfMemoryError,
                      DeviceLostError, UnsupportedError, TimeoutError, InternalError)
-from ._core import Context, Tensor, Graph, capture, default_context, set_default_context, backends, tensor
+from ._core import Context, Tensor, Graph, GraphCache, capture, default_context, set_default_context, backends, tensor
 from . import ops, functional
 
-__all__ = ["Context", "Tensor", "Graph", "capture", "default_context", "set_default_context", "backends", "tensor", "ops", "functional",
+__all__ = ["Context", "Tensor", "Graph", "GraphCache", "capture", "default_context", "set_default_context", "backends", "tensor", "ops", "functional",
            "Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
            "DeviceLostError", "UnsupportedError", "TimeoutError", "InternalError"]

@@ -9,6 +9,7 @@ from .errors import DTypeError
 Context = _kf.Context
 Tensor = _kf.Tensor
 Graph = _kf.Graph
+GraphCache = _kf.GraphCache
 backends = _kf.backends
 
 _default = None

@@ -426,6 +426,18 @@ NB_MODULE(_kf, m) {
       .def_prop_ro("ops", &Graph::ops)
       .def_prop_ro("native", &Graph::native);
 
+  nb::class_<GraphCache>(m, "GraphCache",
+                         "Graphs kept per bucket of a changing size (kf::GraphCache, docs/architecture.md)")
+      .def(nb::init<std::vector<int64_t>>(), "buckets"_a, "The bucket sizes, ascending and positive")
+      .def("bucket", &GraphCache::bucket, "n"_a, "The smallest bucket >= n")
+      .def("get",
+           [](GraphCache& c, int64_t n, nb::callable capture) -> Graph& {
+             return c.get(n, [&](int64_t b) { return nb::cast<Graph>(capture(b)); });
+           },
+           "n"_a, "capture"_a, nb::rv_policy::reference_internal,
+           "The graph of n's bucket; capture(bucket) makes it the first time that bucket is asked for")
+      .def("__len__", &GraphCache::size);
+
   // The optimizers over lists (kf/training.hpp): every tensor checked before any is updated, one submission.
   m.def("adamw_step",
         [](const std::vector<Tensor>& p, const std::vector<Tensor>& g, const std::vector<Tensor>& mm,

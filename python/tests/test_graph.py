@@ -45,3 +45,28 @@ def test_callable_form_and_refusals(ctx):
             1 / 0
     ctx.run("relu", [a], [out])  # the context is usable
     ctx.synchronize()
+
+
+def test_graph_cache_buckets(ctx):
+    """Rows of changing count, each call served by its bucket's graph on rows padded to the bucket."""
+    cache = kf.GraphCache([8, 32])
+    slots = {}
+
+    def capture(bucket):
+        x, y = ctx.empty([bucket, 16]), ctx.empty([bucket, 16])
+        slots[bucket] = (x, y)
+        return ctx.capture(lambda: ctx.run("softmax", [x], [y]))
+
+    rng = np.random.default_rng(5)
+    for n in (3, 8, 20, 5, 31):
+        rows = rng.standard_normal((n, 16)).astype(np.float32)
+        g = cache.get(n, capture)
+        x, y = slots[cache.bucket(n)]
+        padded = np.zeros(x.shape, np.float32)
+        padded[:n] = rows
+        x.upload(padded)
+        g.replay()
+        np.testing.assert_allclose(y.to_numpy()[:n], np.asarray(kf.ops.softmax(rows)), rtol=1e-6, atol=1e-7)
+    assert len(cache) == 2
+    with pytest.raises(kf.InvalidArgumentError):
+        cache.bucket(33)
