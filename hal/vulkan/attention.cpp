@@ -419,12 +419,7 @@ std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   pc.scale = static_cast<float>(a.attn_scale != 0 ? a.attn_scale : 1.0 / std::sqrt(double(g.D)));
   pc.softcap = static_cast<float>(a.softcap);
   pc.window = u32(a.window);
-  pc.seed_lo = static_cast<uint32_t>(a.seed);
-  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
-  pc.off_lo = static_cast<uint32_t>(a.offset);
-  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = plan::dropout_threshold(a.p);
-  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+  set_dropout(pc, a);
 
   BwdPlan bp;
   std::string no;
@@ -885,12 +880,7 @@ std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
 
   pc.softcap = static_cast<float>(a.softcap);
   pc.window = u32(a.window);
-  pc.seed_lo = static_cast<uint32_t>(a.seed);
-  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
-  pc.off_lo = static_cast<uint32_t>(a.offset);
-  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = plan::dropout_threshold(a.p);
-  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+  set_dropout(pc, a);
 
   const bool lse = call.outputs.size() > 1;
   Launch l;

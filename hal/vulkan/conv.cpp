@@ -132,12 +132,7 @@ std::string dispatch_conv(VulkanDevice& dev, const OpCall& call) {
   pc.strides = hw16(a.stride[0], a.stride[1]);
   pc.pads = hw16(a.padding[0], a.padding[1]);
   pc.dils = hw16(a.dilation[0], a.dilation[1]);
-  pc.seed_lo = static_cast<uint32_t>(a.seed);
-  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
-  pc.off_lo = static_cast<uint32_t>(a.offset);
-  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
-  pc.thr = plan::dropout_threshold(a.p);
-  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
+  set_dropout(pc, a);
   const uint32_t act = bn ? static_cast<uint32_t>(kActRelu) : gelu_drop ? static_cast<uint32_t>(kActGelu)
                                                                         : static_cast<uint32_t>(a.act);
 

@@ -8,8 +8,10 @@
 
 #include "hal/vulkan/device.hpp"
 #include "hal/vulkan/families.hpp"
+#include "kf/attrs.hpp"
 #include "kf/dtype.hpp"
 #include "kf/error.hpp"
+#include "plan/dropout.hpp"
 
 namespace kf::hal::vk {
 
@@ -34,6 +36,18 @@ inline uint32_t grid(uint64_t items, uint64_t per_group, const Caps& c, const Tu
 // KF_TUNE max_groups, which lowers it to exercise the splits below on any device.
 inline uint64_t group_cap_x(const Caps& c, const Tuning& t) {
   return std::min<uint64_t>({c.max_workgroup_count ? c.max_workgroup_count : 65535, 65535, t.max_groups});
+}
+
+// The dropout fields the kernels' push constants share (seed_lo/hi, off_lo/hi, thr, keep_scale): the
+// Philox key and counter offset, and p as the threshold the 32-bit draws compare against (plan/).
+template <class Push>
+void set_dropout(Push& pc, const Attrs& a) {
+  pc.seed_lo = static_cast<uint32_t>(a.seed);
+  pc.seed_hi = static_cast<uint32_t>(a.seed >> 32);
+  pc.off_lo = static_cast<uint32_t>(a.offset);
+  pc.off_hi = static_cast<uint32_t>(a.offset >> 32);
+  pc.thr = plan::dropout_threshold(a.p);
+  pc.keep_scale = static_cast<float>(1.0 / (1.0 - a.p));
 }
 
 // Records `l` over `groups` workgroups in x as dispatches of at most group_cap_x each, setting `base` (a
