@@ -14,6 +14,13 @@ from .errors import (Error, InvalidArgumentError, ShapeError, DTypeError, Device
 from ._core import Context, Tensor, Graph, GraphCache, capture, default_context, set_default_context, backends, tensor
 from . import ops, functional
 
-__all__ = ["Context", "Tensor", "Graph", "GraphCache", "capture", "default_context", "set_default_context", "backends", "tensor", "ops", "functional",
+
+def optimize(model, example_inputs, example_kwargs=None, **options):
+    """Converts a PyTorch model to kf's fused kernels, checked by an accuracy gate: returns (module, report).
+    See kernelfusion.fusion.optimize (it needs torch, imported on first use)."""
+    from .fusion import optimize as run
+    return run(model, example_inputs, example_kwargs, **options)
+
+__all__ = ["Context", "Tensor", "Graph", "GraphCache", "capture", "default_context", "set_default_context", "backends", "tensor", "ops", "functional", "optimize",
            "Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
            "DeviceLostError", "UnsupportedError", "TimeoutError", "InternalError"]
