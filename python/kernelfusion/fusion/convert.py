@@ -88,17 +88,15 @@ def build(gm, sites):
     graph.output(out)
     graph._codegen = gm.graph._codegen
     order = {n: k for k, n in enumerate(gm.graph.nodes)}
-    root = torch.nn.Module()
-    root.__dict__["_modules"] = gm._modules
-    root.__dict__["_parameters"] = gm._parameters
-    root.__dict__["_buffers"] = dict(gm._buffers)
+    root = gm  # the exported module is optimize's own: the constants of every site are registered on it
     for k, s in enumerate(sites):
         def node_of(x, s=s, k=k):
             if isinstance(x, torch.fx.Node):
                 return env[x]
             if isinstance(x, Const):
-                name = f"_kf_const_{k}_{id(x) % 100003}"
-                root.register_buffer(name, x.value)
+                name = f"_kf_const_{id(x):x}"
+                if not hasattr(root, name):
+                    root.register_buffer(name, x.value)
                 return graph.get_attr(name)
             return x
         first = min(s.nodes, key=order.get)
@@ -118,6 +116,14 @@ def build(gm, sites):
             n = old.get(node, env[node])
             if not n.users:
                 graph.erase_node(n)
+    # what only the replaced patterns read (a constant mask's construction, repeat_kv) goes too
+    changed = bool(sites)
+    while changed:
+        changed = False
+        for n in reversed(list(graph.nodes)):
+            if not n.users and (n.op == "get_attr" or (n.op == "call_function" and not n.is_impure())):
+                graph.erase_node(n)
+                changed = True
     graph.lint()
     new_gm = torch.fx.GraphModule(root, graph, class_name=type(gm).__name__)
     for key in ("_in_spec", "_out_spec", "range_constraints", "meta"):

@@ -5,6 +5,8 @@ Each function takes the tensors of the pattern it stands for and the options the
 adapts what kf's op wants (int32 ids, explicit eps, key lengths from a padding mask, a dropout seed drawn
 from torch's generator) and returns what the pattern returned. Nothing here runs torch's version of the op.
 """
+import warnings
+
 import torch
 
 from .. import torch_ops as kt
@@ -54,31 +56,58 @@ def add_norm(x, r, weight, bias, kind, eps):
     return kt.add_rms_norm(x, r, weight, eps=eps)
 
 
-def _key_lengths(mask, batch, sk):
-    """The key lengths of a padding mask ([B or 1, 1, 1, Sk], bool where True attends, or additive where 0
-    attends): the number of visible keys of each row, which kf masks as a prefix. A mask that is not a
-    prefix (left padding, holes) cannot be expressed that way; outside CUDA-graph capture that is checked
-    (it costs a synchronization) and raises, within a capture it is the caller's promise."""
-    visible = mask if mask.dtype == torch.bool else mask == 0
-    visible = visible.reshape(visible.shape[0], sk).expand(batch, sk)
-    lengths = visible.sum(-1, dtype=torch.int32)
-    if not (visible.is_cuda and torch.cuda.is_current_stream_capturing()):
-        prefix = torch.arange(sk, device=visible.device) < lengths[:, None]
-        if not torch.equal(prefix, visible):
-            raise ValueError("kernelfusion.optimize: an attention padding mask is not a prefix of each row "
-                             "(kf's key_lengths); convert the model with validate on inputs like these, or "
-                             "leave attention out (rules=...)")
-    return lengths
+# What each masked attention site's mask turned out to be ("padding" or "causal padding"), decided where it
+# could be checked (outside CUDA-graph capture) and reused where it cannot.
+_MASK_KIND = {}
+_warned = set()
 
 
-def attention(q, k, v, mask=None, causal=False, scale=None, p=0.0, expand_kv=1):
-    """torch's scaled_dot_product_attention on [B, H, S, D] (q) and [B, Hkv, S, D] (k, v; Hq a multiple of
+def _classify(mask, b, sq, sk):
+    """(kind, key lengths) of an attention mask ([B or 1, 1, Sq or 1, Sk]; bool where True attends, or
+    additive where 0 attends) when it is kf's key padding, alone or with causal masking; else (None, None)."""
+    visible = (mask if mask.dtype == torch.bool else mask == 0).expand(b, 1, sq, sk)
+    lengths = visible[:, 0, -1, :].sum(-1, dtype=torch.int32)
+    prefix = (torch.arange(sk, device=mask.device) < lengths[:, None])[:, None, None, :]
+    if torch.equal(prefix.expand(b, 1, sq, sk), visible):
+        return "padding", lengths
+    tril = torch.ones(sq, sk, dtype=torch.bool, device=mask.device).tril(sk - sq)
+    if torch.equal(prefix & tril, visible):
+        return "causal padding", lengths
+    return None, None
+
+
+def attention(q, k, v, mask=None, causal=False, scale=None, p=0.0, site=""):
+    """torch's scaled_dot_product_attention on q [B, H, Sq, D] and k, v [B, Hkv, Sk, D] (Hq a multiple of
     Hkv: grouped-query attention, which kf reads without repeating k and v). causal is torch's top-left
-    form; the rule asks for it only where Sq == Sk, where it is kf's bottom-right one too."""
+    form; the rule passes it only where Sq == Sk, where it is kf's bottom-right one too.
+
+    A mask that depends on the model's inputs (an attention_mask) is checked at each call: where it is key
+    padding (with or without causal masking) kf's key_lengths express it; otherwise (left padding, holes)
+    this call runs torch's attention, with a warning the first time. Within CUDA-graph capture nothing can
+    be checked, and the kind found for this site at the last call outside it is used."""
     attrs = {"causal": causal}
     if scale is not None:
         attrs["attn_scale"] = float(scale)
-    lengths = None if mask is None else _key_lengths(mask, q.shape[0], k.shape[-2])
+    lengths = None
+    if mask is not None:
+        b, sq, sk = q.shape[0], q.shape[-2], k.shape[-2]
+        if q.is_cuda and torch.cuda.is_current_stream_capturing():
+            kind = _MASK_KIND.get(site)
+            visible = (mask if mask.dtype == torch.bool else mask == 0).expand(b, 1, sq, sk)
+            lengths = visible[:, 0, -1, :].sum(-1, dtype=torch.int32)
+        else:
+            kind, lengths = _classify(mask, b, sq, sk)
+            _MASK_KIND[site] = kind
+        if kind is None:
+            if site not in _warned:
+                _warned.add(site)
+                warnings.warn(f"kernelfusion: the attention mask of {site} is not key padding (with or without "
+                              "causal masking); those calls run torch's scaled_dot_product_attention")
+            rep = q.shape[1] // k.shape[1]
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), mask, dropout_p=p, is_causal=causal,
+                scale=scale)
+        attrs["causal"] = causal or kind == "causal padding"
     if p > 0.0:
         attrs.update(p=p, seed=_seed())
     return kt.attention(q, k, v, None, lengths, **attrs)

@@ -49,6 +49,32 @@ class Graph:
     def __init__(self, gm, training):
         self.gm, self.training = gm, training
         self.claimed = set()
+        self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
+
+    def constant(self, node):
+        """node's value when it depends on no input of the model (a mask built from arange and the
+        shapes, for example), computed now; else None."""
+        seen, order, stack = set(), [], [node]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n.op == "placeholder" or (n.op == "call_function" and n.is_impure()) or n.op == "call_module":
+                return None
+            order.append(n)
+            stack.extend(n.all_input_nodes)
+        env = {}
+        look = lambda x: env[x] if isinstance(x, torch.fx.Node) else x
+        for n in sorted(order, key=lambda x: self.order[x]):
+            if n.op == "get_attr":
+                env[n] = self.attr(n)
+            elif n.op == "call_function":
+                env[n] = n.target(*torch.fx.node.map_aggregate(n.args, look),
+                                  **torch.fx.node.map_aggregate(n.kwargs, look))
+            else:
+                return None
+        return env[node]
 
     def attr(self, node):
         """The tensor of a get_attr node (a parameter or buffer), else None."""
@@ -97,7 +123,9 @@ def where(node):
     return node.name
 
 
-_ACTS = {A.relu.default: "relu", A.silu.default: "silu"}
+# in-place forms too (nn.ReLU(inplace=True)): a rule fuses them only into the node they overwrite, when that
+# node has no other user, so nothing else sees the difference
+_ACTS = {A.relu.default: "relu", A.relu_.default: "relu", A.silu.default: "silu", A.silu_.default: "silu"}
 
 
 def act_of(n):
@@ -182,8 +210,8 @@ def gated_mlp(n, g):
 def ffn(n, g):
     """linear2(act(linear1(x))) with biases, the hidden layer used only there (inference: ffn has no
     backward kernels; training takes the linear rule twice)."""
-    if g.training or not is_op(n, A.linear.default) or arg(n, 2, "bias") is None:
-        return None
+    if g.training or not is_op(n, A.linear.default) or arg(n, 2, "bias") is None or act_of(single_user(n)):
+        return None  # (an activation after the second linear: linear's epilogues serve both better)
     h = n.args[0]
     while identity_dropout(h) and only_use(h, n):
         h = h.args[0]
@@ -383,15 +411,28 @@ def attention(n, g):
         why = "dropout in inference"
     elif mask is not None:
         vm = val(mask)
-        if vm.dim() != 4 or vm.shape[1] != 1 or vm.shape[2] != 1 or vm.shape[3] != vk.shape[-2]:
-            why = f"attention mask of shape {list(vm.shape)} (kf takes key padding: [B, 1, 1, Sk])"
+        if vm.dim() != 4 or vm.shape[1] != 1 or vm.shape[2] not in (1, vq.shape[-2]) or vm.shape[3] != vk.shape[-2]:
+            why = f"attention mask of shape {list(vm.shape)} (kf: causal and key padding, [B, 1, Sq or 1, Sk])"
+        else:
+            c = g.constant(mask)
+            if c is not None:  # the same for every input of these shapes: none, or causal, or not kf's
+                visible = c if c.dtype == torch.bool else c == 0
+                sq, sk = vq.shape[-2], vk.shape[-2]
+                tril = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq)
+                if bool(visible.all()):
+                    mask = None
+                elif not causal and bool((visible == tril).all()):
+                    mask, causal = None, True
+                else:
+                    why = "a constant attention mask that is neither causal nor empty"
     if why:
         return Site("scaled_dot_product_attention", "attention", [n], reason=why)
     p = p if g.training else 0.0
     nodes = [x for x in knodes + vnodes if free(g, x)] + [n]
-    name = "attention" + ("+causal" if causal else "") + ("+padding mask" if mask is not None else "") + \
+    name = "attention" + ("+causal" if causal else "") + ("+mask" if mask is not None else "") + \
         ("+GQA" if val(k0).shape[1] != vq.shape[1] else "")
-    return Site(name, "attention", nodes, K.attention, (q, k0, v0, mask, causal, scale, p))
+    return Site(name, "attention", nodes, K.attention, (q, k0, v0, mask, causal, scale, p),
+                {"site": f"{where(n)}:{n.name}@{id(g.gm):x}"})
 
 
 # ---------------------------------------------------------------------------------------- convolutions
@@ -456,10 +497,12 @@ def conv(n, g):
 
 
 def add_relu(n, g):
-    if not is_op(n, A.relu.default) or not free(g, n):
+    if not is_op(n, A.relu.default, A.relu_.default) or not free(g, n):
         return None
     a = n.args[0]
-    if not is_op(a, A.add.Tensor) or len(a.args) != 2 or not only_use(a, n) or not free(g, a):
+    # out += identity (ResNet) is an in-place add on a value that nothing else reads
+    inplace_ok = is_op(a, A.add_.Tensor) and len(a.args) == 2 and set(a.args[0].users) == {a}
+    if not (is_op(a, A.add.Tensor) or inplace_ok) or len(a.args) != 2 or not only_use(a, n) or not free(g, a):
         return None
     x, y = a.args
     if not isinstance(y, torch.fx.Node) or val(x).shape != val(y).shape or not dtype_ok(x, y):
