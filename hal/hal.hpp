@@ -109,6 +109,10 @@ class Device {
   virtual std::shared_ptr<Graph> end_capture() { return nullptr; }
   virtual void abort_capture() {}
   virtual void replay(const std::shared_ptr<Graph>& graph) { (void)graph; }
+  // Whether the device's stream is being captured into a graph by someone else (a CUDA graph that torch or
+  // the application captures on the stream it gave kf): then, as within kf's own capture, nothing may
+  // need the host mid-call, and the core leaves out its host-side value checks (embedding's ids).
+  virtual bool stream_captured() const { return false; }
 
   // Timers: a timestamp recorded in order with the dispatches.
   virtual uint32_t timestamp() = 0;

@@ -449,6 +449,15 @@ void CudaDevice::replay(const std::shared_ptr<hal::Graph>& graph) {
   make_current();
   check(cudaGraphLaunch(static_cast<CudaGraph&>(*graph).exec, stream_), "cudaGraphLaunch");
 }
+
+bool CudaDevice::stream_captured() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
 #endif
 
 namespace {

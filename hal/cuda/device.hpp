@@ -142,6 +142,7 @@ class CudaDevice final : public Device {
   std::shared_ptr<hal::Graph> end_capture() override;
   void abort_capture() override;
   void replay(const std::shared_ptr<hal::Graph>& graph) override;
+  bool stream_captured() const override;
 #endif
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;

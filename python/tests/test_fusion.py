@@ -324,7 +324,7 @@ def test_report_lists_sites():
     m = Norms().eval()
     _, rep = convert(m, torch.randn(4, 9, 32), torch.randn(4, 9, 32))
     text = str(rep)
-    assert text.startswith("kernelfusion.optimize: 4 replaced, 0 reverted, 0 kept (inference; gate passed")
+    assert text.startswith("kernelfusion.optimize: 4 replaced, 0 reverted, 0 slower, 0 kept (inference; gate passed")
     assert all(s.rel is not None and s.kf_ms is not None and s.torch_ms is not None for s in rep.sites)
     assert rep.outputs and rep.outputs[0].cosine > 0.99999
 
@@ -345,3 +345,26 @@ def test_vulkan_backend():
         same(out(x), m(x), 1e-4)
     finally:
         kf.set_default_context(previous)
+
+
+def test_cuda_tensors_and_captured_replay():
+    if not torch.cuda.is_available() or "cuda" not in kf.backends():
+        pytest.skip("no CUDA GPU, or a build without the CUDA backend")
+    torch.manual_seed(2)
+    m = Block().cuda().half().eval()
+    x = torch.randn(2, 6, 32, device="cuda", dtype=torch.float16)
+    out, rep = kf.optimize(m, (x,), capture=True, speed=False)
+    assert rep.passed and rep.count("replaced") >= 5 and rep.count("reverted") == 0
+    # device times of both sides (CUDA graphs), and the speed gate's choice from them
+    _, timed = kf.optimize(m, (x,))
+    assert all(s.torch_ms > 0 and s.kf_ms > 0 for s in timed.sites)
+    assert all((s.status == "slower") == (s.kf_ms > s.torch_ms * kf.fusion.convert.SLOWER) for s in timed.sites)
+    assert isinstance(out, kf.fusion.Captured)
+    with torch.no_grad():
+        ref = m(x)
+        y = out(x).clone()
+        x2 = torch.randn_like(x)
+        y2 = out(x2).clone()  # the same graph, new inputs copied in
+        same(y, ref, 1e-2)
+        same(y2, m(x2), 1e-2)
+    assert len(out.graphs) == 1

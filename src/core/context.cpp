@@ -436,7 +436,10 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
         throw Error(ErrorCode::Unsupported, name + ": a tensor of " + std::to_string(t.nbytes()) +
                                                 " bytes exceeds the device's largest storage binding (" +
                                                 std::to_string(limit) + " bytes)");
-  if (op.check_values) op.check_values(op, inputs);  // token ids in range, ...
+  // Token ids in range, ...: read on the host, which a capture (kf's, or a CUDA graph captured on the
+  // context's stream by someone else) cannot wait for; the kernels still never read out of bounds (an id out
+  // of range gives NaN, docs/ops.md).
+  if (op.check_values && !impl_->capturing && !impl_->device->stream_captured()) op.check_values(op, inputs);
   // A call with an empty tensor (a zero-sized dimension) is served here and never reaches the backend
   // (docs/ops.md, "Empty tensors"): the empty outputs need nothing, and the others (a reduction over an
   // empty axis, a product over an empty inner dimension) get the float64 reference's values.

@@ -22,6 +22,9 @@ from . import gate as G
 from .rules import RULES, Const, find_sites
 
 A = torch.ops.aten
+# A site whose replacement takes more than this times torch's device time keeps torch's ops (speed=True):
+# beyond the noise of single-op timings
+SLOWER = 1.05
 
 
 @dataclass
@@ -29,7 +32,8 @@ class SiteReport:
     rule: str
     where: str
     kf_op: str
-    status: str              # "replaced", "reverted" (broke the gate), "kept" (recognised, not convertible)
+    status: str              # "replaced"; "reverted" (broke the gate); "slower" (kf's measured slower: torch's
+                             # kept); "kept" (recognised, not convertible)
     reason: str = ""
     rel: float = None        # the site's own relative 2-norm error on the example inputs
     max_abs: float = None
@@ -52,7 +56,7 @@ class Report:
 
     def __str__(self):
         lines = [f"kernelfusion.optimize: {self.count('replaced')} replaced, {self.count('reverted')} reverted, "
-                 f"{self.count('kept')} kept ({'training' if self.training else 'inference'}; gate "
+                 f"{self.count('slower')} slower, {self.count('kept')} kept ({'training' if self.training else 'inference'}; gate "
                  + (("passed" if self.passed else "FAILED") + f" at rel <= {self.tolerance:g})" if self.validated
                     else "not run)")]
         for k, m in enumerate(self.outputs):
@@ -152,6 +156,7 @@ class _Probe(torch.fx.Interpreter):
                 self.member[n] = s
         self.torch_s = {id(s): 0.0 for s in sites}
         self.results = {}
+        self.order = {n: k for k, n in enumerate(gm.graph.nodes)}
 
     def run_node(self, n):
         s = self.member.get(n)
@@ -169,14 +174,24 @@ class _Probe(torch.fx.Interpreter):
         look = lambda x: self.env[x] if isinstance(x, torch.fx.Node) else x.value if isinstance(x, Const) else x
         args = [look(a) for a in s.args]
         kwargs = {k: look(v) for k, v in s.kwargs.items()}
+        kf_call = lambda: s.fn(*args, **kwargs)
         try:
             with torch.no_grad():
-                s.fn(*args, **kwargs)  # warm: kernels compiled, memory pooled
+                kf_call()  # warm: kernels compiled, memory pooled
                 _sync(args)
                 t0 = time.perf_counter()
-                y = s.fn(*args, **kwargs)
+                y = kf_call()
                 _sync([y] if isinstance(y, torch.Tensor) else list(y))
-                kf_s = time.perf_counter() - t0
+                kf_ms, torch_ms = (time.perf_counter() - t0) * 1e3, self.torch_s[id(s)] * 1e3
+                device = False
+                if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+                    # device time, each side replayed as a CUDA graph: what a captured model costs, free of
+                    # the host's launch overhead (which differs between torch and kf's Python calls)
+                    try:
+                        kf_ms, torch_ms = _graph_ms(kf_call), _graph_ms(lambda: self._torch_pattern(s))
+                        device = True
+                    except Exception:  # noqa: BLE001 -- not capturable: the host times above stand
+                        pass
         except Exception as e:  # noqa: BLE001 -- the report says why; the gate reverts the site
             self.results[id(s)] = (None, f"{type(e).__name__}: {e}".splitlines()[0][:200])
             return
@@ -186,7 +201,41 @@ class _Probe(torch.fx.Interpreter):
             pairs = [(y[i], self.env[node]) for node, i in s.outputs.items()]
         ms = [G.compare(a, b) for a, b in pairs]
         worst = max(ms, key=lambda m: m.rel)
-        self.results[id(s)] = ((worst.rel, worst.max_abs, kf_s), None)
+        self.results[id(s)] = ((worst.rel, worst.max_abs, torch_ms, kf_ms, device), None)
+
+    def _torch_pattern(self, s):
+        """The site's original nodes again, on the values the probe holds (in-place forms out of place, so
+        that the held values stay as they were)."""
+        local = {}
+        look = lambda x: local[x] if x in local else self.env[x]
+        for n in sorted(s.nodes, key=self.order.get):
+            target = _OUT_OF_PLACE.get(n.target, n.target)
+            local[n] = target(*torch.fx.node.map_arg(n.args, look), **torch.fx.node.map_arg(n.kwargs, look))
+        return local[s.nodes[-1]]
+
+
+_OUT_OF_PLACE = {A.relu_.default: A.relu.default, A.silu_.default: A.silu.default, A.add_.Tensor: A.add.Tensor}
+
+
+def _graph_ms(call, reps=10):
+    """Milliseconds of device time per call of `call`, captured once as a CUDA graph and replayed."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(stream):
+        call()
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph, stream=stream):
+        call()
+    graph.replay()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        graph.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
 
 
 def _as_call(example_inputs, example_kwargs):
@@ -203,7 +252,7 @@ def _float_dtype(refs):
 
 
 def optimize(model, example_inputs, example_kwargs=None, *, validate=True, tolerance=None, validation=(),
-             rules=None, training=None, capture=False, probe=True):
+             rules=None, training=None, capture=False, probe=True, speed=None):
     """Converts `model` for kf: returns (converted module, Report).
 
     model          a torch.nn.Module (its dtype and device are the converted model's; CUDA tensors run on kf's
@@ -221,7 +270,11 @@ def optimize(model, example_inputs, example_kwargs=None, *, validate=True, toler
                    default: model.training
     capture        on CUDA, return a module that replays the converted model as a CUDA graph per input shape
                    (inference only; kf's kernels run on torch's stream, so the graph holds them too)
-    probe          run each site's replacement beside the original once, for its own error and times
+    probe          run each site's replacement beside the original once, for its own error and times (on
+                   CUDA: device times, each side replayed as a CUDA graph)
+    speed          keep torch's ops where the probe measured kf's replacement slower on the device (status
+                   "slower"); default: on for CUDA inputs (elsewhere the times say little: the CPU backend is
+                   the float64 reference, and Vulkan gets CPU tensors through the host)
 
     The gate runs the original and the converted model on the example inputs (and `validation`); every
     output must be within tolerance (integer outputs equal). Otherwise the sites are bisected, and each site
@@ -231,6 +284,8 @@ def optimize(model, example_inputs, example_kwargs=None, *, validate=True, toler
     if training is None:
         training = model.training
     args, kwargs = _as_call(example_inputs, example_kwargs)
+    if speed is None:
+        speed = any(isinstance(t, torch.Tensor) and t.is_cuda for t in pytree.tree_leaves((args, kwargs)))
     grad = torch.enable_grad() if training else torch.no_grad()
     with grad:
         ep = torch.export.export(model, args, kwargs, strict=False)
@@ -255,9 +310,11 @@ def optimize(model, example_inputs, example_kwargs=None, *, validate=True, toler
             if res is None:
                 row.reason = err
             else:
-                row.rel, row.max_abs, kf_s = res
-                row.kf_ms, row.torch_ms = kf_s * 1e3, p.torch_s[id(s)] * 1e3
+                row.rel, row.max_abs, row.torch_ms, row.kf_ms, on_device = res
+                if speed and on_device and row.kf_ms > row.torch_ms * SLOWER:
+                    row.status = "slower"
 
+    active = [s for s in active if rows[id(s)].status == "replaced"]
     calls = [(args, kwargs)] + [_as_call(a, k) for a, k in validation]
     if validate:
         with grad:

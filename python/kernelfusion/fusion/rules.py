@@ -418,7 +418,7 @@ def attention(n, g):
             if c is not None:  # the same for every input of these shapes: none, or causal, or not kf's
                 visible = c if c.dtype == torch.bool else c == 0
                 sq, sk = vq.shape[-2], vk.shape[-2]
-                tril = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq)
+                tril = torch.ones(sq, sk, dtype=torch.bool, device=c.device).tril(sk - sq)
                 if bool(visible.all()):
                     mask = None
                 elif not causal and bool((visible == tril).all()):
