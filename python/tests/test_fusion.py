@@ -146,6 +146,66 @@ def test_attention(causal, gqa):
     same(out(q, k, v), m(q, k, v))
 
 
+class Rotary(nn.Module):
+    """transformers' rotary embedding and apply_rotary_pos_emb, positions 0..S-1, before attention."""
+
+    def __init__(self, d, base):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / base ** (torch.arange(0, d, 2).float() / d), persistent=False)
+        self.proj = nn.Linear(d * 4, d * 4 * 3)
+
+    @staticmethod
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.proj(x).view(b, s, 3, 4, -1).permute(2, 0, 3, 1, 4)
+        pos = torch.arange(s, device=x.device)[None].float()
+        freqs = pos[..., None] * self.inv_freq[None, None]
+        emb = torch.cat((freqs, freqs), -1)
+        cos, sin = emb.cos()[:, None].to(x.dtype), emb.sin()[:, None].to(x.dtype)
+        q = q * cos + self.rotate_half(q) * sin
+        k = k * cos + self.rotate_half(k) * sin
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_attention_rotary(training):
+    torch.manual_seed(4)
+    m = Rotary(16, 1000.0).train(training)  # f32: the model's inv_freq is f32-rounded, kf's angles exact
+    x = torch.randn(2, 12, 64)
+    out, rep = convert(m, x)
+    assert "attention+causal+rotary" in rows(rep)
+    assert "aten.cos" not in out.code and "aten.cat" not in out.code
+    same(out(x), m(x), 1e-5)
+    if training:
+        w = torch.randn(2, 4, 12, 16)
+        (m(x) * w).sum().backward()
+        ref = m.proj.weight.grad.clone()
+        m.proj.weight.grad = None
+        (out(x) * w).sum().backward()
+        same(m.proj.weight.grad, ref, 1e-5)
+
+
+def test_attention_rotary_other_positions_not_fused():
+    class Shifted(Rotary):  # positions from 3: not kf's, the rotation stays torch's
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.proj(x).view(b, s, 3, 4, -1).permute(2, 0, 3, 1, 4)
+            freqs = (torch.arange(s)[None].float() + 3)[..., None] * self.inv_freq[None, None]
+            emb = torch.cat((freqs, freqs), -1)
+            cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+            q = q * cos + self.rotate_half(q) * sin
+            k = k * cos + self.rotate_half(k) * sin
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    m = Shifted(16, 1000.0).eval()
+    x = torch.randn(2, 12, 64)
+    out, rep = convert(m, x)
+    assert "attention+causal" in rows(rep) and not any("rotary" in r for r in rows(rep))
+    same(out(x), m(x))
+
+
 def test_attention_padding_mask():
     q, k, v = (torch.randn(2, 4, 10, 8) for _ in range(3))
     mask = torch.ones(2, 1, 1, 10, dtype=torch.bool)

@@ -117,13 +117,18 @@ class DecodeStep(torch.nn.Module):
 
 def test_llama_prefill_and_decode():
     lm = llama()
+    lm.config.rope_theta = 500000.0  # Llama 3's base, read back from the model's inv_freq
     ids = torch.randint(0, 512, (2, 20))
     model = Prefill(lm).eval()
     out, rep = kf.optimize(model, (ids,))
     assert rep.passed and rep.count("reverted") == 0 and rep.count("kept") == 0
     ops = sorted({s.kf_op for s in rep.sites})
     assert ops == ["add_rms_norm", "attention", "embedding", "ffn_swiglu", "linear", "rms_norm"]
-    assert all("causal" in s.rule and "GQA" in s.rule for s in rep.sites if s.kf_op == "attention")
+    # causal, grouped-query, and the rotary embedding inside kf's kernel (transformers' apply_rotary_pos_emb
+    # and the cos/sin tables it reads are gone from the converted graph)
+    assert all("causal" in s.rule and "GQA" in s.rule and "rotary" in s.rule for s in rep.sites
+               if s.kf_op == "attention")
+    assert "aten.cos" not in out.code and "aten.cat" not in out.code
     m = rep.outputs[0]
     assert m.top1 == 1.0 and m.rel < 1e-6
     # the next token against the prefill's cache
@@ -135,6 +140,8 @@ def test_llama_prefill_and_decode():
     step = DecodeStep(lm).eval()
     out, rep = kf.optimize(step, (nxt, keys, values))
     assert rep.passed and rep.count("replaced") >= 17
+    # the cache holds rotated keys: the new token's rotation stays torch's
+    assert not any("rotary" in s.rule for s in rep.sites)
     with torch.no_grad():
         ref = step(nxt, keys, values)
         got = out(nxt, keys, values)

@@ -76,7 +76,7 @@ def _classify(mask, b, sq, sk):
     return None, None
 
 
-def attention(q, k, v, mask=None, causal=False, scale=None, p=0.0, site=""):
+def attention(q, k, v, mask=None, causal=False, scale=None, p=0.0, site="", rope_base=None):
     """torch's scaled_dot_product_attention on q [B, H, Sq, D] and k, v [B, Hkv, Sk, D] (Hq a multiple of
     Hkv: grouped-query attention, which kf reads without repeating k and v). causal is torch's top-left
     form; the rule passes it only where Sq == Sk, where it is kf's bottom-right one too.
@@ -88,6 +88,8 @@ def attention(q, k, v, mask=None, causal=False, scale=None, p=0.0, site=""):
     attrs = {"causal": causal}
     if scale is not None:
         attrs["attn_scale"] = float(scale)
+    if rope_base is not None:  # q and k unrotated: GPT-NeoX's rotation (half) inside the kernel
+        attrs.update(rope=1, rope_base=float(rope_base))
     lengths = None
     if mask is not None:
         b, sq, sk = q.shape[0], q.shape[-2], k.shape[-2]
@@ -103,6 +105,9 @@ def attention(q, k, v, mask=None, causal=False, scale=None, p=0.0, site=""):
                 _warned.add(site)
                 warnings.warn(f"kernelfusion: the attention mask of {site} is not key padding (with or without "
                               "causal masking); those calls run torch's scaled_dot_product_attention")
+            if rope_base is not None:
+                raise ValueError(f"kernelfusion: the attention mask of {site} is not key padding, and the rotary "
+                                 "embedding was fused into kf's attention: convert on inputs with such masks")
             rep = q.shape[1] // k.shape[1]
             return torch.nn.functional.scaled_dot_product_attention(
                 q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), mask, dropout_p=p, is_causal=causal,

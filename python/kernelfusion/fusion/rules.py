@@ -383,6 +383,72 @@ def _unrepeat_kv(k):
     return src, nodes
 
 
+def _unrope(x):
+    """transformers' apply_rotary_pos_emb on one tensor, x * cos + rotate_half(x) * sin with
+    rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]): (x before it, cos node, sin node, its nodes), or None.
+    Each node of it must feed only the next, so that nothing else (a key/value cache) reads rotated keys."""
+    if not is_op(x, A.add.Tensor) or len(x.args) != 2:
+        return None
+    for m1, m2 in ((x.args[0], x.args[1]), (x.args[1], x.args[0])):
+        if not (is_op(m1, A.mul.Tensor) and is_op(m2, A.mul.Tensor)):
+            continue
+        for cat, sin in ((m2.args[0], m2.args[1]), (m2.args[1], m2.args[0])):
+            if not is_op(cat, A.cat.default) or len(cat.args[0]) != 2 or arg(cat, 1, "dim", 0) not in (-1, 3):
+                continue
+            neg, lo = cat.args[0]
+            if not (is_op(neg, A.neg.default) and is_op(lo, A.slice.Tensor) and is_op(neg.args[0], A.slice.Tensor)):
+                continue
+            hi, src = neg.args[0], lo.args[0]
+            d = val(src).shape[-1] if isinstance(val(src), torch.Tensor) else 0
+            if hi.args[0] is not src or d % 2 or val(src).dim() != 4 or \
+                    tuple(lo.args[1:4]) not in ((3, 0, d // 2), (-1, 0, d // 2)) or \
+                    tuple(hi.args[1:3]) not in ((3, d // 2), (-1, d // 2)):
+                continue
+            if m1.args[0] is src:
+                cos = m1.args[1]
+            elif m1.args[1] is src:
+                cos = m1.args[0]
+            else:
+                continue
+            nodes = [lo, hi, neg, cat, m1, m2, x]
+            if all(len(k.users) == 1 for k in nodes[2:-1]) and set(lo.users) == {cat} and set(hi.users) == {neg}:
+                return src, cos, sin, nodes
+    return None
+
+
+def _rope_base(g, cos, sin, s, d):
+    """kf's rope_base when cos and sin (constants: the positions come from arange) are GPT-NeoX's rotation
+    of positions 0..s-1 (cos(p theta_k) in both halves, theta_k = base^(-2k/d)), with the base read from the
+    model's inv_freq buffer; else None."""
+    c, sn = g.constant(cos), g.constant(sin)
+    if c is None or sn is None:
+        return None
+    inv = None
+    seen, stack = set(), [cos]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        t = g.attr(n)
+        if isinstance(t, torch.Tensor) and t.dim() == 1 and t.numel() == d // 2 and t.is_floating_point():
+            inv = t
+        stack.extend(n.all_input_nodes)
+    if inv is None or d < 4 or float(inv[1]) <= 0:
+        return None
+    base = float(inv[1].double()) ** (-d / 2.0)
+    k = torch.arange(d // 2, dtype=torch.float64)
+    ang = torch.arange(s, dtype=torch.float64)[:, None] * base ** (-2.0 * k / d)
+    tol = max(2e-3, 8 * torch.finfo(c.dtype).eps)
+    want_c, want_s = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+    try:
+        ok = all(float((t.double().cpu().reshape(-1, s, d) - w).abs().max()) <= tol
+                 for t, w in ((c, want_c), (sn, want_s)))
+    except RuntimeError:  # another shape
+        return None
+    return base if ok else None
+
+
 def attention(n, g):
     if not is_op(n, A.scaled_dot_product_attention.default):
         return None
@@ -428,11 +494,20 @@ def attention(n, g):
     if why:
         return Site("scaled_dot_product_attention", "attention", [n], reason=why)
     p = p if g.training else 0.0
-    nodes = [x for x in knodes + vnodes if free(g, x)] + [n]
+    rope, rope_nodes = {}, []
+    rq, rk = _unrope(q), _unrope(k0)
+    if rq is not None and rk is not None and rq[1] is rk[1] and rq[2] is rk[2] and only_use(q, n) and \
+            (only_use(k0, knodes[0]) if knodes else only_use(k0, n)) and vq.shape[-2] == vk.shape[-2] and \
+            free(g, *rq[3], *rk[3]):
+        base = _rope_base(g, rq[1], rq[2], vq.shape[-2], vq.shape[-1])
+        if base is not None:  # kf rotates q and k inside the kernel: query i and key j at positions i and j
+            q, k0 = rq[0], rk[0]
+            rope, rope_nodes = {"rope_base": base}, rq[3] + rk[3]
+    nodes = rope_nodes + [x for x in knodes + vnodes if free(g, x)] + [n]
     name = "attention" + ("+causal" if causal else "") + ("+mask" if mask is not None else "") + \
-        ("+GQA" if val(k0).shape[1] != vq.shape[1] else "")
+        ("+GQA" if val(k0).shape[1] != vq.shape[1] else "") + ("+rotary" if rope else "")
     return Site(name, "attention", nodes, K.attention, (q, k0, v0, mask, causal, scale, p),
-                {"site": f"{where(n)}:{n.name}@{id(g.gm):x}"})
+                {"site": f"{where(n)}:{n.name}@{id(g.gm):x}", **rope})
 
 
 # ---------------------------------------------------------------------------------------- convolutions
