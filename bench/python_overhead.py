@@ -7,7 +7,9 @@ Prints one line per measurement:
   eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (torch.ops.kernelfusion),
   on torch's current stream; the figure is launch overhead, the kernel being far shorter;
 - big: the device time (CUDA events) of gelu over --big-mib MiB of f32 through kernelfusion.ops with out=
-  (no allocation, no copy) and through torch, to compare with kf-bench's figure for the same kernel.
+  (no allocation, no copy) and through torch, to compare with kf-bench's figure for the same kernel;
+- staged: the same op on a Vulkan context given the CUDA tensor (copied through the host both ways), wall
+  time per call, against the CUDA backend's zero-copy call.
 """
 import argparse
 import os
@@ -47,7 +49,7 @@ def main():
     y = torch.empty_like(x)
     h, w = torch.randn(32, 32, device=dev), torch.randn(32, 32, device=dev)
     rows = [("torch.relu", lambda: torch.relu(x)),
-            ("torch.relu(out=)", lambda: torch.relu(x, out=y)),
+            ("torch.clamp(min=0, out=)", lambda: torch.clamp(x, min=0, out=y)),
             ("kf.ops.relu", lambda: kf.ops.relu(x)),
             ("kf.ops.relu(out=)", lambda: kf.ops.relu(x, out=y)),
             ("torch.ops.kernelfusion.relu", lambda: kt.relu(x)),
@@ -64,6 +66,24 @@ def main():
     gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
     print(f"big: gelu f32 {a.big_mib} MiB  kf.ops {ms_kf:.3f} ms ({gbs(ms_kf):.0f} GB/s)  torch {ms_torch:.3f} ms "
           f"({gbs(ms_torch):.0f} GB/s)")
+    # The staged path (docs/python.md): a Vulkan context given torch CUDA tensors copies each input to the host
+    # and to the Vulkan device, and the output back, waiting at every copy. Wall time per call.
+    if "vulkan" in kf.backends():
+        vk = kf.Context(backend="vulkan")
+        for mib in (1, a.big_mib):
+            t = torch.randn(mib * (1 << 20) // 4, device=dev)
+            f = lambda: kf.ops.gelu(t, context=vk)  # noqa: E731
+            f()
+            torch.cuda.synchronize()
+            reps = 20 if mib == 1 else 5
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                f()
+            torch.cuda.synchronize()
+            staged = (time.perf_counter() - t0) / reps * 1e3
+            ms_cuda = median_ms(torch, lambda: kf.ops.gelu(t), 3, 20)
+            print(f"staged: gelu f32 {mib} MiB through Vulkan {staged:.3f} ms per call (wall), on CUDA without "
+                  f"copies {ms_cuda:.3f} ms (device): {staged / ms_cuda:.0f}x")
 
 
 if __name__ == "__main__":

@@ -468,6 +468,24 @@ TEST_P(Api, Primitives) {
   }
 }
 
+TEST_P(Api, Reshape) {
+  Tensor a = values({2, 12});
+  Tensor v = a.reshape({2, 3, 1, 4});
+  EXPECT_EQ(v.shape(), (Shape{2, 3, 1, 4}));
+  EXPECT_EQ(v.to_double(), a.to_double());
+  v.fill(0.5);  // the same memory
+  EXPECT_EQ(a.to_double(), std::vector<double>(24, 0.5));
+  try {
+    (void)a.reshape({5, 5});
+    ADD_FAILURE() << "reshape to 25 elements";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Shape);
+    EXPECT_NE(std::string(e.what()).find("[2, 12]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)a.reshape({-2, -12}), Error);
+  EXPECT_THROW((void)Tensor().reshape({1}), Error);
+}
+
 TEST_P(Api, PrimitivesErrors) {
   Tensor a = values({3, 10}), b = values({3, 9});
   expect_same_error([&] { add(a, b); }, "add", {a, b}, {}, {{3, 10}}, ErrorCode::Shape, "b");

@@ -39,6 +39,9 @@ class Tensor {
   void upload_from(const std::vector<float>& values);
   std::vector<double> to_double() const;
   std::vector<float> to_float() const;
+  // The same memory under another shape with as many elements (a view: writes through either are seen by
+  // both), e.g. a linear's [1, 4096] output as attention's [1, 32, 1, 128] query. Shape error otherwise.
+  Tensor reshape(const Shape& shape) const;
   // Sets every element to v (converted to the dtype).
   void fill(double v);
   // Sets every byte to a pattern: the tests poison outputs with it.

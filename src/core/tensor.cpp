@@ -83,6 +83,19 @@ std::vector<float> Tensor::to_float() const {
   return std::vector<float>(d.begin(), d.end());
 }
 
+Tensor Tensor::reshape(const Shape& shape) const {
+  require_defined(*this, "Tensor::reshape");
+  bool ok = shape.size() <= static_cast<size_t>(kMaxDims);
+  for (int64_t d : shape) ok = ok && d >= 0;
+  if (!ok || kf::numel(shape) != numel())
+    throw Error(ErrorCode::Shape, "Tensor::reshape: shape " + to_string(shape) + " does not hold the " +
+                                      std::to_string(numel()) + " elements of a tensor of shape " + to_string(shape_) +
+                                      " (as many elements, at most " + std::to_string(kMaxDims) + " dimensions)");
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
 void Tensor::fill(double v) { upload_from(std::vector<double>(static_cast<size_t>(numel()), v)); }
 
 void Tensor::fill_bytes(uint8_t pattern) {
