@@ -257,6 +257,33 @@ def test_convolutions():
     same(out(x), m(x))
 
 
+class MobileNetV1Block(nn.Module):
+    def __init__(self, relu):
+        super().__init__()
+        self.dw, self.b1 = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8, bias=False), nn.BatchNorm2d(8)
+        self.pw, self.b2 = nn.Conv2d(8, 12, 1, bias=False), nn.BatchNorm2d(12)
+        self.relu = relu
+        for bn in (self.b1, self.b2):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        act = F.relu if self.relu else (lambda t: t)
+        return act(self.b2(self.pw(act(self.b1(self.dw(x))))))
+
+
+@pytest.mark.parametrize("relu", [True, False])
+def test_depthwise_pointwise(relu):
+    m = MobileNetV1Block(relu).eval()
+    x = torch.randn(2, 8, 10, 10)
+    out, rep = convert(m, x)
+    assert rows(rep) == ["depthwise+pointwise" + ("+relu" if relu else "")]
+    assert {s.kf_op for s in rep.sites} == {"depthwise_pointwise"}
+    same(out(x), m(x))
+
+
 class Emb(nn.Module):
     def __init__(self):
         super().__init__()

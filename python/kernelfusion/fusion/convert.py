@@ -264,8 +264,8 @@ def optimize(model, example_inputs, example_kwargs=None, *, validate=True, toler
     tolerance      bound on every floating output's relative 2-norm error against the original model
                    (default by dtype: gate.TOLERANCE)
     validation     more calls for the gate, each (args tuple, kwargs dict) of the example's shapes
-    rules          names of the rules to apply (default all: attention, gated_mlp, ffn, linear, norm, conv,
-                   add_relu, embedding, softmax, cross_entropy)
+    rules          names of the rules to apply (default all: attention, gated_mlp, ffn, linear, norm,
+                   depthwise_pointwise, conv, add_relu, embedding, softmax, cross_entropy)
     training       convert for training (autograd through kf's backward kernels; dropout in kf's kernels);
                    default: model.training
     capture        on CUDA, return a module that replays the converted model as a CUDA graph per input shape

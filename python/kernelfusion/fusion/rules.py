@@ -571,6 +571,58 @@ def conv(n, g):
     return Site("conv2d", "conv2d", [n], K.conv2d, (x, w, b), geo)
 
 
+def _conv_bn(conv_node, g):
+    """(weight, bias, nodes, last node) of conv_node with an inference batch norm after it folded in (the
+    norm's nodes then belong to the site), or as it is; None where the norm cannot be folded."""
+    parts = _conv_parts(conv_node)
+    w, b = parts[1], parts[2]
+    u = single_user(conv_node)
+    bn = _bn_eval(u, g)
+    if bn is None:
+        return w, b, [conv_node], conv_node
+    folded = _fold_bn(g, w, b, bn)
+    if folded is None or not free(g, u):
+        return None
+    return folded[0], folded[1], [conv_node, u], u
+
+
+def depthwise_pointwise(n, g):
+    """MobileNet's block: a depthwise conv2d [+ batch norm] [+ relu] into a 1x1 conv2d [+ batch norm] [+ relu],
+    the same activation (or none) after both; the batch norms folded into the weights (inference)."""
+    pw = _conv_parts(n)
+    if g.training or pw is None or not free(g, n):
+        return None
+    x1, w_pw, _, stride, padding, dilation, groups = pw
+    if groups != 1 or tuple(val(w_pw).shape[2:]) != (1, 1) or stride != (1, 1) or padding != (0, 0):
+        return None
+    a1 = act_of(x1)
+    mid = x1.args[0] if a1 == "relu" else x1
+    dw_end = mid
+    dw_conv = mid.args[0] if _bn_eval(mid, g) is not None else mid
+    dw = _conv_parts(dw_conv)
+    if dw is None or not free(g, dw_conv):
+        return None
+    x, w_dw, _, s_dw, p_dw, d_dw, g_dw = dw
+    c = val(x).shape[1]
+    if g_dw != c or tuple(val(w_dw).shape[:2]) != (c, 1) or not dtype_ok(x, w_dw, n):
+        return None
+    first = _conv_bn(dw_conv, g)
+    second = _conv_bn(n, g)
+    if first is None or second is None or first[3] is not dw_end:
+        return None
+    a2_node = single_user(second[3])
+    a2 = act_of(a2_node)
+    if (a1 or "none") != (a2 or "none") or a1 not in (None, "relu"):
+        return None
+    nodes = first[2] + ([x1] if a1 else []) + second[2] + ([a2_node] if a2 else [])
+    if not free(g, *nodes) or not all(set(k.users) == {nxt} for k, nxt in zip(nodes, nodes[1:])):
+        return None
+    act = a1 or "none"
+    return Site("depthwise+pointwise" + (f"+{act}" if a1 else ""), "depthwise_pointwise", nodes,
+                K.depthwise_pointwise, (x, first[0], second[0], first[1], second[1]),
+                dict(stride=s_dw, padding=p_dw, dilation=d_dw, act=act))
+
+
 def add_relu(n, g):
     if not is_op(n, A.relu.default, A.relu_.default) or not free(g, n):
         return None
@@ -637,6 +689,7 @@ RULES = [
     ("ffn", ffn),
     ("linear", linear_epilogue),
     ("norm", norm),
+    ("depthwise_pointwise", depthwise_pointwise),
     ("conv", conv),
     ("add_relu", add_relu),
     ("embedding", embedding),
