@@ -14,6 +14,8 @@ ctest --test-dir build --output-on-failure -j2 || status=$?
 { cmake -S . -B build -DKF_PYTHON=ON -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null &&
   cmake --build build -j"$(nproc)" --target _kf &&
   PYTHONPATH=build/python .venv/bin/python -m pytest -q -p no:cacheprovider python/tests; } || status=$?
+# The sanitizer builds (their own folders, small shapes): ASan + UBSan on the unit tests, TSan on the threads.
+tools/sanitize.sh || status=$?
 if [ "$status" -ne 0 ]; then
   # A digest last, where a log that keeps only its head and tail still shows it: the failed conformance
   # cases (with their seeds, to rerun with kf-conformance --seed) and the failed GoogleTest assertions.

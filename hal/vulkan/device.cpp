@@ -242,7 +242,6 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   dci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
   dci.ppEnabledExtensionNames = exts.data();
   KF_VK(vkCreateDevice(pd, &dci, nullptr, &device_));
-  volkLoadDevice(device_);  // one device per process at a time is the common case; see docs/architecture.md
   vkGetDeviceQueue(device_, family_, 0, &queue_);
   allocator_ = std::make_unique<Allocator>(pd, device_);
   if (info_.vendor == "NVIDIA" && options_.vk_cuda_context) {  // KF_VK_CUDA_CONTEXT=0: not held

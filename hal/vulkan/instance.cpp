@@ -128,7 +128,10 @@ std::shared_ptr<Instance> Instance::create(bool validation) {
   ci.ppEnabledExtensionNames = exts.data();
   if (validation && debug_utils) ci.pNext = &dbg;  // also catches messages of instance creation
   KF_VK(vkCreateInstance(&ci, nullptr, &inst->instance_));
-  volkLoadInstanceOnly(inst->instance_);
+  // Every function, device-level ones included, through the loader's dispatching entry points: right for
+  // every device of the instance, and never rewritten when a device is created (volkLoadDevice would
+  // overwrite these process-wide pointers with one device's own while other contexts call through them).
+  volkLoadInstance(inst->instance_);
   if (validation && debug_utils)
     KF_VK(vkCreateDebugUtilsMessengerEXT(inst->instance_, &dbg, nullptr, &inst->messenger_));
   live = inst;
