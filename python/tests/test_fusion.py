@@ -149,8 +149,9 @@ def test_attention(causal, gqa):
 class Rotary(nn.Module):
     """transformers' rotary embedding and apply_rotary_pos_emb, positions 0..S-1, before attention."""
 
-    def __init__(self, d, base):
+    def __init__(self, d, base, start=0):
         super().__init__()
+        self.start = start  # the first position
         self.register_buffer("inv_freq", 1.0 / base ** (torch.arange(0, d, 2).float() / d), persistent=False)
         self.proj = nn.Linear(d * 4, d * 4 * 3)
 
@@ -161,7 +162,7 @@ class Rotary(nn.Module):
     def forward(self, x):
         b, s, _ = x.shape
         q, k, v = self.proj(x).view(b, s, 3, 4, -1).permute(2, 0, 3, 1, 4)
-        pos = torch.arange(s, device=x.device)[None].float()
+        pos = torch.arange(s, device=x.device)[None].float() + self.start
         freqs = pos[..., None] * self.inv_freq[None, None]
         emb = torch.cat((freqs, freqs), -1)
         cos, sin = emb.cos()[:, None].to(x.dtype), emb.sin()[:, None].to(x.dtype)
@@ -189,17 +190,7 @@ def test_attention_rotary(training):
 
 
 def test_attention_rotary_other_positions_not_fused():
-    class Shifted(Rotary):  # positions from 3: not kf's, the rotation stays torch's
-        def forward(self, x):
-            b, s, _ = x.shape
-            q, k, v = self.proj(x).view(b, s, 3, 4, -1).permute(2, 0, 3, 1, 4)
-            freqs = (torch.arange(s)[None].float() + 3)[..., None] * self.inv_freq[None, None]
-            emb = torch.cat((freqs, freqs), -1)
-            cos, sin = emb.cos()[:, None], emb.sin()[:, None]
-            q = q * cos + self.rotate_half(q) * sin
-            k = k * cos + self.rotate_half(k) * sin
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    m = Shifted(16, 1000.0).eval()
+    m = Rotary(16, 1000.0, start=3).eval()  # positions from 3: not kf's, the rotation stays torch's
     x = torch.randn(2, 12, 64)
     out, rep = convert(m, x)
     assert "attention+causal" in rows(rep) and not any("rotary" in r for r in rows(rep))

@@ -80,10 +80,6 @@ def _strip_asserts(gm):
             gm.graph.erase_node(n)
 
 
-def _value(x, consts):
-    return consts[id(x)] if isinstance(x, Const) else x
-
-
 def build(gm, sites):
     """A GraphModule computing gm with `sites` replaced (gm is left as it is)."""
     graph = torch.fx.Graph()
@@ -217,17 +213,24 @@ class _Probe(torch.fx.Interpreter):
 _OUT_OF_PLACE = {A.relu_.default: A.relu.default, A.silu_.default: A.silu.default, A.add_.Tensor: A.add.Tensor}
 
 
-def _graph_ms(call, reps=10):
-    """Milliseconds of device time per call of `call`, captured once as a CUDA graph and replayed."""
+def capture_cuda_graph(call, warmup=2):
+    """(a CUDA graph of call(), its output): call runs `warmup` times first on the capturing stream, so
+    that kf's context for that stream and the memory the calls need exist before the capture."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(stream):
-        call()
-        call()
+        for _ in range(warmup):
+            call()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph, stream=stream):
-        call()
+        out = call()
+    return graph, out
+
+
+def _graph_ms(call, reps=10):
+    """Milliseconds of device time per call of `call`, captured once as a CUDA graph and replayed."""
+    graph, _ = capture_cuda_graph(call)
     graph.replay()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
@@ -388,13 +391,5 @@ class Captured(torch.nn.Module):
                              "capture replays CUDA graphs")
         static = [t.clone() if isinstance(t, torch.Tensor) else t for t in leaves]
         a, k = pytree.tree_unflatten(static, spec)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.no_grad(), torch.cuda.stream(stream):
-            for _ in range(self.warmup):  # on the capturing stream: kf's context for it and its memory exist
-                self.module(*a, **k)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(graph, stream=stream):
-            out = self.module(*a, **k)
+        graph, out = capture_cuda_graph(lambda: self.module(*a, **k), self.warmup)
         return graph, static, out

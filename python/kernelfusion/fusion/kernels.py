@@ -39,9 +39,6 @@ def gated_mlp(x, w_gate, w_up, w_down, w_gate_up=None, act="silu"):
     return kt.linear(h, w_down)
 
 
-_NORM_ACTS = {"layer_norm": ("relu", "gelu", "silu"), "rms_norm": ("gelu", "silu")}
-
-
 def norm(x, weight, bias, kind, eps, act=None):
     name = kind if act is None else f"{kind}_{act}"
     if kind == "layer_norm":

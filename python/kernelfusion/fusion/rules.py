@@ -221,9 +221,7 @@ def ffn(n, g):
     l1 = h.args[0]
     if not is_op(l1, A.linear.default) or not only_use(l1, h) or arg(l1, 2, "bias") is None:
         return None
-    nodes = [l1, h, n]
-    mid = [u for u in _between(h, n)]
-    nodes = [l1, h] + mid + [n]
+    nodes = [l1, h] + _between(h, n) + [n]
     if not free(g, *nodes) or not dtype_ok(l1.args[0], l1, n):
         return None
     return Site(f"ffn ({act})", "ffn", nodes, K.ffn, (l1.args[0], l1.args[1], arg(l1, 2, "bias"), n.args[1],
@@ -645,18 +643,14 @@ def embedding(n, g):
     table, ids = n.args[0], n.args[1]
     if val(table).dim() != 2 or not dtype_ok(table):
         return None
-    add, pos = None, None
-    if True:
-        u = single_user(n)
-        if is_op(u, A.add.Tensor) and free(g, u) and len(u.args) == 2:
-            other = u.args[1] if u.args[0] is n else u.args[0]
-            vo = val(other)
-            # kf's pos is per position: [S, d] (or [1, S, d]) broadcast over the batch of [B, S] ids
-            if isinstance(vo, torch.Tensor) and vo.dtype == val(n).dtype and val(n).dim() >= 2 and \
-                    [d for d in vo.shape[:-2] if d != 1] == [] and tuple(vo.shape[-2:]) == tuple(val(n).shape[-2:]):
-                add, pos = u, other
-    if add is not None:
-        return Site("embedding+add", "embedding", [n, add], K.embedding, (table, ids, pos))
+    u = single_user(n)
+    if is_op(u, A.add.Tensor) and free(g, u) and len(u.args) == 2:
+        pos = u.args[1] if u.args[0] is n else u.args[0]
+        vp = val(pos)
+        # kf's pos is per position: [S, d] (or [1, S, d]) broadcast over the batch of [B, S] ids
+        if isinstance(vp, torch.Tensor) and vp.dtype == val(n).dtype and val(n).dim() >= 2 and \
+                [d for d in vp.shape[:-2] if d != 1] == [] and tuple(vp.shape[-2:]) == tuple(val(n).shape[-2:]):
+            return Site("embedding+add", "embedding", [n, u], K.embedding, (table, ids, pos))
     return Site("embedding", "embedding", [n], K.embedding, (table, ids))
 
 
