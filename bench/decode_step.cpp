@@ -2,7 +2,7 @@
 // kf::Graph, in tokens per second (docs/performance.md). bench/torch_decode_step.py times the same step in
 // PyTorch, eager and as a CUDA graph.
 //   kf-decode-step [--backend vulkan|cuda] [--layers 32] [--dim 4096] [--hidden 11008] [--heads 32]
-//                  [--kv-heads 8] [--cache 4096] [--vocab 32000] [--dtype f16] [--steps 20] [--json F]
+//                  [--kv-heads 8] [--cache 4096] [--vocab 32000] [--dtype f16] [--steps 20] [--json F] [--profile]
 // Per layer: rms_norm; q, k and v projections; attention of the new token against a cache of `cache`
 // keys and values, grouped-query, with the rotary embedding applied inside the kernel (the cache holds
 // unrotated keys, kf's convention); the output projection with the residual in its epilogue; rms_norm; the
@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "kf/kf.hpp"
 #include "random_tensor.hpp"
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   std::string backend, dtype_name = "f16", json_path;
   int64_t layers = 32, dim = 4096, hidden = 11008, heads = 32, kv_heads = 8, cache = 4096, vocab = 32000;
   int steps = 20;
+  bool profile = false;
   app.add_option("--backend", backend, "vulkan, cuda or cpu (default: the best device)");
   app.add_option("--layers", layers);
   app.add_option("--dim", dim, "model width");
@@ -51,6 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_name, "f16 or bf16");
   app.add_option("--steps", steps, "timed steps (the median is reported)");
   app.add_option("--json", json_path, "write the result as JSON");
+  app.add_flag("--profile", profile, "also time each op of one eager step on the device (timestamps around every "
+                                     "op) and print the time per kind of op");
   CLI11_PARSE(app, argc, argv);
   try {
     kf::ContextOptions opts;
@@ -92,22 +97,30 @@ int main(int argc, char** argv) {
     kf::Attrs none, rope;
     rope.rope = 1;
     rope.rope_base = 10000;
+    // One step; with `stamps`, a device timestamp before and after each op, labelled by what the op is.
+    std::vector<std::pair<std::string, std::pair<uint32_t, uint32_t>>>* stamps = nullptr;
+    const auto run = [&](const char* label, const char* op, const std::vector<kf::Tensor>& in,
+                         const std::vector<kf::Tensor>& out, const kf::Attrs& attrs = {}) {
+      const uint32_t a = stamps ? ctx.timestamp() : 0;
+      ctx.run(op, in, out, attrs);
+      if (stamps) stamps->push_back({label, {a, ctx.timestamp()}});
+    };
     const auto step = [&] {
-      ctx.run("copy", {x0}, {x});
+      run("copy", "copy", {x0}, {x});
       for (const auto& y : L) {
-        ctx.run("rms_norm", {x, y.w_in}, {h});
-        ctx.run("linear", {h, y.wq}, {q2});
-        ctx.run("linear", {h, y.wk}, {k});  // the new token's key and value (appending them is left out)
-        ctx.run("linear", {h, y.wv}, {v});
-        ctx.run("attention", {q, y.k_cache, y.v_cache}, {o}, rope);
-        ctx.run("linear", {o2, y.wo, {}, x}, {x2});
-        ctx.run("rms_norm", {x2, y.w_post}, {h});
-        ctx.run("linear", {h, y.w_gate_up}, {gu});
-        ctx.run("swiglu", {gu}, {act});
-        ctx.run("linear", {act, y.w_down, {}, x2}, {x});
+        run("rms_norm", "rms_norm", {x, y.w_in}, {h});
+        run("linear q", "linear", {h, y.wq}, {q2});
+        run("linear k", "linear", {h, y.wk}, {k});  // the new token's key and value (appending them is left out)
+        run("linear v", "linear", {h, y.wv}, {v});
+        run("attention", "attention", {q, y.k_cache, y.v_cache}, {o}, rope);
+        run("linear o + residual", "linear", {o2, y.wo, {}, x}, {x2});
+        run("rms_norm", "rms_norm", {x2, y.w_post}, {h});
+        run("linear gate/up", "linear", {h, y.w_gate_up}, {gu});
+        run("swiglu", "swiglu", {gu}, {act});
+        run("linear down + residual", "linear", {act, y.w_down, {}, x2}, {x});
       }
-      ctx.run("rms_norm", {x, w_final}, {h});
-      ctx.run("linear", {h, w_vocab}, {logits});
+      run("rms_norm", "rms_norm", {x, w_final}, {h});
+      run("linear vocab", "linear", {h, w_vocab}, {logits});
     };
     const auto timed = [&](const std::function<void()>& f) {
       for (int i = 0; i < 3; ++i) f();
@@ -129,6 +142,31 @@ int main(int argc, char** argv) {
     bool same = first == again, finite = true;
     for (double z : again) finite = finite && std::isfinite(z);
     const size_t ops = g.ops();
+    if (profile) {
+      // Device time per kind of op over one eager step, in the order the kinds first appear.
+      std::vector<std::pair<std::string, std::pair<uint32_t, uint32_t>>> list;
+      step();
+      ctx.synchronize();
+      ctx.reset_timestamps();
+      stamps = &list;
+      step();
+      stamps = nullptr;
+      std::vector<std::string> order;
+      std::map<std::string, std::pair<double, int>> sum;
+      for (const auto& [label, ab] : list) {
+        if (!sum.count(label)) order.push_back(label);
+        auto& s = sum[label];
+        s.first += ctx.elapsed_ms(ab.first, ab.second);
+        s.second += 1;
+      }
+      double total = 0;
+      for (const auto& [label, s] : sum) total += s.first;
+      std::printf("%-24s %6s %10s %10s %7s\n", "op", "calls", "ms", "us/call", "share");
+      for (const auto& label : order)
+        std::printf("%-24s %6d %10.3f %10.2f %6.1f%%\n", label.c_str(), sum[label].second, sum[label].first,
+                    1e3 * sum[label].first / sum[label].second, 100 * sum[label].first / total);
+      std::printf("%-24s %6zu %10.3f (the ops' device times, each timed alone)\n", "total", list.size(), total);
+    }
     std::printf("eager    %8.3f ms/step  %8.1f tokens/s\ncaptured %8.3f ms/step  %8.1f tokens/s  (%zu ops, %s)\n"
                 "captured logits equal eager's: %s; finite: %s\n",
                 eager, 1000 / eager, captured, 1000 / captured, ops, g.native() ? "one submission" : "call by call",
