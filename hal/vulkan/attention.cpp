@@ -118,7 +118,11 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
   why = kf::plan::decode_refusal(g, a, has(8));
   if (why.empty()) why = kf::plan::decode_head_dim_refusal(g.D, 8);
   if (!why.empty()) return false;
-  if (!dev.has_variant(variant)) why = "this build has no " + variant;
+  // RoPE's half form pairs element d with d + D / 2: the kernel reads the partners by whole packs.
+  if (a.rope == 1 && (g.D / 2) % pack_elems(call.dtype) != 0)
+    why = "it takes RoPE's half form where D / 2 is a multiple of " + std::to_string(pack_elems(call.dtype)) +
+          " (D = " + std::to_string(g.D) + ")";
+  else if (!dev.has_variant(variant)) why = "this build has no " + variant;
   else if (!caps.subgroup_shuffle) why = "the device has no subgroup shuffles in compute shaders";
   else if (caps.subgroup_size == 0 || (caps.subgroup_size & (caps.subgroup_size - 1)) != 0 || kDecodeWg % caps.subgroup_size != 0)
     why = "the device's subgroup size " + std::to_string(caps.subgroup_size) + " does not divide " + std::to_string(kDecodeWg);
@@ -559,6 +563,11 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
 
   const std::string variant = score_mod_variant(dev, std::string("attn_decode_") + to_string(call.dtype), a, "attention", false);
   WorkspacePlan plan;
+  if (a.rope) {
+    const auto [pmin, npos] = plan::rope_positions(g);
+    pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
+    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+  }
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
   if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
   if (has(7)) pc.aux_sinks = plan.input(call.inputs[7], es);
@@ -591,6 +600,7 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   Launch l;
   l.variant = variant;
   l.spec = spec;
+  l.spec[8] = static_cast<uint32_t>(a.rope);  // ROPE (the combine pass below never rotates)
   l.spec.push_back(dp.lk);
   l.spec.push_back(dp.gc);
   l.spec.push_back(rs ? 1u : 0u);
@@ -607,7 +617,8 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   dev.record(l);
 
   record_combine(dev, call, spec, ws, pc, rows, D);
-  return "vulkan:attention/decode" + std::string(a.score_mod.empty() ? "" : ",score_mod") + ",lk=" + std::to_string(dp.lk) +
+  return "vulkan:attention/decode" + std::string(a.score_mod.empty() ? "" : ",score_mod") +
+         (a.rope ? ",rope" : "") + ",lk=" + std::to_string(dp.lk) +
          ",heads=" + std::to_string(dp.gc) +
          (dp.nchunk > 1 ? "x" + std::to_string(dp.nchunk) : std::string()) + ",split=" + std::to_string(nsplit) + "x" +
          std::to_string(split_len) + (rs ? ",reduce-scatter" : "");
