@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "core/internal.hpp"
 #include "core/op_id.hpp"
 #include "module.hpp"
 #include "ops/registry.hpp"
@@ -332,7 +333,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
   }
   {
     nb::gil_scoped_release r;
-    ctx.run(op.name, in, outs, a);
+    detail::run_op(ctx, op, in, outs, a);  // by the OpDef: no lookup of the name
   }
   return result;
 }
