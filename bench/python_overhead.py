@@ -4,8 +4,8 @@
 
 Prints one line per measurement:
 - small: host time per call of a 1,024-element op (relu), back to back without synchronizing, for torch
-  eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (torch.ops.kernelfusion),
-  on torch's current stream; the figure is launch overhead, the kernel being far shorter;
+  eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (kernelfusion.torch_ops'
+  function, and torch.ops.kernelfusion through torch's dispatcher), on torch's current stream; the figure is launch overhead, the kernel being far shorter;
 - big: the device time (CUDA events, queued as kf-bench queues its runs) of gelu over --big-mib MiB of f32
   through kernelfusion.ops with out= (no allocation, no copy) and through torch, to compare with
   kf-bench's figure for the same kernel;
@@ -54,6 +54,7 @@ def main():
             ("kf.ops.relu", lambda: kf.ops.relu(x)),
             ("kf.ops.relu(out=)", lambda: kf.ops.relu(x, out=y)),
             ("torch.ops.kernelfusion.relu", lambda: kt.relu(x)),
+            ("  the same through torch's dispatcher", lambda: torch.ops.kernelfusion.relu(x)),
             ("torch.nn.functional.linear 32x32", lambda: torch.nn.functional.linear(h, w)),
             ("kf.functional.linear 32x32", lambda: F.linear(h, w))]
     for name, f in rows:
