@@ -46,8 +46,7 @@
 // (H100, GQA decode) it made the kernel 18-22% faster; unmeasured on Vulkan GPUs
 // (KF_TUNE attn_decode_rs=1 keeps the all-reduce form).
 //
-// RoPE (ROPE 1 half, 2 interleaved; the cos / sin table of the tiled kernels in the auxiliary
-// workspace): the cache holds unrotated keys, so every key is rotated at its position on every call.
+// RoPE (ROPE 1 half, 2 interleaved; the cos / sin table of the tiled kernels, bound directly): the cache holds unrotated keys, so every key is rotated at its position on every call.
 // Rotating it in registers would need its partner elements, which other lanes hold (half form); instead
 // the rotation moves onto the query: with qr the rotated query (position Sk - 1) and sg_i = +1 for the
 // first element of a pair and -1 for the second, rot(k) . qr = sum_i k_i (qr_i c + sg_i qr_partner(i) s),
@@ -59,8 +58,8 @@
 // so causal masks nothing; the window keeps keys j > Sk - 1 - w; ALiBi adds -slope (Sk - 1 - j); key
 // lengths mask j >= length[b]; soft-capping before the bias; masked keys never enter the sums.
 //
-// Bindings: 0 q, 1 k, 2 v, 4 the workspace (partials, written), 5 the workspace (auxiliary inputs:
-// the RoPE table, slopes, key lengths, at the word offsets of the push constants).
+// Bindings: 0 q, 1 k, 2 v, 3 the RoPE table, 4 the workspace (partials, written), 5 the workspace
+// (auxiliary inputs: slopes, key lengths, at the word offsets of the push constants).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
@@ -80,6 +79,9 @@ DECLARE_BUFFER(0, Q, readonly)
 DECLARE_BUFFER(1, K, readonly)
 DECLARE_BUFFER(2, V, readonly)
 layout(std430, binding = 4) buffer PART { uint part_w[]; };
+// The RoPE table, bound as it is cached (no copy per call): (cos, sin) of pair d at position p + rope_pos0
+// in floats 2 ((p + rope_pos0) D / 2 + d) and + 1; read by vec4, two pairs at a time.
+layout(std430, binding = 3) readonly buffer ROPE_T { vec4 rope4[]; };
 
 shared float Ms[NKG * GC];
 shared float Ls[NKG * GC];
@@ -130,13 +132,14 @@ void main() {
       } else {
         // The query at position off: qr_i = q_i c - sg_i q_partner s; qp_i = sg_i qr_partner.
         const bool first_half = pk < NPK / 2u;
-        const uint tab = pc.aux_rope + 2u * uint(off + pc.rope_pos0) * (D / 2u);
+        const uint row = uint(off + pc.rope_pos0) * (D / 4u);
         [[unroll]] for (uint e = 0; e < VW; ++e) {
           const uint i = pk * VW + e;
           const uint d = ROPE == 1u ? i % (D / 2u) : i / 2u;
           const float sg = (ROPE == 1u ? first_half : (e & 1u) == 0u) ? 1.0 : -1.0;
           const float qi = float(x[e]), qq = ROPE == 1u ? float(y[e]) : float(x[e ^ 1u]);
-          const float c = uintBitsToFloat(ws[tab + 2u * d]), sn = uintBitsToFloat(ws[tab + 2u * d + 1u]);
+          const vec4 t = rope4[row + d / 2u];
+          const float c = (d & 1u) == 0u ? t.x : t.z, sn = (d & 1u) == 0u ? t.y : t.w;
           q[(g * PPL + p) * VW + e] = (qi * c - sg * qq * sn) * pc.scale;
           qp[(g * PPL + p) * VW + e] = (sg * qq * c + qi * sn) * pc.scale;
         }
@@ -194,15 +197,26 @@ void main() {
         // Key j rotated at its position, folded into the query: k_rot . qr = sum_i k_i (qr_i c + qp_i s)
         // with (c, s) of the pair of element i at position j (a key past the end reads row SkT - 1: its
         // score is masked below).
-        const uint tab = pc.aux_rope + 2u * uint(min(jk + int(u), int(pc.SkT) - 1) + pc.rope_pos0) * (D / 2u);
+        // The lane's pairs of a pack are consecutive: VW of them (half form) or VW / 2 (interleaved, each
+        // serving two elements), starting at an even pair.
+        const uint row = uint(min(jk + int(u), int(pc.SkT) - 1) + pc.rope_pos0) * (D / 4u);
         float cs[PPL * VW], sn[PPL * VW];
-        [[unroll]] for (uint p = 0; p < PPL; ++p)
-          [[unroll]] for (uint e = 0; e < VW; ++e) {
-            const uint i = min(lk + LK * p, NPK - 1u) * VW + e;
-            const uint d = ROPE == 1u ? i % (D / 2u) : i / 2u;
-            cs[p * VW + e] = uintBitsToFloat(ws[tab + 2u * d]);
-            sn[p * VW + e] = uintBitsToFloat(ws[tab + 2u * d + 1u]);
+        [[unroll]] for (uint p = 0; p < PPL; ++p) {
+          const uint i0 = min(lk + LK * p, NPK - 1u) * VW;
+          const uint d0 = ROPE == 1u ? i0 % (D / 2u) : i0 / 2u;
+          [[unroll]] for (uint t = 0; t < (ROPE == 1u ? VW / 2u : VW / 4u); ++t) {
+            const vec4 r = rope4[row + d0 / 2u + t];
+            if (ROPE == 1u) {
+              cs[p * VW + 2u * t] = r.x, sn[p * VW + 2u * t] = r.y;
+              cs[p * VW + 2u * t + 1u] = r.z, sn[p * VW + 2u * t + 1u] = r.w;
+            } else {  // elements 4t, 4t + 1 share pair 2t; 4t + 2, 4t + 3 pair 2t + 1
+              cs[p * VW + 4u * t] = r.x, sn[p * VW + 4u * t] = r.y;
+              cs[p * VW + 4u * t + 1u] = r.x, sn[p * VW + 4u * t + 1u] = r.y;
+              cs[p * VW + 4u * t + 2u] = r.z, sn[p * VW + 4u * t + 2u] = r.w;
+              cs[p * VW + 4u * t + 3u] = r.z, sn[p * VW + 4u * t + 3u] = r.w;
+            }
           }
+        }
         [[unroll]] for (uint g = 0; g < GC; ++g) {
           float d = 0.0;
           [[unroll]] for (uint k = 0; k < PPL * VW; ++k)

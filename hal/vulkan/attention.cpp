@@ -139,13 +139,14 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
     why = "its " + std::to_string(shared) + " bytes of shared memory exceed the device's " + std::to_string(caps.max_shared_bytes);
     return false;
   }
-  // Key splits: about 512 workgroups in all (4 per SM of an H100), each split at least 512 keys long.
+  // Key splits: about 512 workgroups in all (4 per SM of an H100), each split at least 128 keys long (a
+  // short cache, 4k keys of 8 kv heads, then still fills the device: 256 workgroups, not 64).
   // (2048 measured worse: the partials and the combine pass grow with the splits; H100, B 1, H 32,
   // 32k keys, f16: 16 splits 0.98 of copy, 32 0.95, 64 0.84, 128 0.72, 256 0.55.)
   const uint64_t Sk = static_cast<uint64_t>(g.SkT);
   const uint64_t base = static_cast<uint64_t>(g.B) * static_cast<uint64_t>(g.Hkv) * plan.nchunk;
   uint64_t nsplit = dev.tuning().attn_split;
-  if (nsplit == 0) nsplit = std::min<uint64_t>({(512 + base - 1) / base, std::max<uint64_t>(Sk / 512, 1), 256});
+  if (nsplit == 0) nsplit = std::min<uint64_t>({(512 + base - 1) / base, std::max<uint64_t>(Sk / 128, 1), 256});
   nsplit = std::clamp<uint64_t>(nsplit, 1, std::max<uint64_t>(Sk, 1));
   plan.nsplit = nsplit;
   plan.split_len = std::max<uint64_t>((Sk + nsplit - 1) / nsplit, 1);
@@ -563,9 +564,10 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
 
   const std::string variant = score_mod_variant(dev, std::string("attn_decode_") + to_string(call.dtype), a, "attention", false);
   WorkspacePlan plan;
+  std::shared_ptr<Buffer> rope;  // bound as cached (binding 3), not copied into the workspace
   if (a.rope) {
     const auto [pmin, npos] = plan::rope_positions(g);
-    pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
+    rope = rope_table(dev, g.D, a.rope_base, pmin, npos);
     pc.rope_pos0 = static_cast<int32_t>(-pmin);
   }
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
@@ -607,6 +609,7 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   l.bindings[2] = call.inputs[2].buffer;
+  if (rope) l.bindings[3] = rope;
   l.bindings[4] = ws;
   l.bindings[5] = ws;
   l.push = &pc;
