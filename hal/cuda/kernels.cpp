@@ -995,7 +995,7 @@ bool CudaDevice::supports(const OpCall& call, std::string* why) const {
   return true;
 }
 
-std::string CudaDevice::dispatch(const OpCall& call) {
+Variant CudaDevice::dispatch(const OpCall& call) {
   const Entry& entry = entry_of(call.id);
   const char* name = op_name(call.id);
   Dt dt = Dt::f32;

@@ -406,7 +406,7 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
 }
 
 // attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
-std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
   const Caps& caps = dev.info().caps;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
@@ -549,7 +549,7 @@ void record_combine(VulkanDevice& dev, const OpCall& call, const std::vector<uin
 
 // The decode kernel: one workgroup per (sequence, kv head, chunk of query heads, key split), its
 // partials merged by attention.comp's COMBINE pass (which adds the sinks and writes lse).
-std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, const DecodePlan& dp, AttnPush& pc) {
+Variant dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, const DecodePlan& dp, AttnPush& pc) {
   const Attrs& a = call.attrs;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
@@ -798,7 +798,7 @@ bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string
   return false;
 }
 
-std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   if (call.id == OpId::attention_backward) return dispatch_backward(dev, call);
   const Attrs& a = call.attrs;
   const AttnGeometry g = forward_geometry(call);

@@ -103,7 +103,7 @@ class VulkanDevice final : public Device {
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
   bool supports(const OpCall& call, std::string* why) const override;  // through the family table (families.cpp)
-  std::string dispatch(const OpCall& call) override;
+  Variant dispatch(const OpCall& call) override;
   void synchronize() override;
   // Capture (graph.cpp): dispatches recorded into a command buffer of their own, submitted once per replay.
   bool begin_capture() override;

@@ -392,8 +392,9 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
     }
   } depth{*impl, name, inputs, outputs, attrs};
   ++impl->run_depth;
-  std::vector<const Tensor*> in;
-  in.reserve(inputs.size());
+  if (impl->checked_inputs.size() < static_cast<size_t>(impl->run_depth)) impl->checked_inputs.resize(impl->run_depth);
+  std::vector<const Tensor*>& in = impl->checked_inputs[impl->run_depth - 1];
+  in.clear();
   for (const auto& t : inputs) in.push_back(&t);
   const std::vector<Shape> expected = check_call(op, in, attrs, impl);
   const DType dtype = op_dtype(op, inputs);
@@ -505,7 +506,7 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
     return;
   }
   try {
-    impl->last_variant = impl->device->dispatch(call);
+    impl->last_variant.assign(impl->device->dispatch(call).str());  // (its buffer reused: no allocation)
   } catch (const Error& e) {
     // A backend refuses an option its kernels lack (Unsupported, before recording anything): the CPU
     // fallback, when asked for, serves the call as it serves an unsupported op.
