@@ -34,24 +34,33 @@ const uint NU = BK / TPR;     // keys per invocation in the scores (BK a multipl
 const uint MAXU = 4;
 
 #if defined(COMBINE)
-// One invocation per (row, pack) of the output: merges the nsplit partials of its row in split order.
+// One workgroup per row (a grid stride over the rows beyond the grid): invocation t takes pack t % NPK of
+// the row and the splits s = t / NPK, t / NPK + NSL, ... (NSL = 256 / NPK split lanes), so that a row's
+// partials are read by the whole workgroup at once (one invocation per (row, pack) walking every split
+// in turn waited for each load: 27 us for the 32 rows of a 4k-key decode in 32 splits on an H100,
+// longer than the decode kernel itself). The split lanes' sums are then added in shared memory in split-
+// lane order: a fixed order, the same bits every run.
 DECLARE_BUFFER(3, O, )
 DECLARE_BUFFER(4, LSEB, )
+
+const uint NSL = gl_WorkGroupSize.x / NPK;  // split lanes (NPK <= 256 packs: D <= 256)
+shared float Lp[gl_WorkGroupSize.x / NPK];
+shared float Ap[(gl_WorkGroupSize.x / NPK) * D];
 
 void main() {
   const uint rows = pc.B * pc.Hq * pc.SqT;
   const uint nparts = pc.nsplit * rows;
-  for (uint t = gl_GlobalInvocationID.x; t < rows * NPK; t += gl_NumWorkGroups.x * gl_WorkGroupSize.x) {
-    const uint pk = t % NPK, rowidx = t / NPK;
+  const uint lid = gl_LocalInvocationID.x, pk = lid % NPK, sl = lid / NPK;
+  for (uint rowidx = gl_WorkGroupID.x; rowidx < rows; rowidx += gl_NumWorkGroups.x) {
     const uint h = (rowidx / pc.SqT) % pc.Hq;
-    float m = NEG_INF;
+    float m = NEG_INF;  // the row's largest partial maximum (every invocation reads them all: cached)
     for (uint s = 0; s < pc.nsplit; ++s) m = max(m, uintBitsToFloat(ws[pc.part_off + nparts * D + 2u * (s * rows + rowidx)]));
     if (SINKS) m = max(m, aux_elem(pc.aux_sinks, h));
     float l = 0.0;
     float acc[VW];
     [[unroll]] for (uint e = 0; e < VW; ++e) acc[e] = 0.0;
-    if (m != NEG_INF) {
-      for (uint s = 0; s < pc.nsplit; ++s) {
+    if (m != NEG_INF && sl < NSL) {
+      for (uint s = sl; s < pc.nsplit; s += NSL) {
         const uint part = s * rows + rowidx;
         const float ms = uintBitsToFloat(ws[pc.part_off + nparts * D + 2u * part]);
         if (ms == NEG_INF) continue;
@@ -59,16 +68,30 @@ void main() {
         l += a * uintBitsToFloat(ws[pc.part_off + nparts * D + 2u * part + 1u]);
         [[unroll]] for (uint e = 0; e < VW; ++e) acc[e] += a * uintBitsToFloat(ws[pc.part_off + part * D + pk * VW + e]);
       }
-      if (SINKS) l += exp(aux_elem(pc.aux_sinks, h) - m);
     }
-    const float inv = l > 0.0 ? 1.0 / l : 0.0;
-    FT o[VW];
-    [[unroll]] for (uint e = 0; e < VW; ++e) o[e] = FT(acc[e] * inv);
-    O_v.v[rowidx * NPK + pk] = pack(o);
-    if (LSE && pk == 0u) {
-      const float v = l > 0.0 ? m + log(l) : NEG_INF;
-      STORE_ELEM(LSEB, rowidx, v)
+    if (sl < NSL) {
+      if (pk == 0u) Lp[sl] = l;
+      [[unroll]] for (uint e = 0; e < VW; ++e) Ap[sl * D + pk * VW + e] = acc[e];
     }
+    barrier();
+    if (sl == 0u) {
+      l = 0.0;
+      [[unroll]] for (uint e = 0; e < VW; ++e) acc[e] = 0.0;
+      for (uint k = 0; k < NSL; ++k) {
+        l += Lp[k];
+        [[unroll]] for (uint e = 0; e < VW; ++e) acc[e] += Ap[k * D + pk * VW + e];
+      }
+      if (SINKS && m != NEG_INF) l += exp(aux_elem(pc.aux_sinks, h) - m);
+      const float inv = l > 0.0 ? 1.0 / l : 0.0;
+      FT o[VW];
+      [[unroll]] for (uint e = 0; e < VW; ++e) o[e] = FT(acc[e] * inv);
+      O_v.v[rowidx * NPK + pk] = pack(o);
+      if (LSE && pk == 0u) {
+        const float v = l > 0.0 ? m + log(l) : NEG_INF;
+        STORE_ELEM(LSEB, rowidx, v)
+      }
+    }
+    barrier();
   }
 }
 

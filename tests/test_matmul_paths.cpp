@@ -105,8 +105,8 @@ TEST(MatmulPaths, GemvRowsSplitKBF16) { run_gemv("mm_path=3,gemv_rows=16,mm_spli
 // Automatic selection: M <= 16 takes the few-rows kernel, and a narrow N with a long K splits K (75
 // workgroups of 4 outputs are far from filling a GPU: 4100 / 1024 = 4 slices).
 TEST(MatmulPaths, GemvChosenForDecode) {
-  run_gemv("", {{"linear", {{1, 4100}, {300, 4100}, {300}, {}}, kActGelu}}, DType::f32, "gemv-splitk4,rows8,16B-packs");
-  run_gemv("", {{"linear", {{2, 4100}, {300, 4100}, {}, {}}, kActNone}}, DType::f16, "gemv-splitk4,rows8,scalar");
+  run_gemv("", {{"linear", {{1, 4100}, {300, 4100}, {300}, {}}, kActGelu}}, DType::f32, "gemv-splitk4,rows4,16B-packs");
+  run_gemv("", {{"linear", {{2, 4100}, {300, 4100}, {}, {}}, kActNone}}, DType::f16, "gemv-splitk4,rows4,scalar");
   run_gemv("", {{"linear", {{17, 64}, {30, 64}, {}, {}}, kActNone}}, DType::f32, "portable");
 }
 

@@ -253,7 +253,12 @@ CudaDevice::~CudaDevice() {
   allocator_.reset();  // buffers keep it alive if any is left; the last one frees the memory
 }
 
-void CudaDevice::make_current() const { check(gpuSetDevice(ordinal_), "cudaSetDevice"); }
+void CudaDevice::make_current() const {
+  // Every dispatch asks: the runtime's current device read first (a thread-local), set only when it differs.
+  int current = -1;
+  if (gpuGetDevice(&current) == gpuSuccess && current == ordinal_) return;
+  check(gpuSetDevice(ordinal_), "cudaSetDevice");
+}
 
 void CudaDevice::wait_stream(const char* what) {
   const auto start = std::chrono::steady_clock::now();

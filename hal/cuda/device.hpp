@@ -20,9 +20,11 @@ bool dt_of(DType t, Dt* out);
 
 // The backend's name: "cuda", or "hip" when these files are built as HIP.
 #if defined(KF_HIP)
-inline constexpr const char* kBackend = "hip";
+#define KF_GPU_BACKEND "hip"  // (a literal, for variant names built at compile time)
+inline constexpr const char* kBackend = KF_GPU_BACKEND;
 #else
-inline constexpr const char* kBackend = "cuda";
+#define KF_GPU_BACKEND "cuda"
+inline constexpr const char* kBackend = KF_GPU_BACKEND;
 #endif
 
 // kf::Error for a failed runtime call: cudaErrorMemoryAllocation -> OutOfMemory; a fault of a kernel

@@ -55,6 +55,7 @@
 #define gpuDriverGetVersion KF_GPU(DriverGetVersion)
 #define gpuRuntimeGetVersion KF_GPU(RuntimeGetVersion)
 #define gpuSetDevice KF_GPU(SetDevice)
+#define gpuGetDevice KF_GPU(GetDevice)
 #define gpuGetErrorName KF_GPU(GetErrorName)
 #define gpuGetErrorString KF_GPU(GetErrorString)
 #define gpuGetLastError KF_GPU(GetLastError)

@@ -1040,8 +1040,9 @@ Variant CudaDevice::dispatch(const OpCall& call) {
     const int64_t tiles = (packs + int64_t(kEltwiseThreads) * kEltwiseItems - 1) / (int64_t(kEltwiseThreads) * kEltwiseItems);
     // Up to 32 blocks per multiprocessor (4 waves of 8 resident blocks); blocks stride over the rest.
     const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>(tiles, 1, int64_t(sm_count_) * 32));
-    check_launch(launch_eltwise(static_cast<EltOp>(entry.id), dt, p, blocks, stream_), std::string("eltwise ") + name);
-    return prefix + "eltwise/" + (p.gather ? "gather" : "16B-packs");
+    const int err = launch_eltwise(static_cast<EltOp>(entry.id), dt, p, blocks, stream_);
+    if (err != 0) check_launch(err, std::string("eltwise ") + name);  // (the name built only on failure)
+    return p.gather ? KF_GPU_BACKEND ":eltwise/gather" : KF_GPU_BACKEND ":eltwise/16B-packs";
   }
 
   // Row kernels: tpr threads per row, enough that each caches its share of the row (softmax) or reads

@@ -533,7 +533,7 @@ Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
 // attention.comp's COMBINE pass: merges the key splits' partials (m, l, accumulator) from the workspace
 // into o (and lse), after the flash or the decode kernel wrote them.
 void record_combine(VulkanDevice& dev, const OpCall& call, const std::vector<uint32_t>& spec,
-                    const std::shared_ptr<Buffer>& ws, const AttnPush& pc, uint64_t rows, uint64_t D) {
+                    const std::shared_ptr<Buffer>& ws, const AttnPush& pc, uint64_t rows) {
   Launch c;
   c.variant = std::string("attn_combine_") + to_string(call.dtype);
   c.spec = spec;
@@ -543,7 +543,7 @@ void record_combine(VulkanDevice& dev, const OpCall& call, const std::vector<uin
   if (call.outputs.size() > 1) c.bindings[4] = call.outputs[1].buffer;
   c.push = &pc;
   c.push_bytes = sizeof(pc);
-  c.groups = grid(rows * (D / pack_elems(call.dtype)), kWorkgroup, dev.info().caps, dev.tuning());
+  c.groups = grid(rows, 1, dev.info().caps, dev.tuning());  // a workgroup a row (attention.comp COMBINE)
   dev.record(c);
 }
 
@@ -619,7 +619,7 @@ Variant dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometr
   l.groups_z = static_cast<uint32_t>(gz);
   dev.record(l);
 
-  record_combine(dev, call, spec, ws, pc, rows, D);
+  record_combine(dev, call, spec, ws, pc, rows);
   return "vulkan:attention/decode" + std::string(a.score_mod.empty() ? "" : ",score_mod") +
          (a.rope ? ",rope" : "") + ",lk=" + std::to_string(dp.lk) +
          ",heads=" + std::to_string(dp.gc) +
@@ -938,7 +938,7 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
                                   : "";
   if (!split) return what + why_not;
 
-  record_combine(dev, call, l.spec, ws, pc, rows, D);
+  record_combine(dev, call, l.spec, ws, pc, rows);
   return what + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len) + why_not;
 }
 

@@ -15,17 +15,26 @@ struct GemvPush {
 };
 
 // Workgroups that fill a large GPU (an H100 holds 8 workgroups of 256 invocations on each of its 132
-// multiprocessors): split-K adds K slices until the grid reaches this many.
+// multiprocessors): split-K adds K slices until the grid reaches this many, where the grid has fewer than
+// kGemvSplitBelow workgroups. A split costs a second, dependent dispatch (the combine pass), which a decode
+// step's projections pay in full: H100, f16, M 1, K 4096 (11008 for down), microseconds per call with
+// 8 rows and the splits (the former rule: split below 1024 workgroups) against 4 rows unsplit: N 1024
+// 12.4 / 9.4, N 4096 22.5 / 20.2, down 48.8 / 44.5.
 constexpr uint64_t kGemvTargetGroups = 1024;
+constexpr uint64_t kGemvSplitBelow = 256;
+// Rows of W per workgroup: 8 where the grid is large anyway, 4 where 8 would leave fewer than this many
+// workgroups (more workgroups, each with less to read, fill the device better: the figures above; N 22016
+// with 4 rows ran 75 us against 73 with 8).
+constexpr uint64_t kGemvFewRowsBelow = 1024;
 // A K slice spans at least this many elements (64 invocations x 16 of them: 2-4 packs each).
 constexpr uint64_t kGemvMinSlice = 1024;
 
 }  // namespace
 
-// linear (and linear_dropout) with W [N, K] on mm_gemv.comp: `rows` outputs per workgroup (8 by default:
-// H100, N = K = 8192, of copy with 4 / 8 / 16 rows: f16 0.82 / 0.84 / 0.74, bf16 0.82 / 0.83 / 0.78, f32
-// 0.95 / 0.96 / 0.93), K split over gl_WorkGroupID.z when N / rows workgroups cannot fill the device,
-// partial sums combined in a fixed order.
+// linear (and linear_dropout) with W [N, K] on mm_gemv.comp: `rows` outputs per workgroup (8 on large
+// grids: H100, N = K = 8192, of copy with 4 / 8 / 16 rows: f16 0.82 / 0.84 / 0.74, bf16 0.82 / 0.83 / 0.78,
+// f32 0.95 / 0.96 / 0.93; 4 on smaller ones, above), K split over gl_WorkGroupID.z when even then the
+// workgroups cannot fill the device, partial sums combined in a fixed order.
 Variant dispatch_gemv(VulkanDevice& dev, const OpCall& call) {
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
@@ -38,8 +47,10 @@ Variant dispatch_gemv(VulkanDevice& dev, const OpCall& call) {
   const bool has_res = call.inputs.size() > 3 && call.inputs[3].buffer;
   const bool drop = call.id == OpId::linear_dropout && call.attrs.p > 0;
   const uint32_t mt = static_cast<uint32_t>(std::min<uint64_t>(M, 16));
-  const uint32_t rows = dev.tuning().gemv_rows ? dev.tuning().gemv_rows : 8u;
-  const uint64_t groups_n = (N + rows - 1) / rows, groups_m = (M + mt - 1) / mt;
+  const uint64_t groups_m = (M + mt - 1) / mt;
+  const uint32_t rows = dev.tuning().gemv_rows ? dev.tuning().gemv_rows
+                        : (N + 7) / 8 * groups_m < kGemvFewRowsBelow ? 4u : 8u;
+  const uint64_t groups_n = (N + rows - 1) / rows;
   const uint64_t align = wide ? vw : 1;
   const uint64_t kunits = (K + align - 1) / align;  // packs (or elements) of K
   uint64_t splits = 1;
@@ -47,7 +58,7 @@ Variant dispatch_gemv(VulkanDevice& dev, const OpCall& call) {
     splits = dev.tuning().mm_splitk;
   } else {
     const uint64_t base = groups_n * groups_m;
-    if (base < kGemvTargetGroups) splits = std::min((kGemvTargetGroups + base - 1) / base, std::max<uint64_t>(1, K / kGemvMinSlice));
+    if (base < kGemvSplitBelow) splits = std::min((kGemvTargetGroups + base - 1) / base, std::max<uint64_t>(1, K / kGemvMinSlice));
   }
   if (M > 65535) splits = 1;  // the combine pass puts rows on gl_WorkGroupID.y
   splits = std::clamp<uint64_t>(splits, 1, std::min<uint64_t>(kunits, 65535));

@@ -52,7 +52,7 @@ const std::vector<Knob>& knobs() {
       range("mm_splitk", V, &T::mm_splitk, 0, 65535, 0,
             "few-rows kernel (mm_gemv.comp): K slices, 0 automatic, N forced (clamped to K's packs)"),
       one_of("gemv_rows", V, &T::gemv_rows, {0, 4, 8, 16},
-             "few-rows kernel: rows of W per workgroup (0: 8)"),
+             "few-rows kernel: rows of W per workgroup (0: automatic, 4 or 8)"),
       words("mm_epilogue", C, &T::mm_epilogue, {"cublaslt", "kernel"},
             "linear / matmul epilogue: cuBLASLt's fused epilogues where they apply, or all of it in kf's kernel"),
       range("mm_algo", C, &T::mm_algo, 0, 32, 0,

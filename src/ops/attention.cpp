@@ -410,6 +410,8 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"b4_h32_s4096_d128_causal_score_mod_alibi", qkv(4, 32, 32, 4096, 4096, 128),
          with_mod(attn({{"causal", 1}}), "score - pow(2.0, -0.25 * float(h + 1)) * float(abs(i - j))")},
         {"decode_b4_h32_kv8_32k_d128", qkv(4, 32, 8, 1, 32768, 128)},
+        // A Llama-7B-style decode step's attention (kf-decode-step), with and without RoPE in the kernel.
+        {"decode_b1_h32_kv8_4k_d128", qkv(1, 32, 8, 1, 4096, 128)},
         {"decode_b1_h32_kv8_4k_d128_rope", qkv(1, 32, 8, 1, 4096, 128), attn({{"rope", 1}})},
         {"decode_b1_h32_32k_d128", qkv(1, 32, 32, 1, 32768, 128)},
         {"decode_b4_h32_kv8_128k_d128", qkv(4, 32, 8, 1, 131072, 128)},
