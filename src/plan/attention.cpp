@@ -20,7 +20,6 @@ AttnGeometry attn_geometry(const std::vector<Shape>& in) {
 std::string decode_refusal(const AttnGeometry& g, const Attrs& a, bool block_mask) {
   if (g.varlen) return "it does not take packed sequences (cu_seqlens)";
   if (g.SqT != 1) return "it takes one query row per sequence (Sq = " + std::to_string(g.SqT) + ")";
-  if (a.rope) return "it does not apply RoPE";
   if (a.p > 0) return "it does not apply dropout";
   if (block_mask) return "it does not take a block mask";
   return "";
