@@ -1,6 +1,6 @@
 """Timing of a PyTorch callable on the GPU for the bench scripts (torch_bench.py, torch_attention.py,
-torch_linalg.py): a warm-up as kf-bench's, then `reps` calls each between two CUDA events; returns the
-median in ms."""
+torch_linalg.py, python_overhead.py): a warm-up as kf-bench's, then `reps` calls each between two CUDA
+events; returns the median in ms."""
 import statistics
 
 # kf-bench's warm-up (tools/kf-bench.cpp time_runs): `warmup` calls, then rounds of 1, 2, 4, ... calls until
@@ -28,8 +28,22 @@ def warm_up(torch, call, warmup, warmup_ms=WARMUP_MS):
     torch.cuda.synchronize()
 
 
-def median_ms(torch, call, warmup, reps):
+def median_ms(torch, call, warmup, reps, queued=False):
+    """The median device time of call() in ms. By default each call is timed alone (recorded, then waited
+    for). queued=True times as kf-bench's time_runs does: every call between its own pair of events, all
+    recorded back to back and one synchronize at the end, so that the host's time to launch the next call
+    (tens of microseconds from Python, while the GPU idles) falls between the pairs, not inside them."""
     warm_up(torch, call, warmup)
+    if queued:
+        pairs = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            call()
+            b.record()
+            pairs.append((a, b))
+        torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) for a, b in pairs)
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

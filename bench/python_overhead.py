@@ -4,10 +4,11 @@
 
 Prints one line per measurement:
 - small: host time per call of a 1,024-element op (relu), back to back without synchronizing, for torch
-  eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (torch.ops.kernelfusion),
-  on torch's current stream; the figure is launch overhead, the kernel being far shorter;
-- big: the device time (CUDA events) of gelu over --big-mib MiB of f32 through kernelfusion.ops with out=
-  (no allocation, no copy) and through torch, to compare with kf-bench's figure for the same kernel;
+  eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (kernelfusion.torch_ops'
+  function, and torch.ops.kernelfusion through torch's dispatcher), on torch's current stream; the figure is launch overhead, the kernel being far shorter;
+- big: the device time (CUDA events, queued as kf-bench queues its runs) of gelu over --big-mib MiB of f32
+  through kernelfusion.ops with out= (no allocation, no copy) and through torch, to compare with
+  kf-bench's figure for the same kernel;
 - staged: the same op on a Vulkan context given the CUDA tensor (copied through the host both ways), wall
   time per call, against the CUDA backend's zero-copy call.
 """
@@ -53,6 +54,7 @@ def main():
             ("kf.ops.relu", lambda: kf.ops.relu(x)),
             ("kf.ops.relu(out=)", lambda: kf.ops.relu(x, out=y)),
             ("torch.ops.kernelfusion.relu", lambda: kt.relu(x)),
+            ("  the same through torch's dispatcher", lambda: torch.ops.kernelfusion.relu(x)),
             ("torch.nn.functional.linear 32x32", lambda: torch.nn.functional.linear(h, w)),
             ("kf.functional.linear 32x32", lambda: F.linear(h, w))]
     for name, f in rows:
@@ -60,9 +62,12 @@ def main():
     n = a.big_mib * (1 << 20) // 4
     big = torch.randn(n, device=dev)
     out = torch.empty_like(big)
-    # Timed as kf-bench and the torch scripts time (cuda_events.py: the same warm-up, a median of CUDA events).
-    ms_kf = median_ms(torch, lambda: kf.ops.gelu(big, out=out), 3, 20)
-    ms_torch = median_ms(torch, lambda: torch.nn.functional.gelu(big), 3, 20)
+    # Timed as kf-bench times (tools/kf-bench.cpp time_runs; cuda_events.py with queued=True): the same
+    # warm-up, then every call between its own CUDA events, all queued back to back and one synchronize at the
+    # end, the median. Timed one call at a time (synchronizing after each), a call waits on the host's launch
+    # gap of an idle GPU (tens of microseconds from Python) inside its events: 0.255 ms against 0.19 (H100).
+    ms_kf = median_ms(torch, lambda: kf.ops.gelu(big, out=out), 3, 20, queued=True)
+    ms_torch = median_ms(torch, lambda: torch.nn.functional.gelu(big), 3, 20, queued=True)
     gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
     print(f"big: gelu f32 {a.big_mib} MiB  kf.ops {ms_kf:.3f} ms ({gbs(ms_kf):.0f} GB/s)  torch {ms_torch:.3f} ms "
           f"({gbs(ms_torch):.0f} GB/s)")

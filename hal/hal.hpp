@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,20 @@ struct TensorArg {
   std::shared_ptr<Buffer> buffer;
   Shape shape;
   int64_t numel = 0;
+};
+
+// The name of the kernel variant a dispatch ran (Context::last_variant): a string literal, kept as a pointer,
+// or a string built for the call. The core copies it into a buffer it reuses, so that a dispatch whose
+// variant is a literal (every small op's) allocates nothing for it.
+class Variant {
+ public:
+  Variant(const char* literal) : literal_(literal) {}  // static storage only
+  Variant(std::string text) : text_(std::move(text)) {}
+  std::string_view str() const { return literal_ ? std::string_view(literal_) : std::string_view(text_); }
+
+ private:
+  const char* literal_ = nullptr;
+  std::string text_;
 };
 
 // One op call as the core checked it. Backends switch on `id` and read the op's properties here, so that
@@ -95,7 +110,7 @@ class Device {
   // accepts is not refused by dispatch() for a reason the call shows.
   virtual bool supports(const OpCall& call, std::string* why) const = 0;
   // Records the op (it may run later, at synchronize()); returns the variant that was chosen.
-  virtual std::string dispatch(const OpCall& call) = 0;
+  virtual Variant dispatch(const OpCall& call) = 0;
 
   // Streams: submit everything recorded and wait, bounded by the context's time-out.
   virtual void synchronize() = 0;

@@ -1,8 +1,8 @@
 #version 450
 // Decode attention (docs/ops.md section 5): one query row per sequence (Sq = 1, not packed) against a
 // long key/value cache, streamed once at the memory-bandwidth limit. Variants attn_decode_<dt>
-// (DT_F32, DT_F16, DT_BF16); hal/vulkan/attention.cpp picks this kernel when the call has no RoPE,
-// dropout, block mask or cu_seqlens (those stay on attention.comp) and the device has subgroup shuffles.
+// (DT_F32, DT_F16, DT_BF16); hal/vulkan/attention.cpp picks this kernel when the call has no dropout,
+// block mask or cu_seqlens (those stay on attention.comp) and the device has subgroup shuffles.
 //
 // Work: one workgroup per (sequence b, kv head hk, chunk of at most 8 of its G = Hq / Hkv query heads,
 // key split). Every query head of the chunk is served from the same K/V bytes, so grouped-query and
@@ -46,12 +46,20 @@
 // (H100, GQA decode) it made the kernel 18-22% faster; unmeasured on Vulkan GPUs
 // (KF_TUNE attn_decode_rs=1 keeps the all-reduce form).
 //
+// RoPE (ROPE 1 half, 2 interleaved; the cos / sin table of the tiled kernels, bound directly): the cache holds unrotated keys, so every key is rotated at its position on every call.
+// Rotating it in registers would need its partner elements, which other lanes hold (half form); instead
+// the rotation moves onto the query: with qr the rotated query (position Sk - 1) and sg_i = +1 for the
+// first element of a pair and -1 for the second, rot(k) . qr = sum_i k_i (qr_i c + sg_i qr_partner(i) s),
+// (c, s) the table's entry of element i's pair at the key's position. Each lane loads its query elements'
+// partners once at the start (any lane may read any of q) and per key the (c, s) of its elements' pairs
+// (the same table row for every kv head and split: cache hits); the values are not rotated.
+//
 // Semantics as src/ops/attention.cpp: query row 0 sits at position Sk - 1 (bottom-right alignment),
 // so causal masks nothing; the window keeps keys j > Sk - 1 - w; ALiBi adds -slope (Sk - 1 - j); key
 // lengths mask j >= length[b]; soft-capping before the bias; masked keys never enter the sums.
 //
-// Bindings: 0 q, 1 k, 2 v, 4 the workspace (partials, written), 5 the workspace (auxiliary inputs:
-// slopes, key lengths, at the word offsets of the push constants).
+// Bindings: 0 q, 1 k, 2 v, 3 the RoPE table, 4 the workspace (partials, written), 5 the workspace
+// (auxiliary inputs: slopes, key lengths, at the word offsets of the push constants).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
@@ -71,6 +79,9 @@ DECLARE_BUFFER(0, Q, readonly)
 DECLARE_BUFFER(1, K, readonly)
 DECLARE_BUFFER(2, V, readonly)
 layout(std430, binding = 4) buffer PART { uint part_w[]; };
+// The RoPE table, bound as it is cached (no copy per call): (cos, sin) of pair d at position p + rope_pos0
+// in floats 2 ((p + rope_pos0) D / 2 + d) and + 1; read by vec4, two pairs at a time.
+layout(std430, binding = 3) readonly buffer ROPE_T { vec4 rope4[]; };
 
 shared float Ms[NKG * GC];
 shared float Ls[NKG * GC];
@@ -99,20 +110,40 @@ void main() {
   jbeg = max(jbeg, int(split * pc.split_len));
   jend = min(jend, int(min((split + 1u) * pc.split_len, pc.SkT)));
 
-  // The query rows of the chunk, scaled, this lane's packs (lk, lk + LK, ...).
+  // The query rows of the chunk, scaled, this lane's packs (lk, lk + LK, ...). With RoPE, q holds the
+  // rotated query and qp its rotated partner elements, signed (RoPE below).
   float q[GC * PPL * VW];
+  float qp[ROPE != 0u ? GC * PPL * VW : 1];
   float slope[GC];
   [[unroll]] for (uint g = 0; g < GC; ++g) {
     const bool gok = g < ng;
     [[unroll]] for (uint p = 0; p < PPL; ++p) {
       const uint pk = lk + LK * p;
-      FT x[VW];
+      const uint row = (b * pc.Hq + h0 + g) * NPK;
+      FT x[VW], y[VW];
       if (gok && pk < NPK) {
-        unpack(Q_v.v[(b * pc.Hq + h0 + g) * NPK + pk], x);
+        unpack(Q_v.v[row + pk], x);
+        if (ROPE == 1u) unpack(Q_v.v[row + (pk < NPK / 2u ? pk + NPK / 2u : pk - NPK / 2u)], y);
       } else {
-        [[unroll]] for (uint e = 0; e < VW; ++e) x[e] = FT(0);
+        [[unroll]] for (uint e = 0; e < VW; ++e) x[e] = FT(0), y[e] = FT(0);
       }
-      [[unroll]] for (uint e = 0; e < VW; ++e) q[(g * PPL + p) * VW + e] = float(x[e]) * pc.scale;
+      if (ROPE == 0u) {
+        [[unroll]] for (uint e = 0; e < VW; ++e) q[(g * PPL + p) * VW + e] = float(x[e]) * pc.scale;
+      } else {
+        // The query at position off: qr_i = q_i c - sg_i q_partner s; qp_i = sg_i qr_partner.
+        const bool first_half = pk < NPK / 2u;
+        const uint row = uint(off + pc.rope_pos0) * (D / 4u);
+        [[unroll]] for (uint e = 0; e < VW; ++e) {
+          const uint i = pk * VW + e;
+          const uint d = ROPE == 1u ? i % (D / 2u) : i / 2u;
+          const float sg = (ROPE == 1u ? first_half : (e & 1u) == 0u) ? 1.0 : -1.0;
+          const float qi = float(x[e]), qq = ROPE == 1u ? float(y[e]) : float(x[e ^ 1u]);
+          const vec4 t = rope4[row + d / 2u];
+          const float c = (d & 1u) == 0u ? t.x : t.z, sn = (d & 1u) == 0u ? t.y : t.w;
+          q[(g * PPL + p) * VW + e] = (qi * c - sg * qq * sn) * pc.scale;
+          qp[(g * PPL + p) * VW + e] = (sg * qq * c + qi * sn) * pc.scale;
+        }
+      }
     }
     slope[g] = (ALIBI != 0u && gok) ? alibi_slope(h0 + g) : 0.0;
   }
@@ -162,10 +193,42 @@ void main() {
         unpack(kr[u * PPL + p], x);
         [[unroll]] for (uint e = 0; e < VW; ++e) kx[p * VW + e] = float(x[e]);
       }
-      [[unroll]] for (uint g = 0; g < GC; ++g) {
-        float d = 0.0;
-        [[unroll]] for (uint k = 0; k < PPL * VW; ++k) d += q[g * PPL * VW + k] * kx[k];
-        s[g * U + u] = d;
+      if (ROPE != 0u) {
+        // Key j rotated at its position, folded into the query: k_rot . qr = sum_i k_i (qr_i c + qp_i s)
+        // with (c, s) of the pair of element i at position j (a key past the end reads row SkT - 1: its
+        // score is masked below).
+        // The lane's pairs of a pack are consecutive: VW of them (half form) or VW / 2 (interleaved, each
+        // serving two elements), starting at an even pair.
+        const uint row = uint(min(jk + int(u), int(pc.SkT) - 1) + pc.rope_pos0) * (D / 4u);
+        float cs[PPL * VW], sn[PPL * VW];
+        [[unroll]] for (uint p = 0; p < PPL; ++p) {
+          const uint i0 = min(lk + LK * p, NPK - 1u) * VW;
+          const uint d0 = ROPE == 1u ? i0 % (D / 2u) : i0 / 2u;
+          [[unroll]] for (uint t = 0; t < (ROPE == 1u ? VW / 2u : VW / 4u); ++t) {
+            const vec4 r = rope4[row + d0 / 2u + t];
+            if (ROPE == 1u) {
+              cs[p * VW + 2u * t] = r.x, sn[p * VW + 2u * t] = r.y;
+              cs[p * VW + 2u * t + 1u] = r.z, sn[p * VW + 2u * t + 1u] = r.w;
+            } else {  // elements 4t, 4t + 1 share pair 2t; 4t + 2, 4t + 3 pair 2t + 1
+              cs[p * VW + 4u * t] = r.x, sn[p * VW + 4u * t] = r.y;
+              cs[p * VW + 4u * t + 1u] = r.x, sn[p * VW + 4u * t + 1u] = r.y;
+              cs[p * VW + 4u * t + 2u] = r.z, sn[p * VW + 4u * t + 2u] = r.w;
+              cs[p * VW + 4u * t + 3u] = r.z, sn[p * VW + 4u * t + 3u] = r.w;
+            }
+          }
+        }
+        [[unroll]] for (uint g = 0; g < GC; ++g) {
+          float d = 0.0;
+          [[unroll]] for (uint k = 0; k < PPL * VW; ++k)
+            d += (q[g * PPL * VW + k] * cs[k] + qp[g * PPL * VW + k] * sn[k]) * kx[k];
+          s[g * U + u] = d;
+        }
+      } else {
+        [[unroll]] for (uint g = 0; g < GC; ++g) {
+          float d = 0.0;
+          [[unroll]] for (uint k = 0; k < PPL * VW; ++k) d += q[g * PPL * VW + k] * kx[k];
+          s[g * U + u] = d;
+        }
       }
     }
     float pr[GC * U];

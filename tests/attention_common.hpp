@@ -99,6 +99,10 @@ inline std::vector<TestCase> decode_cases() {
       {"g12_d80_sk1000_alibi_window_softcap", decode_qkv(1, 12, 1, 1000, 80), {}, 1},
       {"g16_d64_sk7_lse", decode_qkv(1, 16, 1, 7, 64), {}, 2},
       {"g4_d8_sk7_causal", decode_qkv(2, 4, 1, 7, 8), {}, 2},
+      // RoPE: every cached key rotated at its position in the kernel, the query at Sk - 1.
+      {"g4_d128_sk1000_rope_half_lens", with(decode_qkv(2, 8, 2, 1000, 128), 4, {2}), {}, 1},
+      {"g1_d80_sk300_rope_interleaved_window_lse", decode_qkv(2, 2, 2, 300, 80), {}, 1},
+      {"g8_d64_sk77_rope_half_alibi_softcap", decode_qkv(1, 8, 1, 77, 64), {}, 1},
   };
   cases[2].attrs.window = 300, cases[2].attrs.alibi = true;
   cases[3].attrs.return_lse = true;
@@ -107,6 +111,9 @@ inline std::vector<TestCase> decode_cases() {
   cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
   cases[7].attrs.return_lse = true;
   cases[8].attrs.causal = true;
+  cases[9].attrs.rope = 1;
+  cases[10].attrs.rope = 2, cases[10].attrs.window = 100, cases[10].attrs.return_lse = true;
+  cases[11].attrs.rope = 1, cases[11].attrs.alibi = true, cases[11].attrs.softcap = 4;
   return cases;
 }
 

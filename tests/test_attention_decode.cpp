@@ -62,13 +62,10 @@ void expect_decode_refusals(const DeviceRef& d) {
   Tensor o1 = t({1, 2, 1, 64}), o2 = t({1, 2, 2, 64});
   o1.fill_bytes(kPoison);
   o2.fill_bytes(kPoison);
-  Attrs rope, drop;
-  rope.rope = 1;
+  Attrs drop;
   drop.p = 0.1;
   expect_rejected(ctx, [&] { ctx.run("attention", {q2, k, v}, {o2}); }, ErrorCode::Unsupported,
                   {"attention", "attn_decode=2", "one query row", "Sq = 2"}, {o2});
-  expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, rope); }, ErrorCode::Unsupported,
-                  {"attention", "attn_decode=2", "RoPE"}, {o1});
   expect_rejected(ctx, [&] { ctx.run("attention", {q1, k, v}, {o1}, drop); }, ErrorCode::Unsupported,
                   {"attention", "attn_decode=2", "dropout"}, {o1});
 }

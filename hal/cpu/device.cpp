@@ -82,7 +82,7 @@ class CpuDevice final : public Device {
   void* host_data(Buffer& buffer) override { return static_cast<CpuBuffer&>(buffer).data(); }
   bool supports(const OpCall&, std::string*) const override { return true; }
 
-  std::string dispatch(const OpCall& call) override {
+  Variant dispatch(const OpCall& call) override {
     const DType t = call.dtype;
     const size_t es = dtype_size(t);
     std::vector<HostTensor> in(call.inputs.size()), out(call.outputs.size());

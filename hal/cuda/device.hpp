@@ -134,7 +134,7 @@ class CudaDevice final : public Device {
   // their shapes and the attributes, so that dispatch() refuses nothing this accepts. A call without
   // tensors asks about the op and dtype alone.
   bool supports(const OpCall& call, std::string* why) const override;
-  std::string dispatch(const OpCall& call) override;                              // kernels.cpp
+  Variant dispatch(const OpCall& call) override;                              // kernels.cpp
   void synchronize() override;
 #if !defined(KF_HIP)
   // Capture (kf::Graph): the stream captured into a CUDA graph, launched once per replay.

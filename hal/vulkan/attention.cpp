@@ -118,7 +118,11 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
   why = kf::plan::decode_refusal(g, a, has(8));
   if (why.empty()) why = kf::plan::decode_head_dim_refusal(g.D, 8);
   if (!why.empty()) return false;
-  if (!dev.has_variant(variant)) why = "this build has no " + variant;
+  // RoPE's half form pairs element d with d + D / 2: the kernel reads the partners by whole packs.
+  if (a.rope == 1 && (g.D / 2) % pack_elems(call.dtype) != 0)
+    why = "it takes RoPE's half form where D / 2 is a multiple of " + std::to_string(pack_elems(call.dtype)) +
+          " (D = " + std::to_string(g.D) + ")";
+  else if (!dev.has_variant(variant)) why = "this build has no " + variant;
   else if (!caps.subgroup_shuffle) why = "the device has no subgroup shuffles in compute shaders";
   else if (caps.subgroup_size == 0 || (caps.subgroup_size & (caps.subgroup_size - 1)) != 0 || kDecodeWg % caps.subgroup_size != 0)
     why = "the device's subgroup size " + std::to_string(caps.subgroup_size) + " does not divide " + std::to_string(kDecodeWg);
@@ -135,13 +139,14 @@ bool decode_plan(const VulkanDevice& dev, const OpCall& call, const AttnGeometry
     why = "its " + std::to_string(shared) + " bytes of shared memory exceed the device's " + std::to_string(caps.max_shared_bytes);
     return false;
   }
-  // Key splits: about 512 workgroups in all (4 per SM of an H100), each split at least 512 keys long.
+  // Key splits: about 512 workgroups in all (4 per SM of an H100), each split at least 128 keys long (a
+  // short cache, 4k keys of 8 kv heads, then still fills the device: 256 workgroups, not 64).
   // (2048 measured worse: the partials and the combine pass grow with the splits; H100, B 1, H 32,
   // 32k keys, f16: 16 splits 0.98 of copy, 32 0.95, 64 0.84, 128 0.72, 256 0.55.)
   const uint64_t Sk = static_cast<uint64_t>(g.SkT);
   const uint64_t base = static_cast<uint64_t>(g.B) * static_cast<uint64_t>(g.Hkv) * plan.nchunk;
   uint64_t nsplit = dev.tuning().attn_split;
-  if (nsplit == 0) nsplit = std::min<uint64_t>({(512 + base - 1) / base, std::max<uint64_t>(Sk / 512, 1), 256});
+  if (nsplit == 0) nsplit = std::min<uint64_t>({(512 + base - 1) / base, std::max<uint64_t>(Sk / 128, 1), 256});
   nsplit = std::clamp<uint64_t>(nsplit, 1, std::max<uint64_t>(Sk, 1));
   plan.nsplit = nsplit;
   plan.split_len = std::max<uint64_t>((Sk + nsplit - 1) / nsplit, 1);
@@ -401,7 +406,7 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
 }
 
 // attention_backward: PRE (D, lse, do into the workspace), DKV, DQ.
-std::string dispatch_backward(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
   const Caps& caps = dev.info().caps;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
@@ -544,7 +549,7 @@ void record_combine(VulkanDevice& dev, const OpCall& call, const std::vector<uin
 
 // The decode kernel: one workgroup per (sequence, kv head, chunk of query heads, key split), its
 // partials merged by attention.comp's COMBINE pass (which adds the sinks and writes lse).
-std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, const DecodePlan& dp, AttnPush& pc) {
+Variant dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, const DecodePlan& dp, AttnPush& pc) {
   const Attrs& a = call.attrs;
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   const auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
@@ -559,6 +564,12 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
 
   const std::string variant = score_mod_variant(dev, std::string("attn_decode_") + to_string(call.dtype), a, "attention", false);
   WorkspacePlan plan;
+  std::shared_ptr<Buffer> rope;  // bound as cached (binding 3), not copied into the workspace
+  if (a.rope) {
+    const auto [pmin, npos] = plan::rope_positions(g);
+    rope = rope_table(dev, g.D, a.rope_base, pmin, npos);
+    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+  }
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
   if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
   if (has(7)) pc.aux_sinks = plan.input(call.inputs[7], es);
@@ -591,12 +602,14 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   Launch l;
   l.variant = variant;
   l.spec = spec;
+  l.spec[8] = static_cast<uint32_t>(a.rope);  // ROPE (the combine pass below never rotates)
   l.spec.push_back(dp.lk);
   l.spec.push_back(dp.gc);
   l.spec.push_back(rs ? 1u : 0u);
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = call.inputs[1].buffer;
   l.bindings[2] = call.inputs[2].buffer;
+  if (rope) l.bindings[3] = rope;
   l.bindings[4] = ws;
   l.bindings[5] = ws;
   l.push = &pc;
@@ -607,7 +620,8 @@ std::string dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeo
   dev.record(l);
 
   record_combine(dev, call, spec, ws, pc, rows, D);
-  return "vulkan:attention/decode" + std::string(a.score_mod.empty() ? "" : ",score_mod") + ",lk=" + std::to_string(dp.lk) +
+  return "vulkan:attention/decode" + std::string(a.score_mod.empty() ? "" : ",score_mod") +
+         (a.rope ? ",rope" : "") + ",lk=" + std::to_string(dp.lk) +
          ",heads=" + std::to_string(dp.gc) +
          (dp.nchunk > 1 ? "x" + std::to_string(dp.nchunk) : std::string()) + ",split=" + std::to_string(nsplit) + "x" +
          std::to_string(split_len) + (rs ? ",reduce-scatter" : "");
@@ -784,7 +798,7 @@ bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string
   return false;
 }
 
-std::string dispatch_attention(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   if (call.id == OpId::attention_backward) return dispatch_backward(dev, call);
   const Attrs& a = call.attrs;
   const AttnGeometry g = forward_geometry(call);

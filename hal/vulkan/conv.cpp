@@ -90,7 +90,7 @@ bool supports_conv(const VulkanDevice& dev, const OpCall& call, std::string* why
 // conv2d_gelu_dropout: depthwise (groups == C) on conv_depthwise.comp (a workgroup per tile of output
 // pixels of one or more planes, looped past 65535), the rest on conv.comp's implicit GEMM: x = pixel
 // tiles (looped past 65535), y = channel tiles of a group, z = groups (or its tensor-core path).
-std::string dispatch_conv(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_conv(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
   const Shape& xs = call.inputs[0].shape;
   const Shape& ws = call.inputs[1].shape;

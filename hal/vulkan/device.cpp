@@ -409,7 +409,7 @@ void VulkanDevice::begin() {
   cmd_ = b.cmd;
   recording_ = true;
   commands_ = 0;
-  bound_ = VK_NULL_HANDLE;
+  forget_bound();
   if (queries_ && !queries_reset_) {
     vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
     queries_reset_ = true;
@@ -663,8 +663,19 @@ void VulkanDevice::record(const Launch& l) {
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     bound_ = p;
   }
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
-  if (l.push_bytes) vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
+  if (set != bound_set_) {
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &set, 0, nullptr);
+    bound_set_ = set;
+  }
+  if (l.push_bytes && (l.push_bytes != pushed_bytes_ || std::memcmp(l.push, pushed_, l.push_bytes) != 0)) {
+    vkCmdPushConstants(cmd_, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, l.push_bytes, l.push);
+    if (l.push_bytes <= sizeof(pushed_)) {
+      std::memcpy(pushed_, l.push, l.push_bytes);
+      pushed_bytes_ = l.push_bytes;
+    } else {
+      pushed_bytes_ = 0;
+    }
+  }
   vkCmdDispatch(cmd_, l.groups, l.groups_y, l.groups_z);
   ++commands_;
 }

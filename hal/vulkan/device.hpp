@@ -103,7 +103,7 @@ class VulkanDevice final : public Device {
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
   bool supports(const OpCall& call, std::string* why) const override;  // through the family table (families.cpp)
-  std::string dispatch(const OpCall& call) override;
+  Variant dispatch(const OpCall& call) override;
   void synchronize() override;
   // Capture (graph.cpp): dispatches recorded into a command buffer of their own, submitted once per replay.
   bool begin_capture() override;
@@ -252,6 +252,16 @@ class VulkanDevice final : public Device {
   bool after_submitted_ = false;  // the open batch follows a batch that may still run: order after it
   uint32_t commands_ = 0;  // commands recorded in the open batch
   VkPipeline bound_ = VK_NULL_HANDLE;  // the pipeline bound in the open batch (binding it again is skipped)
+  // The descriptor set and push constants of the open batch's last dispatch: all pipelines share one layout,
+  // so both stay in effect across dispatches and pipeline binds, and setting them again is skipped.
+  VkDescriptorSet bound_set_ = VK_NULL_HANDLE;
+  uint32_t pushed_bytes_ = 0;
+  alignas(8) unsigned char pushed_[128];
+  void forget_bound() {
+    bound_ = VK_NULL_HANDLE;
+    bound_set_ = VK_NULL_HANDLE;
+    pushed_bytes_ = 0;
+  }
 
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;

@@ -60,7 +60,7 @@ bool supports_eltwise_rows_matmul(const VulkanDevice& dev, const OpCall& call, s
   return true;
 }
 
-std::string dispatch_eltwise(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_eltwise(VulkanDevice& dev, const OpCall& call) {
   const Caps& caps = dev.info().caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];
@@ -103,8 +103,7 @@ std::string dispatch_eltwise(VulkanDevice& dev, const OpCall& call) {
     l.push_bytes = sizeof(pc);
     l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, dev.tuning());
     dev.record(l);
-    static const std::string kGather = "vulkan:eltwise/gather", kPacks = "vulkan:eltwise/16B-packs";
-    return gather ? kGather : kPacks;
+    return gather ? "vulkan:eltwise/gather" : "vulkan:eltwise/16B-packs";
   }
 }
 

@@ -34,7 +34,7 @@ bool supports_embedding(const VulkanDevice& dev, const OpCall& call, std::string
 }
 
 // One invocation per output pack (d a multiple of the pack), else per element / word.
-std::string dispatch_embedding(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_embedding(VulkanDevice& dev, const OpCall& call) {
   const TensorArg& tok = call.inputs[0];
   const TensorArg& table = call.inputs[1];
   const bool has_pos = call.inputs.size() > 2 && call.inputs[2].buffer;

@@ -6,15 +6,15 @@ namespace {
 
 // A family from its two entry points.
 template <bool (*Supports)(const VulkanDevice&, const OpCall&, std::string*),
-          std::string (*Dispatch)(VulkanDevice&, const OpCall&)>
+          Variant (*Dispatch)(VulkanDevice&, const OpCall&)>
 struct Entry final : KernelFamily {
   bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const override {
     return Supports(dev, call, why);
   }
-  std::string dispatch(VulkanDevice& dev, const OpCall& call) const override { return Dispatch(dev, call); }
+  Variant dispatch(VulkanDevice& dev, const OpCall& call) const override { return Dispatch(dev, call); }
 };
 
-std::string dispatch_matmul_call(VulkanDevice& dev, const OpCall& call) { return dispatch_matmul(dev, call); }
+Variant dispatch_matmul_call(VulkanDevice& dev, const OpCall& call) { return dispatch_matmul(dev, call); }
 
 // docs/ops.md section 1: elementwise (eltwise.cpp, eltwise.comp).
 using Elementwise = Entry<supports_eltwise_rows_matmul, dispatch_eltwise>;
@@ -78,7 +78,7 @@ bool VulkanDevice::supports(const OpCall& call, std::string* why) const {
   return f->supports(*this, call, why);
 }
 
-std::string VulkanDevice::dispatch(const OpCall& call) {
+Variant VulkanDevice::dispatch(const OpCall& call) {
   const KernelFamily*& f = families_[static_cast<int>(call.id)];
   if (!f) f = &kernel_family(call);
   return f->dispatch(*this, call);

@@ -13,7 +13,7 @@ namespace kf::hal::vk {
 struct KernelFamily {
   virtual ~KernelFamily() = default;
   virtual bool supports(const VulkanDevice& dev, const OpCall& call, std::string* why) const = 0;
-  virtual std::string dispatch(VulkanDevice& dev, const OpCall& call) const = 0;
+  virtual Variant dispatch(VulkanDevice& dev, const OpCall& call) const = 0;
 };
 
 // The family that serves an op (the call gives its op and registry family).
@@ -22,8 +22,8 @@ const KernelFamily& kernel_family(const OpCall& call);
 // docs/ops.md section 1 (eltwise.cpp) and 2 (rows.cpp: reductions, softmax over rows). Which elementwise,
 // row and product calls have a kernel (the product's own limits: supports_matmul).
 bool supports_eltwise_rows_matmul(const VulkanDevice& dev, const OpCall& call, std::string* why);
-std::string dispatch_eltwise(VulkanDevice& dev, const OpCall& call);
-std::string dispatch_rows(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_eltwise(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_rows(VulkanDevice& dev, const OpCall& call);
 
 // Section 4: linear and matmul (matmul.cpp), the few-rows / split-K product it selects for decode shapes
 // (gemv.cpp), embedding (embedding.cpp), the convolutions (conv.cpp).
@@ -36,8 +36,8 @@ struct ScaledB {
   uint32_t scale_b = 0;
 };
 bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* why);  // forced paths, grids
-std::string dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* scaled_b = nullptr);
-std::string dispatch_gemv(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* scaled_b = nullptr);
+Variant dispatch_gemv(VulkanDevice& dev, const OpCall& call);
 // A bf16 operand of the tensor-core products (mm_coopmat.comp SCALES): src [batches, rows, cols] as
 // f16 times a power of two per row (the batches' rows in order) or, by_cols, per column of each batch
 // into dst (bf16_rows_to_f16.comp), the inverse factors to words scale_off + (batch * cols + col | row)
@@ -50,21 +50,21 @@ std::string bf16_scaled_refusal(uint64_t batches, uint64_t rows, uint64_t cols, 
 // Device::record_matrix_peak: the tensor-core product's peak multiply-add rate kernel.
 double record_matrix_peak(VulkanDevice& dev, std::string* what);
 bool supports_embedding(const VulkanDevice& dev, const OpCall& call, std::string* why);
-std::string dispatch_embedding(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_embedding(VulkanDevice& dev, const OpCall& call);
 bool supports_conv(const VulkanDevice& dev, const OpCall& call, std::string* why);
-std::string dispatch_conv(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_conv(VulkanDevice& dev, const OpCall& call);
 
 // Sections 3 and 6: which normalization, loss and optimizer calls have a kernel (norm.cpp); the
 // normalizations (norm.cpp) and their backward (train.cpp), losses and optimizers (train.cpp),
 // linear_cross_entropy and its backward (lce.cpp).
 bool supports_training(const VulkanDevice& dev, const OpCall& call, std::string* why);
-std::string dispatch_norm(VulkanDevice& dev, const OpCall& call);
-std::string dispatch_batch_norm(VulkanDevice& dev, const OpCall& call);
-std::string dispatch_norm_backward(VulkanDevice& dev, const OpCall& call);
-std::string dispatch_loss(VulkanDevice& dev, const OpCall& call);
-std::string dispatch_optimizer(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_norm(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_batch_norm(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_norm_backward(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_loss(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_optimizer(VulkanDevice& dev, const OpCall& call);
 bool supports_linear_cross_entropy(const VulkanDevice& dev, const OpCall& call, std::string* why);
-std::string dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call);
 // C (+)= A^T B with A [K, M] and B [K, N] (accumulate: C += ...), for linear_cross_entropy's d W;
 // separate from dispatch_matmul (lce.cpp). Returns the path taken.
 std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>& a, const std::shared_ptr<Buffer>& b,
@@ -73,7 +73,7 @@ std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>&
 
 // Section 5: attention, its scores and its backward (attention.cpp).
 bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string* why);
-std::string dispatch_attention(VulkanDevice& dev, const OpCall& call);
+Variant dispatch_attention(VulkanDevice& dev, const OpCall& call);
 // The element layout of NV cooperative-matrix accumulators when it has the quad form that
 // attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; found once per device by
 // running coopmat_layout.comp.

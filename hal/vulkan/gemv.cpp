@@ -26,7 +26,7 @@ constexpr uint64_t kGemvMinSlice = 1024;
 // H100, N = K = 8192, of copy with 4 / 8 / 16 rows: f16 0.82 / 0.84 / 0.74, bf16 0.82 / 0.83 / 0.78, f32
 // 0.95 / 0.96 / 0.93), K split over gl_WorkGroupID.z when N / rows workgroups cannot fill the device,
 // partial sums combined in a fixed order.
-std::string dispatch_gemv(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_gemv(VulkanDevice& dev, const OpCall& call) {
   const Shape& a = call.inputs[0].shape;
   const Shape& b = call.inputs[1].shape;
   const uint64_t K = static_cast<uint64_t>(a.back());

@@ -60,7 +60,7 @@ bool VulkanDevice::begin_capture() {
   cmd_ = capture_->cmd;
   recording_ = true;
   commands_ = 0;
-  bound_ = VK_NULL_HANDLE;
+  forget_bound();
   after_submitted_ = true;  // its first command is ordered after whatever ran before the replay
   return true;
 }

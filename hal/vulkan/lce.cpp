@@ -109,7 +109,7 @@ std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>&
   return dev.coopmat_mm().label() + (bf16 ? ",bf16-cols-as-scaled-f16" : "");
 }
 
-std::string dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call) {
   const bool grad = call.outputs.size() > 1;
   const Caps& caps = dev.info().caps;
   const TensorArg& h = call.inputs[0];
@@ -196,7 +196,7 @@ std::string dispatch_linear_cross_entropy(VulkanDevice& dev, const OpCall& call)
     OpCall zc = product_call(OpId::linear, call.dtype);
     zc.inputs = {{hc, {int64_t(n), int64_t(D)}, int64_t(n * D)}, W, {}, {}};
     zc.outputs = {{z, {int64_t(n), int64_t(C)}, int64_t(n * C)}};
-    mm_variant = dispatch_matmul(dev, zc, w_rows ? &zb : nullptr);
+    mm_variant = std::string(dispatch_matmul(dev, zc, w_rows ? &zb : nullptr).str());
     // 2. the chunk's losses (and G over Z)
     pc.rows = static_cast<uint32_t>(n);
     pc.row_base = static_cast<uint32_t>(r0);

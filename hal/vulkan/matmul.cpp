@@ -253,7 +253,7 @@ bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* w
 
 // linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
 // applies, else the portable tiled kernel (shaders/mm.comp).
-std::string dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* scaled_b) {
+Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* scaled_b) {
   const MatmulPlan plan = plan_matmul(dev, call);
   const bool linear = plan.linear;
   const uint64_t K = plan.K, N = plan.N, M = plan.M, batches = plan.batches;

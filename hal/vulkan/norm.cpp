@@ -101,7 +101,7 @@ bool supports_training(const VulkanDevice& dev, const OpCall& call, std::string*
 }
 
 // The normalizations: batch_norm_relu, the backward passes (train.cpp), the row norms (below).
-std::string dispatch_norm(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_norm(VulkanDevice& dev, const OpCall& call) {
   if (call.id == OpId::batch_norm_relu) return dispatch_batch_norm(dev, call);
   if (!is_row_norm(call.id)) return dispatch_norm_backward(dev, call);
 
@@ -230,7 +230,7 @@ std::string dispatch_norm(VulkanDevice& dev, const OpCall& call) {
 }
 
 // batch_norm_relu: one pack per invocation (batchnorm.comp).
-std::string dispatch_batch_norm(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_batch_norm(VulkanDevice& dev, const OpCall& call) {
   const TensorArg& x = call.inputs[0];
   const uint32_t vw = pack_elems(call.dtype);
   const uint64_t C = static_cast<uint64_t>(x.shape[1]);

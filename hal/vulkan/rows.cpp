@@ -20,7 +20,7 @@ struct RowsPush {
 
 }  // namespace
 
-std::string dispatch_rows(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_rows(VulkanDevice& dev, const OpCall& call) {
   const Caps& caps = dev.info().caps;
   const uint32_t vw = pack_elems(call.dtype);
   const TensorArg& out = call.outputs[0];

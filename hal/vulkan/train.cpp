@@ -29,7 +29,7 @@ uint32_t fused_norm_packs(const Tuning& t, const RowPlan& plan, bool layer) {
 }
 }  // namespace
 
-std::string dispatch_norm_backward_fused(VulkanDevice& dev, const OpCall& call, const RowPlan& plan, uint32_t B,
+Variant dispatch_norm_backward_fused(VulkanDevice& dev, const OpCall& call, const RowPlan& plan, uint32_t B,
                                                        uint32_t G, uint32_t Q) {
   const Caps& caps = dev.info().caps;
   const TensorArg& dy = call.inputs[0];
@@ -66,7 +66,7 @@ std::string dispatch_norm_backward_fused(VulkanDevice& dev, const OpCall& call, 
          std::to_string(B) + ",16B-packs,fused-rows,partials=" + std::to_string(G);
 }
 
-std::string dispatch_norm_backward(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_norm_backward(VulkanDevice& dev, const OpCall& call) {
   const Caps& caps = dev.info().caps;
   const TensorArg& dy = call.inputs[0];
   const uint64_t L = static_cast<uint64_t>(dy.shape.back()), R = static_cast<uint64_t>(dy.numel) / L;
@@ -167,7 +167,7 @@ namespace {
 
 // cross_entropy, cross_entropy_backward and mse (loss.comp): a count pass, the row (or chunk) passes,
 // and a final one-workgroup sum in row order; see the shader for what each pass does.
-std::string dispatch_loss(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_loss(VulkanDevice& dev, const OpCall& call) {
   const Caps& caps = dev.info().caps;
   const TensorArg& x = call.inputs[0];
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;
@@ -288,7 +288,7 @@ std::string dispatch_loss(VulkanDevice& dev, const OpCall& call) {
 // same tensor as its input (OpDef::in_place) first receives a copy of it, so that separate outputs
 // leave the inputs unchanged; called in place (the normal use) nothing is copied. The list form of the
 // public API records one such dispatch per tensor into the same command buffer.
-std::string dispatch_optimizer(VulkanDevice& dev, const OpCall& call) {
+Variant dispatch_optimizer(VulkanDevice& dev, const OpCall& call) {
   const Attrs& a = call.attrs;
   const bool adam = call.id == OpId::adamw_step;
   int copies = 0;

@@ -18,9 +18,16 @@ from . import _kf
 from ._core import dtype_name
 
 _contexts = {}
+
+
+def _close_all():
+    _kf.fast_forget_contexts()
+    _contexts.clear()
+
+
 # The contexts close (waiting for their streams) at exit while CUDA is still up: atexit runs this before
 # the handlers torch registered earlier.
-atexit.register(_contexts.clear)
+atexit.register(_close_all)
 
 
 def context_for(device, stream=None):
@@ -31,13 +38,19 @@ def context_for(device, stream=None):
         index = torch.cuda.current_device()
     if stream is None:
         stream = torch.cuda.current_stream(index)
-    key = (index, stream.cuda_stream)
+    return context_of_stream(index, stream.cuda_stream)
+
+
+def context_of_stream(index, handle):
+    """context_for by device index and raw stream handle (torch._C._cuda_getCurrentRawStream: what
+    _kf.fast_call asks for, and caches, on its first call of a device and stream)."""
+    key = (index, handle)
     ctx = _contexts.get(key)
     if ctx is None:
         backend = "hip" if torch.version.hip else "cuda"
         # torch's default stream is the legacy NULL stream (handle 0), which kf names 1 (cudaStreamLegacy):
         # 0 would give the context a stream of its own, unordered with torch's work
-        ctx = _kf.Context(backend=backend, device=str(index), stream=stream.cuda_stream or 1)
+        ctx = _kf.Context(backend=backend, device=str(index), stream=handle or 1)
         _contexts[key] = ctx
     return ctx
 

@@ -6,11 +6,44 @@ p, seed, scale, eps, causal, ...) as keywords; an unknown keyword raises TypeErr
 op's output (a tuple when it has several) as the kind of array it was given: NumPy arrays for NumPy,
 torch tensors for torch, kf tensors for kf tensors. ``out=`` (an array or a tuple of them) makes the op
 write into the caller's arrays instead, in place on the CPU backend.
+
+A call first tries ``_kf.fast_call`` (python/src/fast_call.cpp): NumPy arrays and CPU torch tensors on a
+CPU context, CUDA torch tensors on the CUDA / HIP context of torch's current stream, read and allocated in
+C++ with no per-call Python beyond the function itself. It returns NotImplemented, before running anything,
+for what it leaves to the generic path below (kf tensors, other backends, tensor subclasses, ...), which
+has the same results and errors.
 """
+import sys
+
+import numpy as np
+
 from . import _docs, _kf
 from ._core import Tensor, default_context, dtype_name, host_array, kind_of, to_kind
 
 defs = {op["name"]: op for op in _kf.op_defs()}
+_fast = _kf.fast_call
+_kf.fast_setup_numpy(np.ndarray, np.empty, np.ascontiguousarray,
+                     [np.dtype(np.float32), np.dtype(np.float16), None, np.dtype(np.float64), np.dtype(np.int32)],
+                     default_context)
+_torch_ready = False
+
+
+def _setup_torch():
+    """Hands fast_call torch's types, dtypes and allocator, once torch is imported (kf does not import it)."""
+    global _torch_ready
+    _torch_ready = True
+    import torch
+    raw = cuda_context = None
+    if ("hip" if torch.version.hip else "cuda") in _kf.backends() and hasattr(torch._C, "_cuda_getCurrentRawStream"):
+        from . import _cuda
+        raw, cuda_context = torch._C._cuda_getCurrentRawStream, _cuda.context_of_stream
+    _kf.fast_setup_torch(torch.Tensor, torch.nn.Parameter,
+                         [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32],
+                         torch.empty_like, torch.contiguous_format, raw, cuda_context)
+
+
+if "torch" in sys.modules:
+    _setup_torch()
 attr_names = tuple(_kf.attr_names())
 _ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -36,7 +69,18 @@ def run(name, inputs, attrs=None, out=None, context=None):
     op = defs.get(name)
     if op is None:
         raise KeyError(f"kf has no op '{name}'")
-    attrs = _attrs(name, attrs or {})
+    attrs = _attrs(name, attrs) if attrs else None
+    res = _fast(op["id"], inputs, out, attrs, context)
+    return _generic(name, inputs, attrs, out, context) if res is NotImplemented else res
+
+
+def _generic(name, inputs, attrs, out, context):
+    """run() for every call fast_call leaves: arrays through DLPack, kf tensors, staged backends."""
+    if not _torch_ready and "torch" in sys.modules:
+        _setup_torch()
+    op = defs[name]
+    inputs = list(inputs)
+    attrs = attrs or {}
     ctx = context
     if ctx is None:
         ctx = next((x.context for x in inputs if isinstance(x, Tensor)), None)
@@ -76,23 +120,29 @@ def run(name, inputs, attrs=None, out=None, context=None):
 
 
 def _make(op):
-    name, inputs, required = op["name"], op["inputs"], op["required_inputs"]
+    name, inputs, required, ident = op["name"], op["inputs"], op["required_inputs"], op["id"]
+    n_inputs = len(inputs)
 
     def f(*args, out=None, context=None, **kw):
-        if len(args) > len(inputs):
-            raise TypeError(f"{name}() takes at most {len(inputs)} inputs ({', '.join(inputs)}), got {len(args)}")
-        given = list(args)
-        attrs = {}
-        for key, value in kw.items():
-            if key in inputs:
-                i = inputs.index(key)
-                if i < len(given) and given[i] is not None:
-                    raise TypeError(f"{name}() got multiple values for input '{key}'")
-                given += [None] * (i + 1 - len(given))
-                given[i] = value
-            else:
-                attrs[key] = value  # the C++ side raises TypeError for a name that is no attribute
-        return run(name, given, attrs, out=out, context=context)
+        if len(args) > n_inputs:
+            raise TypeError(f"{name}() takes at most {n_inputs} inputs ({', '.join(inputs)}), got {len(args)}")
+        attrs = None
+        if kw:
+            args = list(args)
+            for key, value in kw.items():
+                if key in inputs:
+                    i = inputs.index(key)
+                    if i < len(args) and args[i] is not None:
+                        raise TypeError(f"{name}() got multiple values for input '{key}'")
+                    args += [None] * (i + 1 - len(args))
+                    args[i] = value
+                else:
+                    attrs = attrs or {}
+                    attrs[key] = value  # the C++ side raises TypeError for a name that is no attribute
+            if attrs:
+                attrs = _attrs(name, attrs)
+        res = _fast(ident, args, out, attrs, context)
+        return _generic(name, args, attrs, out, context) if res is NotImplemented else res
 
     args = ", ".join(x if i < required else f"{x}=None" for i, x in enumerate(inputs))
     f.__name__ = f.__qualname__ = name

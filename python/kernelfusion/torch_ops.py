@@ -134,14 +134,25 @@ class _Eager(torch.autograd.Function):
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_ops._setup_torch()
+_fast = _kf.fast_call
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 def _make(name):
     opdef = operators[name]
     differentiable = name in _eager
     names = _ops.defs[name]["inputs"]
+    ident = _ops.defs[name]["id"]
 
     def f(*inputs, **attrs):
+        # Plain tensors, no keywords, nothing for autograd to record (grad: fast_call leaves tensors that
+        # require grad to the path below), not traced: kernelfusion.ops' C++ path directly.
+        if not attrs and len(inputs) <= len(names) and not _compiling():
+            res = _fast(ident, inputs, None, None, None, _grad_enabled())
+            if res is not NotImplemented:
+                return res
         inputs = list(inputs) + [None] * (len(names) - len(inputs))  # optional inputs left out: None
         for k, n in enumerate(names):  # inputs given by name
             if n in attrs:

@@ -17,10 +17,8 @@
 
 #include "check/conformance.hpp"
 #include "kf/kf.hpp"
+#include "module.hpp"
 #include "ops/registry.hpp"
-
-namespace nb = nanobind;
-using namespace nb::literals;
 
 namespace kf::py {
 namespace {
@@ -73,6 +71,8 @@ const std::vector<Field>& fields() {
   return f;
 }
 
+}  // namespace
+
 Attrs attrs_from(const std::string& op, nb::handle kw) {
   Attrs a;
   if (kw.is_none()) return a;
@@ -97,6 +97,8 @@ Attrs attrs_from(const std::string& op, nb::handle kw) {
   return a;
 }
 
+namespace {
+
 // The fields that differ from Attrs' defaults (a test case's attributes), by name.
 nb::dict attrs_to(const Attrs& a) {
   static const Attrs defaults{};
@@ -107,6 +109,8 @@ nb::dict attrs_to(const Attrs& a) {
   }
   return d;
 }
+
+}  // namespace
 
 // ---- dtypes across DLPack ----
 
@@ -120,6 +124,8 @@ std::optional<DType> from_dlpack(nb::dlpack::dtype t) {
   if (t.code == uint8_t(C::Int) && t.bits == 32) return DType::i32;
   return std::nullopt;
 }
+
+namespace {
 
 nb::dlpack::dtype to_dlpack(DType t) {
   using C = nb::dlpack::dtype_code;
@@ -221,6 +227,7 @@ nb::dict describe(const OpDef& op) {
   static const char* families[] = {"elementwise", "reduction", "matmul", "normalization", "loss", "optimizer", "attention"};
   nb::dict d;
   d["name"] = op.name;
+  d["id"] = static_cast<int>(op.id);  // kf::OpId: what fast_call takes
   d["family"] = families[static_cast<int>(op.family)];
   d["inputs"] = op.inputs;
   d["required_inputs"] = op.required_inputs;
@@ -458,6 +465,7 @@ NB_MODULE(_kf, m) {
         },
         "params"_a, "grads"_a, "momentum_buffers"_a, "lr"_a, "momentum"_a, "dampening"_a, "weight_decay"_a,
         "nesterov"_a, "step"_a);
+  bind_fast_call(m);
   m.def("backends", &Context::backends);
   m.def("op_defs", [] {
     nb::list l;

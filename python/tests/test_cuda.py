@@ -129,3 +129,90 @@ def test_compile_fullgraph_on_cuda():
     f = torch.compile(lambda x, b: kt.softmax(kt.add_relu(x, b), scale=0.5), fullgraph=True, backend="aot_eager")
     x, b = torch.randn(8, 128, device=DEV), torch.randn(128, device=DEV)
     torch.testing.assert_close(f(x, b), torch.softmax(0.5 * torch.relu(x + b), -1), **TOL)
+
+
+# ---- the C++ fast path (_kf.fast_call) on CUDA tensors: what kernelfusion.ops and torch_ops call first ----
+
+def _fast(name, inputs, out=None, attrs=None, grad=False):
+    from kernelfusion import ops
+    return kf._kf.fast_call(ops.defs[name]["id"], inputs, out, attrs, None, grad)
+
+
+def test_fast_path_takes_cuda_tensors():
+    from kernelfusion import ops
+    x, b = torch.randn(64, 256, device=DEV), torch.randn(256, device=DEV)
+    for name, inputs, attrs in [("relu", (x,), None), ("bias_gelu", (x, b), None), ("softmax", (x,), {"scale": 0.5}),
+                                ("sum_squared", (x,), None)]:
+        got = _fast(name, inputs, attrs=attrs)
+        assert got is not NotImplemented and got.is_cuda and got.device == DEV
+        want = ops._generic(name, list(inputs), attrs, None, None)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    xb = x.to(torch.bfloat16)
+    y = _fast("relu", (xb,))
+    assert y.dtype == torch.bfloat16 and torch.equal(y, torch.relu(xb))
+
+
+def test_fast_path_zero_copy_and_stream_order():
+    x = torch.randn(1 << 20, device=DEV)
+    before = x.clone()
+    out = torch.empty_like(x)
+    address = out.data_ptr()
+    assert _fast("gelu", (x,), out=out) is out and out.data_ptr() == address
+    torch.testing.assert_close(out, F_.gelu(x), **TOL)
+    assert torch.equal(x, before)
+    # the result is torch's (its caching allocator), written in place, and ordered with torch's later work
+    y = kf.ops.relu(x)
+    z = y * 2  # torch's kernel on the same stream reads what kf wrote, without a synchronize
+    torch.testing.assert_close(z, 2 * torch.relu(x))
+
+
+def test_fast_path_context_of_the_current_stream():
+    x = torch.randn(32, 64, device=DEV)
+    kf.ops.relu(x)
+    legacy = torch.cuda.current_stream(DEV).cuda_stream
+    assert (DEV.index, legacy) in _cuda._contexts
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = kf.ops.softmax(x)
+        z = kt.relu(x)
+    assert (DEV.index, s.cuda_stream) in _cuda._contexts
+    s.synchronize()
+    torch.testing.assert_close(y, torch.softmax(x, -1), **TOL)
+    torch.testing.assert_close(z, torch.relu(x))
+
+
+def test_fast_path_copies_misaligned_inputs_and_refuses_bad_out():
+    base = torch.randn(1025, device=DEV)
+    v = base[1:]  # 4 bytes past a 256-byte boundary
+    torch.testing.assert_close(_fast("relu", (v,)), torch.relu(v))
+    t = torch.randn(16, 8, device=DEV).t()  # not contiguous
+    torch.testing.assert_close(kf.ops.relu(t), torch.relu(t))
+    # out= that kf cannot write in place: left to the generic path, which raises as before
+    assert _fast("relu", (v,), out=torch.empty(1025, device=DEV)[1:]) is NotImplemented
+    with pytest.raises(ValueError, match="in place"):
+        kf.ops.relu(v, out=torch.empty(1025, device=DEV)[1:])
+
+
+def test_fast_path_errors_unchanged():
+    x = torch.randn(8, device=DEV)
+    with pytest.raises(ValueError, match="mix CUDA tensors"):
+        kf.ops.add(x, torch.randn(8))
+    with pytest.raises(kf.DTypeError):
+        kf.ops.add(x, x.to(torch.float16))
+    with pytest.raises(kf.ShapeError, match="output 'y' has shape"):
+        kf.ops.relu(x, out=torch.empty(9, device=DEV))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        kf.ops.relu(x, bogus=1)
+    with pytest.raises(kf.DTypeError, match="no kf dtype"):
+        kf.ops.relu(torch.zeros(8, dtype=torch.int64, device=DEV))
+    torch.testing.assert_close(kf.ops.relu(x), torch.relu(x))  # the context still runs
+
+
+def test_fast_path_leaves_autograd_to_torch_ops():
+    x = torch.randn(8, 32, device=DEV, requires_grad=True)
+    assert _fast("relu", (x,), grad=True) is NotImplemented
+    y = kt.relu(x)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (x > 0).float())

@@ -367,10 +367,16 @@ bool share_memory(const Tensor& a, const Tensor& b) {
 
 void Context::run(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                   const Attrs& attrs) {
-  const OpDef& op = get_op(name);
+  detail::run_op(*this, get_op(name), inputs, outputs, attrs);
+}
+
+void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& inputs,
+                    const std::vector<Tensor>& outputs, const Attrs& attrs) {
+  const std::string& name = op.name;
+  ContextImpl* const impl = ctx.impl();
   // One call at a time per context: checks, recording and last_variant under one hold, so that calls of
   // several threads are recorded (and submitted) whole, one after another.
-  std::lock_guard<std::recursive_mutex> lock(impl_->mu);
+  std::lock_guard<std::recursive_mutex> lock(impl->mu);
   // Under Context::capture the outermost call that returns is kept in the graph (graph.cpp).
   struct Depth {
     ContextImpl& c;
@@ -384,12 +390,13 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
         detail_record_captured(c, name, inputs, outputs, attrs);
       --c.run_depth;
     }
-  } depth{*impl_, name, inputs, outputs, attrs};
-  ++impl_->run_depth;
-  std::vector<const Tensor*> in;
-  in.reserve(inputs.size());
+  } depth{*impl, name, inputs, outputs, attrs};
+  ++impl->run_depth;
+  if (impl->checked_inputs.size() < static_cast<size_t>(impl->run_depth)) impl->checked_inputs.resize(impl->run_depth);
+  std::vector<const Tensor*>& in = impl->checked_inputs[impl->run_depth - 1];
+  in.clear();
   for (const auto& t : inputs) in.push_back(&t);
-  const std::vector<Shape> expected = check_call(op, in, attrs, impl_.get());
+  const std::vector<Shape> expected = check_call(op, in, attrs, impl);
   const DType dtype = op_dtype(op, inputs);
   const DType out_dtype = op.output_dtype(dtype, attrs);
   // The outputs infer returns: all of op.outputs, or the leading ones when the rest are optional and
@@ -402,7 +409,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     const Tensor& t = outputs[k];
     const auto arg = [&] { return name + ": output '" + op.outputs[k] + "'"; };
     if (!t.defined()) throw Error(ErrorCode::Shape, arg() + " is undefined");
-    if (t.owner() != impl_.get())
+    if (t.owner() != impl)
       throw Error(ErrorCode::Device, arg() + " lives on another device or context than the one running the op");
     if (t.dtype() != out_dtype)
       throw Error(ErrorCode::DType, arg() + " has dtype " + std::string(to_string(t.dtype())) + "; expected " +
@@ -429,7 +436,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
       if (share_memory(outputs[j], t))
         throw Error(ErrorCode::InvalidArgument, arg() + " shares memory with output '" + op.outputs[j] + "'");
   }
-  const uint64_t limit = impl_->device->info().caps.max_storage_range;
+  const uint64_t limit = impl->device->info().caps.max_storage_range;
   for (const auto* list : {&inputs, &outputs})
     for (const auto& t : *list)
       if (t.defined() && limit && t.buffer()->size() > limit)
@@ -439,30 +446,30 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
   // Token ids in range, ...: read on the host, which a capture (kf's, or a CUDA graph captured on the
   // context's stream by someone else) cannot wait for; the kernels still never read out of bounds (an id out
   // of range gives NaN, docs/ops.md).
-  if (op.check_values && !impl_->capturing && !impl_->device->stream_captured()) op.check_values(op, inputs);
+  if (op.check_values && !impl->capturing && !impl->device->stream_captured()) op.check_values(op, inputs);
   // A call with an empty tensor (a zero-sized dimension) is served here and never reaches the backend
   // (docs/ops.md, "Empty tensors"): the empty outputs need nothing, and the others (a reduction over an
   // empty axis, a product over an empty inner dimension) get the float64 reference's values.
   // A capture on a device without graphs of its own (graph.cpp) keeps each checked call and runs nothing now.
-  const bool keep_only = impl_->capturing && !impl_->capture_native;
+  const bool keep_only = impl->capturing && !impl->capture_native;
   if (has_empty(inputs, outputs)) {
     if (keep_only) return;
     run_empty(op, inputs, outputs, attrs);
-    impl_->last_variant = "empty";
+    impl->last_variant = "empty";
     return;
   }
   std::string why;
   if (op.compose) {
     // A composed op (OpDef::compose): its parts run through run() on this context, each checked and
     // dispatched as any call; every part is checked for support first, so an unsupported one writes nothing.
-    if (!impl_->options.allow_cpu_fallback && !supports(name, dtype, &why))
+    if (!impl->options.allow_cpu_fallback && !ctx.supports(name, dtype, &why))
       throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
-                                              impl_->device->info().name + ": " + why);
-    Context self = *this;
+                                              impl->device->info().name + ": " + why);
+    Context self = ctx;
     op.compose(self, inputs, outputs, attrs);  // sets last_variant to the parts' variants
     return;
   }
-  hal::OpCall& call = impl_->call;
+  hal::OpCall& call = impl->call;
   describe_call(op, dtype, attrs, call);
   const auto set = [](hal::TensorArg& a, const Tensor& t) {
     a.buffer = t.defined() ? t.buffer_ref() : nullptr;
@@ -485,27 +492,27 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
     }
   } release{call};
   // The backend sees the whole call: a shape, attribute or optional input its kernels lack is refused here.
-  if (!impl_->device->supports(call, &why)) {
-    if (impl_->options.allow_cpu_fallback && !impl_->capturing) {
-      run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
-      impl_->last_variant = "cpu-fallback (" + why + ")";
+  if (!impl->device->supports(call, &why)) {
+    if (impl->options.allow_cpu_fallback && !impl->capturing) {
+      run_on_cpu_fallback(*impl, op, inputs, outputs, attrs);
+      impl->last_variant = "cpu-fallback (" + why + ")";
       return;
     }
     throw Error(ErrorCode::Unsupported, name + " (" + to_string(dtype) + ") cannot run on " +
-                                            impl_->device->info().name + ": " + why);
+                                            impl->device->info().name + ": " + why);
   }
   if (keep_only) {
-    impl_->last_variant = "captured";
+    impl->last_variant = "captured";
     return;
   }
   try {
-    impl_->last_variant = impl_->device->dispatch(call);
+    impl->last_variant.assign(impl->device->dispatch(call).str());  // (its buffer reused: no allocation)
   } catch (const Error& e) {
     // A backend refuses an option its kernels lack (Unsupported, before recording anything): the CPU
     // fallback, when asked for, serves the call as it serves an unsupported op.
-    if (e.code() != ErrorCode::Unsupported || !impl_->options.allow_cpu_fallback || impl_->capturing) throw;
-    run_on_cpu_fallback(*impl_, op, inputs, outputs, attrs);
-    impl_->last_variant = std::string("cpu-fallback (") + e.what() + ")";
+    if (e.code() != ErrorCode::Unsupported || !impl->options.allow_cpu_fallback || impl->capturing) throw;
+    run_on_cpu_fallback(*impl, op, inputs, outputs, attrs);
+    impl->last_variant = std::string("cpu-fallback (") + e.what() + ")";
   }
 }
 

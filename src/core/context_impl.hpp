@@ -1,5 +1,6 @@
 // The context's insides, shared by the core's files (never by backends).
 #pragma once
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,8 @@ struct ContextImpl {
   // The call Context::run hands the device, kept between calls so that its vectors and shapes keep their
   // storage (a small op's dispatch then allocates none of it); its buffers are released after each call.
   hal::OpCall call;
+  // The inputs' addresses check_call takes, one list per nesting depth of Context::run (kept, as `call`).
+  std::deque<std::vector<const Tensor*>> checked_inputs;
   // An open Context::capture (graph.cpp), and how deep Context::run is nested (a composed op's parts run
   // inside it): the graph records the outermost calls.
   GraphImpl* capturing = nullptr;

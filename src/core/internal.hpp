@@ -1,10 +1,20 @@
 // Internals that kf's own tools use (kf-bench, kf-info): not part of the public API and not installed.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "kf/context.hpp"
 
+namespace kf {
+struct OpDef;
+}
+
 namespace kf::detail {
+
+// Context::run for an op already looked up (get_op(OpId)): the Python module's per-call path
+// (python/src/fast_call.cpp) names ops by OpId rather than by name.
+void run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            const Attrs& attrs);
 
 // kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be timed
 // between two timestamps) and returns its floating-point operations, with what it measures in `what`; 0

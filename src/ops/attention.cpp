@@ -363,6 +363,9 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"mqa_h4_kv1_sq1_sk65_d128", qkv(2, 4, 1, 1, 65, 128), {}, 1.5},
         {"s33_d64_rope_half", qkv(1, 2, 2, 33, 33, 64), attn({{"rope", 1}}), 2},
         {"sq17_sk33_d80_rope_interleaved_causal", qkv(1, 2, 1, 17, 33, 80), attn({{"rope", 2}, {"causal", 1}}), 2},
+        // RoPE on the decode kernels: every cached key rotated at its position, the query at Sk - 1.
+        {"gqa_h8_kv2_sq1_sk300_d128_rope_half_decode", qkv(2, 8, 2, 1, 300, 128), attn({{"rope", 1}}), 1.5},
+        {"sq1_sk200_d64_rope_interleaved_lengths_decode", with(qkv(3, 4, 4, 1, 200, 64), 4, {3}), attn({{"rope", 2}}), 1.5},
         {"s17_d64_softcap", qkv(1, 2, 2, 17, 17, 64), attn({{"softcap", 2}}), 3},
         {"h3_sq33_sk17_d64_sinks_causal", with(qkv(1, 3, 3, 33, 17, 64), 7, {3}), attn({{"causal", 1}}), 2},
         {"varlen_3seq_d64_causal", with(with(qkv(1, 2, 2, 40, 50, 64), 5, {4}), 6, {4}), attn({{"causal", 1}}), 2},
@@ -407,6 +410,7 @@ void register_attention_ops(std::vector<OpDef>& ops) {
         {"b4_h32_s4096_d128_causal_score_mod_alibi", qkv(4, 32, 32, 4096, 4096, 128),
          with_mod(attn({{"causal", 1}}), "score - pow(2.0, -0.25 * float(h + 1)) * float(abs(i - j))")},
         {"decode_b4_h32_kv8_32k_d128", qkv(4, 32, 8, 1, 32768, 128)},
+        {"decode_b1_h32_kv8_4k_d128_rope", qkv(1, 32, 8, 1, 4096, 128), attn({{"rope", 1}})},
         {"decode_b1_h32_32k_d128", qkv(1, 32, 32, 1, 32768, 128)},
         {"decode_b4_h32_kv8_128k_d128", qkv(4, 32, 8, 1, 131072, 128)},
         {"decode_b1_h32_128k_d128", qkv(1, 32, 32, 1, 131072, 128)},

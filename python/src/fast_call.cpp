@@ -1,0 +1,386 @@
+// kernelfusion._kf.fast_call: the per-call path of kernelfusion.ops (and of torch_ops and functional, which
+// call it through ops.run). One C++ call takes the op's kf::OpId, the inputs, out= and the attributes, and
+// does what the generic Python path (ops.py, _cuda.py) does for the common cases in a few microseconds less:
+// torch tensors are read through their own attributes (data_ptr, shape, dtype compared with torch's dtype
+// objects; no DLPack capsule per call, the tensor object itself is the keep-alive), outputs are allocated by
+// torch (empty_like where an input has the output's shape and dtype) or NumPy, and the CUDA context of
+// (device, current stream) comes from a small cache. Anything else (kf tensors, other backends, tensor
+// subclasses, arrays the fast path would have to convert in ways it does not know) returns NotImplemented
+// before anything runs, and the caller takes the generic path, which keeps every behaviour and message.
+#include <Python.h>
+
+#include <vector>
+
+#include "core/internal.hpp"
+#include "core/op_id.hpp"
+#include "module.hpp"
+#include "ops/registry.hpp"
+
+namespace kf::py {
+namespace {
+
+constexpr int kDTypes = 5;  // kf::DType's values: f32, f16, bf16, f64, i32
+
+// The objects of NumPy and torch the fast path compares with and calls: set once by kernelfusion.ops (torch's
+// when it first meets torch). Never destroyed: the interpreter may be gone when static destructors run.
+struct State {
+  PyTypeObject* ndarray = nullptr;
+  nb::object np_empty, np_contiguous, default_context;
+  nb::object np_dtypes[kDTypes];  // None for bf16 (NumPy has none)
+  bool torch = false;
+  PyTypeObject* tensor = nullptr;
+  PyTypeObject* parameter = nullptr;
+  PyObject* torch_dtypes[kDTypes] = {};
+  nb::object empty_like, contiguous_format;
+  nb::object raw_stream;    // torch._C._cuda_getCurrentRawStream; None without kf's CUDA / HIP backend
+  nb::object cuda_context;  // (device index, stream handle) -> the kernelfusion.Context of that stream
+  struct Cached {
+    int64_t index;
+    uintptr_t stream;
+    nb::object context;
+  };
+  std::vector<Cached> contexts;
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+// Interned attribute names, made once.
+#define KF_NAME(s)                                       \
+  ([] {                                                   \
+    static PyObject* p = PyUnicode_InternFromString(s);   \
+    return p;                                             \
+  }())
+
+nb::object get(nb::handle o, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(o.ptr(), name);
+  if (!r) throw nb::python_error();
+  return nb::steal(r);
+}
+
+nb::object call0(nb::handle o, PyObject* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(o.ptr(), name);
+  if (!r) throw nb::python_error();
+  return nb::steal(r);
+}
+
+// The keep-alive of memory kf uses in place: a reference to the Python object that owns it.
+std::shared_ptr<void> hold(nb::handle h) {
+  Py_INCREF(h.ptr());
+  return std::shared_ptr<void>(h.ptr(), [](void* p) {
+    if (!Py_IsInitialized()) return;
+    if (PyGILState_Check()) {
+      Py_DECREF(static_cast<PyObject*>(p));
+      return;
+    }
+    nb::gil_scoped_acquire g;  // a tensor dropped on a thread without the GIL (the ops run with it released)
+    Py_DECREF(static_cast<PyObject*>(p));
+  });
+}
+
+enum class Kind { None, NumPy, TorchHost, TorchCuda };
+
+// What the fast path reads of a torch tensor.
+struct TorchView {
+  DType dtype{};
+  Shape shape;
+  void* data = nullptr;
+  bool contiguous = false;
+};
+
+bool torch_view(const State& st, nb::handle t, TorchView& v) {
+  const nb::object dt = get(t, KF_NAME("dtype"));
+  int k = 0;
+  while (k < kDTypes && st.torch_dtypes[k] != dt.ptr()) ++k;
+  if (k == kDTypes) return false;  // no kf dtype: the generic path raises
+  v.dtype = static_cast<DType>(k);
+  const nb::object shape = get(t, KF_NAME("shape"));
+  if (!PyTuple_Check(shape.ptr())) return false;
+  const Py_ssize_t n = PyTuple_GET_SIZE(shape.ptr());
+  v.shape.resize(static_cast<size_t>(n));
+  for (Py_ssize_t d = 0; d < n; ++d) {
+    v.shape[static_cast<size_t>(d)] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), d));
+    if (PyErr_Occurred()) throw nb::python_error();
+  }
+  v.contiguous = call0(t, KF_NAME("is_contiguous")).ptr() == Py_True;
+  v.data = PyLong_AsVoidPtr(call0(t, KF_NAME("data_ptr")).ptr());
+  if (PyErr_Occurred()) throw nb::python_error();
+  return true;
+}
+
+bool flag(nb::handle o, PyObject* name) { return get(o, name).ptr() == Py_True; }
+
+nb::object shape_tuple(const Shape& s) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (!t) throw nb::python_error();
+  for (size_t d = 0; d < s.size(); ++d) PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(d), PyLong_FromLongLong(s[d]));
+  return nb::steal(t);
+}
+
+using HostArray = nb::ndarray<nb::device::cpu>;
+using ReadOnlyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// A NumPy array's memory as kf sees it; false when its dtype has no kf dtype or it is not C-contiguous.
+template <class A>
+bool numpy_view(nb::handle h, A& a, DType& dt, Shape& s) {
+  if (!nb::try_cast(h, a, false)) return false;
+  const auto d = from_dlpack(a.dtype());
+  if (!d) return false;
+  dt = *d;
+  s.resize(a.ndim());
+  int64_t expect = 1;
+  for (size_t k = a.ndim(); k-- > 0;) {
+    s[k] = a.shape(k);
+    if (a.shape(k) > 1 && a.stride(k) != expect) return false;
+    expect *= a.shape(k);
+  }
+  return true;
+}
+
+bool is_torch(const State& st, PyTypeObject* tp) { return st.torch && (tp == st.tensor || tp == st.parameter); }
+
+// The context of CUDA tensors on device `index`: kf's on torch's current stream there, made once per
+// (device, stream) by kernelfusion._cuda. None without kf's CUDA / HIP backend.
+nb::object cuda_context(State& st, int64_t index) {
+  if (st.raw_stream.is_none()) return nb::none();
+  const nb::object h = st.raw_stream(index);
+  const auto stream = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(h.ptr()));
+  if (PyErr_Occurred()) throw nb::python_error();
+  for (const auto& c : st.contexts)
+    if (c.index == index && c.stream == stream) return c.context;
+  nb::object ctx = st.cuda_context(index, stream);
+  if (!ctx.is_none()) st.contexts.push_back({index, stream, ctx});
+  return ctx;
+}
+
+nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs, nb::handle context, bool grad) {
+  State& st = state();
+  const nb::object skip = nb::borrow(Py_NotImplemented);
+  if (id < 0 || id >= kOpCount) throw nb::index_error("fast_call: no op has this id");
+  const OpDef& op = get_op(static_cast<OpId>(id));
+  PyObject* seq = inputs.ptr();
+  if (!st.ndarray || !(PyTuple_Check(seq) || PyList_Check(seq))) return skip;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  constexpr Py_ssize_t kMax = 16;
+  if (n > static_cast<Py_ssize_t>(op.inputs.size()) || n > kMax) return skip;
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+
+  // Which kind each input is; the call stays on the fast path when all are NumPy / CPU torch (the CPU
+  // backend) or all CUDA torch tensors (the CUDA backend).
+  Kind kinds[kMax];
+  bool host = false, cuda = false, torch = false;
+  int first = -1;  // the first torch input: outputs are allocated like it
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* x = items[k];
+    PyTypeObject* tp = Py_TYPE(x);
+    if (x == Py_None) {
+      kinds[k] = Kind::None;
+    } else if (tp == st.ndarray) {
+      kinds[k] = Kind::NumPy;
+      host = true;
+    } else if (is_torch(st, tp)) {
+      // torch_ops: a tensor that records autograd takes the generic path, which records it
+      if (grad && flag(x, KF_NAME("requires_grad"))) return skip;
+      if (flag(x, KF_NAME("is_cuda"))) {
+        kinds[k] = Kind::TorchCuda;
+        cuda = true;
+      } else if (flag(x, KF_NAME("is_cpu"))) {
+        kinds[k] = Kind::TorchHost;
+        host = true;
+      } else {
+        return skip;
+      }
+      torch = true;
+      if (first < 0) first = static_cast<int>(k);
+    } else {
+      return skip;  // kf tensors, lists, tensor subclasses, ...
+    }
+  }
+  if (host == cuda) return skip;  // no array at all, or CUDA tensors mixed with host arrays (generic raises)
+
+  nb::object ctx_obj;
+  int64_t device = -1;
+  if (cuda) device = nb::cast<int64_t>(call0(nb::handle(items[first]), KF_NAME("get_device")));
+  if (!context.is_none()) ctx_obj = nb::borrow(context);
+  else if (cuda) ctx_obj = cuda_context(st, device);
+  else ctx_obj = st.default_context();
+  Context* cp = nullptr;
+  if (ctx_obj.is_none() || !nb::try_cast<Context*>(ctx_obj, cp) || !cp) return skip;
+  Context& ctx = *cp;
+  const std::string& backend = ctx.backend();
+  if (cuda ? (backend != "cuda" && backend != "hip") || ctx.device().index != device : backend != "cpu") return skip;
+
+  const Attrs a = attrs.is_none() ? Attrs{} : attrs_from(op.name, attrs);
+
+  // The inputs, in place: a CPU tensor or array that is not contiguous is copied first, and so is a CUDA
+  // tensor that is not contiguous and 256-byte aligned (as _cuda.wrap does).
+  std::vector<Tensor> in(static_cast<size_t>(n));
+  int like[kMax];  // inputs whose memory is contiguous as given: output templates for empty_like
+  int n_like = 0;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    nb::handle x(items[k]);
+    Tensor& t = in[static_cast<size_t>(k)];
+    if (kinds[k] == Kind::None) continue;
+    if (kinds[k] == Kind::NumPy) {
+      ReadOnlyArray arr;
+      DType dt;
+      Shape s;
+      nb::object owner = nb::borrow(x);
+      if (!numpy_view(owner, arr, dt, s)) {
+        owner = st.np_contiguous(x);
+        if (!numpy_view(owner, arr, dt, s)) return skip;
+      }
+      t = ctx.wrap_host(const_cast<void*>(static_cast<const void*>(arr.data())), s, dt, hold(owner));
+      continue;
+    }
+    TorchView v;
+    if (!torch_view(st, x, v)) return skip;
+    nb::object owner = nb::borrow(x);
+    if (kinds[k] == Kind::TorchCuda) {
+      if (nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device) return skip;  // generic raises
+      const bool usable = v.contiguous && reinterpret_cast<uintptr_t>(v.data) % 256 == 0;
+      if (!usable) {
+        PyObject* kw = PyDict_New();
+        if (!kw) throw nb::python_error();
+        nb::object kwargs = nb::steal(kw);
+        PyDict_SetItem(kw, KF_NAME("memory_format"), st.contiguous_format.ptr());
+        owner = nb::steal(PyObject_Call(get(x, KF_NAME("clone")).ptr(), nb::tuple().ptr(), kw));
+        if (!owner.is_valid()) throw nb::python_error();
+        if (!torch_view(st, owner, v)) return skip;
+      } else {
+        like[n_like++] = static_cast<int>(k);
+      }
+      t = ctx.wrap_device(v.data, v.shape, v.dtype, hold(owner));
+    } else {
+      if (!v.contiguous) {
+        owner = call0(x, KF_NAME("contiguous"));
+        if (!torch_view(st, owner, v)) return skip;
+      } else {
+        like[n_like++] = static_cast<int>(k);
+      }
+      t = ctx.wrap_host(v.data, v.shape, v.dtype, hold(owner));
+    }
+  }
+
+  // The outputs: the caller's (out=), written in place, or new arrays of the caller's kind.
+  std::vector<Tensor> outs;
+  nb::object result;
+  if (!out.is_none()) {
+    const bool many = PyTuple_Check(out.ptr()) || PyList_Check(out.ptr());
+    const Py_ssize_t m = many ? PySequence_Fast_GET_SIZE(out.ptr()) : 1;
+    PyObject* single = out.ptr();
+    PyObject** o = many ? PySequence_Fast_ITEMS(out.ptr()) : &single;
+    outs.resize(static_cast<size_t>(m));
+    for (Py_ssize_t j = 0; j < m; ++j) {
+      nb::handle x(o[j]);
+      PyTypeObject* tp = Py_TYPE(x.ptr());
+      if (!cuda && tp == st.ndarray) {  // a writable, C-contiguous array of a kf dtype, else generic
+        HostArray arr;
+        DType dt;
+        Shape s;
+        if (!numpy_view(x, arr, dt, s)) return skip;
+        outs[static_cast<size_t>(j)] = ctx.wrap_host(arr.data(), s, dt, hold(x));
+        continue;
+      }
+      if (!is_torch(st, tp)) return skip;
+      if (flag(x, KF_NAME("is_cuda")) != cuda || (!cuda && !flag(x, KF_NAME("is_cpu")))) return skip;
+      TorchView v;
+      if (!torch_view(st, x, v) || !v.contiguous) return skip;  // the generic path raises or copies
+      if (cuda) {
+        if (reinterpret_cast<uintptr_t>(v.data) % 256 != 0 || nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device)
+          return skip;
+        outs[static_cast<size_t>(j)] = ctx.wrap_device(v.data, v.shape, v.dtype, hold(x));
+      } else {
+        outs[static_cast<size_t>(j)] = ctx.wrap_host(v.data, v.shape, v.dtype, hold(x));
+      }
+    }
+    result = nb::borrow(out);
+  } else {
+    std::vector<const Tensor*> ptrs(in.size());
+    for (size_t k = 0; k < in.size(); ++k) ptrs[k] = &in[k];
+    const std::vector<Shape> shapes = check_call(op, ptrs, a, ctx.impl());  // kf::Error as Context::call raises
+    const DType odt = op.output_dtype(op_dtype(op, in), a);
+    if (!torch && odt == DType::bf16) return skip;  // NumPy has no bf16: the generic path raises
+    PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(shapes.size()));
+    if (!tuple) throw nb::python_error();
+    result = nb::steal(tuple);
+    outs.resize(shapes.size());
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      const Shape& s = shapes[j];
+      nb::object r;
+      if (torch) {
+        for (int q = 0; q < n_like && !r.is_valid(); ++q)
+          if (in[static_cast<size_t>(like[q])].shape() == s && in[static_cast<size_t>(like[q])].dtype() == odt)
+            r = st.empty_like(nb::handle(items[like[q]]));
+        if (!r.is_valid())
+          r = get(nb::handle(items[first]), KF_NAME("new_empty"))(shape_tuple(s), "dtype"_a = nb::handle(st.torch_dtypes[static_cast<int>(odt)]));
+        // a fresh contiguous tensor of shape s and dtype odt: its address is all there is to read
+        void* data = PyLong_AsVoidPtr(call0(r, KF_NAME("data_ptr")).ptr());
+        if (PyErr_Occurred()) throw nb::python_error();
+        outs[j] = cuda ? ctx.wrap_device(data, s, odt, hold(r)) : ctx.wrap_host(data, s, odt, hold(r));
+      } else {
+        r = st.np_empty(shape_tuple(s), st.np_dtypes[static_cast<int>(odt)]);
+        HostArray arr;
+        DType dt;
+        Shape rs;
+        if (!numpy_view(r, arr, dt, rs)) return skip;
+        outs[j] = ctx.wrap_host(arr.data(), rs, dt, hold(r));
+      }
+      PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(j), r.release().ptr());
+    }
+    if (shapes.size() == 1) result = nb::borrow(PyTuple_GET_ITEM(tuple, 0));
+  }
+  {
+    nb::gil_scoped_release r;
+    detail::run_op(ctx, op, in, outs, a);  // by the OpDef: no lookup of the name
+  }
+  return result;
+}
+
+}  // namespace
+
+void bind_fast_call(nb::module_& m) {
+  m.def("fast_call", &fast_call, "op_id"_a, "inputs"_a, "out"_a = nb::none(), "attrs"_a = nb::none(),
+        "context"_a = nb::none(), "grad"_a = false,
+        "Runs registry op op_id (describe()['id']) on NumPy arrays, CPU torch tensors or CUDA torch tensors "
+        "without copies; NotImplemented (before anything ran) for the calls it leaves to the generic path. "
+        "grad: leave tensors that require grad to the generic path");
+  m.def("fast_setup_numpy",
+        [](nb::handle ndarray, nb::object empty, nb::object contiguous, nb::sequence dtypes, nb::object default_context) {
+          State& st = state();
+          st.ndarray = reinterpret_cast<PyTypeObject*>(ndarray.ptr());
+          Py_INCREF(ndarray.ptr());
+          st.np_empty = std::move(empty);
+          st.np_contiguous = std::move(contiguous);
+          int k = 0;
+          for (nb::handle d : dtypes)
+            if (k < kDTypes) st.np_dtypes[k++] = nb::borrow(d);
+          st.default_context = std::move(default_context);
+        });
+  m.def("fast_setup_torch",
+        [](nb::handle tensor, nb::handle parameter, nb::sequence dtypes, nb::object empty_like,
+           nb::object contiguous_format, nb::object raw_stream, nb::object cuda_context) {
+          State& st = state();
+          Py_INCREF(tensor.ptr());
+          Py_INCREF(parameter.ptr());
+          st.tensor = reinterpret_cast<PyTypeObject*>(tensor.ptr());
+          st.parameter = reinterpret_cast<PyTypeObject*>(parameter.ptr());
+          int k = 0;
+          for (nb::handle d : dtypes)
+            if (k < kDTypes) {
+              Py_INCREF(d.ptr());
+              st.torch_dtypes[k++] = d.ptr();
+            }
+          st.empty_like = std::move(empty_like);
+          st.contiguous_format = std::move(contiguous_format);
+          st.raw_stream = std::move(raw_stream);
+          st.cuda_context = std::move(cuda_context);
+          st.torch = true;
+        });
+  m.def("fast_forget_contexts", [] { state().contexts.clear(); },
+        "Drops the cached CUDA contexts (at exit, while CUDA is still up)");
+}
+
+}  // namespace kf::py
