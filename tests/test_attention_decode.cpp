@@ -152,19 +152,13 @@ TEST(AttentionPaths, AutomaticDecodeKernel) {
 
 // The decode kernel (attention.cu attn_decode) forced (KF_TUNE attn_decode=2) on one-query-row cases in
 // f32, f16 and bf16, as AttentionPaths.DecodeKernel does for the Vulkan one (head dimensions 8 to 256, G
-// of 1, 4, 8 and above 8, key lengths, windows, ALiBi, soft-capping, causal, sinks, lse, RoPE), then with forced
+// of 1, 4, 8 and above 8, key lengths, windows, ALiBi, soft-capping, causal, sinks, lse), then with forced
 // key splits (some empty); and the calls it does not take refused, saying why.
 TEST(AttentionCuda, DecodeKernel) {
   const auto devs = cuda_devices();
   if (devs.empty()) GTEST_SKIP() << no_cuda_reason();
   std::vector<TestCase> cases = decode_cases();
   cases.push_back({"g3_d96_sk30000", {{2, 6, 1, 96}, {2, 2, 30000, 96}, {2, 2, 30000, 96}}, {}, 1});
-  // RoPE, rotated in the kernel: half mode at the reduce-scatter form's 16-bit shape (D 128, 4 heads a
-  // block) with key lengths; interleaved at D 80 (half a row no whole number of packs) under a window.
-  cases.push_back({"rope_half_g4_d128_sk999_lens_lse", with(decode_qkv(2, 8, 2, 999, 128), 4, {2}), {}, 1});
-  cases.back().attrs.rope = 1, cases.back().attrs.return_lse = true;
-  cases.push_back({"rope_interleaved_g2_d80_sk300_window_alibi", decode_qkv(1, 4, 2, 300, 80), {}, 1});
-  cases.back().attrs.rope = 2, cases.back().attrs.window = 100, cases.back().attrs.alibi = true;
   for (const auto& d : devs) {
     for (const char* tuning : {"attn_decode=2", "attn_decode=2,attn_split=5"}) {
       Context ctx = tuned(d, tuning);

@@ -520,7 +520,6 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   if (attn_decode_ != 1) {
     const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
     std::string why = plan::decode_refusal(g, a, has(8));  // the rules Vulkan's decode kernel shares
-    if (why.empty() && a.rope) why = "it does not apply RoPE";
     if (why.empty() && call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
     if (why.empty()) why = plan::decode_head_dim_refusal(g.D, vw);
     if (why.empty() && (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535))
