@@ -201,8 +201,8 @@ TEST(AttentionCuda, UnknownKernelKnobRefused) {
   }
 }
 
-// The automatic choice: decoding (one query row, a long cache) takes the decode kernel with key splits; an
-// f16 / bf16 prefill with D = 64 takes a tensor-core flash kernel (flash-wgmma on an sm_90 GPU, else
+// The automatic choice: decoding (one query row, a long cache) takes the decode kernel with key splits (with
+// RoPE too); an f16 / bf16 prefill with D = 64 takes a tensor-core flash kernel (flash-wgmma on an sm_90 GPU, else
 // flash-mma) in one pass; f32 stays portable.
 TEST(AttentionCuda, AutomaticChoice) {
   const auto devs = cuda_devices();
@@ -218,6 +218,12 @@ TEST(AttentionCuda, AutomaticChoice) {
       EXPECT_NE(r.variant.find("attention/decode,"), std::string::npos) << r.variant;
       EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
     }
+    // With RoPE the decode kernel rotates the keys itself (before, the tiled kernel served the one row).
+    decode.attrs.rope = 1;
+    const check::CaseResult rr = check::run_case(ctx, attention_op(), DType::f16, decode, fresh_seed());
+    EXPECT_TRUE(rr.pass) << rr.message;
+    EXPECT_NE(rr.variant.find("attention/decode,"), std::string::npos) << rr.variant;
+    EXPECT_NE(rr.variant.find(",rope=half"), std::string::npos) << rr.variant;
     TestCase prefill{"prefill", {{2, 8, 128, 64}, {2, 8, 128, 64}, {2, 8, 128, 64}}, {}, 2};
     prefill.attrs.causal = true;
     for (DType t : {DType::f32, DType::f16, DType::bf16}) {

@@ -10,7 +10,7 @@ namespace {
 
 
 // ---- The decode kernel (AttnKernel::Decode; the counterpart of shaders/attention_decode.comp): one query
-// row per sequence (Sq = 1, not packed; no RoPE, dropout or block mask) against a long K/V cache,
+// row per sequence (Sq = 1, not packed; no dropout or block mask) against a long K/V cache,
 // streamed once. One block of kDecThreads threads per (key split, kv head x chunk of ng <= 8 of its G
 // query heads, sequence): every query head of the chunk is served by the same K/V loads (GQA / MQA read
 // each K/V row once per chunk). The block is made of key groups of LK lanes (LK a power of two, about
@@ -34,9 +34,72 @@ namespace {
 // copy, about 975 instructions a warp per step of 8 keys where its 256 FMAs and 64 conversions are the
 // irreducible part): this cuts log2(LK) x GC U shuffles and adds to about 2 GC U, and GC U exps and
 // selects to one each.
+// RoPE (RM: 1 half, pairs (d, d + D/2); 2 interleaved, pairs (2d, 2d + 1); docs/ops.md: key j at position
+// j, the query at Sk - 1): each lane rotates the key elements it holds, in registers, so that a rotation
+// costs 2 FMAs an element whatever the heads a block (rotating the queries' weights instead costs 2 an
+// element for each head) and no lane reads another's. For that, each lane holds whole pairs: interleaved,
+// a 16-byte pack holds VW / 2 pairs as it stands; half, the lane's slot pk is two 8-byte loads, elements
+// pk VW / 2 + [0, VW / 2) and D / 2 + the same (each load still coalesced over the key group). Either way
+// slot pk holds the pairs pk VW / 2 + t, t < VW / 2, whose (cos, sin) at key j's position are VW / 4
+// contiguous 16-byte loads of the table (p.rope; the same one the tiled kernels read: rope_rows), read
+// through L1 (the kv heads' blocks read the same rows). The query is loaded in the same element order and
+// rotated once. The values are not rotated: V keeps its packs.
 constexpr int kDecThreads = 128;
 constexpr int kDecU = 4;  // keys in flight per key group and step
 constexpr int kDecMaxSplits = 256;
+
+// RoPE's half mode: a streamed 8-byte load (half of a slot; k counts 8-byte units), as load_stream.
+KF_DEV uint2 load_stream8(const void* p, int64_t k) {
+#if defined(__CUDA_ARCH__) && !defined(KF_HIP) && __CUDA_ARCH__ >= 800
+  uint2 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(static_cast<const uint2*>(p) + k));
+  return r;
+#else
+  return static_cast<const uint2*>(p)[k];
+#endif
+}
+
+// Slot pk of row `row` (D elements) in RoPE's element order (RM 1: two 8-byte halves; else the pack).
+template <int RM>
+KF_DEV uint4 load_slot(const void* x, int64_t row, int pk, int NPK) {
+  if constexpr (RM == 1) {
+    const uint2 a = static_cast<const uint2*>(x)[row * 2 * NPK + pk], b = static_cast<const uint2*>(x)[row * 2 * NPK + NPK + pk];
+    return make_uint4(a.x, a.y, b.x, b.y);
+  } else {
+    return load_pack(x, row * NPK + pk);
+  }
+}
+
+// The (cos, sin) of pairs pair0 .. pair0 + 2 NV - 1 at position pos: NV 16-byte loads of the table
+// (pair0 even, D / 2 even: aligned), kept in L1.
+template <int NV>
+KF_DEV void load_cs(const AttnParams& p, int64_t pos, int pair0, uint4 (&cs)[NV]) {
+  const int64_t at = ((pos + p.rope_pos0) * (p.D / 2) + pair0) / 2;
+#pragma unroll
+  for (int t = 0; t < NV; ++t) {
+#if defined(__CUDA_ARCH__) && !defined(KF_HIP)
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(cs[t].x), "=r"(cs[t].y), "=r"(cs[t].z), "=r"(cs[t].w)
+        : "l"(static_cast<const uint4*>(p.rope) + at + t));
+#else
+    cs[t] = load_pack(p.rope, at + t);
+#endif
+  }
+}
+
+// Rotates a slot's VW elements (RoPE's element order: load_slot) by its pairs' (cos, sin), as
+// src/ops/attention.cpp's rope_rotate: x0' = x0 c - x1 s, x1' = x1 c + x0 s.
+template <int RM, int VW, class C>
+KF_DEV void rope_slot(C (&x)[VW], const uint4 (&cs)[VW / 4]) {
+#pragma unroll
+  for (int t = 0; t < VW / 2; ++t) {
+    const uint4 w = cs[t / 2];
+    const C c = C(__uint_as_float(t % 2 ? w.z : w.x)), sn = C(__uint_as_float(t % 2 ? w.w : w.y));
+    const int i0 = RM == 1 ? t : 2 * t, i1 = RM == 1 ? t + VW / 2 : 2 * t + 1;
+    const C a = x[i0], b = x[i1];
+    x[i0] = a * c - b * sn;
+    x[i1] = b * c + a * sn;
+  }
+}
 
 // A streamed 16-byte load: read-only path, not kept in L1 (each byte is read once), 256-byte L2 prefetch.
 KF_DEV uint4 load_stream(const void* p, int64_t k) {
@@ -52,8 +115,9 @@ KF_DEV uint4 load_stream(const void* p, int64_t k) {
 }
 
 // RS: 0 the all-reduce form, 1 the reduce-scatter form with LK = GC U, 2 with LK > GC U (a separate
-// instance: the all-reduce loop over a run-time count cost the LK = GC U case 30 registers).
-template <class T, int PPL, int GC, int RS>
+// instance: the all-reduce loop over a run-time count cost the LK = GC U case 30 registers). RM: RoPE's
+// mode (0 none: that instance's code is the kernel without RoPE).
+template <class T, int PPL, int GC, int RS, int RM>
 __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   using C = typename T::C;
   using M = Math<C, T::FAST>;
@@ -76,7 +140,9 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   jbeg = static_cast<int>(m_max(int64_t(jbeg), int64_t(split) * p.split_len));
   jend = static_cast<int>(m_min(int64_t(jend), int64_t(split + 1) * p.split_len));
 
-  // The chunk's query rows, scaled: this lane's packs lk, lk + LK, ...
+  // The chunk's query rows, scaled: this lane's packs lk, lk + LK, ... (RoPE: its slots, rotated to
+  // the query's position g.off).
+  constexpr int NCS = RM != 0 ? VW / 4 : 1;  // 16-byte table loads a slot
   C q[GC * PPL * VW];
   C slope[GC];
 #pragma unroll
@@ -86,7 +152,12 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
       const int pk = lk + LK * pp;
       C x[VW];
       if (hh < ng && pk < NPK) {
-        T::unpack(load_pack(p.q, (int64_t(g.b) * p.Hq + h0 + hh) * NPK + pk), x);  // SqT = 1
+        T::unpack(load_slot<RM>(p.q, int64_t(g.b) * p.Hq + h0 + hh, pk, NPK), x);  // SqT = 1
+        if constexpr (RM != 0) {
+          uint4 cs[NCS];
+          load_cs(p, g.off, pk * (VW / 2), cs);
+          rope_slot<RM>(x, cs);
+        }
       } else {
 #pragma unroll
         for (int e = 0; e < VW; ++e) x[e] = C(0);
@@ -110,19 +181,29 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
   for (int k = 0; k < GC * PPL * VW; ++k) acc[k] = C(0);
   const int64_t kvrow0 = (int64_t(g.b) * p.Hkv + hk) * p.SkT;
   const bool plain = p.softcap <= 0 && !p.alibi;
+  int pair0[PPL];  // RoPE: the first pair of each slot (0 past the row: the table's reads stay inside it)
+#pragma unroll
+  for (int pp = 0; pp < PPL; ++pp) pair0[pp] = lk + LK * pp < NPK ? (lk + LK * pp) * (VW / 2) : 0;
 
   for (int j0 = jbeg; j0 < jend; j0 += NKG * U) {
     const int jk = j0 + kg * U;
     // All loads of the step first: U key rows and U value rows.
     uint4 kr[U * PPL], vr[U * PPL];
+    uint4 cs[U * PPL][NCS];  // RoPE: the (cos, sin) of each key's slots (keys past jend: jend - 1's)
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int pp = 0; pp < PPL; ++pp) {
         const int pk = lk + LK * pp;
+        if constexpr (RM != 0) load_cs(p, m_min(jk + u, jend - 1), pair0[pp], cs[u * PPL + pp]);
         if (jk + u < jend && pk < NPK) {
           const int64_t at = (kvrow0 + jk + u) * NPK + pk;
-          kr[u * PPL + pp] = load_stream(p.k, at);
+          if constexpr (RM == 1) {
+            const uint2 a = load_stream8(p.k, 2 * (kvrow0 + jk + u) * NPK + pk), b = load_stream8(p.k, (2 * (kvrow0 + jk + u) + 1) * NPK + pk);
+            kr[u * PPL + pp] = make_uint4(a.x, a.y, b.x, b.y);
+          } else {
+            kr[u * PPL + pp] = load_stream(p.k, at);
+          }
           vr[u * PPL + pp] = load_stream(p.v, at);
         } else {
           kr[u * PPL + pp] = make_uint4(0, 0, 0, 0);
@@ -138,6 +219,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode(const AttnParams p) {
       for (int pp = 0; pp < PPL; ++pp) {
         C x[VW];
         T::unpack(kr[u * PPL + pp], x);
+        if constexpr (RM != 0) rope_slot<RM>(x, cs[u * PPL + pp]);
 #pragma unroll
         for (int e = 0; e < VW; ++e) kx[pp * VW + e] = x[e];
       }
@@ -341,43 +423,61 @@ int decode_rs(const AttnParams& p, int gc) {
   return p.dec_lk == gc * kDecU ? 1 : 2;
 }
 
-template <class T, int PPL, int GC>
+template <class T, int PPL, int GC, int RM>
 const void* decode_kernel_of(const AttnParams& p) {
   if constexpr (GC <= 4) {
-    if (decode_rs(p, GC) == 1) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 1>);
-    if (decode_rs(p, GC) == 2) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 2>);
+    if (decode_rs(p, GC) == 1) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 1, RM>);
+    if (decode_rs(p, GC) == 2) return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 2, RM>);
   }
-  return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 0>);
+  return reinterpret_cast<const void*>(&attn_decode<T, PPL, GC, 0, RM>);
 }
 
-// The decode kernel's instance for p's dec_ppl and dec_gc (null where none is built).
+template <class T, int PPL, int GC>
+const void* decode_kernel_rm(const AttnParams& p) {
+  switch (p.rope_mode) {
+    case 1: return decode_kernel_of<T, PPL, GC, 1>(p);
+    case 2: return decode_kernel_of<T, PPL, GC, 2>(p);
+    default: return decode_kernel_of<T, PPL, GC, 0>(p);
+  }
+}
+
+// The decode kernel's instance for p's dec_ppl, dec_gc and rope_mode (null where none is built).
 template <class T>
 const void* decode_kernel(const AttnParams& p) {
   constexpr int PMAX = T::VW == 8 ? 1 : 2;  // 16-bit: D <= 256 is at most 32 packs; f32: 64 packs
-  if (p.dec_ppl < 1 || p.dec_ppl > PMAX) return nullptr;
+  if (p.dec_ppl < 1 || p.dec_ppl > PMAX || p.rope_mode < 0 || p.rope_mode > 2) return nullptr;
   const bool two = p.dec_ppl == 2;
   switch (p.dec_gc) {
-    case 1: return two ? decode_kernel_of<T, PMAX, 1>(p) : decode_kernel_of<T, 1, 1>(p);
-    case 2: return two ? decode_kernel_of<T, PMAX, 2>(p) : decode_kernel_of<T, 1, 2>(p);
-    case 4: return two ? decode_kernel_of<T, PMAX, 4>(p) : decode_kernel_of<T, 1, 4>(p);
-    case 8: return two ? decode_kernel_of<T, PMAX, 8>(p) : decode_kernel_of<T, 1, 8>(p);
+    case 1: return two ? decode_kernel_rm<T, PMAX, 1>(p) : decode_kernel_rm<T, 1, 1>(p);
+    case 2: return two ? decode_kernel_rm<T, PMAX, 2>(p) : decode_kernel_rm<T, 1, 2>(p);
+    case 4: return two ? decode_kernel_rm<T, PMAX, 4>(p) : decode_kernel_rm<T, 1, 4>(p);
+    case 8: return two ? decode_kernel_rm<T, PMAX, 8>(p) : decode_kernel_rm<T, 1, 8>(p);
     default: return nullptr;
   }
 }
 
+template <class T, int PPL, int GC, int RM>
+void launch_decode_rs(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
+  if constexpr (GC <= 4) {
+    if (decode_rs(p, GC) == 1) return attn_decode<T, PPL, GC, 1, RM><<<grid, kDecThreads, shared, s>>>(p);
+    if (decode_rs(p, GC) == 2) return attn_decode<T, PPL, GC, 2, RM><<<grid, kDecThreads, shared, s>>>(p);
+  }
+  attn_decode<T, PPL, GC, 0, RM><<<grid, kDecThreads, shared, s>>>(p);
+}
+
 template <class T, int PPL, int GC>
 void launch_decode_inst(const AttnParams& p, dim3 grid, size_t shared, gpuStream_t s) {
-  if constexpr (GC <= 4) {
-    if (decode_rs(p, GC) == 1) return attn_decode<T, PPL, GC, 1><<<grid, kDecThreads, shared, s>>>(p);
-    if (decode_rs(p, GC) == 2) return attn_decode<T, PPL, GC, 2><<<grid, kDecThreads, shared, s>>>(p);
+  switch (p.rope_mode) {
+    case 1: return launch_decode_rs<T, PPL, GC, 1>(p, grid, shared, s);
+    case 2: return launch_decode_rs<T, PPL, GC, 2>(p, grid, shared, s);
+    default: return launch_decode_rs<T, PPL, GC, 0>(p, grid, shared, s);
   }
-  attn_decode<T, PPL, GC, 0><<<grid, kDecThreads, shared, s>>>(p);
 }
 
 template <class T>
 int launch_decode(const AttnParams& p, gpuStream_t s) {
   constexpr int PMAX = T::VW == 8 ? 1 : 2;
-  if (p.nsplit > kDecMaxSplits || !decode_kernel<T>(p)) return -1;
+  if (p.nsplit > kDecMaxSplits || !decode_kernel<T>(p) || (p.rope_mode && !p.rope)) return -1;
   const dim3 grid(static_cast<unsigned>(p.nsplit), static_cast<unsigned>(p.Hkv * p.dec_nchunk), static_cast<unsigned>(p.B));
   const size_t shared = static_cast<size_t>(attn_decode_shared_bytes(p));
   const bool two = p.dec_ppl == 2;

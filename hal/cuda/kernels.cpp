@@ -520,7 +520,6 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   if (attn_decode_ != 1) {
     const int64_t vw = 16 / static_cast<int64_t>(dtype_size(call.dtype));
     std::string why = plan::decode_refusal(g, a, has(8));  // the rules Vulkan's decode kernel shares
-    if (why.empty() && a.rope) why = "it does not apply RoPE";
     if (why.empty() && call.dtype == DType::f64) why = "it takes f32, f16 and bf16 only";
     if (why.empty()) why = plan::decode_head_dim_refusal(g.D, vw);
     if (why.empty() && (g.B > 65535 || g.Hkv * ((g.Hq / g.Hkv + 7) / 8) > 65535))
@@ -551,10 +550,16 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       p.split_len = static_cast<int>(split_len);
       std::shared_ptr<Buffer> part = scratch(static_cast<size_t>(nsplit * g.B * g.Hq * (g.D + 2) * 4));
       p.part = ptr_of(part);
+      if (a.rope) {  // the tiled kernels' table (keys 0 .. Sk - 1, the query at Sk - 1), read in the kernel
+        const plan::RopePositions rp = plan::rope_positions(g);
+        p.rope = ptr_of(rope_table(g.D, a.rope_base, rp.pmin, rp.npos, false));
+        p.rope_pos0 = static_cast<int>(-rp.pmin);
+      }
       check_launch(launch_attention(AttnKernel::Decode, dt, p, 0, 0, 0, stream_), "attention");
       return prefix + "attention/decode,lk=" + std::to_string(lk) + ",heads=" + std::to_string(p.dec_ng) +
              (p.dec_nchunk > 1 ? "x" + std::to_string(p.dec_nchunk) : std::string()) + ",split=" + std::to_string(nsplit) +
-             "x" + std::to_string(split_len) + (attn_decode_rs_form(p) ? ",reduce-scatter" : "");
+             "x" + std::to_string(split_len) + (attn_decode_rs_form(p) ? ",reduce-scatter" : "") +
+             (a.rope == 1 ? ",rope=half" : a.rope == 2 ? ",rope=interleaved" : "");
     }
   }
 

@@ -416,7 +416,8 @@ inline void philox_round_keys(uint32_t seed_lo, uint32_t seed_hi, uint32_t (&rk)
 //  - Decode: one query row per sequence (Sq = 1) against a long cache: a block of 128 threads per
 //    (key split, kv head x chunk of its query heads, sequence); dec_lk lanes per key row, K and V
 //    streamed from global memory into registers (no shared-memory staging), every query head of the chunk
-//    served by each K/V load; always followed by its combine pass (one block per query row).
+//    served by each K/V load; RoPE (rope_mode) applied to the keys in registers, from the table rope;
+//    always followed by its combine pass (one block per query row).
 //  - Mma: the FlashAttention-2 kernel (f16 and bf16, D = 64 or 128, no RoPE; CUDA only): bq = 64 (16 rows
 //    a warp) or 128 (32 rows a warp: two m16 row tiles sharing each K / V fragment, Q's fragments re-read
 //    from shared memory) query rows a block of 4 warps, key tiles of 64 keys double-buffered by cp.async,

@@ -20,8 +20,8 @@ struct AttnGeometry {
 // From attention's input shapes (q, k, v, then the optional inputs; an absent one an empty Shape).
 AttnGeometry attn_geometry(const std::vector<Shape>& inputs);
 
-// Decode kernels take one query row per sequence, without packed sequences, RoPE, dropout or a block mask.
-// Returns why a call does not qualify ("it does not apply RoPE"), or "" when it does.
+// Decode kernels take one query row per sequence, without packed sequences, dropout or a block mask.
+// Returns why a call does not qualify ("it does not apply dropout"), or "" when it does.
 std::string decode_refusal(const AttnGeometry& g, const Attrs& a, bool block_mask);
 // Their head dimensions: multiples of `multiple` (a 16-byte pack of the dtype) up to 256; why not, or "".
 std::string decode_head_dim_refusal(int64_t D, int64_t multiple);

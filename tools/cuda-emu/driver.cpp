@@ -117,6 +117,19 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
   p.thr = ref::dropout_threshold(a.p), p.keep_scale = 1.0 / (1.0 - a.p);
   hc::philox_round_keys(p.seed_lo, p.seed_hi, p.rk);
   const int64_t D = g.D, rows_needed = (g.Hq / g.Hkv) * g.SqT;
+  std::vector<double> td; std::vector<float> tf;
+  if (a.rope) {
+    const plan::RopePositions rp = plan::rope_positions(g);
+    const int64_t pmin = rp.pmin, npos = rp.npos, half = D / 2;
+    td.resize(npos * half * 2);
+    for (int64_t q = 0; q < npos; ++q) for (int64_t d = 0; d < half; ++d) {
+      const double th = double(q + pmin) * std::pow(a.rope_base, -2.0 * double(d) / double(D));
+      td[(q * half + d) * 2] = std::cos(th), td[(q * half + d) * 2 + 1] = std::sin(th);
+    }
+    tf.assign(td.begin(), td.end());
+    p.rope = dt == DType::f64 ? (const void*)td.data() : (const void*)tf.data();
+    p.rope_pos0 = -pmin;
+  }
   if (path == 4) {  // the decode kernel, as CudaDevice::dispatch_attention plans it (src/plan/attention.hpp)
     const int64_t vw = 16 / int64_t(dtype_size(dt));
     const plan::DecodeShape ds = plan::decode_shape(D, vw, g.Hq / g.Hkv, 8);
@@ -155,19 +168,6 @@ void run(const TestCase& tc, DType dt, int path, int split_force, int rows_cap, 
     p.split_len = ks.len;
     part.assign(nsplit * g.B * g.Hq * g.SqT * (D + 2) * (dt == DType::f64 ? 8 : 4), 0xcd);
     p.part = part.data();
-  }
-  std::vector<double> td; std::vector<float> tf;
-  if (a.rope) {
-    const plan::RopePositions rp = plan::rope_positions(g);
-    const int64_t pmin = rp.pmin, npos = rp.npos, half = D / 2;
-    td.resize(npos * half * 2);
-    for (int64_t q = 0; q < npos; ++q) for (int64_t d = 0; d < half; ++d) {
-      const double th = double(q + pmin) * std::pow(a.rope_base, -2.0 * double(d) / double(D));
-      td[(q * half + d) * 2] = std::cos(th), td[(q * half + d) * 2 + 1] = std::sin(th);
-    }
-    tf.assign(td.begin(), td.end());
-    p.rope = dt == DType::f64 ? (const void*)td.data() : (const void*)tf.data();
-    p.rope_pos0 = -pmin;
   }
   const int err = hc::launch_attention(path == 5 ? hc::AttnKernel::Mma : path == 3 ? hc::AttnKernel::WmmaRegs : path == 2 ? hc::AttnKernel::Wmma : hc::AttnKernel::Simt, dt_of(dt), p, bq, bk, qtiles, nullptr);
   compare(ro, rl, o, lse, dt, err, tc.label, bq, bk, nsplit, tag);
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   if (only.rfind("bwd", 0) == 0) return bwd_main(only.size() > 4 ? only.substr(4) : "");
   if (only.rfind("lce", 0) == 0) return lce_main(only.size() > 4 ? only.substr(4) : "");
-  if (only == "decode") {  // the decode kernel on the Vulkan DecodeKernel test's cases and the registry's Sq = 1 ones
+  if (only == "decode" || only.rfind("decode:", 0) == 0) {  // the decode kernel on the Vulkan DecodeKernel test's cases and the registry's Sq = 1 ones
     const auto qkv = [](int64_t B, int64_t Hq, int64_t Hkv, int64_t Sk, int64_t D) {
       return std::vector<Shape>{{B, Hq, 1, D}, {B, Hkv, Sk, D}, {B, Hkv, Sk, D}};
     };
@@ -265,12 +265,39 @@ int main(int argc, char** argv) {
     cases[6].attrs.alibi = true, cases[6].attrs.window = 100, cases[6].attrs.softcap = 4;
     cases[7].attrs.return_lse = true;
     cases[8].attrs.causal = true;
+    // RoPE, half and interleaved: D 8 to 256, odd slot counts (D 80, 96: half a row is no whole
+    // number of 16-byte packs), G 1 to 16 (chunks), one key, key lengths, window, ALiBi, soft-capping,
+    // sinks, lse, the reduce-scatter forms (16-bit D 128 with 4 heads, D 64 with 2) and PPL 2 (f32 D 256).
+    const std::vector<TestCase> rope = {
+        {"rope_g1_d64_sk1", qkv(2, 2, 2, 1, 64), {}, 2},
+        {"rope_g4_d128_sk300", qkv(2, 8, 2, 300, 128), {}, 1.5},
+        {"rope_g8_d128_sk1000_window_alibi", qkv(1, 8, 1, 1000, 128), {}, 1},
+        {"rope_g4_d80_sk7_lens", with(qkv(3, 4, 1, 7, 80), 4, {3}), {}, 2},
+        {"rope_g2_d64_sk1500_sinks_lse", with(qkv(2, 4, 2, 1500, 64), 7, {4}), {}, 1},
+        {"rope_g1_d256_sk777_softcap_lse", qkv(1, 2, 2, 777, 256), {}, 1},
+        {"rope_g16_d64_sk200_causal", qkv(1, 16, 1, 200, 64), {}, 1},
+        {"rope_g3_d96_sk4099_lens", with(qkv(2, 6, 2, 4099, 96), 4, {2}), {}, 1},
+        {"rope_g4_d8_sk33_slopes", with(qkv(2, 4, 1, 33, 8), 3, {4}), {}, 2},
+        {"rope_g2_d16_sk9", qkv(1, 2, 1, 9, 16), {}, 2},
+    };
+    for (int mode : {1, 2})
+      for (TestCase tc : rope) {
+        tc.label += mode == 1 ? "_half" : "_interleaved";
+        tc.attrs.rope = mode;
+        if (tc.label.find("window") != std::string::npos) tc.attrs.window = 300, tc.attrs.alibi = true;
+        if (tc.label.find("softcap") != std::string::npos) tc.attrs.softcap = 4;
+        if (tc.label.find("causal") != std::string::npos) tc.attrs.causal = true;
+        if (tc.label.find("lse") != std::string::npos) tc.attrs.return_lse = true;
+        cases.push_back(tc);
+      }
     for (const TestCase& tc : op.tests)
-      if (tc.inputs[0][2] == 1 && tc.attrs.rope == 0 && tc.attrs.p == 0 && tc.attrs.score_mod.empty() &&
+      if (tc.inputs[0][2] == 1 && tc.attrs.p == 0 && tc.attrs.score_mod.empty() &&
           (tc.inputs.size() <= 5 || tc.inputs[5].empty()) &&
           (tc.inputs.size() <= 8 || tc.inputs[8].empty()))
         cases.push_back(tc);
+    const std::string sub = only.size() > 7 ? only.substr(7) : "";
     for (const TestCase& tc : cases) {
+      if (!sub.empty() && tc.label.find(sub) == std::string::npos) continue;
       for (DType t : {DType::f32, DType::f16, DType::bf16}) {
         if (tc.inputs[0][3] % (16 / int64_t(dtype_size(t))) != 0) continue;
         run(tc, t, 4, 0, 0, "decode");

@@ -8,14 +8,15 @@
 # is copied with its dynamic shared arrays and <<<...>>> launches rewritten. Needs g++ 12 (C++20
 # std::barrier, _Float16) and a built libkf (any configuration) for the CPU reference.
 #
-#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | mma[:LABEL] | decode | bwd[:LABEL] | lce[:LABEL] | conv | mem[:NAME]]
+#   tools/cuda-emu/run.sh BUILD_DIR [LABEL | extra | mma[:LABEL] | decode[:LABEL] | bwd[:LABEL] | lce[:LABEL] | conv | mem[:NAME]]
 #     LABEL: only the registry cases of attention whose label contains it; extra: attention_scores,
 #     embedding, and larger cases (several 64-row tiles, a decode with automatic key splits; flash-mma's
 #     two forms where D is 64 or 128); mma[:LABEL]: flash-mma (attn_mma) with 16 and 32 rows a warp
 #     (KF_TUNE attn_rows_per_warp; EMU_MMA_RW=16 or 32 runs one form) on the registry's D 64 / 128 cases
-#     without RoPE and awkward shapes (those whose label contains LABEL); decode: the
+#     without RoPE and awkward shapes (those whose label contains LABEL); decode[:LABEL]: the
 #     decode kernel (attn_decode + its combine pass) on one-query-row cases (D 8 to 256, G 1 to 16, key
-#     lengths, window, ALiBi, soft-capping, sinks, lse), f32 / f16 / bf16, automatic and forced splits; bwd:
+#     lengths, window, ALiBi, soft-capping, sinks, lse, RoPE half and interleaved), f32 / f16 / bf16,
+#     automatic and forced splits (LABEL: the cases whose label contains it); bwd:
 #     attention_backward (attention_bwd.cu, driver_bwd.cpp) on the registry's cases (those whose label
 #     contains LABEL) and a few awkward shapes, each tile, every dtype; lce: linear_cross_entropy and its
 #     backward as hal/cuda/lce.cpp runs them (driver_lce.cpp), train.cu's row pass emulated and cuBLASLt

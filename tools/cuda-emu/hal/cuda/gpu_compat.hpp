@@ -32,8 +32,10 @@ struct dim3 {
   dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
 struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
 inline unsigned __umulhi(unsigned a, unsigned b) { return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32); }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
 struct float2 { float x, y; };
 struct int2 { int x, y; };
 inline int2 make_int2(int a, int b) { return int2{a, b}; }
