@@ -2,7 +2,7 @@
 in tokens per second (docs/performance.md).
 
     python bench/torch_decode_step.py [--layers 32] [--dim 4096] [--hidden 11008] [--heads 32] [--kv-heads 8]
-        [--cache 4096] [--vocab 32000] [--dtype f16] [--steps 20]
+        [--cache 4096] [--vocab 32000] [--dtype f16] [--steps 20] [--json F]
 
 The same model: per layer rms_norm, the q, k and v projections, the rotary embedding of the new query
 (and key) at position `cache` (torch's convention: the cache holds rotated keys), grouped-query
@@ -12,6 +12,7 @@ then the final norm and the vocabulary projection. As in kf-decode-step the new 
 and not appended to the cache.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -28,6 +29,7 @@ def main():
                           ("cache", 4096), ("vocab", 32000), ("steps", 20)):
         ap.add_argument(f"--{name}", type=int, default=default)
     ap.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
+    ap.add_argument("--json", help="also write the result as JSON (the fields of kf-decode-step's)")
     a = ap.parse_args()
     dt = torch.float16 if a.dtype == "f16" else torch.bfloat16
     dev = "cuda"
@@ -87,6 +89,12 @@ def main():
     print(f"eager      {eager:8.3f} ms/step  {1000 / eager:8.1f} tokens/s")
     print(f"CUDA graph {graphed:8.3f} ms/step  {1000 / graphed:8.1f} tokens/s  (finite: "
           f"{bool(torch.isfinite(out).all())})")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": a.dtype,
+                       "layers": a.layers, "dim": a.dim, "hidden": a.hidden, "heads": a.heads,
+                       "kv_heads": a.kv_heads, "cache": a.cache, "vocab": a.vocab, "eager_ms": eager,
+                       "cuda_graph_ms": graphed, "finite": bool(torch.isfinite(out).all())}, f, indent=1)
 
 
 if __name__ == "__main__":

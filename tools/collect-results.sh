@@ -10,6 +10,8 @@
 #   kf-vulkan.json, kf-cuda.json      kf-bench on each backend (bench/SCHEMA.md)
 #   torch-eager.json, torch-compile.json   bench/torch_bench.py on the same cases, when PyTorch with CUDA imports
 #   report.html                       kf-bench's report of the Vulkan run, compared with CUDA and PyTorch
+#   decode-step-<backend>.json, decode-step-torch.json   one decoding step of a Llama-7B-shaped model
+#                                     (kf-decode-step, bench/torch_decode_step.py when PyTorch with CUDA imports)
 #   fusion-models.json                bench/fusion_models.py (kernelfusion.optimize on real models against
 #                                     eager and torch.compile), when the Python package is built
 #                                     (build/python) and PyTorch with CUDA, transformers and torchvision import
@@ -49,6 +51,13 @@ for b in "${backends[@]}"; do
     --json "$out/kf-$b.json" > "$out/kf-$b.txt" 2>&1 || status=1
   tail -1 "$out/kf-$b.txt"; rm -f "$out/kf-$b.txt"
 done
+
+for b in "${backends[@]}"; do
+  "$build/tools/kf-decode-step" --backend "$b" --json "$out/decode-step-$b.json" > /dev/null 2>&1 || status=1
+done
+if [ "${SKIP_TORCH:-0}" != 1 ] && python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  python3 bench/torch_decode_step.py --json "$out/decode-step-torch.json" > /dev/null 2>&1 || status=1
+fi
 
 compare=()
 [ -f "$out/kf-cuda.json" ] && compare+=(--compare "$out/kf-cuda.json")
