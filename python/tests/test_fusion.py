@@ -328,7 +328,7 @@ def test_gate_reverts_a_broken_site_by_bisection(monkeypatch):
     assert rows(rep) == ["add+layer_norm", "add+rms_norm", "layer_norm+gelu"]
     assert rep.passed
     bad = next(s for s in rep.sites if s.status == "reverted")
-    assert bad.rel > 5e-3  # the probe saw it on its own
+    assert bad.rel > 5e-3  # the trial run saw it on its own
     for a, b in zip(out(x, r), m(x, r)):
         same(a, b)
     assert "reverted" in str(rep) and "rms_norm+silu" in str(rep)

@@ -5,7 +5,7 @@ How (docs/fusion.md says more):
 1. torch.export traces the model on the example inputs into an ATen graph (non-strict: the model's Python
    runs as is); its module form holds the model's own parameters.
 2. The rules (rules.py) find sites; each site becomes one call of a function of kernels.py.
-3. A probe runs the original graph once and, at every site, also runs the site's replacement on the same
+3. A trial run runs the original graph once and, at every site, also runs the site's replacement on the same
    values: the site's own error and both times, for the report.
 4. The gate runs the converted model on the example inputs and the validation batches against the original
    model; if an output is out of tolerance, the sites are bisected and each one that breaks the gate on its
@@ -137,7 +137,7 @@ def _sync(tensors):
         torch.cuda.synchronize()
 
 
-class _Probe(torch.fx.Interpreter):
+class _Trial(torch.fx.Interpreter):
     """Runs the original graph; at each site's last node also runs the site's replacement on the same values,
     and times both (the site's torch nodes one by one, synchronizing around each)."""
 
@@ -200,7 +200,7 @@ class _Probe(torch.fx.Interpreter):
         self.results[id(s)] = ((worst.rel, worst.max_abs, torch_ms, kf_ms, device), None)
 
     def _torch_pattern(self, s):
-        """The site's original nodes again, on the values the probe holds (in-place forms out of place, so
+        """The site's original nodes again, on the values the trial run holds (in-place forms out of place, so
         that the held values stay as they were)."""
         local = {}
         look = lambda x: local[x] if x in local else self.env[x]
@@ -255,7 +255,7 @@ def _float_dtype(refs):
 
 
 def optimize(model, example_inputs, example_kwargs=None, *, validate=True, tolerance=None, validation=(),
-             rules=None, training=None, capture=False, probe=True, speed=None):
+             rules=None, training=None, capture=False, trial=True, speed=None):
     """Converts `model` for kf: returns (converted module, Report).
 
     model          a torch.nn.Module (its dtype and device are the converted model's; CUDA tensors run on kf's
@@ -273,9 +273,9 @@ def optimize(model, example_inputs, example_kwargs=None, *, validate=True, toler
                    default: model.training
     capture        on CUDA, return a module that replays the converted model as a CUDA graph per input shape
                    (inference only; kf's kernels run on torch's stream, so the graph holds them too)
-    probe          run each site's replacement beside the original once, for its own error and times (on
+    trial          run each site's replacement beside the original once, for its own error and times (on
                    CUDA: device times, each side replayed as a CUDA graph)
-    speed          keep torch's ops where the probe measured kf's replacement slower on the device (status
+    speed          keep torch's ops where the trial run measured kf's replacement slower on the device (status
                    "slower"); default: on for CUDA inputs (elsewhere the times say little: the CPU backend is
                    the float64 reference, and Vulkan gets CPU tensors through the host)
 
@@ -303,8 +303,8 @@ def optimize(model, example_inputs, example_kwargs=None, *, validate=True, toler
     report = Report(training=training, validated=validate)
     rows = {id(s): SiteReport(s.rule, s.where, s.kf_op, "kept" if s.kept else "replaced", s.reason) for s in sites}
 
-    if probe and active:
-        p = _Probe(gm, active)
+    if trial and active:
+        p = _Trial(gm, active)
         with torch.no_grad():
             p.run(*pytree.tree_leaves((args, kwargs)))
         for s in active:
