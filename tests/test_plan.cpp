@@ -38,9 +38,11 @@ TEST(PlanAttention, DecodeEligibility) {
   EXPECT_EQ(decode_refusal(attn_geometry(qkv(2, 8, 2, 1, 700, 64)), a, false), "");
   EXPECT_NE(decode_refusal(attn_geometry(qkv(2, 8, 2, 2, 700, 64)), a, false).find("one query row"), std::string::npos);
   EXPECT_NE(decode_refusal(attn_geometry(qkv(2, 8, 2, 1, 700, 64)), a, true).find("block mask"), std::string::npos);
-  Attrs rope;
+  Attrs rope;  // both decode kernels apply RoPE (half and interleaved)
   rope.rope = 1;
-  EXPECT_NE(decode_refusal(attn_geometry(qkv(1, 1, 1, 1, 9, 64)), rope, false).find("RoPE"), std::string::npos);
+  EXPECT_EQ(decode_refusal(attn_geometry(qkv(1, 1, 1, 1, 9, 64)), rope, false), "");
+  rope.rope = 2;
+  EXPECT_EQ(decode_refusal(attn_geometry(qkv(1, 1, 1, 1, 9, 64)), rope, false), "");
   Attrs drop;
   drop.p = 0.1;
   EXPECT_NE(decode_refusal(attn_geometry(qkv(1, 1, 1, 1, 9, 64)), drop, false).find("dropout"), std::string::npos);
