@@ -34,22 +34,14 @@ def median_ms(torch, call, warmup, reps, queued=False):
     recorded back to back and one synchronize at the end, so that the host's time to launch the next call
     (tens of microseconds from Python, while the GPU idles) falls between the pairs, not inside them."""
     warm_up(torch, call, warmup)
-    if queued:
-        pairs = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            call()
-            b.record()
-            pairs.append((a, b))
-        torch.cuda.synchronize()
-        return statistics.median(a.elapsed_time(b) for a, b in pairs)
-    times = []
+    pairs = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         call()
         b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+        if not queued:
+            b.synchronize()
+        pairs.append((a, b))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in pairs)
