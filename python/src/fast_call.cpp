@@ -267,6 +267,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
   // The outputs: the caller's (out=), written in place, or new arrays of the caller's kind.
   std::vector<Tensor> outs;
   nb::object result;
+  std::vector<Shape> shapes;  // the outputs' shapes, when they are made here (no out=)
   if (!out.is_none()) {
     const bool many = PyTuple_Check(out.ptr()) || PyList_Check(out.ptr());
     const Py_ssize_t m = many ? PySequence_Fast_GET_SIZE(out.ptr()) : 1;
@@ -300,7 +301,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
   } else {
     std::vector<const Tensor*> ptrs(in.size());
     for (size_t k = 0; k < in.size(); ++k) ptrs[k] = &in[k];
-    const std::vector<Shape> shapes = check_call(op, ptrs, a, ctx.impl());  // kf::Error as Context::call raises
+    shapes = check_call(op, ptrs, a, ctx.impl());  // kf::Error as Context::call raises
     const DType odt = op.output_dtype(op_dtype(op, in), a);
     if (!torch && odt == DType::bf16) return skip;  // NumPy has no bf16: the generic path raises
     PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(shapes.size()));
@@ -334,7 +335,8 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
   }
   {
     nb::gil_scoped_release r;
-    detail::run_op(ctx, op, in, outs, a);  // by the OpDef: no lookup of the name
+    // by the OpDef (no lookup of the name), with the shapes checked above when the outputs were made here
+    detail::run_op(ctx, op, in, outs, a, out.is_none() ? &shapes : nullptr);
   }
   return result;
 }

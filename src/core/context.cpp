@@ -371,7 +371,7 @@ void Context::run(const std::string& name, const std::vector<Tensor>& inputs, co
 }
 
 void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& inputs,
-                    const std::vector<Tensor>& outputs, const Attrs& attrs) {
+                    const std::vector<Tensor>& outputs, const Attrs& attrs, const std::vector<Shape>* checked) {
   const std::string& name = op.name;
   ContextImpl* const impl = ctx.impl();
   // One call at a time per context: checks, recording and last_variant under one hold, so that calls of
@@ -384,7 +384,7 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
     const std::vector<Tensor>& inputs;
     const std::vector<Tensor>& outputs;
     const Attrs& attrs;
-    int exceptions = std::uncaught_exceptions();
+    int exceptions = c.capturing ? std::uncaught_exceptions() : 0;  // read only where it is used
     ~Depth() {
       if (c.capturing && c.run_depth == 1 && std::uncaught_exceptions() == exceptions)
         detail_record_captured(c, name, inputs, outputs, attrs);
@@ -392,11 +392,15 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
     }
   } depth{*impl, name, inputs, outputs, attrs};
   ++impl->run_depth;
-  if (impl->checked_inputs.size() < static_cast<size_t>(impl->run_depth)) impl->checked_inputs.resize(impl->run_depth);
-  std::vector<const Tensor*>& in = impl->checked_inputs[impl->run_depth - 1];
-  in.clear();
-  for (const auto& t : inputs) in.push_back(&t);
-  const std::vector<Shape> expected = check_call(op, in, attrs, impl);
+  std::vector<Shape> own;
+  if (!checked) {
+    if (impl->checked_inputs.size() < static_cast<size_t>(impl->run_depth)) impl->checked_inputs.resize(impl->run_depth);
+    std::vector<const Tensor*>& in = impl->checked_inputs[impl->run_depth - 1];
+    in.clear();
+    for (const auto& t : inputs) in.push_back(&t);
+    own = check_call(op, in, attrs, impl);
+  }
+  const std::vector<Shape>& expected = checked ? *checked : own;
   const DType dtype = op_dtype(op, inputs);
   const DType out_dtype = op.output_dtype(dtype, attrs);
   // The outputs infer returns: all of op.outputs, or the leading ones when the rest are optional and
@@ -524,7 +528,7 @@ std::vector<Tensor> Context::call(const std::string& name, const std::vector<Ten
   const auto shapes = check_call(op, in, attrs, impl_.get());
   std::vector<Tensor> outs;
   for (const auto& s : shapes) outs.push_back(empty(s, op.output_dtype(op_dtype(op, inputs), attrs)));
-  run(name, inputs, outs, attrs);
+  detail::run_op(*this, op, inputs, outs, attrs, &shapes);
   return outs;
 }
 

@@ -12,9 +12,11 @@ struct OpDef;
 namespace kf::detail {
 
 // Context::run for an op already looked up (get_op(OpId)): the Python module's per-call path
-// (python/src/fast_call.cpp) names ops by OpId rather than by name.
+// (python/src/fast_call.cpp) names ops by OpId rather than by name. `checked`: the output shapes that
+// check_call returned for these inputs and attributes, when the caller has just checked them to allocate
+// the outputs (Context::call, fast_call), so that a call is checked once; the outputs are checked either way.
 void run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            const Attrs& attrs);
+            const Attrs& attrs, const std::vector<Shape>* checked = nullptr);
 
 // kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be timed
 // between two timestamps) and returns its floating-point operations, with what it measures in `what`; 0
