@@ -25,6 +25,9 @@ class Buffer {
  public:
   virtual ~Buffer() = default;
   size_t size() const { return size_; }  // bytes usable (allocations are padded to 16 bytes)
+  // Memory the caller owns (Context::wrap_host / wrap_device), set by the core: only such buffers can
+  // overlap another buffer, so the per-call alias check looks at addresses only for them.
+  bool wrapped = false;
 
  protected:
   size_t size_ = 0;

@@ -236,6 +236,7 @@ Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shar
   if (!t.buffer_)
     throw Error(ErrorCode::Unsupported, "Context::wrap_host: the " + impl_->backend_name +
                                             " backend cannot use host memory in place (the CPU backend only)");
+  t.buffer_->wrapped = true;
   t.owner_ = impl_;
   return t;
 }
@@ -261,6 +262,7 @@ Tensor Context::wrap_device(void* data, const Shape& shape, DType dtype, std::sh
   if (!t.buffer_)
     throw Error(ErrorCode::Unsupported, what + ": the " + impl_->backend_name +
                                             " backend has no device addresses (CUDA and HIP only)");
+  t.buffer_->wrapped = true;
   t.owner_ = impl_;
   return t;
 }
@@ -357,6 +359,7 @@ void run_empty(const OpDef& op, const std::vector<Tensor>& inputs, const std::ve
 // wrap_device of the same array, which are two buffers over overlapping addresses).
 bool share_memory(const Tensor& a, const Tensor& b) {
   if (a.buffer() == b.buffer()) return true;
+  if (!a.buffer()->wrapped && !b.buffer()->wrapped) return false;  // kf's own allocations never overlap
   if (a.nbytes() == 0 || b.nbytes() == 0) return false;
   const auto* pa = static_cast<const char*>(a.host_data() ? a.host_data() : a.device_data());
   const auto* pb = static_cast<const char*>(b.host_data() ? b.host_data() : b.device_data());
