@@ -150,6 +150,38 @@ TEST(AttentionPaths, AutomaticDecodeKernel) {
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with subgroup shuffles";
 }
 
+// The rotary table a context keeps across calls (plan::rope_table_for): a decoding loop whose cache grows,
+// then shrinks, queries before the first key (positions below zero), a prefill and another head size, one
+// after another on one context, each against the reference. A table kept past a change of head size, or
+// one that no longer covers a grown cache, fails here. (An index off by the same number of positions for
+// the query and every key would not: RoPE's scores depend on relative positions only.)
+TEST(AttentionPaths, RopeTableAcrossCalls) {
+  // First queries before the first key (positions from -4), so that the decode calls after it read a kept
+  // table that starts below their own first position.
+  std::vector<TestCase> cases = {{"sq9_sk5", qkv(1, 2, 2, 9, 5, 64), {}, 1}};
+  for (int64_t sk : {40, 41, 42, 300, 301, 39, 1})
+    cases.push_back({"decode_sk" + std::to_string(sk), decode_qkv(1, 4, 2, sk, 64), {}, 1});
+  cases.push_back({"prefill_s17_causal", qkv(1, 2, 1, 17, 17, 64), {}, 1});
+  cases.push_back({"decode_sk50_d32", decode_qkv(1, 2, 2, 50, 32), {}, 1});
+  for (auto& tc : cases) tc.attrs.rope = 1;
+  cases[4].attrs.rope = 2;
+  cases[8].attrs.causal = true;
+  int checked = 0;
+  for (const auto& d : devices()) {
+    if (d.backend == "cpu") continue;
+    Context& ctx = context_for(d);
+    for (DType t : {DType::f32, DType::f16})
+      for (const TestCase& tc : cases) {
+        const uint64_t seed = fresh_seed();
+        const check::CaseResult r = check::run_case(ctx, attention_op(), t, tc, seed);
+        ++checked;
+        EXPECT_TRUE(r.pass) << d.tag << " " << to_string(t) << " " << tc.label << " (variant " << r.variant
+                            << "), seed " << seed << ":\n" << r.message;
+      }
+  }
+  if (checked == 0) GTEST_SKIP() << "no GPU or Vulkan device";
+}
+
 // The decode kernel (attention.cu attn_decode) forced (KF_TUNE attn_decode=2) on one-query-row cases in
 // f32, f16 and bf16, as AttentionPaths.DecodeKernel does for the Vulkan one (head dimensions 8 to 256, G
 // of 1, 4, 8 and above 8, key lengths, windows, ALiBi, soft-capping, causal, sinks, lse), then with forced

@@ -149,6 +149,36 @@ TEST(PlanAttention, RopePositions) {
   EXPECT_EQ(r.npos, 10);
 }
 
+// A kept table serves every call it covers; a call past it gets a table covering both, with headroom, so
+// that a cache growing one key a call rebuilds it a logarithmic number of times.
+TEST(PlanAttention, RopeTableGrowth) {
+  const RopeTable none;
+  RopeTable t = rope_table_for(none, {64, 10000, false, 0, 40});
+  EXPECT_EQ(t.pmin, 0);
+  EXPECT_EQ(t.npos, 40 + 256);  // at least 256 positions of headroom
+  EXPECT_EQ(rope_table_for(t, {64, 10000, false, 0, 296}).npos, t.npos);  // covered: kept
+  EXPECT_EQ(rope_table_for(t, {64, 10000, false, 0, 7}).npos, t.npos);
+  const RopeTable packed = rope_table_for(t, {64, 10000, false, -20, 30});  // a negative start: extended
+  EXPECT_EQ(packed.pmin, -20);
+  EXPECT_GE(packed.pmin + packed.npos, t.pmin + t.npos);
+  // Another head size, base or precision: a table of its own.
+  EXPECT_EQ(rope_table_for(t, {128, 10000, false, 0, 40}).D, 128);
+  EXPECT_EQ(rope_table_for(t, {64, 500000, false, 0, 40}).base, 500000);
+  EXPECT_TRUE(rope_table_for(t, {64, 10000, true, 0, 40}).f64);
+  EXPECT_EQ(rope_table_for(t, {64, 10000, true, 0, 40}).npos, 40 + 256);
+  // A decoding loop from 4,096 to 65,536 keys, one key a call.
+  RopeTable have;
+  int builds = 0;
+  for (int64_t sk = 4096; sk <= 65536; ++sk) {
+    const RopeTable next = rope_table_for(have, {128, 10000, false, 0, sk});
+    builds += next.npos != have.npos || next.pmin != have.pmin;
+    ASSERT_GE(next.pmin + next.npos, sk);
+    have = next;
+  }
+  EXPECT_LE(builds, 16);
+  EXPECT_LE(have.npos, 65536 + 16384);
+}
+
 TEST(PlanDropout, Threshold) {
   EXPECT_EQ(dropout_threshold(0), 0u);
   EXPECT_EQ(dropout_threshold(0.5), 1u << 23);

@@ -12,6 +12,7 @@
 #include "hal/cuda/gpu_compat.hpp"
 #include "hal/cuda/kernels.hpp"
 #include "hal/hal.hpp"
+#include "plan/attention.hpp"
 
 namespace kf::hal::cuda {
 
@@ -188,7 +189,7 @@ class CudaDevice final : public Device {
   // attention_backward (kernels.cpp; the kernels in attention_bwd.cu).
   std::string dispatch_attention_backward(const OpCall& call, Dt dt);
   // The rotary cos/sin table of attention (kernels.cpp), cached while its parameters do not change.
-  std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64);
+  std::shared_ptr<Buffer> rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64, int64_t* first);
   // A temporary device buffer for one dispatch (row statistics, partial sums): released when the
   // dispatch returns; reuse is safe since everything runs in order on one stream.
   std::shared_ptr<Buffer> scratch(size_t bytes) { return allocate(bytes < 16 ? 16 : bytes); }
@@ -233,7 +234,7 @@ class CudaDevice final : public Device {
   int cc_ = 0;            // compute capability x 10 (0: HIP)
   int64_t max_shared_optin_ = 48 * 1024;  // shared memory a block may opt in to (bytes)
   int64_t l2_bytes_ = 0;                   // the L2 cache (bytes; 0: unknown)
-  std::string rope_key_;
+  plan::RopeTable rope_span_;  // the positions rope_table_ holds
   std::shared_ptr<Buffer> rope_table_;
 };
 

@@ -552,8 +552,9 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
       p.part = ptr_of(part);
       if (a.rope) {  // the tiled kernels' table (keys 0 .. Sk - 1, the query at Sk - 1), read in the kernel
         const plan::RopePositions rp = plan::rope_positions(g);
-        p.rope = ptr_of(rope_table(g.D, a.rope_base, rp.pmin, rp.npos, false));
-        p.rope_pos0 = static_cast<int>(-rp.pmin);
+        int64_t first = 0;
+        p.rope = ptr_of(rope_table(g.D, a.rope_base, rp.pmin, rp.npos, false, &first));
+        p.rope_pos0 = static_cast<int>(-first);
       }
       check_launch(launch_attention(AttnKernel::Decode, dt, p, 0, 0, 0, stream_), "attention");
       return prefix + "attention/decode,lk=" + std::to_string(lk) + ",heads=" + std::to_string(p.dec_ng) +
@@ -653,8 +654,9 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   if (a.rope) {
     // Positions: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq for packed sequences).
     const plan::RopePositions rp = plan::rope_positions(g);
-    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8));
-    p.rope_pos0 = static_cast<int>(-rp.pmin);
+    int64_t first = 0;
+    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8, &first));
+    p.rope_pos0 = static_cast<int>(-first);
   }
   // Dropout on flash-wgmma: its keep words drawn ahead by a kernel of their own (no packed sequences; where they
   // take at most 2 GiB) and read by it, instead of drawn on each warp's path; KF_TUNE attn_fwd_bits=1 draws them
@@ -893,8 +895,9 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   set_attn_options(p, a, has(6));
   if (a.rope) {  // the forward's table: keys 0 .. Sk - 1, queries i + Sk - Sq (as low as -Tq when packed)
     const plan::RopePositions rp = plan::rope_positions(g);
-    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8));
-    p.rope_pos0 = static_cast<int>(-rp.pmin);
+    int64_t first = 0;
+    p.rope = ptr_of(rope_table(D, a.rope_base, rp.pmin, rp.npos, cs == 8, &first));
+    p.rope_pos0 = static_cast<int>(-first);
   }
   const std::shared_ptr<Buffer> dsum = scratch(static_cast<size_t>(g.B * g.Hq * g.SqT * cs));
   P.dsum = ptr_of(dsum);
@@ -955,29 +958,33 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   return prefix + "attention_backward/simt,bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
-// The rotary (cos, sin) table of npos positions from pmin, in double and rounded once to the compute type
-// (float, or double for f64); cached: uploaded only when its parameters change.
-std::shared_ptr<Buffer> CudaDevice::rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64) {
-  const std::string key = std::to_string(D) + "," + std::to_string(base) + "," + std::to_string(pmin) + "," +
-                          std::to_string(npos) + (f64 ? ",f64" : ",f32");
-  if (rope_key_ == key && rope_table_) return rope_table_;
-  const int64_t half = D / 2;
-  std::vector<double> td(static_cast<size_t>(npos * half * 2));
-  for (int64_t q = 0; q < npos; ++q)
-    for (int64_t d = 0; d < half; ++d) {
-      const double theta = double(q + pmin) * std::pow(base, -2.0 * double(d) / double(D));
-      td[size_t((q * half + d) * 2)] = std::cos(theta);
-      td[size_t((q * half + d) * 2 + 1)] = std::sin(theta);
+// The rotary (cos, sin) table covering npos positions from pmin, in double and rounded once to the compute
+// type (float, or double for f64); cached: uploaded only when the cached one does not cover the call
+// (plan::rope_table_for: a growing cache rebuilds it rarely). Kernels index it from *first.
+std::shared_ptr<Buffer> CudaDevice::rope_table(int64_t D, double base, int64_t pmin, int64_t npos, bool f64,
+                                               int64_t* first) {
+  const plan::RopeTable t = plan::rope_table_for(rope_table_ ? rope_span_ : plan::RopeTable{}, {D, base, f64, pmin, npos});
+  if (!rope_table_ || t.pmin != rope_span_.pmin || t.npos != rope_span_.npos || t.D != rope_span_.D ||
+      t.base != rope_span_.base || t.f64 != rope_span_.f64) {
+    const int64_t half = D / 2;
+    std::vector<double> td(static_cast<size_t>(t.npos * half * 2));
+    for (int64_t q = 0; q < t.npos; ++q)
+      for (int64_t d = 0; d < half; ++d) {
+        const double theta = double(q + t.pmin) * std::pow(base, -2.0 * double(d) / double(D));
+        td[size_t((q * half + d) * 2)] = std::cos(theta);
+        td[size_t((q * half + d) * 2 + 1)] = std::sin(theta);
+      }
+    if (f64) {
+      rope_table_ = allocate(td.size() * 8);
+      upload(*rope_table_, td.data(), td.size() * 8);
+    } else {
+      const std::vector<float> tf(td.begin(), td.end());
+      rope_table_ = allocate(tf.size() * 4);
+      upload(*rope_table_, tf.data(), tf.size() * 4);
     }
-  if (f64) {
-    rope_table_ = allocate(td.size() * 8);
-    upload(*rope_table_, td.data(), td.size() * 8);
-  } else {
-    const std::vector<float> tf(td.begin(), td.end());
-    rope_table_ = allocate(tf.size() * 4);
-    upload(*rope_table_, tf.data(), tf.size() * 4);
+    rope_span_ = t;
   }
-  rope_key_ = key;
+  *first = rope_span_.pmin;
   return rope_table_;
 }
 

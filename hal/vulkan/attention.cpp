@@ -444,8 +444,10 @@ Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   WorkspacePlan plan;
   if (a.rope) {
     const auto [pmin, npos] = plan::rope_positions(g);  // shared with CUDA (src/plan)
-    pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
-    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+    int64_t first = 0;
+    const auto table = rope_table(dev, g.D, a.rope_base, pmin, npos, &first);
+    pc.aux_rope = plan.copy_of(table, static_cast<size_t>((pmin - first + npos) * g.D) * 4);
+    pc.rope_pos0 = static_cast<int32_t>(-first);
   }
   if (has(6)) pc.aux_slopes = plan.input(call.inputs[6], es);
   if (has(7)) pc.aux_lens = plan.input(call.inputs[7], 4);
@@ -567,8 +569,9 @@ Variant dispatch_decode(VulkanDevice& dev, const OpCall& call, const AttnGeometr
   std::shared_ptr<Buffer> rope;  // bound as cached (binding 3), not copied into the workspace
   if (a.rope) {
     const auto [pmin, npos] = plan::rope_positions(g);
-    rope = rope_table(dev, g.D, a.rope_base, pmin, npos);
-    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+    int64_t first = 0;
+    rope = rope_table(dev, g.D, a.rope_base, pmin, npos, &first);
+    pc.rope_pos0 = static_cast<int32_t>(-first);
   }
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
   if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
@@ -864,8 +867,10 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   WorkspacePlan plan;
   if (a.rope) {
     const auto [pmin, npos] = plan::rope_positions(g);  // shared with CUDA (src/plan)
-    pc.aux_rope = plan.copy_of(rope_table(dev, g.D, a.rope_base, pmin, npos), static_cast<size_t>(npos * g.D) * 4);
-    pc.rope_pos0 = static_cast<int32_t>(-pmin);
+    int64_t first = 0;
+    const auto table = rope_table(dev, g.D, a.rope_base, pmin, npos, &first);
+    pc.aux_rope = plan.copy_of(table, static_cast<size_t>((pmin - first + npos) * g.D) * 4);
+    pc.rope_pos0 = static_cast<int32_t>(-first);
   }
   if (has(3)) pc.aux_slopes = plan.input(call.inputs[3], es);
   if (has(4)) pc.aux_lens = plan.input(call.inputs[4], 4);
@@ -986,18 +991,20 @@ int64_t coopmat_quad_layout(VulkanDevice& dev) {
   return known;
 }
 
-// The rotary cos/sin table of npos positions from pmin (attention and its backward), cached: built on
-// the host in double and uploaded only when its parameters change.
-std::shared_ptr<Buffer> rope_table(VulkanDevice& dev, int64_t D, double base, int64_t pmin, int64_t npos) {
-  const std::string key = std::to_string(D) + "," + std::to_string(base) + "," + std::to_string(pmin) + "," +
-                          std::to_string(npos);
+// The rotary cos/sin table covering npos positions from pmin (attention and its backward), cached: built
+// on the host in double and uploaded only when the cached one does not cover the call (plan::rope_table_for:
+// a growing cache rebuilds it rarely). Returns the table with its first position in *first.
+std::shared_ptr<Buffer> rope_table(VulkanDevice& dev, int64_t D, double base, int64_t pmin, int64_t npos, int64_t* first) {
   VulkanDevice::RopeCache& c = dev.rope_cache();
-  if (c.key != key || !c.table) {
-    const std::vector<float> t = rope_values(D, base, pmin, npos);
-    c.table = dev.allocate(t.size() * 4);
-    dev.upload(*c.table, t.data(), t.size() * 4);
-    c.key = key;
+  const plan::RopeTable want{D, base, false, pmin, npos};
+  const plan::RopeTable t = plan::rope_table_for(c.table ? c.span : plan::RopeTable{}, want);
+  if (!c.table || t.pmin != c.span.pmin || t.npos != c.span.npos || t.D != c.span.D || t.base != c.span.base) {
+    const std::vector<float> v = rope_values(D, base, t.pmin, t.npos);
+    c.table = dev.allocate(v.size() * 4);
+    dev.upload(*c.table, v.data(), v.size() * 4);
+    c.span = t;
   }
+  *first = c.span.pmin;
   return c.table;
 }
 

@@ -14,6 +14,7 @@
 #include "hal/vulkan/coopmat.hpp"
 #include "hal/vulkan/runtime_shader.hpp"
 #include "hal/vulkan/vk_common.hpp"
+#include "plan/attention.hpp"
 
 namespace kf::hal::vk {
 
@@ -168,9 +169,9 @@ class VulkanDevice final : public Device {
     return simple_supported_[static_cast<int>(id)][static_cast<int>(t)];
   }
   int64_t& quad_layout_cache() { return quad_layout_; }  // coopmat_quad_layout() (attention.cpp)
-  struct RopeCache {  // attention's rotary cos/sin table and its key (attention.cpp: rope_table)
+  struct RopeCache {  // attention's rotary cos/sin table and the positions it holds (attention.cpp: rope_table)
     std::shared_ptr<Buffer> table;
-    std::string key;
+    plan::RopeTable span;
   };
   RopeCache& rope_cache() { return rope_; }
 

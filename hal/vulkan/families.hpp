@@ -79,6 +79,7 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call);
 // running coopmat_layout.comp.
 int64_t coopmat_quad_layout(VulkanDevice& dev);
 // Attention's rotary cos/sin table (npos positions from pmin, head dim D), cached on the device.
-std::shared_ptr<Buffer> rope_table(VulkanDevice& dev, int64_t D, double base, int64_t pmin, int64_t npos);
+std::shared_ptr<Buffer> rope_table(VulkanDevice& dev, int64_t D, double base, int64_t pmin, int64_t npos,
+                                   int64_t* first);
 
 }  // namespace kf::hal::vk

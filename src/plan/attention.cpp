@@ -68,4 +68,18 @@ RopePositions rope_positions(const AttnGeometry& g) {
   return r;
 }
 
+RopeTable rope_table_for(const RopeTable& have, const RopeTable& want) {
+  const bool same = have.npos > 0 && have.D == want.D && have.base == want.base && have.f64 == want.f64;
+  if (same && have.pmin <= want.pmin && want.pmin + want.npos <= have.pmin + have.npos) return have;
+  RopeTable t = want;
+  int64_t end = want.pmin + want.npos;
+  if (same) {
+    t.pmin = std::min(have.pmin, want.pmin);
+    end = std::max(end, have.pmin + have.npos);
+  }
+  end += std::clamp<int64_t>((end - t.pmin) / 4, 256, 16384);
+  t.npos = end - t.pmin;
+  return t;
+}
+
 }  // namespace kf::plan

@@ -57,4 +57,19 @@ struct RopePositions {
 };
 RopePositions rope_positions(const AttnGeometry& g);
 
+// The rotary table a backend keeps between calls: (cos, sin) pairs of head size D and base for positions
+// [pmin, pmin + npos), in f32 or f64. Kernels index it by position - pmin (rope_pos0 = -pmin), so a table
+// that covers more positions than a call needs serves it unchanged.
+struct RopeTable {
+  int64_t D = 0;
+  double base = 0;
+  bool f64 = false;
+  int64_t pmin = 0, npos = 0;
+};
+// The table to use for a call that needs `want`: `have` itself when it covers it (same D, base and
+// precision), else a table to build that covers both when their parameters match, with headroom past the
+// end (a quarter of it, 256 to 16,384 positions), so that a decoding loop whose cache grows by one key a
+// call rebuilds the table a logarithmic number of times rather than on every call.
+RopeTable rope_table_for(const RopeTable& have, const RopeTable& want);
+
 }  // namespace kf::plan
