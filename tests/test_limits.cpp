@@ -1,6 +1,12 @@
-// Device limits that a call may exceed and that the backends work around (docs/backends.md): grids wider
-// than the device's maxComputeWorkGroupCount run as several dispatches. KF_TUNE max_groups lowers the
-// limit, so that small cases take the split path on any Vulkan device (lavapipe in CI).
+// Device limits that a call may exceed and that the backends work around (docs/backends.md, "Limits"):
+// grids wider than the device's maxComputeWorkGroupCount run as several dispatches, and tensors larger
+// than its largest storage binding run in parts over rows or elements (src/core/split.cpp). KF_TUNE
+// max_groups and max_binding lower the limits, so that small cases take those paths on lavapipe and the
+// CPU backend in CI; the LimitsGpu tests run 5 GiB tensors on GPUs that have the memory.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 #include "common.hpp"
 
 namespace kf::test {
@@ -61,6 +67,220 @@ TEST(Limits, AttentionGridSplits) {
     }
   }
   if (!any) GTEST_SKIP() << "no Vulkan device";
+}
+
+// One context per device with the largest binding lowered to `bytes` (KF_TUNE max_binding).
+Context& binding_context(const DeviceRef& d, uint32_t bytes) {
+  auto& cache = context_cache();
+  const std::string key = d.tag + "/max_binding=" + std::to_string(bytes);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    ContextOptions o = options_for(d);
+    o.tuning = "max_binding=" + std::to_string(bytes);
+    it = cache.emplace(key, Context::create(o)).first;
+  }
+  return it->second;
+}
+
+constexpr uint32_t kBinding = 4096;  // bytes: every case below exceeds it in f32 and in f16
+
+// Element-wise and row-wise ops over tensors larger than the binding, in f32 and f16, against the
+// reference with poisoned outputs (a part left unwritten, or written at the wrong offset, fails): flat
+// parts (add_relu, a [1] operand), row parts with a broadcast [F] operand (rows of 33 values: parts of a
+// multiple of 4 or 8 rows, at 16-byte offsets), swiglu's packed rows (x and y rows of different
+// lengths), softmax and log_softmax (a row never straddles two parts), the norms with their [F] weights,
+// and add_rms_norm's two outputs.
+TEST(Limits, BindingSplits) {
+  struct Case {
+    const char* op;
+    std::vector<Shape> shapes;
+  };
+  const std::vector<Case> cases = {
+      {"add_relu", {{64, 33}, {64, 33}}},
+      {"add_relu", {{5003}, {5003}}},
+      {"mul_tanh", {{3, 7, 129}, {3, 7, 129}}},
+      {"bias_gelu", {{64, 33}, {33}}},
+      {"add_relu", {{70, 33}, {33}}},
+      {"mish_scale", {{64, 33}, {1}}},
+      {"prelu_bias", {{60, 40}, {40}, {40}}},
+      {"swiglu", {{64, 66}, {}}},
+      {"relu", {{4099}}},
+      {"softmax", {{64, 100}}},
+      {"softmax", {{41, 3, 33}}},
+      {"log_softmax", {{64, 100}}},
+      {"layer_norm", {{64, 100}, {100}, {100}}},
+      {"layer_norm", {{37, 129}, {129}, {129}}},
+      {"rms_norm", {{64, 100}, {100}}},
+      {"add_rms_norm", {{64, 100}, {64, 100}, {100}}},
+  };
+  bool any = false;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan" && d.backend != "cpu") continue;
+    Context& ctx = binding_context(d, kBinding);
+    ASSERT_EQ(ctx.device().caps.max_storage_range, kBinding);
+    ValidationCheck vc(ctx);
+    for (const auto& c : cases) {
+      const OpDef& op = get_op(c.op);
+      for (DType t : {DType::f32, DType::f16}) {
+        if (!ctx.supports(c.op, t)) continue;
+        check::CaseOptions o;
+        o.check_validation = false;
+        TestCase tc{"split", c.shapes, {}, 2};
+        const check::CaseResult r = check::run_case(ctx, op, t, tc, fresh_seed(), o);
+        EXPECT_TRUE(r.pass) << c.op << " " << to_string(c.shapes[0]) << " " << to_string(t) << " on " << d.name
+                            << " with max_binding=" << kBinding << " (variant " << r.variant << "):\n" << r.message;
+        EXPECT_NE(r.variant.find(" parts: "), std::string::npos) << c.op << " did not run in parts: " << r.variant;
+        any = true;
+      }
+    }
+  }
+  if (!any) GTEST_SKIP() << "no CPU or Vulkan device";
+}
+
+// What cannot run in parts is refused before anything is written: an op whose rows are not independent
+// of the split (a reduction's output, dropout's counter-based mask), a row longer than a binding, and a
+// broadcast operand larger than a binding. The message names the op, the tensor, its size and the limit.
+TEST(Limits, BindingRefusals) {
+  struct Case {
+    const char* op;
+    std::vector<Shape> shapes;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"sum_squared", {{64, 100}}, {"sum_squared", "input 'x' [64, 100] f32 of 25600 bytes", "4096 bytes", "does not run in parts"}},
+      {"dropout", {{64, 100}}, {"dropout", "input 'x'", "25600 bytes", "4096 bytes"}},
+      {"softmax", {{2, 2000}}, {"softmax", "input 'x' [2, 2000] f32 of 16000 bytes", "4096 bytes", "whole rows (8000 bytes each)"}},
+      {"add_relu", {{3, 1023}, {1023}}, {"add_relu", "whole rows (4092 bytes each, 4 at a time", "4096 bytes"}},
+      {"bias_relu", {{4, 2000}, {2000}}, {"bias_relu", "input 'bias' [2000] f32 of 8000 bytes", "goes whole"}},
+  };
+  bool any = false;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan" && d.backend != "cpu") continue;
+    Context& ctx = binding_context(d, kBinding);
+    for (const auto& c : cases) {
+      const OpDef& op = get_op(c.op);
+      std::vector<Tensor> in;
+      for (const Shape& s : c.shapes) {
+        in.push_back(ctx.empty(s, DType::f32));
+        in.back().fill(0.5);
+      }
+      std::vector<Tensor> out;
+      for (const auto& name : op.outputs) {
+        (void)name;
+        out.push_back(ctx.empty(c.op == std::string("sum_squared") ? Shape{c.shapes[0][0]} : c.shapes[0], DType::f32));
+        out.back().fill_bytes(kPoison);
+      }
+      Attrs a;
+      if (op.random) a.p = 0.5;
+      expect_rejected(ctx, [&] { ctx.run(c.op, in, out, a); }, ErrorCode::Unsupported, c.says, out);
+      any = true;
+    }
+  }
+  if (!any) GTEST_SKIP() << "no CPU or Vulkan device";
+}
+
+// 5 GiB on a GPU: add_relu in f32 (1.34e9 elements) and softmax in f16 over rows of 4096 (2.7e9
+// elements, past 2^31). Vulkan runs them in parts (its largest binding is 4 GiB); CUDA in one dispatch,
+// indexing in 64 bits. Sampled rows and elements are checked against the float64 reference: the first,
+// the last, some in the middle and those around the 4 GiB byte and 2^31 element boundaries.
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+constexpr uint64_t kBig = 5 * kGiB;
+
+std::vector<DeviceRef> big_gpus(std::string* why) {
+  std::vector<DeviceRef> v;
+  for (const auto& d : devices()) {
+    if (d.backend == "cpu") continue;
+    const DeviceInfo info = context_for(d).device();
+    uint64_t local = 0;
+    for (const auto& h : info.caps.heaps) local += h.device_local ? h.size : 0;
+    if (info.type == "cpu") *why += " " + d.name + ": a CPU device;";
+    else if (local < 16 * kGiB) *why += " " + d.name + ": " + std::to_string(local >> 20) + " MiB of device memory;";
+    else v.push_back(d);
+  }
+  return v;
+}
+
+// Uniform in [-r, r) from an element's index (a hash: no generator state, any order).
+inline float value_at(uint64_t i, uint64_t salt, float r) {
+  uint64_t z = (i + salt) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>((static_cast<double>(z >> 11) / 9007199254740992.0 * 2 - 1) * r);
+}
+
+TEST(LimitsGpu, AddRelu5GiBf32) {
+  std::string why;
+  const auto gpus = big_gpus(&why);
+  if (gpus.empty()) GTEST_SKIP() << "no GPU with 16 GiB of device memory (CPU devices excluded):" << why;
+  const int64_t n = static_cast<int64_t>(kBig / 4);
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) a[i] = value_at(i, 1, 1), b[i] = value_at(i, 2, 1);
+  // The elements checked: the first and last, around the 4 GiB byte boundary (element 2^30, where
+  // Vulkan's first part ends), some in the middle, and a million drawn at random.
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < 4096; ++i) idx.push_back(i), idx.push_back(n - 1 - i);
+  for (int64_t at : {int64_t(1) << 30, n / 2, n / 3})
+    for (int64_t i = at - 4096; i < at + 4096; ++i) idx.push_back(i);
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 1000000; ++k) idx.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
+  for (const auto& d : gpus) {
+    Context& ctx = context_for(d);
+    Tensor ta = ctx.empty({n}, DType::f32), tb = ctx.empty({n}, DType::f32), ty = ctx.empty({n}, DType::f32);
+    ta.upload(a.data(), ta.nbytes());
+    tb.upload(b.data(), tb.nbytes());
+    ty.fill_bytes(0xFF);  // NaN: an element never written fails
+    ctx.run("add_relu", {ta, tb}, {ty});
+    const std::string variant = ctx.last_variant();
+    ty.download(y.data(), ty.nbytes());
+    std::vector<double> out, ref;
+    for (int64_t i : idx) {
+      out.push_back(y[i]);
+      ref.push_back(std::max(0.0, double(a[i]) + double(b[i])));
+    }
+    EXPECT_EQ(compare(out, ref, DType::f32, 1), "") << d.name << " (" << variant << ")";
+    std::printf("[ limits ] %s: add_relu over %lld f32 elements (%.2f GiB): %s, %zu elements checked\n",
+                d.name.c_str(), static_cast<long long>(n), double(ty.nbytes()) / kGiB, variant.c_str(), idx.size());
+  }
+}
+
+TEST(LimitsGpu, Softmax5GiBf16Rows4096) {
+  std::string why;
+  const auto gpus = big_gpus(&why);
+  if (gpus.empty()) GTEST_SKIP() << "no GPU with 16 GiB of device memory (CPU devices excluded):" << why;
+  const int64_t F = 4096, n = static_cast<int64_t>(kBig / 2), R = n / F;
+  std::vector<uint16_t> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = float_to_half(value_at(i, 3, 4));
+  // The rows checked: the first and last, those around element 2^31 (also the 4 GiB byte boundary: row
+  // 524288) and a binding part's end (4 GiB - 1 bytes: row 524287), some in the middle, 64 at random.
+  std::vector<int64_t> rows = {0, 1, 2, R / 3, R / 2, R - 3, R - 2, R - 1};
+  for (int64_t r = 524284; r < 524292; ++r) rows.push_back(r);
+  std::mt19937_64 rng(11);
+  for (int k = 0; k < 64; ++k) rows.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(R)));
+  for (const auto& d : gpus) {
+    Context& ctx = context_for(d);
+    if (!ctx.supports("softmax", DType::f16)) continue;
+    Tensor tx = ctx.empty({R, F}, DType::f16), ty = ctx.empty({R, F}, DType::f16);
+    tx.upload(x.data(), tx.nbytes());
+    ty.fill_bytes(0xFF);
+    ctx.run("softmax", {tx}, {ty});
+    const std::string variant = ctx.last_variant();
+    ty.download(y.data(), ty.nbytes());
+    for (int64_t r : rows) {
+      std::vector<double> out(F), ref(F);
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < F; ++j) m = std::max(m, double(half_to_float(x[r * F + j])));
+      for (int64_t j = 0; j < F; ++j) sum += std::exp(double(half_to_float(x[r * F + j])) - m);
+      for (int64_t j = 0; j < F; ++j) {
+        ref[j] = std::exp(double(half_to_float(x[r * F + j])) - m) / sum;
+        out[j] = half_to_float(y[r * F + j]);
+      }
+      EXPECT_EQ(compare(out, ref, DType::f16, double(F)), "") << d.name << " row " << r << " (" << variant << ")";
+    }
+    std::printf("[ limits ] %s: softmax over %lld x %lld f16 (%.2f GiB, %lld elements): %s, %zu rows checked\n",
+                d.name.c_str(), static_cast<long long>(R), static_cast<long long>(F), double(tx.nbytes()) / kGiB,
+                static_cast<long long>(n), variant.c_str(), rows.size());
+  }
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ OpDef reduce_op(const std::string& name, double (*term)(double), bool mean) {
 OpDef softmax_op(const std::string& name, bool log) {
   OpDef op;
   op.name = name;
+  op.split = Split::rows;
   op.family = Family::Reduction;
   op.inputs = {"x"};
   op.required_inputs = 1;
