@@ -182,9 +182,9 @@ TEST(Limits, BindingRefusals) {
 // 5 GiB on a GPU: add_relu in f32 (1.34e9 elements) and softmax in f16 over rows of 4096 (2.7e9
 // elements, past 2^31). Vulkan runs them in parts (its largest binding is 4 GiB); CUDA in one dispatch,
 // indexing in 64 bits. Sampled rows and elements are checked against the float64 reference: the first,
-// the last, some in the middle and those around the 4 GiB byte and 2^31 element boundaries.
+// the last, some in the middle and those around the 4 GiB byte and 2^31 element boundaries and the end
+// of the first part.
 constexpr uint64_t kGiB = uint64_t(1) << 30;
-constexpr uint64_t kBig = 5 * kGiB;
 
 std::vector<DeviceRef> big_gpus(std::string* why) {
   std::vector<DeviceRef> v;
@@ -209,78 +209,128 @@ inline float value_at(uint64_t i, uint64_t salt, float r) {
   return static_cast<float>((static_cast<double>(z >> 11) / 9007199254740992.0 * 2 - 1) * r);
 }
 
+// The element indices (of `n`, `elem_bytes` each) where a part or a 32-bit index would go wrong: the
+// 4 GiB byte boundary, element 2^31, the end of the first binding-sized part; those below n.
+std::vector<int64_t> boundaries(const Context& ctx, int64_t n, int64_t elem_bytes) {
+  std::vector<int64_t> b;
+  const uint64_t limit = ctx.device().caps.max_storage_range;
+  for (uint64_t at : {uint64_t(4) * kGiB / elem_bytes, uint64_t(1) << 31, limit ? limit / elem_bytes : 0})
+    if (at > 0 && at < static_cast<uint64_t>(n)) b.push_back(static_cast<int64_t>(at));
+  return b;
+}
+
+// add_relu over n f32 elements: sampled elements against the float64 reference. Returns what ran.
+std::string check_add_relu(Context& ctx, const std::string& device, int64_t n) {
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) a[i] = value_at(i, 1, 1), b[i] = value_at(i, 2, 1);
+  std::vector<int64_t> idx;  // the first and last 4096, 4096 either side of each boundary and mid-point
+  const auto span = [&](int64_t from, int64_t to) {
+    for (int64_t i = std::max<int64_t>(0, from); i < std::min(n, to); ++i) idx.push_back(i);
+  };
+  span(0, 4096);
+  span(n - 4096, n);
+  std::vector<int64_t> at = boundaries(ctx, n, 4);
+  at.push_back(n / 2), at.push_back(n / 3);
+  for (int64_t x : at) span(x - 4096, x + 4096);
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 1000000; ++k) idx.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
+  Tensor ta = ctx.empty({n}, DType::f32), tb = ctx.empty({n}, DType::f32), ty = ctx.empty({n}, DType::f32);
+  ta.upload(a.data(), ta.nbytes());
+  tb.upload(b.data(), tb.nbytes());
+  ty.fill_bytes(0xFF);  // NaN: an element never written fails
+  ctx.run("add_relu", {ta, tb}, {ty});
+  const std::string variant = ctx.last_variant();
+  ty.download(y.data(), ty.nbytes());
+  std::vector<double> out, ref;
+  for (int64_t i : idx) {
+    out.push_back(y[i]);
+    ref.push_back(std::max(0.0, double(a[i]) + double(b[i])));
+  }
+  EXPECT_EQ(compare(out, ref, DType::f32, 1), "") << device << " (" << variant << ")";
+  std::printf("[ limits ] %s: add_relu over %lld f32 (%.3f GiB): %s; %zu elements checked\n", device.c_str(),
+              static_cast<long long>(n), double(ty.nbytes()) / kGiB, variant.c_str(), idx.size());
+  return variant;
+}
+
+// softmax over R rows of F f16 values: sampled rows against the float64 reference. Returns what ran.
+std::string check_softmax_f16(Context& ctx, const std::string& device, int64_t R, int64_t F) {
+  const int64_t n = R * F;
+  std::vector<uint16_t> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = float_to_half(value_at(i, 3, 4));
+  std::vector<int64_t> rows = {0, 1, 2, R / 3, R / 2, R - 3, R - 2, R - 1};
+  for (int64_t e : boundaries(ctx, n, 2))
+    for (int64_t r = e / F - 3; r <= e / F + 3; ++r) rows.push_back(r);
+  std::mt19937_64 rng(11);
+  for (int k = 0; k < 64; ++k) rows.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(R)));
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [&](int64_t r) { return r < 0 || r >= R; }), rows.end());
+  Tensor tx = ctx.empty({R, F}, DType::f16), ty = ctx.empty({R, F}, DType::f16);
+  tx.upload(x.data(), tx.nbytes());
+  ty.fill_bytes(0xFF);
+  ctx.run("softmax", {tx}, {ty});
+  const std::string variant = ctx.last_variant();
+  ty.download(y.data(), ty.nbytes());
+  for (int64_t r : rows) {
+    std::vector<double> out(static_cast<size_t>(F)), ref(static_cast<size_t>(F));
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < F; ++j) m = std::max(m, double(half_to_float(x[r * F + j])));
+    for (int64_t j = 0; j < F; ++j) sum += std::exp(double(half_to_float(x[r * F + j])) - m);
+    for (int64_t j = 0; j < F; ++j) {
+      ref[j] = std::exp(double(half_to_float(x[r * F + j])) - m) / sum;
+      out[j] = half_to_float(y[r * F + j]);
+    }
+    EXPECT_EQ(compare(out, ref, DType::f16, double(F)), "") << device << " row " << r << " (" << variant << ")";
+  }
+  std::printf("[ limits ] %s: softmax over %lld x %lld f16 (%.3f GiB, %lld elements): %s; %zu rows checked\n",
+              device.c_str(), static_cast<long long>(R), static_cast<long long>(F), double(tx.nbytes()) / kGiB,
+              static_cast<long long>(n), variant.c_str(), rows.size());
+  return variant;
+}
+
+// The same checks at 5 MiB with a binding of 1 MiB, on the CPU backend and lavapipe.
+TEST(Limits, BindingSplitsSampled) {
+  bool any = false;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan" && d.backend != "cpu") continue;
+    Context& ctx = binding_context(d, 1 << 20);
+    ValidationCheck vc(ctx);
+    EXPECT_NE(check_add_relu(ctx, d.name, 5 << 18).find("(in 5 parts"), std::string::npos);
+    EXPECT_NE(check_softmax_f16(ctx, d.name, 640, 4096).find("(in 5 parts"), std::string::npos);
+    any = true;
+  }
+  if (!any) GTEST_SKIP() << "no CPU or Vulkan device";
+}
+
+// Past the device's own binding range where that is small (lavapipe: 128 MiB), without KF_TUNE: buffers
+// larger than the range, bound from offsets over bounded ranges, under the validation layer.
+TEST(Limits, DeviceBindingRange) {
+  bool any = false;
+  for (const auto& d : devices()) {
+    Context& ctx = context_for(d);
+    const uint64_t range = ctx.device().caps.max_storage_range;
+    if (d.backend != "vulkan" || range == 0 || range > 512ull << 20) continue;
+    ValidationCheck vc(ctx);
+    const int64_t bytes = static_cast<int64_t>(range / 4 * 5 / 8192 * 8192);  // 1.25 ranges
+    EXPECT_NE(check_add_relu(ctx, d.name, bytes / 4).find("(in 2 parts"), std::string::npos);
+    EXPECT_NE(check_softmax_f16(ctx, d.name, bytes / 8192, 4096).find("(in 2 parts"), std::string::npos);
+    any = true;
+  }
+  if (!any) GTEST_SKIP() << "no Vulkan device with a binding range of 512 MiB or less";
+}
+
 TEST(LimitsGpu, AddRelu5GiBf32) {
   std::string why;
   const auto gpus = big_gpus(&why);
   if (gpus.empty()) GTEST_SKIP() << "no GPU with 16 GiB of device memory (CPU devices excluded):" << why;
-  const int64_t n = static_cast<int64_t>(kBig / 4);
-  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n)), y(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) a[i] = value_at(i, 1, 1), b[i] = value_at(i, 2, 1);
-  // The elements checked: the first and last, around the 4 GiB byte boundary (element 2^30, where
-  // Vulkan's first part ends), some in the middle, and a million drawn at random.
-  std::vector<int64_t> idx;
-  for (int64_t i = 0; i < 4096; ++i) idx.push_back(i), idx.push_back(n - 1 - i);
-  for (int64_t at : {int64_t(1) << 30, n / 2, n / 3})
-    for (int64_t i = at - 4096; i < at + 4096; ++i) idx.push_back(i);
-  std::mt19937_64 rng(7);
-  for (int k = 0; k < 1000000; ++k) idx.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
-  for (const auto& d : gpus) {
-    Context& ctx = context_for(d);
-    Tensor ta = ctx.empty({n}, DType::f32), tb = ctx.empty({n}, DType::f32), ty = ctx.empty({n}, DType::f32);
-    ta.upload(a.data(), ta.nbytes());
-    tb.upload(b.data(), tb.nbytes());
-    ty.fill_bytes(0xFF);  // NaN: an element never written fails
-    ctx.run("add_relu", {ta, tb}, {ty});
-    const std::string variant = ctx.last_variant();
-    ty.download(y.data(), ty.nbytes());
-    std::vector<double> out, ref;
-    for (int64_t i : idx) {
-      out.push_back(y[i]);
-      ref.push_back(std::max(0.0, double(a[i]) + double(b[i])));
-    }
-    EXPECT_EQ(compare(out, ref, DType::f32, 1), "") << d.name << " (" << variant << ")";
-    std::printf("[ limits ] %s: add_relu over %lld f32 elements (%.2f GiB): %s, %zu elements checked\n",
-                d.name.c_str(), static_cast<long long>(n), double(ty.nbytes()) / kGiB, variant.c_str(), idx.size());
-  }
+  for (const auto& d : gpus) check_add_relu(context_for(d), d.name, static_cast<int64_t>(5 * kGiB / 4));
 }
 
 TEST(LimitsGpu, Softmax5GiBf16Rows4096) {
   std::string why;
   const auto gpus = big_gpus(&why);
   if (gpus.empty()) GTEST_SKIP() << "no GPU with 16 GiB of device memory (CPU devices excluded):" << why;
-  const int64_t F = 4096, n = static_cast<int64_t>(kBig / 2), R = n / F;
-  std::vector<uint16_t> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[i] = float_to_half(value_at(i, 3, 4));
-  // The rows checked: the first and last, those around element 2^31 (also the 4 GiB byte boundary: row
-  // 524288) and a binding part's end (4 GiB - 1 bytes: row 524287), some in the middle, 64 at random.
-  std::vector<int64_t> rows = {0, 1, 2, R / 3, R / 2, R - 3, R - 2, R - 1};
-  for (int64_t r = 524284; r < 524292; ++r) rows.push_back(r);
-  std::mt19937_64 rng(11);
-  for (int k = 0; k < 64; ++k) rows.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(R)));
-  for (const auto& d : gpus) {
-    Context& ctx = context_for(d);
-    if (!ctx.supports("softmax", DType::f16)) continue;
-    Tensor tx = ctx.empty({R, F}, DType::f16), ty = ctx.empty({R, F}, DType::f16);
-    tx.upload(x.data(), tx.nbytes());
-    ty.fill_bytes(0xFF);
-    ctx.run("softmax", {tx}, {ty});
-    const std::string variant = ctx.last_variant();
-    ty.download(y.data(), ty.nbytes());
-    for (int64_t r : rows) {
-      std::vector<double> out(F), ref(F);
-      double m = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < F; ++j) m = std::max(m, double(half_to_float(x[r * F + j])));
-      for (int64_t j = 0; j < F; ++j) sum += std::exp(double(half_to_float(x[r * F + j])) - m);
-      for (int64_t j = 0; j < F; ++j) {
-        ref[j] = std::exp(double(half_to_float(x[r * F + j])) - m) / sum;
-        out[j] = half_to_float(y[r * F + j]);
-      }
-      EXPECT_EQ(compare(out, ref, DType::f16, double(F)), "") << d.name << " row " << r << " (" << variant << ")";
-    }
-    std::printf("[ limits ] %s: softmax over %lld x %lld f16 (%.2f GiB, %lld elements): %s, %zu rows checked\n",
-                d.name.c_str(), static_cast<long long>(R), static_cast<long long>(F), double(tx.nbytes()) / kGiB,
-                static_cast<long long>(n), variant.c_str(), rows.size());
-  }
+  for (const auto& d : gpus)
+    if (context_for(d).supports("softmax", DType::f16))
+      check_softmax_f16(context_for(d), d.name, static_cast<int64_t>(5 * kGiB / 2 / 4096), 4096);
 }
 
 }  // namespace

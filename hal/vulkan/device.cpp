@@ -41,6 +41,17 @@ VkBuf::VkBuf(VulkanDevice& dev, size_t bytes) : dev_(dev) {
   try {
     alloc_ = dev.allocator().allocate(req, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     KF_VK(vkBindBufferMemory(dev.device(), buffer_, alloc_.memory, alloc_.offset));
+  } catch (const Error& e) {
+    if (alloc_.memory) dev.allocator().free(alloc_);
+    vkDestroyBuffer(dev.device(), buffer_, nullptr);
+    // A buffer past maxMemoryAllocationSize is asked for anyway (drivers may give it: the limit only
+    // promises what succeeds); where it fails, the message names the limit.
+    const uint64_t most = dev.info().caps.max_allocation;
+    if (e.code() == ErrorCode::OutOfMemory && most && req.size > most)
+      throw Error(ErrorCode::OutOfMemory, std::string(e.what()) + " (a buffer of " + std::to_string(req.size) +
+                                              " bytes, past the device's largest allocation, " +
+                                              std::to_string(most) + " bytes)");
+    throw;
   } catch (...) {
     if (alloc_.memory) dev.allocator().free(alloc_);
     vkDestroyBuffer(dev.device(), buffer_, nullptr);

@@ -56,10 +56,15 @@ bool run_in_parts(ContextImpl& impl, const OpDef& op, const std::vector<Tensor>&
                   const std::vector<Tensor>& outputs, const Attrs& attrs) {
   const Caps& caps = impl.device->info().caps;
   const uint64_t limit = caps.max_storage_range;
-  // Served without the backend (a zero-sized tensor) or as parts that are calls of their own (compose).
+  // Served without the backend (a zero-sized tensor) or as parts that are calls of their own (compose);
+  // or only a buffer's padding is past the limit.
+  bool exceeds = false;
   for (const auto* list : {&inputs, &outputs})
-    for (const auto& t : *list)
+    for (const auto& t : *list) {
       if (t.defined() && t.numel() == 0) return false;
+      exceeds |= t.defined() && t.nbytes() > limit;
+    }
+  if (!exceeds) return false;
   if (op.compose) return false;
 
   // The largest tensor, for the messages.
