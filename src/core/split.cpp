@@ -24,6 +24,7 @@ struct Piece {
   bool whole = false;
   uint64_t unit_bytes = 0;  // bytes of one row (or element) of it
   int64_t unit_len = 1;     // elements of one row (1 for elements)
+  bool per_row = false;     // one value per row (a reduction's output)
 };
 
 std::string describe(const OpDef& op, bool input, size_t k, const Tensor& t) {
@@ -80,7 +81,8 @@ bool run_in_parts(ContextImpl& impl, const OpDef& op, const std::vector<Tensor>&
     refuse(op, what, limit, op.name + " does not run in parts (only element-wise and row-wise ops do)");
 
   // Which tensors follow input 0's rows: its shape, or its leading dimensions with a last of their own
-  // (swiglu's packed x and its y); rank 1 only as input 0's shape. The rest broadcast and go whole.
+  // (swiglu's packed x and its y), or for an output its leading dimensions alone (a reduction's value per
+  // row); rank 1 only as input 0's shape. The rest broadcast and go whole.
   const Tensor& x = inputs[0];
   const Shape& xs = x.shape();
   const int64_t rows = xs.size() <= 1 ? 1 : numel(Shape(xs.begin(), xs.end() - 1));
@@ -90,15 +92,18 @@ bool run_in_parts(ContextImpl& impl, const OpDef& op, const std::vector<Tensor>&
     Piece p;
     p.t = &t;
     const Shape& s = t.shape();
-    const bool follows = s == xs || (xs.size() >= 2 && s.size() == xs.size() && std::equal(s.begin(), s.end() - 1, xs.begin()));
+    const bool per_row = !input && xs.size() >= 2 && s.size() + 1 == xs.size() && std::equal(s.begin(), s.end(), xs.begin());
+    const bool follows = s == xs || per_row ||
+                         (xs.size() >= 2 && s.size() == xs.size() && std::equal(s.begin(), s.end() - 1, xs.begin()));
     p.whole = !follows;
+    p.per_row = per_row && s != xs;
     if (p.whole) {
       if (t.nbytes() > limit)
         refuse(op, describe(op, input, k, t), limit, "it broadcasts over the rows of '" + op.inputs[0] + "' and goes whole");
       row_broadcast |= t.numel() > 1;
     } else {
       same_shapes &= s == xs;
-      p.unit_len = s.empty() ? 1 : s.back();
+      p.unit_len = per_row || s.empty() ? 1 : s.back();
     }
     pieces.push_back(p);
   };
@@ -148,7 +153,7 @@ bool run_in_parts(ContextImpl& impl, const OpDef& op, const std::vector<Tensor>&
         a.numel = t.numel();
         return;
       }
-      a.shape = by_elements ? Shape{n} : Shape{n, p.unit_len};
+      a.shape = by_elements || p.per_row ? Shape{n} : Shape{n, p.unit_len};
       a.numel = n * p.unit_len;
       a.offset = static_cast<uint64_t>(u0) * p.unit_bytes;
     };

@@ -39,7 +39,8 @@ struct Cost {
 enum class Split : uint8_t {
   none,      // it does not: the call is refused (Unsupported, naming the tensor, its size and the limit)
   rows,      // in parts over ranges of rows: each row (the last dimension of input 0) is computed from the
-             // same row of every tensor with input 0's leading dimensions; the others ([F], [1]) go whole
+             // same row of every tensor with input 0's leading dimensions (an output may hold one value
+             // per row: the reductions); the others ([F], [1]) go whole
   elements,  // as rows, and at any element when no operand broadcasts over rows (only [1] ones, if any)
 };
 
