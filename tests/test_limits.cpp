@@ -301,6 +301,52 @@ TEST(Limits, BindingSplitsSampled) {
   if (!any) GTEST_SKIP() << "no CPU or Vulkan device";
 }
 
+// A call in parts inside Context::capture: Vulkan records the parts into the graph (their descriptor sets
+// with offsets in the graph's own pool), the CPU backend keeps the call and splits it at each replay.
+// New inputs written between replays give new outputs.
+TEST(Limits, BindingSplitsCaptured) {
+  bool any = false;
+  for (const auto& d : devices()) {
+    if (d.backend != "vulkan" && d.backend != "cpu") continue;
+    Context& ctx = binding_context(d, kBinding);
+    ValidationCheck vc(ctx);
+    const Shape s = {64, 100};
+    Tensor x = ctx.empty(s, DType::f32), w = ctx.empty({100}, DType::f32), y = ctx.empty(s, DType::f32);
+    Tensor a = ctx.empty(s, DType::f32), z = ctx.empty(s, DType::f32);
+    w.fill(1.5);
+    std::string variant;
+    Graph g = ctx.capture([&] {
+      ctx.run("rms_norm", {x, w}, {y});
+      ctx.run("add_relu", {y, a}, {z});
+      variant = ctx.last_variant();
+    });
+    EXPECT_TRUE(variant == "captured" || variant.find(" parts: ") != std::string::npos) << variant;
+    const auto f32 = [](std::vector<double> v) {
+      for (double& e : v) e = round_to(DType::f32, e);
+      return v;
+    };
+    const OpDef& norm = get_op("rms_norm");
+    const OpDef& add = get_op("add_relu");
+    for (int round = 0; round < 2; ++round) {
+      std::vector<double> xv(6400), av(6400);
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = value_at(i, 5 + round, 2), av[i] = value_at(i, 9 + round, 1);
+      x.upload_from(f32(xv));
+      a.upload_from(f32(av));
+      z.fill_bytes(0xFF);
+      g.replay();
+      std::vector<HostTensor> in = {{s, f32(xv)}, {{100}, std::vector<double>(100, 1.5)}};
+      std::vector<HostTensor> mid = {{s, std::vector<double>(6400)}};
+      norm.reference(in, mid, Attrs{});
+      std::vector<HostTensor> in2 = {{s, f32(mid[0].data)}, {s, f32(av)}};
+      std::vector<HostTensor> out = {{s, std::vector<double>(6400)}};
+      add.reference(in2, out, Attrs{});
+      EXPECT_EQ(compare(z.to_double(), out[0].data, DType::f32, 100), "") << d.name << " replay " << round;
+    }
+    any = true;
+  }
+  if (!any) GTEST_SKIP() << "no CPU or Vulkan device";
+}
+
 // Past the device's own binding range where that is small (lavapipe: 128 MiB), without KF_TUNE: buffers
 // larger than the range, bound from offsets over bounded ranges, under the validation layer.
 TEST(Limits, DeviceBindingRange) {
