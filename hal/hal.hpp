@@ -33,11 +33,15 @@ class Buffer {
   size_t size_ = 0;
 };
 
-// One tensor argument of a dispatch. An absent optional input has a null buffer.
+// One tensor argument of a dispatch. An absent optional input has a null buffer. `offset` is where the
+// tensor starts in its buffer, in bytes: 0 but for the parts of a call that the core runs in pieces
+// because a tensor exceeds the device's largest binding (src/core/split.cpp); it is then a multiple of
+// Caps::storage_offset_alignment, and the backend binds (or addresses) the buffer from there.
 struct TensorArg {
   std::shared_ptr<Buffer> buffer;
   Shape shape;
   int64_t numel = 0;
+  uint64_t offset = 0;
 };
 
 // The name of the kernel variant a dispatch ran (Context::last_variant): a string literal, kept as a pointer,

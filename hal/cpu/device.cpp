@@ -66,6 +66,9 @@ DeviceInfo cpu_info() {
 class CpuDevice final : public Device {
  public:
   const DeviceInfo& info() const override { return info_; }
+  // KF_TUNE max_binding: host memory has no binding limit, but the core's split path (src/core/split.cpp)
+  // is tested here under a lowered one.
+  void limit_binding(uint64_t bytes) { info_.caps.max_storage_range = bytes; }
   std::shared_ptr<Buffer> allocate(size_t bytes) override { return std::make_shared<CpuBuffer>(bytes); }
   void upload(Buffer& dst, const void* src, size_t bytes) override {
     std::memcpy(static_cast<CpuBuffer&>(dst).data(), src, bytes);
@@ -91,7 +94,7 @@ class CpuDevice final : public Device {
       if (!a.buffer) continue;
       in[k].shape = a.shape;
       in[k].data.resize(static_cast<size_t>(a.numel));
-      const unsigned char* src = bytes_of(a.buffer);
+      const unsigned char* src = bytes_of(a.buffer) + a.offset;
       double* dst = in[k].data.data();
       const DType tk = call.op->input_dtype(k, t, call.attrs);  // i32 class indices; the residual in out_dtype
       const size_t esk = dtype_size(tk);
@@ -107,7 +110,7 @@ class CpuDevice final : public Device {
     const DType to = call.op->output_dtype(t, call.attrs);  // Attrs::out_dtype (linear, matmul)
     const size_t eso = dtype_size(to);
     for (size_t k = 0; k < call.outputs.size(); ++k) {
-      unsigned char* dst = bytes_of(call.outputs[k].buffer);
+      unsigned char* dst = bytes_of(call.outputs[k].buffer) + call.outputs[k].offset;
       const double* src = out[k].data.data();
       parallel_for(call.outputs[k].numel, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) store_element(to, dst + i * eso, src[i]);
@@ -137,7 +140,11 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   std::vector<DeviceEntry> enumerate(const ContextOptions&) override { return {DeviceEntry{cpu_info(), true, ""}}; }
-  std::unique_ptr<Device> open(int, const DeviceOptions&) override { return std::make_unique<CpuDevice>(); }
+  std::unique_ptr<Device> open(int, const DeviceOptions& o) override {
+    auto d = std::make_unique<CpuDevice>();
+    d->limit_binding(o.tuning.max_binding);
+    return d;
+  }
 };
 
 }  // namespace

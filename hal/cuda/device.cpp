@@ -201,6 +201,10 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const DeviceOptions&
       attn_decode_rs_(int(o.tuning.attn_decode_rs)), attn_decode_heads_(int(o.tuning.attn_decode_heads)),
       attn_bwd_bits_(int(o.tuning.attn_bwd_bits)), attn_fwd_bits_(int(o.tuning.attn_fwd_bits)),
       mm_algo_(int(o.tuning.mm_algo)), rows_cluster_(int(o.tuning.rows_cluster)) {
+  // KF_TUNE max_binding: pointers have no binding limit, but the core's split path (src/core/split.cpp)
+  // can be tried here under a lowered one.
+  if (o.tuning.max_binding && o.tuning.max_binding < info_.caps.max_storage_range)
+    info_.caps.max_storage_range = o.tuning.max_binding;
   make_current();
   const gpuError_t loaded = static_cast<gpuError_t>(check_kernels_load());
   if (loaded != gpuSuccess) {

@@ -105,6 +105,10 @@ class CudaBuf final : public Buffer {
 };
 
 inline void* ptr_of(const std::shared_ptr<Buffer>& b) { return b ? static_cast<CudaBuf*>(b.get())->ptr() : nullptr; }
+// A tensor argument's address: its buffer's plus its offset (the parts of a call the core split).
+inline void* ptr_of(const TensorArg& a) {
+  return a.buffer ? static_cast<char*>(static_cast<CudaBuf*>(a.buffer.get())->ptr()) + a.offset : nullptr;
+}
 
 struct LtState;    // matmul.cpp: the cuBLASLt handle and workspace
 struct LtProduct;  // matmul.cpp: one (batched, repeated) column-major product

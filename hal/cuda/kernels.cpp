@@ -254,7 +254,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
     while (b < 1024 && int64_t(b) * 4 < L) b *= 2;
     return b;
   };
-  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k]) : nullptr; };
   const size_t acc = call.dtype == DType::f64 ? 8 : 4;  // bytes of the compute type
   const TensorArg& x = call.inputs[0];
   const double eps = call.attrs.eps;
@@ -282,8 +282,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       const bool layer = id != static_cast<int>(NormOp::rms) && id != static_cast<int>(NormOp::rms_gelu) &&
                          id != static_cast<int>(NormOp::rms_silu) && id != static_cast<int>(NormOp::add_rms);
       if (layer) p.b = in(k0 + 1);
-      p.y = ptr_of(call.outputs.back().buffer);
-      if (add) p.s = ptr_of(call.outputs[0].buffer);
+      p.y = ptr_of(call.outputs.back());
+      if (add) p.s = ptr_of(call.outputs[0]);
       p.eps = eps;
       if (kern == Kern::GroupNorm) {
         const int64_t N = x.shape[0], C = x.shape[1], inner = x.numel / (N * C), G = call.attrs.groups;
@@ -309,9 +309,9 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
     case Kern::NormBwd: {
       NormBwdParams p;
       p.dy = in(0), p.x = in(1), p.w = in(2);
-      p.dx = ptr_of(call.outputs[0].buffer);
-      p.dw = ptr_of(call.outputs[1].buffer);
-      p.db = call.outputs.size() > 2 ? ptr_of(call.outputs[2].buffer) : nullptr;
+      p.dx = ptr_of(call.outputs[0]);
+      p.dw = ptr_of(call.outputs[1]);
+      p.db = call.outputs.size() > 2 ? ptr_of(call.outputs[2]) : nullptr;
       p.feat = feat_of(x), p.rows = x.numel / p.feat, p.eps = eps, p.layer = id;
       if (p.rows == 0) return prefix + "norm_bwd/empty";
       p.chunk_rows = 64;
@@ -334,7 +334,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
     }
     case Kern::SoftmaxBwd: {
       SoftmaxBwdParams p;
-      p.dy = in(0), p.y = in(1), p.dx = ptr_of(call.outputs[0].buffer);
+      p.dy = in(0), p.y = in(1), p.dx = ptr_of(call.outputs[0]);
       p.feat = feat_of(x), p.rows = x.numel / p.feat, p.scale = call.attrs.scale;
       if (p.rows == 0) return prefix + "softmax_bwd/empty";
       const int block = row_block(p.feat);
@@ -347,7 +347,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
     case Kern::BatchNorm: {
       BatchNormParams p;
       p.x = in(0), p.w = in(1), p.b = in(2), p.mean = in(3), p.var = in(4);
-      p.y = ptr_of(call.outputs[0].buffer);
+      p.y = ptr_of(call.outputs[0]);
       p.n = x.numel, p.channels = x.shape[1], p.inner = x.numel / (x.shape[0] * x.shape[1]), p.eps = eps;
       if (p.n == 0) return prefix + "batchnorm/empty";
       check_launch(launch_batch_norm_relu(dt, p, elt_blocks, stream_), "batch_norm_relu");
@@ -361,8 +361,8 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       XentParams p;
       p.logits = in(0);
       p.target = static_cast<const int32_t*>(in(1));
-      p.loss = ptr_of(call.outputs[0].buffer);
-      p.grad = id == 1 ? ptr_of(call.outputs[1].buffer) : nullptr;
+      p.loss = ptr_of(call.outputs[0]);
+      p.grad = id == 1 ? ptr_of(call.outputs[1]) : nullptr;
       p.rows = x.shape[0], p.classes = x.shape[1];
       p.ignore_index = static_cast<int32_t>(std::clamp<int64_t>(call.attrs.ignore_index, INT32_MIN, INT32_MAX));
       p.smoothing = call.attrs.label_smoothing;
@@ -386,7 +386,7 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
     }
     case Kern::Mse: {
       MseParams p;
-      p.a = in(0), p.b = in(1), p.loss = ptr_of(call.outputs[0].buffer), p.n = x.numel;
+      p.a = in(0), p.b = in(1), p.loss = ptr_of(call.outputs[0]), p.n = x.numel;
       // A grid that depends on n alone: the same partial sums, so the same bits, every run.
       p.blocks = static_cast<int>(std::clamp<int64_t>((p.n + 2047) / 2048, 1, 1024));
       const auto ws = scratch(acc * size_t(p.blocks));
@@ -398,10 +398,10 @@ std::string CudaDevice::dispatch_training(const OpCall& call, int kern_id, int i
       OptimParams p;
       const Attrs& a = call.attrs;
       p.p = in(0), p.g = in(1), p.m = in(2);
-      p.p_out = ptr_of(call.outputs[0].buffer), p.m_out = ptr_of(call.outputs[1].buffer);
+      p.p_out = ptr_of(call.outputs[0]), p.m_out = ptr_of(call.outputs[1]);
       p.n = x.numel;
       if (id == static_cast<int>(OptimOp::adamw)) {
-        p.v = in(3), p.v_out = ptr_of(call.outputs[2].buffer);
+        p.v = in(3), p.v_out = ptr_of(call.outputs[2]);
         // optim.comp's scalars, in double on the host.
         const double bc1 = 1 - std::pow(a.beta1, double(a.step)), bc2 = 1 - std::pow(a.beta2, double(a.step));
         p.decay = 1 - a.lr * a.weight_decay;
@@ -457,7 +457,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   const std::string name = op_name(call.id);
   const Attrs& a = call.attrs;
   const std::string prefix = std::string(kBackend) + ":";
-  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k]) : nullptr; };
   const TensorArg& out = call.outputs[0];
 
   if (call.id == OpId::embedding) {
@@ -467,7 +467,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
     p.tokens = static_cast<const int32_t*>(in(0));
     p.table = in(1);
     p.pos = in(2);
-    p.y = ptr_of(out.buffer);
+    p.y = ptr_of(out);
     p.rows = tok.numel;
     p.d = table.shape[1];
     p.L = tok.shape.empty() ? 1 : tok.shape.back();
@@ -488,7 +488,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
   for (const auto& t : call.inputs) shapes.push_back(t.buffer ? t.shape : Shape{});
   const plan::AttnGeometry g = plan::attn_geometry(shapes);  // (dimensions within 2^31 - 1: supports())
   AttnParams p;
-  p.q = in(0), p.k = in(1), p.o = ptr_of(out.buffer);
+  p.q = in(0), p.k = in(1), p.o = ptr_of(out);
   p.B = static_cast<int>(g.B), p.Hq = static_cast<int>(g.Hq), p.Hkv = static_cast<int>(g.Hkv);
   p.SqT = static_cast<int>(g.SqT), p.SkT = static_cast<int>(g.SkT), p.G = static_cast<int>(g.Hq / g.Hkv);
   p.D = static_cast<int>(g.D), p.nseq = static_cast<int>(g.nseq);
@@ -502,7 +502,7 @@ std::string CudaDevice::dispatch_attention(const OpCall& call, Dt dt) {
 
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
   p.v = in(2);
-  p.lse = call.outputs.size() > 1 ? ptr_of(call.outputs[1].buffer) : nullptr;
+  p.lse = call.outputs.size() > 1 ? ptr_of(call.outputs[1]) : nullptr;
   if (has(3)) p.slopes = in(3);
   if (has(4)) p.lens = static_cast<const int32_t*>(in(4));
   if (g.varlen) p.cuq = static_cast<const int32_t*>(in(5)), p.cuk = static_cast<const int32_t*>(in(6));
@@ -709,14 +709,14 @@ std::string CudaDevice::dispatch_conv(const OpCall& call, Dt dt) {
   const Shape& ws = call.inputs[1].shape;
   const TensorArg& out = call.outputs[0];
   const bool bn = call.id == OpId::conv2d_bn_relu, gelu_drop = call.id == OpId::conv2d_gelu_dropout;
-  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  auto in = [&](size_t k) -> const void* { return k < call.inputs.size() ? ptr_of(call.inputs[k]) : nullptr; };
   if (call.dtype != DType::f32 && call.dtype != DType::f16 && call.dtype != DType::bf16)
     throw Error(ErrorCode::Unsupported, prefix + " " + name + ": no convolution kernel in " + to_string(call.dtype) +
                                             " (the registry lists f32, f16 and bf16)");
   if (out.numel == 0) return prefix + "conv/empty";
 
   ConvParams p;
-  p.x = in(0), p.w = in(1), p.y = ptr_of(out.buffer);
+  p.x = in(0), p.w = in(1), p.y = ptr_of(out);
   p.N = xs[0], p.C = xs[1], p.H = xs[2], p.W = xs[3];
   p.O = ws[0], p.KH = ws[2], p.KW = ws[3], p.groups = a.groups;
   p.OH = out.shape[2], p.OW = out.shape[3];
@@ -843,7 +843,7 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   const Attrs& a = call.attrs;
   const std::string prefix = std::string(kBackend) + ":";
   const auto has = [&](size_t k) { return call.inputs.size() > k && call.inputs[k].buffer != nullptr; };
-  auto in = [&](size_t k) -> void* { return has(k) ? ptr_of(call.inputs[k].buffer) : nullptr; };
+  auto in = [&](size_t k) -> void* { return has(k) ? ptr_of(call.inputs[k]) : nullptr; };
   // The forward's inputs: q, k, v, then the optional ones (backward inputs 6.. are forward inputs 3..).
   std::vector<Shape> fs = {call.inputs[0].shape, call.inputs[1].shape, call.inputs[2].shape};
   for (size_t k = 6; k < call.inputs.size(); ++k) fs.push_back(has(k) ? call.inputs[k].shape : Shape{});
@@ -878,7 +878,7 @@ std::string CudaDevice::dispatch_attention_backward(const OpCall& call, Dt dt) {
   AttnParams& p = P.a;
   p.q = in(0), p.k = in(1), p.v = in(2);
   P.o = in(3), P.dout = in(4), P.lse = in(5);
-  P.dq = ptr_of(call.outputs[0].buffer), P.dk = ptr_of(call.outputs[1].buffer), P.dv = ptr_of(call.outputs[2].buffer);
+  P.dq = ptr_of(call.outputs[0]), P.dk = ptr_of(call.outputs[1]), P.dv = ptr_of(call.outputs[2]);
   p.B = static_cast<int>(g.B), p.Hq = static_cast<int>(g.Hq), p.Hkv = static_cast<int>(g.Hkv);
   p.SqT = static_cast<int>(g.SqT), p.SkT = static_cast<int>(g.SkT), p.G = static_cast<int>(G);
   p.D = static_cast<int>(D), p.nseq = static_cast<int>(g.nseq);
@@ -1033,10 +1033,10 @@ Variant CudaDevice::dispatch(const OpCall& call) {
     p.mode2 = call.inputs.size() > 2 ? mode_of(call.inputs[2], p.n) : kAbsent;
     p.packed = packed;
     p.gather = (packed || p.mode1 == kFeatures || p.mode2 == kFeatures) && p.feat % vw != 0;
-    p.in0 = ptr_of(call.inputs[0].buffer);
-    if (call.inputs.size() > 1) p.in1 = ptr_of(call.inputs[1].buffer);
-    if (call.inputs.size() > 2) p.in2 = ptr_of(call.inputs[2].buffer);
-    p.out = ptr_of(out.buffer);
+    p.in0 = ptr_of(call.inputs[0]);
+    if (call.inputs.size() > 1) p.in1 = ptr_of(call.inputs[1]);
+    if (call.inputs.size() > 2) p.in2 = ptr_of(call.inputs[2]);
+    p.out = ptr_of(out);
     if (entry.random) {
       p.seed_lo = static_cast<uint32_t>(call.attrs.seed);
       p.seed_hi = static_cast<uint32_t>(call.attrs.seed >> 32);
@@ -1065,8 +1065,8 @@ Variant CudaDevice::dispatch(const OpCall& call) {
   p.feat = std::max<int64_t>(1, in.shape.empty() ? 1 : in.shape.back());
   p.rows = in.numel / p.feat;
   if (p.rows == 0) return prefix + "rows/empty";
-  p.in = ptr_of(in.buffer);
-  p.out = ptr_of(out.buffer);
+  p.in = ptr_of(in);
+  p.out = ptr_of(out);
   p.wide = p.feat % vw == 0;
   p.scale = static_cast<float>(call.attrs.scale);
   p.scale_d = call.attrs.scale;

@@ -67,8 +67,8 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
 
   XentParams xp;
   xp.logits = ptr_of(z);
-  xp.target = static_cast<const int32_t*>(ptr_of(call.inputs[2].buffer));
-  xp.loss = ptr_of(call.outputs[0].buffer);
+  xp.target = static_cast<const int32_t*>(ptr_of(call.inputs[2]));
+  xp.loss = ptr_of(call.outputs[0]);
   xp.grad = grad ? ptr_of(z) : nullptr;  // in place over the logits
   xp.ws = ptr_of(stats);
   xp.classes = static_cast<int64_t>(C);
@@ -91,8 +91,8 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     return Error(ErrorCode::Unsupported, prefix + " " + name + ": cuBLASLt has no algorithm for " + what + " in " +
                                              to_string(call.dtype));
   };
-  const auto* hp = static_cast<const unsigned char*>(ptr_of(h.buffer));
-  const void* Wp = ptr_of(W.buffer);
+  const auto* hp = static_cast<const unsigned char*>(ptr_of(h));
+  const void* Wp = ptr_of(W);
   bool dw_fallback = false;
   for (uint64_t r0 = 0; r0 < N; r0 += rows) {
     const uint64_t n = std::min(rows, N - r0);
@@ -105,11 +105,11 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     check_launch(launch_lce_pass(dt, xp, 1, max_shared_optin_, stream_, &layout), name + " rows");
     if (!grad) continue;
     // 3. d_h[chunk] [n, d] = G W: column-major d_h^T (d x n) = W (d x C) G^T (C x n).
-    void* dhc = static_cast<unsigned char*>(ptr_of(call.outputs[1].buffer)) + r0 * D * es;
+    void* dhc = static_cast<unsigned char*>(ptr_of(call.outputs[1])) + r0 * D * es;
     if (!product(call.dtype, false, false, D, n, C, Wp, D, ptr_of(z), C, dhc, D, false)) throw no_algorithm("G W");
     // 4. d_W [C, d] (+)= G^T h[chunk]: column-major d_W^T (d x C) (+)= h^T (d x n) G (G stored C x n, transposed).
     if (!half) {
-      if (!product(call.dtype, false, true, D, C, n, hc, D, ptr_of(z), C, ptr_of(call.outputs[2].buffer), D, r0 > 0))
+      if (!product(call.dtype, false, true, D, C, n, hc, D, ptr_of(z), C, ptr_of(call.outputs[2]), D, r0 > 0))
         throw no_algorithm("G^T h");
       continue;
     }
@@ -137,7 +137,7 @@ std::string CudaDevice::dispatch_linear_cross_entropy(const OpCall& call, Dt dt)
     } else if (half) {
       LceDwParams dp;
       dp.acc = static_cast<float*>(ptr_of(acc));
-      dp.out = ptr_of(call.outputs[2].buffer);
+      dp.out = ptr_of(call.outputs[2]);
       dp.n = static_cast<int64_t>(C * D);
       dp.mode = 1;
       const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((dp.n + 255) / 256, 1, int64_t(sm_count_) * 32));

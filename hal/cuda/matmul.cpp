@@ -448,8 +448,8 @@ LtProduct product_of(const OpCall& call, bool trans_a, int64_t M, int64_t N, int
   g.lda = trans_a ? K : N, g.ldb = K, g.ldd = N;
   g.batches = batches;
   if (batches > 1) g.stride_a = K * N, g.stride_b = M * K, g.stride_d = M * N;
-  g.A = ptr_of(call.inputs[1].buffer);
-  g.B = ptr_of(call.inputs[0].buffer);
+  g.A = ptr_of(call.inputs[1]);
+  g.B = ptr_of(call.inputs[0]);
   g.C = g.D = d;
   return g;
 }
@@ -484,7 +484,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   const TensorArg& y = call.outputs[0];
   const bool direct = odt == DType::f32;
   std::shared_ptr<Buffer> acc = direct ? nullptr : scratch(static_cast<size_t>(y.numel) * 4);
-  void* acc_p = direct ? ptr_of(y.buffer) : ptr_of(acc);
+  void* acc_p = direct ? ptr_of(y) : ptr_of(acc);
   const uint32_t blocks = static_cast<uint32_t>(std::clamp<int64_t>((y.numel + 255) / 256, 1, int64_t(sm_count_) * 32));
   make_current();
 
@@ -499,7 +499,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   if (bias) {
     bias32 = scratch(static_cast<size_t>(N) * 4);
     ConvertParams cb;
-    cb.src = ptr_of(bias->buffer);
+    cb.src = ptr_of(*bias);
     cb.dst = ptr_of(bias32);
     cb.n = N;
     check_launch(launch_convert(in_dt, Dt::f32, cb, static_cast<uint32_t>((N + 255) / 256), stream_), "bias to f32 " + name);
@@ -507,7 +507,7 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   EpilogueParams ep;
   ep.y = acc_p;
   ep.bias = bias32 ? ptr_of(bias32) : nullptr;
-  ep.res = res && direct ? ptr_of(res->buffer) : nullptr;
+  ep.res = res && direct ? ptr_of(*res) : nullptr;
   ep.act = static_cast<int>(call.attrs.act);
   ep.total = y.numel;
   ep.n = N;
@@ -520,8 +520,8 @@ std::string CudaDevice::dispatch_matmul_out_dtype(const OpCall& call, DType odt,
   if (!direct) {
     ConvertParams cv;
     cv.src = acc_p;
-    cv.add = res ? ptr_of(res->buffer) : nullptr;
-    cv.dst = ptr_of(y.buffer);
+    cv.add = res ? ptr_of(*res) : nullptr;
+    cv.dst = ptr_of(y);
     cv.n = y.numel;
     check_launch(launch_convert(Dt::f32, out_dt, cv, blocks, stream_), "convert " + name);
     variant += "+convert";
@@ -574,9 +574,9 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   else if (lt_act) epi = lt_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   else if (lt_bias) epi = CUBLASLT_EPILOGUE_BIAS;
   EpilogueParams ep;
-  ep.y = ptr_of(y.buffer);
-  ep.bias = bias && !lt_bias ? ptr_of(bias->buffer) : nullptr;
-  ep.res = res && !lt_res ? ptr_of(res->buffer) : nullptr;
+  ep.y = ptr_of(y);
+  ep.bias = bias && !lt_bias ? ptr_of(*bias) : nullptr;
+  ep.res = res && !lt_res ? ptr_of(*res) : nullptr;
   ep.act = lt_act ? static_cast<int>(kActNone) : act;
   ep.total = y.numel;
   ep.n = N;
@@ -584,17 +584,17 @@ std::string CudaDevice::dispatch_matmul(const OpCall& call) {
   bool own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
 
   // Column-major: A (the weight / b: K x N transposed, or N x K), B (x / a: K x M), C and D (y^T: N x M).
-  LtProduct g = product_of(call, trans_a, M, N, K, batches, ptr_of(y.buffer));
-  if (lt_res) g.C = ptr_of(res->buffer);
+  LtProduct g = product_of(call, trans_a, M, N, K, batches, ptr_of(y));
+  if (lt_res) g.C = ptr_of(*res);
   g.beta_one = lt_res;
   g.epilogue = epi;
-  g.bias = lt_bias ? ptr_of(bias->buffer) : nullptr;
+  g.bias = lt_bias ? ptr_of(*bias) : nullptr;
   const cublasLtEpilogue_t used = static_cast<cublasLtEpilogue_t>(lt_run(g, name));
   if (used != epi) {
     // No algorithm with the fused epilogue for this shape: the plain product ran, and the epilogue kernel
     // does bias and activation (the residual stays in beta = 1 where it was).
     epi = used;
-    ep.bias = bias ? ptr_of(bias->buffer) : nullptr;
+    ep.bias = bias ? ptr_of(*bias) : nullptr;
     ep.act = act;
     own_epilogue = ep.bias || ep.res || ep.act != kActNone || ep.thr != 0u;
   }

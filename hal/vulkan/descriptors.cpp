@@ -1,5 +1,7 @@
 // The descriptor-set cache (device.hpp, VulkanDevice::forget_buffer): one set per combination of buffers
-// a dispatch binds, written once and bound again by every later dispatch of the same buffers.
+// a dispatch binds, written once and bound again by every later dispatch of the same buffers. Only sets
+// that bind whole buffers are kept (the key names buffers, not ranges): record() writes a set with an
+// offset or a bounded range (a part of a split call) for its batch alone.
 #include <algorithm>
 
 #include "hal/vulkan/device.hpp"

@@ -41,6 +41,17 @@ VkBuf::VkBuf(VulkanDevice& dev, size_t bytes) : dev_(dev) {
   try {
     alloc_ = dev.allocator().allocate(req, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     KF_VK(vkBindBufferMemory(dev.device(), buffer_, alloc_.memory, alloc_.offset));
+  } catch (const Error& e) {
+    if (alloc_.memory) dev.allocator().free(alloc_);
+    vkDestroyBuffer(dev.device(), buffer_, nullptr);
+    // A buffer past maxMemoryAllocationSize is asked for anyway (drivers may give it: the limit only
+    // promises what succeeds); where it fails, the message names the limit.
+    const uint64_t most = dev.info().caps.max_allocation;
+    if (e.code() == ErrorCode::OutOfMemory && most && req.size > most)
+      throw Error(ErrorCode::OutOfMemory, std::string(e.what()) + " (a buffer of " + std::to_string(req.size) +
+                                              " bytes, past the device's largest allocation, " +
+                                              std::to_string(most) + " bytes)");
+    throw;
   } catch (...) {
     if (alloc_.memory) dev.allocator().free(alloc_);
     vkDestroyBuffer(dev.device(), buffer_, nullptr);
@@ -83,6 +94,11 @@ VkBuf::~VkBuf() {
 VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice pd, int index,
                            const DeviceOptions& o)
     : instance_(std::move(instance)), pd_(pd), info_(describe(pd, index)), options_(o), tuning_(o.tuning) {
+  // A binding covers at most the device's range (record()); KF_TUNE max_binding lowers the limit the
+  // core splits calls at, not this one.
+  max_range_ = info_.caps.max_storage_range;
+  if (o.tuning.max_binding && (!info_.caps.max_storage_range || o.tuning.max_binding < info_.caps.max_storage_range))
+    info_.caps.max_storage_range = o.tuning.max_binding;
   std::fill(&variant_slots_[0][0][0], &variant_slots_[0][0][0] + sizeof(variant_slots_) / sizeof(int32_t), -1);
   std::fill(&simple_supported_[0][0], &simple_supported_[0][0] + sizeof(simple_supported_), int8_t(-1));
   uint32_t nq = 0;
@@ -631,10 +647,18 @@ void VulkanDevice::record(const Launch& l) {
   auto& keep = retained();
   VkDescriptorBufferInfo bi[kBindings];
   VkWriteDescriptorSet w[kBindings];
+  bool plain = true;  // every binding the whole buffer: the set may come from the cache
   for (uint32_t i = 0; i < kBindings; ++i) {
     // Unused bindings repeat binding 0: every binding of the layout needs a valid buffer.
     const auto& buf = l.bindings[i] ? l.bindings[i] : l.bindings[0];
-    bi[i] = {static_cast<VkBuf*>(buf.get())->handle(), 0, VK_WHOLE_SIZE};
+    const uint64_t off = l.bindings[i] ? l.offsets[i] : l.offsets[0];
+    bi[i] = {static_cast<VkBuf*>(buf.get())->handle(), off, VK_WHOLE_SIZE};
+    // A part of a split call (an offset), or a buffer larger than the device's binding range: bound from
+    // its offset over what the range allows (the part's tensor lies within it).
+    if (off != 0 || buf->size() > max_range_) {
+      bi[i].range = std::min<uint64_t>(buf->size() - off, max_range_);
+      plain = false;
+    }
     w[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     w[i].dstBinding = i;
     w[i].descriptorCount = 1;
@@ -646,9 +670,13 @@ void VulkanDevice::record(const Launch& l) {
   // (VK_KHR_push_descriptor instead cost more on an H100, driver 580: 3.5-3.9 us recorded per small op
   // against 3.4-3.6, and 2.67 us of device time per dependent dispatch against 2.39; on lavapipe it
   // recorded slower too.)
-  SetKey key;
-  for (uint32_t i = 0; i < kBindings; ++i) key[i] = bi[i].buffer;
-  VkDescriptorSet set = cached_set(key, w);
+  // The cache's key names buffers only: a set with offsets or bounded ranges is written for its batch alone.
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (plain) {
+    SetKey key;
+    for (uint32_t i = 0; i < kBindings; ++i) key[i] = bi[i].buffer;
+    set = cached_set(key, w);
+  }
   if (!set) {
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     ai.descriptorPool = descriptor_pool();

@@ -84,6 +84,13 @@ struct Launch {
   int32_t variant_id = -1;
   SpecList spec;
   std::shared_ptr<Buffer> bindings[kBindings];
+  // Where each binding starts in its buffer (TensorArg::offset): 0 but for the parts of a call the core
+  // split (src/core/split.cpp). record() binds such a binding without the descriptor-set cache.
+  uint64_t offsets[kBindings] = {};
+  void bind(uint32_t i, const TensorArg& a) {
+    bindings[i] = a.buffer;
+    offsets[i] = a.offset;
+  }
   const void* push = nullptr;
   uint32_t push_bytes = 0;
   uint32_t groups = 1;
@@ -189,6 +196,7 @@ class VulkanDevice final : public Device {
   DeviceInfo info_;
   DeviceOptions options_;
   Tuning tuning_;
+  uint64_t max_range_ = 0;  // maxStorageBufferRange: what one binding may cover
   void print_pipeline_stats(VkPipeline p, const std::string& key);  // KF_PIPELINE_STATS
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device

@@ -95,10 +95,10 @@ Variant dispatch_eltwise(VulkanDevice& dev, const OpCall& call) {
     l.variant_id = id;
     const uint32_t items = dev.tuning().eltwise_items;
     l.spec = {kWorkgroup, m1, m2, packed ? 1u : 0u, gather ? 1u : 0u, items};
-    l.bindings[0] = call.inputs[0].buffer;
-    if (call.inputs.size() > 1) l.bindings[1] = call.inputs[1].buffer;
-    if (call.inputs.size() > 2) l.bindings[2] = call.inputs[2].buffer;
-    l.bindings[3] = out.buffer;
+    l.bind(0, call.inputs[0]);
+    if (call.inputs.size() > 1) l.bind(1, call.inputs[1]);
+    if (call.inputs.size() > 2) l.bind(2, call.inputs[2]);
+    l.bind(3, out);
     l.push = &pc;
     l.push_bytes = sizeof(pc);
     l.groups = grid((static_cast<uint64_t>(n) + vw - 1) / vw, kWorkgroup * items, caps, dev.tuning());

@@ -235,6 +235,8 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
   c.max_workgroup_size = p.limits.maxComputeWorkGroupInvocations;
   c.max_workgroup_count = p.limits.maxComputeWorkGroupCount[0];
   c.max_storage_range = p.limits.maxStorageBufferRange;
+  c.storage_offset_alignment =
+      static_cast<uint32_t>(std::max<VkDeviceSize>(16, p.limits.minStorageBufferOffsetAlignment));
   c.max_allocation = p11.maxMemoryAllocationSize;
   VkPhysicalDeviceMemoryProperties mem;
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);

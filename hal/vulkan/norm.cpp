@@ -162,12 +162,14 @@ Variant dispatch_norm(VulkanDevice& dev, const OpCall& call) {
   l.variant = training_variant(call, call.dtype, caps);
   l.push = &pc;
   l.push_bytes = sizeof(pc);
-  l.bindings[0] = x.buffer;
-  if (add) l.bindings[1] = call.inputs[1].buffer;
-  if (has_w) l.bindings[2] = call.inputs[k_aff].buffer;
-  if (has_b) l.bindings[3] = call.inputs[k_aff + 1].buffer;
+  l.bind(0, x);
+  if (add) l.bind(1, call.inputs[1]);
+  if (has_w) l.bind(2, call.inputs[k_aff]);
+  if (has_b) l.bind(3, call.inputs[k_aff + 1]);
   const std::shared_ptr<Buffer>& y = call.outputs.back().buffer;
   const std::shared_ptr<Buffer> s = add ? call.outputs[0].buffer : nullptr;
+  // The offsets of y and s (TensorArg::offset); an absent s repeats binding 0, at its offset.
+  const uint64_t y_off = call.outputs.back().offset, s_off = add ? call.outputs[0].offset : 0;
   const auto spec = [&](uint32_t tpr, uint32_t pass) {
     return std::vector<uint32_t>{kWorkgroup, tpr, plan.wide ? 1u : 0u, plan.cache_values, pass,
                                  has_w ? 1u : 0u, has_b ? 1u : 0u, affine};
@@ -179,6 +181,7 @@ Variant dispatch_norm(VulkanDevice& dev, const OpCall& call) {
     l.spec[0] = wg;
     l.bindings[4] = y;
     l.bindings[5] = s;
+    l.offsets[4] = y_off, l.offsets[5] = s_off;
     l.groups = grid(rows, wg / plan.tpr, caps, dev.tuning());
     dev.record(l);
     return "vulkan:norm/" + form + ",tpr=" + std::to_string(plan.tpr);
@@ -210,6 +213,7 @@ Variant dispatch_norm(VulkanDevice& dev, const OpCall& call) {
       l.bindings[4] = y;
       l.bindings[5] = s;
       l.bindings[6] = ws;
+      l.offsets[4] = y_off, l.offsets[5] = s_off;
       l.groups = grid(rows * P, 1, caps, dev.tuning());  // each workgroup loops over tickets
       dev.record(l);
       return "vulkan:norm/" + form + ",coop=" + std::to_string(P) + "x" + std::to_string(pc.chunk) +
@@ -222,9 +226,11 @@ Variant dispatch_norm(VulkanDevice& dev, const OpCall& call) {
   l.spec = spec(kWorkgroup, 1);
   l.bindings[4] = s;  // null for the plain forms: binding 4 then repeats binding 0, never written
   l.bindings[5] = ws;
+  l.offsets[4] = s_off;
   dev.record(l);
   l.spec = spec(kWorkgroup, 2);
   l.bindings[4] = y;
+  l.offsets[4] = y_off;
   dev.record(l);
   return "vulkan:norm/" + form + ",split=" + std::to_string(plan.nchunks) + "x" + std::to_string(plan.chunk);
 }

@@ -56,8 +56,8 @@ Variant dispatch_rows(VulkanDevice& dev, const OpCall& call) {
   l.variant_id = id;
   const bool stream = uint64_t(tpr) * per_invocation < items;  // rows.comp STREAM
   l.spec = {wg, tpr, wide ? 1u : 0u, cache_values, stream ? 1u : 0u};
-  l.bindings[0] = in.buffer;
-  l.bindings[1] = out.buffer;
+  l.bind(0, in);
+  l.bind(1, out);
   l.push = &pc;
   l.push_bytes = sizeof(pc);
   // softmax / log_softmax over rows longer than the workgroup's cache in one pass (rows.comp COOP): P

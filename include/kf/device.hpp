@@ -44,7 +44,10 @@ struct Caps {
   uint32_t max_shared_bytes = 0;     // shared memory per workgroup
   uint32_t max_workgroup_size = 0;
   uint32_t max_workgroup_count = 0;  // in x
-  uint64_t max_storage_range = 0;    // largest storage-buffer binding
+  // Largest storage-buffer binding (KF_TUNE max_binding lowers it): a call with a larger tensor runs in
+  // pieces where its op allows (docs/backends.md, "Limits"); 0 where there is no such limit.
+  uint64_t max_storage_range = 0;
+  uint32_t storage_offset_alignment = 16;  // a binding's offset is a multiple of it (16 at least)
   uint64_t max_allocation = 0;
   std::vector<MemoryHeap> heaps;
 };

@@ -7,6 +7,7 @@
 #include "core/context_impl.hpp"
 #include "core/internal.hpp"
 #include "core/options.hpp"
+#include "core/split.hpp"
 #include "kf/error.hpp"
 #include "ops/registry.hpp"
 
@@ -443,13 +444,8 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
       if (share_memory(outputs[j], t))
         throw Error(ErrorCode::InvalidArgument, arg() + " shares memory with output '" + op.outputs[j] + "'");
   }
-  const uint64_t limit = impl->device->info().caps.max_storage_range;
-  for (const auto* list : {&inputs, &outputs})
-    for (const auto& t : *list)
-      if (t.defined() && limit && t.buffer()->size() > limit)
-        throw Error(ErrorCode::Unsupported, name + ": a tensor of " + std::to_string(t.nbytes()) +
-                                                " bytes exceeds the device's largest storage binding (" +
-                                                std::to_string(limit) + " bytes)");
+  // A tensor past the device's largest storage binding: the call runs in parts, or is refused (split.cpp).
+  if (detail::exceeds_binding(*impl, inputs, outputs) && detail::run_in_parts(*impl, op, inputs, outputs, attrs)) return;
   // Token ids in range, ...: read on the host, which a capture (kf's, or a CUDA graph captured on the
   // context's stream by someone else) cannot wait for; the kernels still never read out of bounds (an id out
   // of range gives NaN, docs/ops.md).

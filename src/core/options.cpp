@@ -43,6 +43,10 @@ const std::vector<Knob>& knobs() {
       range("max_groups", V, &T::max_groups, 1, 65535, 65535,
             "cap on workgroups per dispatch dimension (grid-stride kernels loop over the rest; attention's tiles "
             "run as several dispatches)"),
+      range("max_binding", Applies::all, &T::max_binding, 0, kIntMax, 0,
+            "bytes one storage binding covers at most, below the device's own limit (0: the device's "
+            "limit, Caps::max_storage_range); a call with a larger tensor runs in parts where its op allows "
+            "(docs/backends.md, \"Limits\"), so that small tensors take that path in tests"),
       range("mm_path", V, &T::mm_path, 0, 3, 0,
             "matrix products: 0 automatic, 1 portable tiled, 2 cooperative matrix, 3 few rows / split-K (linear only)"),
       range("mm_cfg", V, &T::mm_cfg, 0, 14, 0,

@@ -19,6 +19,7 @@ struct Tuning {
   // element-wise and grids (Vulkan)
   uint32_t eltwise_items = 2;
   uint32_t max_groups = 65535;
+  uint32_t max_binding = 0;  // bytes; 0: the device's own limit
   // matrix products
   uint32_t mm_path = 0;
   uint32_t mm_cfg = 0;

@@ -76,6 +76,7 @@ const Shape kBig = {16384, 4096};
 OpDef binary(const std::string& name, double flops, bool transcendental, double (*fn)(double, double)) {
   OpDef op;
   op.name = name;
+  op.split = Split::elements;
   op.inputs = {"a", "b"};
   op.required_inputs = 2;
   op.outputs = {"y"};
@@ -97,6 +98,7 @@ OpDef binary(const std::string& name, double flops, bool transcendental, double 
 OpDef bias_act(const std::string& name, double flops, bool transcendental, double (*act)(double)) {
   OpDef op;
   op.name = name;
+  op.split = Split::elements;
   op.inputs = {"x", "bias"};
   op.required_inputs = 2;
   op.outputs = {"y"};
@@ -119,6 +121,7 @@ OpDef bias_act(const std::string& name, double flops, bool transcendental, doubl
 OpDef gated(const std::string& name, double flops, double (*act)(double)) {
   OpDef op;
   op.name = name;
+  op.split = Split::elements;
   op.inputs = {"x", "gate"};
   op.required_inputs = 1;
   op.outputs = {"y"};
@@ -222,6 +225,7 @@ OpDef dropout_op(const std::string& name, std::vector<std::string> inputs, doubl
 OpDef unary(const std::string& name, double flops, bool transcendental, double (*fn)(double)) {
   OpDef op;
   op.name = name;
+  op.split = Split::elements;
   op.primitive = true;
   op.inputs = {"x"};
   op.required_inputs = 1;
@@ -317,6 +321,7 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
   {
     OpDef op;
     op.name = "mish_scale";
+    op.split = Split::elements;
     op.inputs = {"x", "s"};
     op.required_inputs = 2;
     op.outputs = {"y"};
@@ -345,6 +350,7 @@ void register_elementwise_ops(std::vector<OpDef>& ops) {
   {
     OpDef op;
     op.name = "prelu_bias";
+    op.split = Split::elements;
     op.inputs = {"x", "a", "bias"};
     op.required_inputs = 3;
     op.outputs = {"y"};

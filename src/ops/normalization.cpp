@@ -73,6 +73,7 @@ OpDef row_norm(Norm kind, Act act, bool add) {
   OpDef op;
   const std::string base = kind == Norm::Layer ? "layer_norm" : "rms_norm";
   op.name = (add ? "add_" : "") + base + act_suffix(act);
+  op.split = Split::rows;  // rows independent; w and b ([F]) shared
   op.family = Family::Normalization;
   op.inputs = add ? std::vector<std::string>{"x", "r", "w"} : std::vector<std::string>{"x", "w"};
   if (kind == Norm::Layer) op.inputs.push_back("b");

@@ -35,6 +35,7 @@ void rows(const std::vector<HostTensor>& in, std::vector<HostTensor>& out, int64
 OpDef reduce_op(const std::string& name, double (*term)(double), bool mean) {
   OpDef op;
   op.name = name;
+  op.split = Split::rows;  // one value per row
   op.family = Family::Reduction;
   op.inputs = {"x"};
   op.required_inputs = 1;
@@ -59,6 +60,7 @@ OpDef reduce_op(const std::string& name, double (*term)(double), bool mean) {
 OpDef softmax_op(const std::string& name, bool log) {
   OpDef op;
   op.name = name;
+  op.split = Split::rows;
   op.family = Family::Reduction;
   op.inputs = {"x"};
   op.required_inputs = 1;

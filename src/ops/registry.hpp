@@ -34,6 +34,16 @@ struct Cost {
   double flops = 0;
 };
 
+// How a call runs when one of its tensors exceeds the device's largest storage binding
+// (Caps::max_storage_range; src/core/split.cpp, docs/backends.md "Limits").
+enum class Split : uint8_t {
+  none,      // it does not: the call is refused (Unsupported, naming the tensor, its size and the limit)
+  rows,      // in parts over ranges of rows: each row (the last dimension of input 0) is computed from the
+             // same row of every tensor with input 0's leading dimensions (an output may hold one value
+             // per row: the reductions); the others ([F], [1]) go whole
+  elements,  // as rows, and at any element when no operand broadcasts over rows (only [1] ones, if any)
+};
+
 struct OpDef {
   std::string name;
   OpId id{};  // set by registry() from the name (core/op_id.hpp)
@@ -114,6 +124,7 @@ struct OpDef {
   // the shape checks and before anything is dispatched, so a rejected call writes nothing. It may read
   // inputs back to the host (Tensor::download waits for the work recorded before). Empty for most ops.
   std::function<void(const OpDef&, const std::vector<Tensor>& inputs)> check_values;
+  Split split = Split::none;  // (above)
 };
 
 // The op dtype of a call: the dtype of the first given input that OpDef::input_dtypes does not pin
