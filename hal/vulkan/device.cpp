@@ -236,6 +236,9 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
       std::fprintf(stderr, "kf: KF_PIPELINE_STATS: %s lacks VK_KHR_pipeline_executable_properties\n", info_.name.c_str());
     }
   }
+  // Exportable memory (external.cpp) where the device has it: the extension costs nothing unused.
+  export_why_ = export_support(pd);
+  if (export_why_.empty()) exts.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &on};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;

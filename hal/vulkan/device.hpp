@@ -19,6 +19,10 @@ namespace kf::hal::vk {
 
 class VulkanDevice;
 struct VkGraph;
+
+// Whether the device exports storage buffers' memory as opaque fds (VK_KHR_external_memory_fd,
+// vkGetPhysicalDeviceExternalBufferProperties): "" when it does, else what is missing (external.cpp).
+std::string export_support(VkPhysicalDevice pd);
 struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
@@ -28,11 +32,17 @@ class VkBuf final : public Buffer {
   // so that a kernel sees part of a tensor as a whole one (linear_cross_entropy's row chunks). It keeps
   // the parent alive and owns no memory. Throws kf::Error when the offset breaks the device's alignment.
   VkBuf(VulkanDevice& dev, std::shared_ptr<Buffer> parent, size_t offset, size_t bytes);
+  // Exportable memory (external.cpp): a dedicated allocation that VulkanDevice::export_memory hands out.
+  struct Exportable {};
+  VkBuf(VulkanDevice& dev, size_t bytes, Exportable);
   ~VkBuf() override;
   VkBuffer handle() const { return buffer_; }
   void* mapped() const { return alloc_.mapped; }
+  bool exportable() const { return exportable_; }
+  const Allocation& allocation() const { return alloc_; }
 
  private:
+  bool exportable_ = false;
   VulkanDevice& dev_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   Allocation alloc_;
@@ -118,6 +128,10 @@ class VulkanDevice final : public Device {
   uint64_t validation_messages() const override { return instance_->messages(); }
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
+  // Exportable memory (external.cpp): VK_KHR_external_memory_fd's opaque fds, where the device has them.
+  bool exportable(std::string* why) const override;
+  std::shared_ptr<Buffer> allocate_exportable(size_t bytes) override;
+  ExportedMemory export_memory(Buffer& buffer) override;
 
   // For the kernel families.
   bool has_variant(const std::string& name) const;
@@ -198,6 +212,7 @@ class VulkanDevice final : public Device {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
   std::unique_ptr<CudaContextHold> cuda_hold_;  // NVIDIA: see cuda_context.cpp
+  std::string export_why_;  // why the device exports no memory; empty when it does (external.cpp)
   std::unique_ptr<Allocator> allocator_;
 
   // The command stream is a ring of batches: when the open batch is full it is submitted and recording
