@@ -119,6 +119,22 @@ class Device {
     (void)buffer;
     throw Error(ErrorCode::Unsupported, "the " + info().backend + " backend exports no memory (Vulkan only)");
   }
+  // Timeline semaphores shared with another API of the same GPU (kf::Timeline). Vulkan: whether
+  // export_timeline works (and if not why); a new semaphore, its handle kept by the caller, and a new fd
+  // of it in *fd. CUDA: import_timeline takes an fd (closed on failure) and returns the handle; it is
+  // called only where imports_memory(). Both: the device's next work waits until the timeline reaches `value`;
+  // everything recorded so far signals `value` when done (Vulkan submits it now).
+  virtual bool timeline_exportable(std::string* why) const {
+    if (why) *why = "the " + info().backend + " backend exports no semaphores (Vulkan only)";
+    return false;
+  }
+  virtual std::shared_ptr<void> export_timeline(int* fd) {
+    (void)fd;
+    throw Error(ErrorCode::Unsupported, "the " + info().backend + " backend exports no semaphores (Vulkan only)");
+  }
+  virtual std::shared_ptr<void> import_timeline(int fd) { (void)fd; return nullptr; }
+  virtual void timeline_wait(void* timeline, uint64_t value) { (void)timeline, (void)value; }
+  virtual void timeline_signal(void* timeline, uint64_t value) { (void)timeline, (void)value; }
   // Whether import_memory works; it is called only then, with memory the core found to be of this GPU.
   virtual bool imports_memory() const { return false; }
   // A buffer over `bytes` of imported memory from m.offset, which takes m.fd (closed on failure).

@@ -2,7 +2,7 @@
 // share; docs/python.md "Vulkan and CUDA"): Vulkan tensors in exportable memory work as any other, their
 // memory leaves as an opaque fd where the device has VK_KHR_external_memory_fd, and everything else is
 // refused with a kf::Error naming what was wrong. Where a CUDA device sees the same GPU, a Vulkan result
-// is read and written through CUDA in place.
+// is read and written through CUDA in place, and a Timeline orders the two queues.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -131,6 +131,59 @@ TEST(Interop, VulkanMemoryInCuda) {
     }
   }
   if (pairs == 0) GTEST_SKIP() << "no Vulkan device that exports memory shares a GPU with a CUDA device";
+}
+
+// Timeline: refused (Unsupported, saying why) unless a Vulkan context that exports timeline semaphores
+// meets a CUDA context of its GPU.
+TEST(Interop, TimelineRefusals) {
+  ContextOptions o;
+  o.backend = "cpu";
+  Context cpu = Context::create(o);
+  std::string why;
+  EXPECT_FALSE(Timeline::supported(cpu, cpu, &why));
+  EXPECT_NE(why.find("exports no semaphores"), std::string::npos) << why;
+  EXPECT_EQ(code_of([&] { Timeline::create(cpu, cpu); }, "Timeline::create"), ErrorCode::Unsupported);
+  for (const auto& d : devices()) {
+    Context& ctx = context_for(d);
+    if (ctx.backend() != "vulkan") continue;
+    EXPECT_FALSE(Timeline::supported(ctx, cpu, &why)) << d.name;
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ(code_of([&] { Timeline::create(ctx, cpu); }, "Timeline::create"), ErrorCode::Unsupported) << d.name;
+  }
+}
+
+// On a GPU with both backends: a chain that alternates between them, ordered by the timeline alone (no
+// synchronize between the steps), gives the values of the chain run in order.
+TEST(Interop, TimelineOrdersTheQueues) {
+  const auto cudas = cuda_devices();
+  if (cudas.empty()) GTEST_SKIP() << no_cuda_reason();
+  int pairs = 0;
+  for (const auto& v : devices()) {
+    if (v.backend != "vulkan") continue;
+    Context& vk = context_for(v);
+    for (const auto& c : cudas) {
+      Context& cu = context_for(c);
+      if (!vk.can_export() || !Timeline::supported(vk, cu)) continue;
+      ++pairs;
+      Timeline tl = Timeline::create(vk, cu);
+      const int64_t n = 16 << 20;  // large enough that an unordered read would see a stale value
+      const Shape s{n / 1024, 1024};
+      Tensor a = vk.empty_exportable(s, DType::f32), b = vk.empty_exportable(s, DType::f32);
+      Tensor ac = cu.share(a), bc = cu.share(b);
+      const std::vector<double> ones(1024, 1.0);
+      Tensor one_cu = cu.from_host({1024}, DType::f32, ones), one_vk = vk.from_host({1024}, DType::f32, ones);
+      vk.run("relu", {vk.from_host(s, DType::f32, std::vector<double>(n, 1.0))}, {a});  // a = 1
+      for (int step = 0; step < 8; ++step) {
+        tl.cuda_after_vulkan();
+        cu.run("add_relu", {ac, one_cu}, {bc});  // b = a + 1 on CUDA
+        tl.vulkan_after_cuda();
+        vk.run("add_relu", {b, one_vk}, {a});  // a = b + 1 on Vulkan
+      }
+      vk.synchronize();
+      EXPECT_EQ(a.to_double(), std::vector<double>(n, 17.0)) << v.name << " / " << c.name;
+    }
+  }
+  if (pairs == 0) GTEST_SKIP() << "no Vulkan device whose timeline semaphores a CUDA device of its GPU imports";
 }
 
 }  // namespace

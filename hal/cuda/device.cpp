@@ -385,6 +385,43 @@ std::shared_ptr<Buffer> CudaDevice::import_memory(const ExportedMemory& m, size_
   });
   return std::make_shared<CudaBuf>(ptr, bytes, std::move(hold));
 }
+
+std::shared_ptr<void> CudaDevice::import_timeline(int fd) {
+  try {
+    make_current();
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  cudaExternalSemaphoreHandleDesc hd{};
+  hd.type = cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd;
+  hd.handle.fd = fd;
+  cudaExternalSemaphore_t sem = nullptr;
+  if (const cudaError_t e = cudaImportExternalSemaphore(&sem, &hd); e != cudaSuccess) {
+    ::close(fd);  // owned by CUDA only once imported
+    throw_error(e, "cudaImportExternalSemaphore (Timeline::create, a timeline semaphore's opaque fd)");
+  }
+  return std::shared_ptr<void>(static_cast<void*>(sem), [](void* p) {
+    (void)cudaDestroyExternalSemaphore(static_cast<cudaExternalSemaphore_t>(p));
+    (void)cudaGetLastError();
+  });
+}
+
+void CudaDevice::timeline_wait(void* timeline, uint64_t value) {
+  make_current();
+  auto sem = static_cast<cudaExternalSemaphore_t>(timeline);
+  cudaExternalSemaphoreWaitParams p{};
+  p.params.fence.value = value;
+  check(cudaWaitExternalSemaphoresAsync(&sem, &p, 1, stream_), "cudaWaitExternalSemaphoresAsync (Timeline)");
+}
+
+void CudaDevice::timeline_signal(void* timeline, uint64_t value) {
+  make_current();
+  auto sem = static_cast<cudaExternalSemaphore_t>(timeline);
+  cudaExternalSemaphoreSignalParams p{};
+  p.params.fence.value = value;
+  check(cudaSignalExternalSemaphoresAsync(&sem, &p, 1, stream_), "cudaSignalExternalSemaphoresAsync (Timeline)");
+}
 #endif
 
 // Transfers from and to pageable host memory: wait (bounded) for the work recorded before, copy, and

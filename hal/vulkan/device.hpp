@@ -23,6 +23,8 @@ struct VkGraph;
 // Whether the device exports storage buffers' memory as opaque fds (VK_KHR_external_memory_fd,
 // vkGetPhysicalDeviceExternalBufferProperties): "" when it does, else what is missing (external.cpp).
 std::string export_support(VkPhysicalDevice pd);
+// The same for timeline semaphores (VK_KHR_external_semaphore_fd, opaque fds).
+std::string timeline_export_support(VkPhysicalDevice pd);
 struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
@@ -132,6 +134,11 @@ class VulkanDevice final : public Device {
   bool exportable(std::string* why) const override;
   std::shared_ptr<Buffer> allocate_exportable(size_t bytes) override;
   ExportedMemory export_memory(Buffer& buffer) override;
+  // Timeline semaphores another API imports (external.cpp): waits and a signal ride on the next submission.
+  bool timeline_exportable(std::string* why) const override;
+  std::shared_ptr<void> export_timeline(int* fd) override;
+  void timeline_wait(void* timeline, uint64_t value) override;
+  void timeline_signal(void* timeline, uint64_t value) override;
 
   // For the kernel families.
   bool has_variant(const std::string& name) const;
@@ -213,6 +220,18 @@ class VulkanDevice final : public Device {
   uint32_t family_ = 0;
   std::unique_ptr<CudaContextHold> cuda_hold_;  // NVIDIA: see cuda_context.cpp
   std::string export_why_;  // why the device exports no memory; empty when it does (external.cpp)
+  std::string timeline_why_;  // the same for timeline semaphores
+  // Semaphore operations for the next submission (external.cpp: submit), and exported semaphores no longer
+  // used, destroyed once no submitted batch can name them (finish_pending).
+  std::vector<VkSemaphore> wait_sems_;
+  std::vector<uint64_t> wait_values_;
+  VkSemaphore signal_sem_ = VK_NULL_HANDLE;
+  uint64_t signal_value_ = 0;
+  std::mutex retired_mu_;
+  std::vector<VkSemaphore> retired_sems_;
+  void destroy_retired();
+  // vkQueueSubmit of one batch with the pending semaphore operations (then cleared).
+  void submit(VkSubmitInfo& si, VkFence fence);
   std::unique_ptr<Allocator> allocator_;
 
   // The command stream is a ring of batches: when the open batch is full it is submitted and recording

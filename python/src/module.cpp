@@ -344,6 +344,8 @@ NB_MODULE(_kf, m) {
       .def("to_torch", &array_of<nb::pytorch>,
            "A torch tensor of the tensor: a view of its memory on the CPU, CUDA and HIP backends (a CUDA tensor "
            "there), a host copy elsewhere")
+      .def("reshape", &Tensor::reshape, "shape"_a,
+           "The same memory under another shape with as many elements (a view)")
       .def("fill", &Tensor::fill)
       .def("upload",
            [](Tensor& t, ReadOnlyArray a) {
@@ -489,6 +491,22 @@ NB_MODULE(_kf, m) {
       .def("abort_capture", &Context::abort_capture)
       .def("last_variant", &Context::last_variant)
       .def("__repr__", [](const Context& c) { return "kernelfusion.Context(" + c.backend() + ": " + c.device().name + ")"; });
+
+  nb::class_<Timeline>(m, "Timeline",
+                       "A Vulkan timeline semaphore imported by a CUDA context of the same GPU (kf::Timeline): orders "
+                       "the two contexts' work on the device, without host waits")
+      .def_static("supported",
+                  [](const Context& vulkan, const Context& cuda) {
+                    std::string why;
+                    const bool ok = Timeline::supported(vulkan, cuda, &why);
+                    return std::make_pair(ok, why);
+                  },
+                  "vulkan"_a, "cuda"_a, "(True, '') where create() works for these contexts, else (False, why)")
+      .def_static("create", &Timeline::create, "vulkan"_a, "cuda"_a)
+      .def("vulkan_after_cuda", &Timeline::vulkan_after_cuda, nb::call_guard<nb::gil_scoped_release>(),
+           "The CUDA context's work so far (its stream) runs before the Vulkan context's next work")
+      .def("cuda_after_vulkan", &Timeline::cuda_after_vulkan, nb::call_guard<nb::gil_scoped_release>(),
+           "The Vulkan context's work so far is submitted and runs before the CUDA context's work from now on");
 
   nb::class_<Graph>(m, "Graph", "Op calls captured once and replayed (kf::Graph, docs/architecture.md)")
       .def("replay", &Graph::replay, nb::call_guard<nb::gil_scoped_release>(),

@@ -57,6 +57,16 @@ def test_refusals(vk):
         cpu.import_memory({"fd": -1, "size": 64, "offset": 0, "dedicated": True, "device_uuid": "xyz"}, [4])
 
 
+def test_timeline_refusals(vk):
+    cpu = kf.Context(backend="cpu")
+    ok, why = kf._kf.Timeline.supported(cpu, cpu)
+    assert not ok and "exports no semaphores" in why
+    ok, why = kf._kf.Timeline.supported(vk, cpu)
+    assert not ok and why
+    with pytest.raises(kf.UnsupportedError, match="Timeline::create"):
+        kf._kf.Timeline.create(vk, cpu)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the staged path without a CUDA GPU")
 def test_staged_without_cuda(vk):
     assert kf.ops.cuda_path(vk, 0).startswith("staged: ")
@@ -69,15 +79,22 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available() or "cuda" not in kf.backe
 DEV = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
 
 
-@pytest.fixture(scope="module")
-def shared(vk):
+@pytest.fixture(scope="module", params=["timeline", "host"])
+def shared(vk, request):
+    """The shared path, its queues ordered by the timeline semaphore or by host waits."""
     path = kf.ops.cuda_path(vk, DEV)
     if "NVIDIA" in vk.device_name:
         assert path == "shared", path
     elif path != "shared":
         pytest.skip(path)
     from kernelfusion import _cuda
-    return vk, _cuda
+    _cuda.use_timeline = request.param == "timeline"
+    ordering = _cuda.ordering(vk, DEV)
+    if request.param == "timeline" and ordering != "timeline":
+        assert "NVIDIA" not in vk.device_name, ordering
+        pytest.skip(ordering)
+    yield vk, _cuda
+    _cuda.use_timeline = True
 
 
 @gpu
@@ -93,12 +110,27 @@ def test_shared_results_and_zero_copy(shared):
     vt, ct = _cuda.vulkan_tensor_of(y)
     assert y.data_ptr() == ct.device_pointer  # a view of the imported Vulkan memory: no copy
     assert vt.context.key == vk.key and vk.last_variant().startswith("vulkan")
+    taken = []
+    assert _cuda._input(vk, _cuda.context_for(DEV), y, taken) is vt and not taken  # used in place
     # Passed back to the same context, the output is used in place; torch's writes are seen by Vulkan.
     y.mul_(-1.0)
     z = kf.ops.relu(y, context=vk)
     assert torch.equal(z, torch.zeros_like(z))
     g = kf.ops.gelu(x.t(), context=vk)  # a non-contiguous input: copied on the device
     torch.testing.assert_close(g, torch.nn.functional.gelu(x.t()), rtol=1e-4, atol=1e-4)
+
+
+@gpu
+def test_shared_chain_in_order(shared):
+    """Calls that alternate between torch and Vulkan with no synchronize of the caller's see each other's
+    results (large tensors, so that an unordered read would see stale values)."""
+    vk, _ = shared
+    a = torch.zeros(64 << 20, device=DEV)
+    for _ in range(6):
+        a = kf.ops.relu(a + 1.0, context=vk)  # torch adds, Vulkan applies relu into a new output
+        a.mul_(2.0)                          # torch writes the Vulkan output in place
+    torch.cuda.synchronize()
+    assert torch.equal(a, torch.full_like(a, 126.0))
 
 
 @gpu

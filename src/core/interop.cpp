@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "core/context_impl.hpp"
 #include "kf/error.hpp"
+#include "kf/interop.hpp"
 
 namespace kf {
 
@@ -98,6 +100,88 @@ Tensor Context::share(const Tensor& t) {
     throw Error(ErrorCode::InvalidArgument, "Context::share: the tensor already belongs to this context");
   const ExportedMemory m = from.export_memory(t);
   return import_memory(m, t.shape(), t.dtype(), std::make_shared<Tensor>(t));
+}
+
+struct TimelineImpl {
+  std::shared_ptr<ContextImpl> vk, cu;
+  std::shared_ptr<void> vk_sem, cu_sem;  // declared after the contexts: released before them
+  std::mutex mu;
+  uint64_t value = 0;  // the last value signaled or asked for
+};
+
+namespace {
+// Whether a Timeline of these contexts works; if not, why and the error code for Timeline::create.
+bool timeline_ok(const Context& vulkan, const Context& cuda, std::string* why, ErrorCode* code) {
+  *code = ErrorCode::Unsupported;
+  {
+    std::lock_guard<std::recursive_mutex> lock(vulkan.impl()->mu);
+    if (!vulkan.impl()->device->timeline_exportable(why)) return false;
+  }
+  if (!cuda.impl()->device->imports_memory()) {
+    *why = "the " + cuda.backend() + " backend imports no semaphores (CUDA only)";
+    return false;
+  }
+  if (vulkan.device().uuid != cuda.device().uuid) {
+    *code = ErrorCode::Device;
+    *why = "the " + vulkan.backend() + " device (" + vulkan.device().name + ") and the " + cuda.backend() +
+           " device (" + cuda.device().name + ") are different GPUs: their device UUIDs differ";
+    return false;
+  }
+  why->clear();
+  return true;
+}
+}  // namespace
+
+bool Timeline::supported(const Context& vulkan, const Context& cuda, std::string* why) {
+  std::string w;
+  ErrorCode code;
+  const bool ok = timeline_ok(vulkan, cuda, &w, &code);
+  if (why) *why = w;
+  return ok;
+}
+
+Timeline Timeline::create(const Context& vulkan, const Context& cuda) {
+  std::string why;
+  ErrorCode code;
+  if (!timeline_ok(vulkan, cuda, &why, &code)) throw Error(code, "Timeline::create: " + why);
+  auto t = std::make_shared<TimelineImpl>();
+  t->vk = vulkan.impl()->self.lock();
+  t->cu = cuda.impl()->self.lock();
+  int fd = -1;
+  {
+    std::lock_guard<std::recursive_mutex> lock(t->vk->mu);
+    t->vk_sem = t->vk->device->export_timeline(&fd);
+  }
+  {
+    std::lock_guard<std::recursive_mutex> lock(t->cu->mu);
+    t->cu_sem = t->cu->device->import_timeline(fd);
+  }
+  if (!t->cu_sem) throw Error(ErrorCode::Unsupported, "Timeline::create: the " + cuda.backend() + " backend imports no semaphores");
+  Timeline out;
+  out.impl_ = std::move(t);
+  return out;
+}
+
+void Timeline::vulkan_after_cuda() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const uint64_t v = ++impl_->value;
+  {
+    std::lock_guard<std::recursive_mutex> l(impl_->cu->mu);
+    impl_->cu->device->timeline_signal(impl_->cu_sem.get(), v);
+  }
+  std::lock_guard<std::recursive_mutex> l(impl_->vk->mu);
+  impl_->vk->device->timeline_wait(impl_->vk_sem.get(), v);
+}
+
+void Timeline::cuda_after_vulkan() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const uint64_t v = ++impl_->value;
+  {
+    std::lock_guard<std::recursive_mutex> l(impl_->vk->mu);
+    impl_->vk->device->timeline_signal(impl_->vk_sem.get(), v);
+  }
+  std::lock_guard<std::recursive_mutex> l(impl_->cu->mu);
+  impl_->cu->device->timeline_wait(impl_->cu_sem.get(), v);
 }
 
 }  // namespace kf
