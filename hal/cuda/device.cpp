@@ -401,7 +401,10 @@ std::shared_ptr<void> CudaDevice::import_timeline(int fd) {
     ::close(fd);  // owned by CUDA only once imported
     throw_error(e, "cudaImportExternalSemaphore (Timeline::create, a timeline semaphore's opaque fd)");
   }
-  return std::shared_ptr<void>(static_cast<void*>(sem), [](void* p) {
+  // Destroyed once the stream has passed its waits and signals (the Vulkan side signals every value it is
+  // waited for at once: cuda_after_vulkan submits the signal before the stream waits).
+  return std::shared_ptr<void>(static_cast<void*>(sem), [stream = stream_](void* p) {
+    (void)cudaStreamSynchronize(stream);
     (void)cudaDestroyExternalSemaphore(static_cast<cudaExternalSemaphore_t>(p));
     (void)cudaGetLastError();
   });

@@ -136,7 +136,7 @@ use_timeline = True  # False: the host waits for each side instead of the semaph
 _paths = {}      # (context key, device name, CUDA device index) -> "" (shared) or why the call is staged
 _shared = {}     # data_ptr of a returned output -> (Vulkan tensor, CUDA tensor over it, torch view's shape)
 _timelines = {}  # (Vulkan context key, CUDA context key) -> kf Timeline, or None where there is none
-_pool = {}       # (Vulkan key, CUDA key, dtype, bytes) -> [(flat Vulkan tensor, flat torch view)]: input buffers
+_pool = {}       # (Vulkan key, CUDA key, dtype, elements) -> [(flat Vulkan tensor, flat torch view)]: input buffers
 _POOL_BYTES = 1 << 30  # input buffers kept per pair of contexts at most
 _pool_bytes = {}
 
@@ -274,14 +274,18 @@ def run_shared(name, op, inputs, attrs, out, ctx):
     timeline = _timeline(ctx, cuda)
     stream = torch.cuda.current_stream(device)
     tensors, taken = [], []
-    for x in inputs:
-        if x is None or isinstance(x, _kf.Tensor):
-            tensors.append(x)
-        elif is_cuda(x):
-            tensors.append(_input(ctx, cuda, x, taken))
-        else:
-            _give_back(taken)
-            raise ValueError(f"{name}: inputs mix CUDA tensors with {type(x).__name__} (move them to the GPU)")
+    try:
+        for x in inputs:
+            if x is None or isinstance(x, _kf.Tensor):
+                tensors.append(x)
+            elif is_cuda(x):
+                tensors.append(_input(ctx, cuda, x, taken))
+            else:
+                raise ValueError(f"{name}: inputs mix CUDA tensors with {type(x).__name__} (move them to the GPU)")
+    except BaseException:
+        stream.synchronize()  # the copies already queued, before their buffers are reused
+        _give_back(taken)
+        raise
     # The copies (and torch's earlier writes to reused outputs) before Vulkan reads them.
     if timeline is not None:
         timeline.vulkan_after_cuda()
