@@ -64,6 +64,11 @@ TEST(Interop, ExportWhereTheDeviceCan) {
     EXPECT_EQ(code_of([&] { ctx.export_memory(ctx.empty({4}, DType::f32)); }, "empty_exportable"),
               ErrorCode::InvalidArgument);
     EXPECT_EQ(code_of([&] { ctx.export_memory(Tensor()); }, "Context::export_memory"), ErrorCode::InvalidArgument);
+    EXPECT_EQ(code_of([&] { ctx.share(y); }, "already belongs to this context"), ErrorCode::InvalidArgument);
+    ContextOptions o;
+    o.backend = "cpu";
+    Context cpu = Context::create(o);
+    EXPECT_EQ(code_of([&] { cpu.share(y); }, "imports no memory"), ErrorCode::Unsupported);
     // The tensor stays usable after its memory was exported.
     ctx.run("add_relu", {y, b}, {x});
     EXPECT_EQ(x.to_double(), (std::vector<double>{1, 1, 2, 3, 4, 5})) << d.name;
