@@ -10,7 +10,7 @@ Prints one line per measurement:
   through kernelfusion.ops with out= (no allocation, no copy) and through torch, to compare with
   kf-bench's figure for the same kernel;
 - staged: the same op on a Vulkan context given the CUDA tensor (copied through the host both ways), wall
-  time per call, against the CUDA backend's zero-copy call.
+  time per call, against the CUDA backend's zero-copy call (the shared path is bench/python_vulkan_cuda.py's).
 """
 import argparse
 import os
@@ -73,7 +73,10 @@ def main():
           f"({gbs(ms_torch):.0f} GB/s)")
     # The staged path (docs/python.md): a Vulkan context given torch CUDA tensors copies each input to the host
     # and to the Vulkan device, and the output back, waiting at every copy. Wall time per call.
+    # Forced here where the shared path exists (bench/python_vulkan_cuda.py compares the two).
     if "vulkan" in kf.backends():
+        from kernelfusion import _cuda
+        _cuda.use_shared = False
         vk = kf.Context(backend="vulkan")
         for mib in (1, a.big_mib):
             t = torch.randn(mib * (1 << 20) // 4, device=dev)

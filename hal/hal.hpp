@@ -13,6 +13,7 @@
 #include "core/options.hpp"
 #include "kf/attrs.hpp"
 #include "kf/device.hpp"
+#include "kf/error.hpp"
 #include "kf/tensor.hpp"
 
 namespace kf {
@@ -111,6 +112,43 @@ class Device {
   }
   // The device address of a buffer (CUDA / HIP); nullptr where the backend has none.
   virtual void* device_data(Buffer& buffer) { (void)buffer; return nullptr; }
+
+  // Memory shared with another API of the same GPU (Context::empty_exportable, export_memory,
+  // import_memory). exportable(): whether allocate_exportable works, and if not why.
+  virtual bool exportable(std::string* why) const {
+    if (why) *why = "the " + info().backend + " backend exports no memory (Vulkan only)";
+    return false;
+  }
+  // A buffer in memory of its own that export_memory hands out (called only where exportable()).
+  virtual std::shared_ptr<Buffer> allocate_exportable(size_t bytes) { (void)bytes; return nullptr; }
+  // A new descriptor of the buffer's memory; InvalidArgument for a buffer not from allocate_exportable.
+  virtual ExportedMemory export_memory(Buffer& buffer) {
+    (void)buffer;
+    throw Error(ErrorCode::Unsupported, "the " + info().backend + " backend exports no memory (Vulkan only)");
+  }
+  // Timeline semaphores shared with another API of the same GPU (kf::Timeline). Vulkan: whether
+  // export_timeline works (and if not why); a new semaphore, its handle kept by the caller, and a new fd
+  // of it in *fd. CUDA: import_timeline takes an fd (closed on failure) and returns the handle; it is
+  // called only where imports_memory(). Both: the device's next work waits until the timeline reaches `value`;
+  // everything recorded so far signals `value` when done (Vulkan submits it now).
+  virtual bool timeline_exportable(std::string* why) const {
+    if (why) *why = "the " + info().backend + " backend exports no semaphores (Vulkan only)";
+    return false;
+  }
+  virtual std::shared_ptr<void> export_timeline(int* fd) {
+    (void)fd;
+    throw Error(ErrorCode::Unsupported, "the " + info().backend + " backend exports no semaphores (Vulkan only)");
+  }
+  virtual std::shared_ptr<void> import_timeline(int fd) { (void)fd; return nullptr; }
+  virtual void timeline_wait(void* timeline, uint64_t value) { (void)timeline, (void)value; }
+  virtual void timeline_signal(void* timeline, uint64_t value) { (void)timeline, (void)value; }
+  // Whether import_memory works; it is called only then, with memory the core found to be of this GPU.
+  virtual bool imports_memory() const { return false; }
+  // A buffer over `bytes` of imported memory from m.offset, which takes m.fd (closed on failure).
+  virtual std::shared_ptr<Buffer> import_memory(const ExportedMemory& m, size_t bytes, std::shared_ptr<void> keep_alive) {
+    (void)m, (void)bytes, (void)keep_alive;
+    return nullptr;
+  }
 
   // Kernels. supports() says whether the device can run the call (its dtype, shapes, attributes and
   // optional inputs; a call without tensors asks for the op and dtype alone) and, if not, why. A call it

@@ -5,6 +5,8 @@
 // Which kernel serves an op is kernels.cpp's business; the kernels are eltwise.cu and rows.cu.
 #include "hal/cuda/device.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -81,6 +83,9 @@ DeviceInfo describe(int ordinal, const gpuDeviceProp& p, int driver_version, int
   d.driver = std::string(KF_GPU_VENDOR) + " driver for " + KF_GPU_API + " " + version_text(driver_version) + ", " +
              arch_of(p) + ", " + std::to_string(p.multiProcessorCount) + " multiprocessors";
   d.api_version = std::string(KF_GPU_API) + " runtime " + version_text(runtime_version);
+#if !defined(KF_HIP)
+  std::memcpy(d.uuid.data(), p.uuid.bytes, 16);  // what Vulkan's deviceUUID is for the same GPU
+#endif
   Caps& c = d.caps;
   c.storage16 = c.float16_arith = c.bfloat16 = c.float64 = true;  // bf16 converted by bit operations anywhere
   c.int8 = true;
@@ -343,6 +348,88 @@ std::shared_ptr<Buffer> CudaDevice::wrap_device(void* data, size_t bytes, std::s
   }
   return std::make_shared<CudaBuf>(data, bytes, std::move(keep_alive));
 }
+
+#if !defined(KF_HIP)
+std::shared_ptr<Buffer> CudaDevice::import_memory(const ExportedMemory& m, size_t bytes, std::shared_ptr<void> keep_alive) {
+  try {
+    make_current();
+  } catch (...) {
+    ::close(m.fd);
+    throw;
+  }
+  cudaExternalMemoryHandleDesc hd{};
+  hd.type = cudaExternalMemoryHandleTypeOpaqueFd;
+  hd.handle.fd = m.fd;
+  hd.size = m.size;
+  hd.flags = m.dedicated ? cudaExternalMemoryDedicated : 0;
+  cudaExternalMemory_t ext = nullptr;
+  if (const cudaError_t e = cudaImportExternalMemory(&ext, &hd); e != cudaSuccess) {
+    ::close(m.fd);  // owned by CUDA only once imported
+    throw_error(e, "cudaImportExternalMemory (Context::import_memory, opaque fd of " + std::to_string(m.size) + " bytes)");
+  }
+  cudaExternalMemoryBufferDesc bd{};
+  bd.offset = m.offset;
+  bd.size = bytes;
+  void* ptr = nullptr;
+  if (const cudaError_t e = cudaExternalMemoryGetMappedBuffer(&ptr, ext, &bd); e != cudaSuccess) {
+    (void)cudaDestroyExternalMemory(ext);
+    throw_error(e, "cudaExternalMemoryGetMappedBuffer (Context::import_memory)");
+  }
+  // The mapping goes before the imported memory, and both before what keeps the exporter's tensor alive.
+  const int ordinal = ordinal_;
+  std::shared_ptr<void> hold(ptr, [ext, ordinal, keep = std::move(keep_alive)](void* p) mutable {
+    int current = -1;
+    const bool other = cudaGetDevice(&current) == cudaSuccess && current != ordinal;
+    if (other) (void)cudaSetDevice(ordinal);
+    (void)cudaFree(p);
+    (void)cudaDestroyExternalMemory(ext);
+    if (other) (void)cudaSetDevice(current);
+    (void)cudaGetLastError();
+    keep.reset();
+  });
+  return std::make_shared<CudaBuf>(ptr, bytes, std::move(hold));
+}
+
+std::shared_ptr<void> CudaDevice::import_timeline(int fd) {
+  try {
+    make_current();
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  cudaExternalSemaphoreHandleDesc hd{};
+  hd.type = cudaExternalSemaphoreHandleTypeTimelineSemaphoreFd;
+  hd.handle.fd = fd;
+  cudaExternalSemaphore_t sem = nullptr;
+  if (const cudaError_t e = cudaImportExternalSemaphore(&sem, &hd); e != cudaSuccess) {
+    ::close(fd);  // owned by CUDA only once imported
+    throw_error(e, "cudaImportExternalSemaphore (Timeline::create, a timeline semaphore's opaque fd)");
+  }
+  // Destroyed once the stream has passed its waits and signals (the Vulkan side signals every value it is
+  // waited for at once: cuda_after_vulkan submits the signal before the stream waits).
+  return std::shared_ptr<void>(static_cast<void*>(sem), [stream = stream_](void* p) {
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaDestroyExternalSemaphore(static_cast<cudaExternalSemaphore_t>(p));
+    (void)cudaGetLastError();
+  });
+}
+
+void CudaDevice::timeline_wait(void* timeline, uint64_t value) {
+  make_current();
+  auto sem = static_cast<cudaExternalSemaphore_t>(timeline);
+  cudaExternalSemaphoreWaitParams p{};
+  p.params.fence.value = value;
+  check(cudaWaitExternalSemaphoresAsync(&sem, &p, 1, stream_), "cudaWaitExternalSemaphoresAsync (Timeline)");
+}
+
+void CudaDevice::timeline_signal(void* timeline, uint64_t value) {
+  make_current();
+  auto sem = static_cast<cudaExternalSemaphore_t>(timeline);
+  cudaExternalSemaphoreSignalParams p{};
+  p.params.fence.value = value;
+  check(cudaSignalExternalSemaphoresAsync(&sem, &p, 1, stream_), "cudaSignalExternalSemaphoresAsync (Timeline)");
+}
+#endif
 
 // Transfers from and to pageable host memory: wait (bounded) for the work recorded before, copy, and
 // wait for the copy, so that the host buffer may be reused or read when the call returns.

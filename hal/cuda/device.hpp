@@ -137,6 +137,15 @@ class CudaDevice final : public Device {
   // A torch CUDA tensor's memory, in place (checked to be device memory of this GPU).
   std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) override;
   void* device_data(Buffer& buffer) override { return static_cast<CudaBuf&>(buffer).ptr(); }
+#if !defined(KF_HIP)
+  // Memory a Vulkan device of this GPU exported (opaque fd): imported and mapped, freed with the buffer.
+  bool imports_memory() const override { return true; }
+  std::shared_ptr<Buffer> import_memory(const ExportedMemory& m, size_t bytes, std::shared_ptr<void> keep_alive) override;
+  // A Vulkan timeline semaphore (opaque fd), signaled and waited for on the stream.
+  std::shared_ptr<void> import_timeline(int fd) override;
+  void timeline_wait(void* timeline, uint64_t value) override;
+  void timeline_signal(void* timeline, uint64_t value) override;
+#endif
   // Whether the device runs the call (kernels.cpp): its op and dtype, and, where the call carries its tensors,
   // their shapes and the attributes, so that dispatch() refuses nothing this accepts. A call without
   // tensors asks about the op and dtype alone.

@@ -87,6 +87,28 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, VkMemoryProperty
   return a;
 }
 
+Allocation Allocator::allocate_dedicated(const VkMemoryRequirements& req, const void* next) {
+  const int type = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (type < 0) throw Error(ErrorCode::OutOfMemory, "vulkan: no device-local memory type fits exportable memory");
+  Allocation a;
+  a.type = static_cast<uint32_t>(type);
+  a.size = req.size;
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, next};
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = a.type;
+  KF_VK(vkAllocateMemory(dev_, &ai, nullptr, &a.memory));
+  if (host_visible(a.type)) {
+    if (const VkResult r = vkMapMemory(dev_, a.memory, 0, VK_WHOLE_SIZE, 0, &a.mapped); r != VK_SUCCESS) {
+      vkFreeMemory(dev_, a.memory, nullptr);
+      KF_VK(r);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  live_ += req.size;
+  peak_ = std::max(peak_, live_);
+  return a;
+}
+
 MemoryUsage Allocator::usage() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {live_, peak_};

@@ -252,6 +252,14 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
       std::fprintf(stderr, "kf: KF_PIPELINE_STATS: %s lacks VK_KHR_pipeline_executable_properties\n", info_.name.c_str());
     }
   }
+  // Exportable memory (external.cpp) where the device has it: the extension costs nothing unused.
+  export_why_ = export_support(pd);
+  if (export_why_.empty()) exts.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+  timeline_why_ = f12_have.timelineSemaphore ? timeline_export_support(pd) : "the device lacks timeline semaphores";
+  if (timeline_why_.empty()) {
+    f12_on.timelineSemaphore = VK_TRUE;
+    exts.push_back(VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+  }
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &on};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
@@ -354,6 +362,7 @@ VulkanDevice::~VulkanDevice() {
     // A lost device still gets its objects destroyed below.
   }
   vkDeviceWaitIdle(device_);
+  destroy_retired();
   // Buffers of this device, freed before the allocator and the device go (the retained ones are still
   // held when the last wait timed out: freeing them after the allocator crashed the process).
   for (Batch& b : batches_) {
@@ -452,7 +461,7 @@ void VulkanDevice::flush() {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &b.cmd;
-  KF_VK(vkQueueSubmit(queue_, 1, &si, b.fence));
+  submit(si, b.fence);
   b.pending = true;
   b.commands = commands_;
   commands_ = 0;
@@ -474,6 +483,7 @@ void VulkanDevice::finish_pending() {
     Batch& b = batches_[(open_ + i) % batches_.size()];  // open_ (unless recording) is the oldest
     if (b.pending) wait_batch(b);
   }
+  destroy_retired();
 }
 
 void VulkanDevice::wait_batch(Batch& b) {

@@ -20,6 +20,12 @@ namespace kf::hal::vk {
 
 class VulkanDevice;
 struct VkGraph;
+
+// Whether the device exports storage buffers' memory as opaque fds (VK_KHR_external_memory_fd,
+// vkGetPhysicalDeviceExternalBufferProperties): "" when it does, else what is missing (external.cpp).
+std::string export_support(VkPhysicalDevice pd);
+// The same for timeline semaphores (VK_KHR_external_semaphore_fd, opaque fds).
+std::string timeline_export_support(VkPhysicalDevice pd);
 struct KernelFamily;  // families.hpp
 
 class VkBuf final : public Buffer {
@@ -29,11 +35,17 @@ class VkBuf final : public Buffer {
   // so that a kernel sees part of a tensor as a whole one (linear_cross_entropy's row chunks). It keeps
   // the parent alive and owns no memory. Throws kf::Error when the offset breaks the device's alignment.
   VkBuf(VulkanDevice& dev, std::shared_ptr<Buffer> parent, size_t offset, size_t bytes);
+  // Exportable memory (external.cpp): a dedicated allocation that VulkanDevice::export_memory hands out.
+  struct Exportable {};
+  VkBuf(VulkanDevice& dev, size_t bytes, Exportable);
   ~VkBuf() override;
   VkBuffer handle() const { return buffer_; }
   void* mapped() const { return alloc_.mapped; }
+  bool exportable() const { return exportable_; }
+  const Allocation& allocation() const { return alloc_; }
 
  private:
+  bool exportable_ = false;
   VulkanDevice& dev_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   Allocation alloc_;
@@ -126,6 +138,15 @@ class VulkanDevice final : public Device {
   uint64_t validation_messages() const override { return instance_->messages(); }
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
+  // Exportable memory (external.cpp): VK_KHR_external_memory_fd's opaque fds, where the device has them.
+  bool exportable(std::string* why) const override;
+  std::shared_ptr<Buffer> allocate_exportable(size_t bytes) override;
+  ExportedMemory export_memory(Buffer& buffer) override;
+  // Timeline semaphores another API imports (external.cpp): waits and a signal ride on the next submission.
+  bool timeline_exportable(std::string* why) const override;
+  std::shared_ptr<void> export_timeline(int* fd) override;
+  void timeline_wait(void* timeline, uint64_t value) override;
+  void timeline_signal(void* timeline, uint64_t value) override;
 
   // For the kernel families.
   bool has_variant(const std::string& name) const;
@@ -207,6 +228,19 @@ class VulkanDevice final : public Device {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
   std::unique_ptr<CudaContextHold> cuda_hold_;  // NVIDIA: see cuda_context.cpp
+  std::string export_why_;  // why the device exports no memory; empty when it does (external.cpp)
+  std::string timeline_why_;  // the same for timeline semaphores
+  // Semaphore operations for the next submission (external.cpp: submit), and exported semaphores no longer
+  // used, destroyed once no submitted batch can name them (finish_pending).
+  std::vector<VkSemaphore> wait_sems_;
+  std::vector<uint64_t> wait_values_;
+  VkSemaphore signal_sem_ = VK_NULL_HANDLE;
+  uint64_t signal_value_ = 0;
+  std::mutex retired_mu_;
+  std::vector<VkSemaphore> retired_sems_;
+  void destroy_retired();
+  // vkQueueSubmit of one batch with the pending semaphore operations (then cleared).
+  void submit(VkSubmitInfo& si, VkFence fence);
   std::unique_ptr<Allocator> allocator_;
 
   // The command stream is a ring of batches: when the open batch is full it is submitted and recording

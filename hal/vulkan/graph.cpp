@@ -100,7 +100,7 @@ void VulkanDevice::replay(const std::shared_ptr<hal::Graph>& graph) {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = n;
   si.pCommandBuffers = cmds;
-  KF_VK(vkQueueSubmit(queue_, 1, &si, b.fence));
+  submit(si, b.fence);
   b.pending = true;
   b.commands = commands_ + g.commands;
   b.graphs.push_back(graph);

@@ -203,6 +203,7 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
   }
   d.driver = std::string(drv.driverName) + " " + drv.driverInfo;
   d.api_version = version_string(p.apiVersion);
+  std::memcpy(d.uuid.data(), p11.deviceUUID, 16);
 
   uint32_t n = 0;
   vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);

@@ -80,6 +80,9 @@ class Allocator {
   ~Allocator();
   // Memory for `req`, preferring `want` flags and requiring `need` flags.
   Allocation allocate(const VkMemoryRequirements& req, VkMemoryPropertyFlags need, VkMemoryPropertyFlags want);
+  // Device-local memory of its own for `req` (never sub-allocated), with `next` chained to its
+  // VkMemoryAllocateInfo (exportable memory: VkExportMemoryAllocateInfo, VkMemoryDedicatedAllocateInfo).
+  Allocation allocate_dedicated(const VkMemoryRequirements& req, const void* next);
   void free(const Allocation& a);
   bool host_visible(uint32_t type) const;
   // Bytes of live allocations (as requested, device-local and host-visible alike) and their peak.

@@ -47,6 +47,28 @@ class Context {
   // memory of another device raises ErrorCode::Device.
   Tensor wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive = nullptr);
 
+  // Memory shared between backends of one GPU (docs/python.md, "Vulkan and CUDA"): a Vulkan tensor in
+  // exportable memory, imported by the CUDA backend as a tensor of its own over the same bytes. The caller
+  // orders the two sides' work: synchronize() the writer's context before the other reads or writes.
+  //
+  // Whether empty_exportable works here (Vulkan with VK_KHR_external_memory_fd and opaque fds the device
+  // exports for storage buffers); when not, *why names what is missing.
+  bool can_export(std::string* why = nullptr) const;
+  // Like empty(), in memory of its own that export_memory can hand out. Unsupported where !can_export().
+  Tensor empty_exportable(const Shape& shape, DType dtype);
+  // A new descriptor of the memory of `t` (a tensor of this context from empty_exportable); InvalidArgument
+  // for any other tensor.
+  ExportedMemory export_memory(const Tensor& t);
+  // A tensor of this context (CUDA) over exported memory, `shape` and `dtype` from m.offset, used in place;
+  // `keep_alive` is held as long as the tensor. The descriptor is consumed (owned by CUDA, or closed when
+  // the import fails). Device when the memory is another GPU's (DeviceInfo::uuid), Unsupported on other
+  // backends, InvalidArgument when the tensor does not fit in m.size.
+  Tensor import_memory(const ExportedMemory& m, const Shape& shape, DType dtype,
+                       std::shared_ptr<void> keep_alive = nullptr);
+  // Both in one: a tensor of this context over the memory of `t` (of another context, from
+  // empty_exportable), with t's shape and dtype, keeping `t` alive.
+  Tensor share(const Tensor& t);
+
   // Runs a registered op on caller-provided outputs. Arguments are checked first; a rejected
   // call raises kf::Error and writes nothing.
   void run(const std::string& op, const std::vector<Tensor>& inputs,

@@ -1,5 +1,6 @@
 // What a device is and what it can do, read once when the device is opened.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,7 +61,22 @@ struct DeviceInfo {
   std::string type;         // "discrete", "integrated", "virtual", "cpu", "other"
   std::string driver;       // driver name and version
   std::string api_version;  // e.g. "1.3.239"
+  // The GPU's identity as Vulkan (VkPhysicalDeviceIDProperties::deviceUUID) and CUDA (cudaDeviceProp::uuid)
+  // both report it, so that memory shared between the two is known to be of one GPU; all zero: unknown.
+  std::array<uint8_t, 16> uuid{};
   Caps caps;
+};
+
+// A tensor's memory as another API of the same GPU imports it (Context::export_memory, docs/python.md
+// "Vulkan and CUDA"): a file descriptor of the whole allocation (VK_KHR_external_memory_fd's opaque fd),
+// the allocation's size and the tensor's offset in it. The descriptor is a new reference to the memory,
+// owned by whoever holds this: Context::import_memory consumes it, else close() it.
+struct ExportedMemory {
+  int fd = -1;
+  uint64_t size = 0;     // bytes of the allocation (what the importer maps memory of)
+  uint64_t offset = 0;   // the tensor's first byte in it
+  bool dedicated = true; // a dedicated allocation (cudaExternalMemoryDedicated)
+  std::array<uint8_t, 16> device_uuid{};  // the exporting device's DeviceInfo::uuid
 };
 
 // Device memory of a context (Context::memory_usage): bytes of live allocations now and their

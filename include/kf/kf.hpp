@@ -7,6 +7,7 @@
 #include "kf/dtype.hpp"
 #include "kf/error.hpp"
 #include "kf/graph.hpp"
+#include "kf/interop.hpp"
 #include "kf/linalg.hpp"
 #include "kf/ops.hpp"
 #include "kf/tensor.hpp"

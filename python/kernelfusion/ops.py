@@ -90,6 +90,8 @@ def _generic(name, inputs, attrs, out, context):
         ctx = ctx or _cuda.default_for(gpu.device)
         if ctx.backend in ("cuda", "hip"):
             return _cuda.run(name, op, inputs, attrs, out, ctx)
+        if ctx.backend == "vulkan" and _cuda.path(ctx, gpu.device) == "shared":
+            return _cuda.run_shared(name, op, inputs, attrs, out, ctx)
     ctx = ctx or default_context()
     kinds = {kind_of(x) for x in inputs} - {None}
     kind = "torch" if "torch" in kinds else "numpy" if "numpy" in kinds else "kf"
@@ -117,6 +119,15 @@ def _generic(name, inputs, attrs, out, context):
     for t, o in copies:
         ctx.download_into(t, o.detach() if kind_of(o) == "torch" else o)
     return out
+
+
+def cuda_path(context, device=None):
+    """How ``context`` runs ops given torch CUDA tensors of ``device`` (default: torch's current device):
+    "native" (CUDA / HIP contexts: in place on torch's stream), "shared" (a Vulkan context sharing device
+    memory with CUDA: inputs copied device to device, outputs torch views of Vulkan's memory) or
+    "staged: <why>" (copies through the host). docs/python.md, "Vulkan and CUDA"."""
+    from . import _cuda
+    return _cuda.path(context, device)
 
 
 def _make(op):

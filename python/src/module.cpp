@@ -177,6 +177,25 @@ Tensor tensor_of(Context& ctx, const A& a, const char* what) {
   return t;
 }
 
+// A device UUID as 32 hex digits, and back (InvalidArgument for anything else).
+std::string uuid_text(const std::array<uint8_t, 16>& u) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : u) (s += hex[b >> 4]) += hex[b & 15];
+  return s;
+}
+std::array<uint8_t, 16> uuid_bytes(const std::string& s) {
+  std::array<uint8_t, 16> u{};
+  const auto digit = [&](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw Error(ErrorCode::InvalidArgument, "Context.import_memory: device_uuid '" + s + "' is not 32 hex digits");
+  };
+  if (s.size() != 32) digit('x');
+  for (size_t i = 0; i < 16; ++i) u[i] = static_cast<uint8_t>(digit(s[2 * i]) << 4 | digit(s[2 * i + 1]));
+  return u;
+}
+
 // An array over a tensor: a view of kf's memory on the CPU backend (the view keeps the tensor alive), a
 // host copy elsewhere.
 template <class Framework>
@@ -325,6 +344,8 @@ NB_MODULE(_kf, m) {
       .def("to_torch", &array_of<nb::pytorch>,
            "A torch tensor of the tensor: a view of its memory on the CPU, CUDA and HIP backends (a CUDA tensor "
            "there), a host copy elsewhere")
+      .def("reshape", &Tensor::reshape, "shape"_a,
+           "The same memory under another shape with as many elements (a view)")
       .def("fill", &Tensor::fill)
       .def("upload",
            [](Tensor& t, ReadOnlyArray a) {
@@ -388,6 +409,51 @@ NB_MODULE(_kf, m) {
            "array"_a,
            "A tensor over a GPU array's memory (DLPack: a torch CUDA tensor), in place: no copy, read and written "
            "by the context's work on its stream")
+      // Memory shared between backends of one GPU (kf::Context::export_memory; docs/python.md "Vulkan and CUDA").
+      .def_prop_ro("device_uuid", [](const Context& c) { return uuid_text(c.device().uuid); },
+                   "The GPU's UUID as Vulkan and CUDA report it (hex; all zeros: unknown)")
+      .def_prop_ro("key", [](const Context& c) { return reinterpret_cast<uintptr_t>(c.impl()); },
+                   "An identity of the context's device, the same for every handle of it")
+      .def("can_export",
+           [](const Context& c) {
+             std::string why;
+             const bool ok = c.can_export(&why);
+             return std::make_pair(ok, why);
+           },
+           "(True, '') where empty_exportable works (Vulkan with VK_KHR_external_memory_fd), else (False, why)")
+      .def("empty_exportable",
+           [](Context& c, const Shape& s, const std::string& dt) { return c.empty_exportable(s, dtype_from_string(dt)); },
+           "shape"_a, "dtype"_a = "f32", "Like empty(), in memory another API of the GPU imports (export_memory)")
+      .def("export_memory",
+           [](Context& c, const Tensor& t) {
+             const ExportedMemory m = c.export_memory(t);
+             nb::dict d;
+             d["fd"] = m.fd;
+             d["size"] = m.size;
+             d["offset"] = m.offset;
+             d["dedicated"] = m.dedicated;
+             d["device_uuid"] = uuid_text(m.device_uuid);
+             return d;
+           },
+           "tensor"_a,
+           "A new opaque file descriptor of an exportable tensor's memory, as a dict (fd, size, offset, dedicated, "
+           "device_uuid): pass it to import_memory, which consumes the fd, or os.close it")
+      .def("import_memory",
+           [](Context& c, nb::dict d, const Shape& s, const std::string& dt) {
+             ExportedMemory m;
+             m.fd = nb::cast<int>(d["fd"]);
+             m.size = nb::cast<uint64_t>(d["size"]);
+             m.offset = nb::cast<uint64_t>(d["offset"]);
+             m.dedicated = nb::cast<bool>(d["dedicated"]);
+             m.device_uuid = uuid_bytes(nb::cast<std::string>(d["device_uuid"]));
+             const DType t = dtype_from_string(dt);
+             nb::gil_scoped_release r;
+             return c.import_memory(m, s, t);
+           },
+           "memory"_a, "shape"_a, "dtype"_a = "f32",
+           "A tensor of this (CUDA) context over export_memory's memory, in place; consumes the fd")
+      .def("share", &Context::share, "tensor"_a, nb::call_guard<nb::gil_scoped_release>(),
+           "A tensor of this (CUDA) context over the memory of an exportable tensor of another context, kept alive")
       .def("download_into",
            [](Context&, const Tensor& t, HostArray a) {
              if (a.nbytes() != t.nbytes()) throw nb::value_error("download_into: sizes differ");
@@ -425,6 +491,22 @@ NB_MODULE(_kf, m) {
       .def("abort_capture", &Context::abort_capture)
       .def("last_variant", &Context::last_variant)
       .def("__repr__", [](const Context& c) { return "kernelfusion.Context(" + c.backend() + ": " + c.device().name + ")"; });
+
+  nb::class_<Timeline>(m, "Timeline",
+                       "A Vulkan timeline semaphore imported by a CUDA context of the same GPU (kf::Timeline): orders "
+                       "the two contexts' work on the device, without host waits")
+      .def_static("supported",
+                  [](const Context& vulkan, const Context& cuda) {
+                    std::string why;
+                    const bool ok = Timeline::supported(vulkan, cuda, &why);
+                    return std::make_pair(ok, why);
+                  },
+                  "vulkan"_a, "cuda"_a, "(True, '') where create() works for these contexts, else (False, why)")
+      .def_static("create", &Timeline::create, "vulkan"_a, "cuda"_a)
+      .def("vulkan_after_cuda", &Timeline::vulkan_after_cuda, nb::call_guard<nb::gil_scoped_release>(),
+           "The CUDA context's work so far (its stream) runs before the Vulkan context's next work")
+      .def("cuda_after_vulkan", &Timeline::cuda_after_vulkan, nb::call_guard<nb::gil_scoped_release>(),
+           "The Vulkan context's work so far is submitted and runs before the CUDA context's work from now on");
 
   nb::class_<Graph>(m, "Graph", "Op calls captured once and replayed (kf::Graph, docs/architecture.md)")
       .def("replay", &Graph::replay, nb::call_guard<nb::gil_scoped_release>(),
