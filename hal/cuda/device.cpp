@@ -378,6 +378,10 @@ std::shared_ptr<Buffer> CudaDevice::import_memory(const ExportedMemory& m, size_
   // The mapping goes before the imported memory, and both before what keeps the exporter's tensor alive.
   const int ordinal = ordinal_;
   std::shared_ptr<void> hold(ptr, [ext, ordinal, keep = std::move(keep_alive)](void* p) mutable {
+    if (interop_abandoned()) {  // exiting: the drivers may be gone; the exporter's memory stays too
+      new std::shared_ptr<void>(std::move(keep));
+      return;
+    }
     int current = -1;
     const bool other = cudaGetDevice(&current) == cudaSuccess && current != ordinal;
     if (other) (void)cudaSetDevice(ordinal);

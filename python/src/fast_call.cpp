@@ -13,6 +13,7 @@
 
 #include "core/internal.hpp"
 #include "core/op_id.hpp"
+#include "hal/hal.hpp"
 #include "module.hpp"
 #include "ops/registry.hpp"
 
@@ -381,6 +382,9 @@ void bind_fast_call(nb::module_& m) {
           st.cuda_context = std::move(cuda_context);
           st.torch = true;
         });
+  m.def("abandon_shared_memory", [] { kf::hal::interop_abandoned() = true; },
+        "From now on, memory CUDA imported from Vulkan is left to the operating system (kernelfusion's atexit "
+        "handler: released after the drivers' own exit handlers, it crashed the process).");
   m.def("fast_forget_contexts", [] { state().contexts.clear(); },
         "Drops the cached CUDA contexts (at exit, while CUDA is still up)");
 }

@@ -11,6 +11,11 @@
 
 namespace kf {
 
+bool& hal::interop_abandoned() {
+  static bool abandoned = false;
+  return abandoned;
+}
+
 namespace {
 void check_shape(const Shape& shape, const std::string& what) {
   if (shape.size() > static_cast<size_t>(kMaxDims))
