@@ -146,6 +146,10 @@ class Device {
   // performs, with what it measures in `what`; 0 when the backend has no such kernel.
   virtual double record_matrix_peak(std::string* what) { (void)what; return 0; }
 
+  // Faults (detail::record_long_kernel, for tests): records a kernel of about `iterations` dependent
+  // arithmetic steps that ends by itself, without waiting; false where the backend has no such kernel.
+  virtual bool record_long_kernel(uint64_t iterations) { (void)iterations; return false; }
+
   // Vulkan on NVIDIA: the GPU's CUDA driver context is held (hal/vulkan/cuda_context.cpp); set when opened.
   bool cuda_context_held = false;
 };

@@ -118,6 +118,7 @@ class VulkanDevice final : public Device {
   uint64_t validation_messages() const override { return instance_->messages(); }
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
+  bool record_long_kernel(uint64_t iterations) override;
 
   // For the kernel families.
   bool has_variant(const std::string& name) const;
@@ -299,6 +300,7 @@ class VulkanDevice final : public Device {
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
 
+  static constexpr double kCloseWait_s = 10;  // the least that closing waits for running work
   static constexpr uint32_t kMaxQueries = 8192;
   static constexpr uint32_t kMaxBatch = 1024;  // dispatches per submission (descriptor pool size)
   static constexpr size_t kStagingBytes = 64ull << 20;

@@ -1,5 +1,6 @@
 // Internals that kf's own tools use (kf-bench, kf-info): not part of the public API and not installed.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ void run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& inputs, co
 // between two timestamps) and returns its floating-point operations, with what it measures in `what`; 0
 // when the backend has none.
 double record_matrix_peak(Context& ctx, std::string* what = nullptr);
+
+// Faults (tests/test_faults.cpp): records a kernel that runs long and then ends by itself, about
+// `iterations` dependent arithmetic steps (its time per step is the device's: calibrate), without waiting
+// for it; false where the backend has none (the CPU backend runs kernels inline: there is no wait to bound).
+bool record_long_kernel(Context& ctx, uint64_t iterations);
 
 // Vulkan on NVIDIA: whether the opened device holds the GPU's CUDA driver context
 // (hal/vulkan/cuda_context.cpp; KF_VK_CUDA_CONTEXT=0 turns it off). False on every other device.
