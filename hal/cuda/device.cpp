@@ -384,6 +384,14 @@ void CudaDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
   check(gpuMemsetAsync(static_cast<CudaBuf&>(dst).ptr(), pattern, bytes, stream_), "cudaMemsetAsync");
 }
 
+void CudaDevice::release_scratch() {
+  synchronize();
+  lt_.reset();  // the cuBLASLt handle and its workspace, created again by the next matrix product
+  rope_table_.reset();
+  rope_key_.clear();
+  long_kernel_out_.reset();
+}
+
 // eltwise.cu: the fault tests' kernel that runs long and ends by itself (one thread, rounds x 65,536
 // dependent multiply-adds on out[0]); declared here, as no other file uses it.
 int launch_long_kernel(float* out, uint32_t rounds, void* stream);

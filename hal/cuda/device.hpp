@@ -149,6 +149,7 @@ class CudaDevice final : public Device {
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;
   bool record_long_kernel(uint64_t iterations) override;
+  void release_scratch() override;
   void reset_timestamps() override;
   MemoryUsage memory_usage() const override { return allocator_->usage(); }
   void reset_peak_memory() override { allocator_->reset_peak(); }

@@ -557,6 +557,12 @@ std::shared_ptr<Buffer> VulkanDevice::workspace(size_t bytes, int slot) {
 
 double VulkanDevice::record_matrix_peak(std::string* what) { return vk::record_matrix_peak(*this, what); }
 
+void VulkanDevice::release_scratch() {
+  submit_and_wait();
+  for (auto& w : workspace_) w.reset();
+  rope_ = {};
+}
+
 bool VulkanDevice::record_long_kernel(uint64_t iterations) {
   if (!has_variant("long_kernel")) return false;
   // Workgroups of one invocation, each 65,535 steps at most (long_kernel.comp), over x and y.
@@ -643,6 +649,7 @@ VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) 
   VkPipeline p;
   KF_VK(vkCreateComputePipelines(device_, pipe_cache_, 1, &ci, nullptr, &p));
   pipelines_[pk] = p;
+  ++pipelines_created_;
   if (pipeline_stats_) print_pipeline_stats(p, key);
   return p;
 }

@@ -119,6 +119,8 @@ class VulkanDevice final : public Device {
   std::vector<std::string> validation_log() const override { return instance_->log(); }
   double record_matrix_peak(std::string* what) override;
   bool record_long_kernel(uint64_t iterations) override;
+  PipelineStats pipeline_stats() const override { return {pipelines_created_, pipelines_.size()}; }
+  void release_scratch() override;
 
   // For the kernel families.
   bool has_variant(const std::string& name) const;
@@ -283,6 +285,7 @@ class VulkanDevice final : public Device {
     }
   };
   std::unordered_map<PipeKey, VkPipeline, PipeKeyHash> pipelines_;
+  uint64_t pipelines_created_ = 0;  // vkCreateComputePipelines calls (pipeline_stats)
   std::unordered_map<std::string, uint32_t> variant_ids_;
   std::vector<std::string> variant_names_;
   int32_t variant_slots_[kOpCount][5][2];

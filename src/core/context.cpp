@@ -575,6 +575,16 @@ double detail::record_matrix_peak(Context& ctx, std::string* what) {
   std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
   return ctx.impl()->device_call("record_matrix_peak", [&] { return ctx.impl()->device->record_matrix_peak(what); });
 }
+detail::PipelineStats detail::pipeline_stats(const Context& ctx) {
+  std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
+  const hal::Device::PipelineStats s = ctx.impl()->device->pipeline_stats();
+  return {s.created, s.held};
+}
+void detail::release_scratch(Context& ctx) {
+  std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
+  ctx.impl()->not_in_capture("release_scratch");
+  ctx.impl()->device_call("release_scratch", [&] { ctx.impl()->device->release_scratch(); });
+}
 bool detail::record_long_kernel(Context& ctx, uint64_t iterations) {
   std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
   ctx.impl()->not_in_capture("record_long_kernel");

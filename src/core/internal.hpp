@@ -27,6 +27,16 @@ double record_matrix_peak(Context& ctx, std::string* what = nullptr);
 // for it; false where the backend has none (the CPU backend runs kernels inline: there is no wait to bound).
 bool record_long_kernel(Context& ctx, uint64_t iterations);
 
+// kf-soak: the device's pipeline counts (hal::Device::pipeline_stats; zeros where the backend has none),
+// and a wait for the recorded work followed by freeing the scratch the device keeps between calls
+// (workspaces, tables), after which memory_usage() counts the caller's tensors alone.
+struct PipelineStats {
+  uint64_t created = 0;  // compute pipelines created since the context opened
+  uint64_t held = 0;     // distinct pipelines (kernel variant and specialization) it holds
+};
+PipelineStats pipeline_stats(const Context& ctx);
+void release_scratch(Context& ctx);
+
 // Vulkan on NVIDIA: whether the opened device holds the GPU's CUDA driver context
 // (hal/vulkan/cuda_context.cpp; KF_VK_CUDA_CONTEXT=0 turns it off). False on every other device.
 bool holds_cuda_context(const Context& ctx);
