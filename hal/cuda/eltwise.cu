@@ -304,16 +304,24 @@ int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, voi
 int launch_long_kernel(float* out, uint32_t rounds, void* stream);
 
 namespace {
-__global__ void long_kernel(float* out, uint32_t rounds) {
-  float x = out[0];
-  for (uint32_t r = 0; r < rounds; ++r)
+struct LongKernelParams {
+  float* out;
+  uint32_t rounds;
+};
+
+__global__ void long_kernel(LongKernelParams p) {
+  float x = p.out[0];
+  for (uint32_t r = 0; r < p.rounds; ++r)
     for (uint32_t i = 0; i < 65536u; ++i) x = x * 0.9999999f + 1e-7f;
-  out[0] = x;
+  p.out[0] = x;
 }
 }  // namespace
 
+// One argument, as every launch here (tools/cuda-emu rewrites launches of that form).
 int launch_long_kernel(float* out, uint32_t rounds, void* stream) {
-  long_kernel<<<1, 1, 0, static_cast<gpuStream_t>(stream)>>>(out, rounds);
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const LongKernelParams p{out, rounds};
+  long_kernel<<<1, 1, 0, s>>>(p);
   return static_cast<int>(gpuGetLastError());
 }
 
