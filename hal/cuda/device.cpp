@@ -249,10 +249,25 @@ CudaDevice::CudaDevice(int ordinal, const DeviceInfo& info, const DeviceOptions&
 
 CudaDevice::~CudaDevice() {
   if (gpuSetDevice(ordinal_) == gpuSuccess && (stream_ || !own_stream_)) {
+    // The work still running (after a wait that timed out) gets one more bounded wait, at least
+    // kCloseWait_s: a context whose short time-out cut a long kernel short still closes cleanly once it ends.
+    options_.timeout_s = std::max(options_.timeout_s, kCloseWait_s);
     try {
       wait_stream("finishing before the device closes");
-    } catch (const Error&) {
-      // A lost or hung device: nothing more to do than to let go.
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Timeout) {
+        // Still running: freeing its memory would wait for it (cudaFree synchronizes), perhaps forever. Its
+        // memory, handles and stream are left to the process instead (the driver reclaims them at exit), kept
+        // reachable so that leak checkers do not report them.
+        static auto* abandoned = new std::vector<std::shared_ptr<void>>;
+        static std::mutex abandoned_mu;
+        std::lock_guard<std::mutex> lock(abandoned_mu);
+        abandoned->push_back(std::move(lt_));
+        abandoned->push_back(std::move(long_kernel_out_));
+        abandoned->push_back(std::move(allocator_));
+        return;
+      }
+      // A lost device: nothing more to do than to let go.
     }
     lt_.reset();  // the cuBLASLt handle, before the stream and the memory go
     for (gpuEvent_t e : events_) (void)gpuEventDestroy(e);
@@ -462,6 +477,27 @@ void CudaDevice::fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) {
   not_capturing("a fill from the host");
   make_current();
   check(gpuMemsetAsync(static_cast<CudaBuf&>(dst).ptr(), pattern, bytes, stream_), "cudaMemsetAsync");
+}
+
+void CudaDevice::release_scratch() {
+  synchronize();
+  lt_.reset();  // the cuBLASLt handle and its workspace, created again by the next matrix product
+  rope_table_.reset();
+  rope_key_.clear();
+  long_kernel_out_.reset();
+}
+
+// eltwise.cu: the fault tests' kernel that runs long and ends by itself (one thread, rounds x 65,536
+// dependent multiply-adds on out[0]); declared here, as no other file uses it.
+int launch_long_kernel(float* out, uint32_t rounds, void* stream);
+
+bool CudaDevice::record_long_kernel(uint64_t iterations) {
+  not_capturing("the fault tests' long kernel");
+  make_current();
+  if (!long_kernel_out_) long_kernel_out_ = allocate(16);
+  const auto rounds = static_cast<uint32_t>(std::min<uint64_t>((iterations + 65535) / 65536, UINT32_MAX));
+  check_launch(launch_long_kernel(static_cast<float*>(ptr_of(long_kernel_out_)), rounds, stream_), "long_kernel");
+  return true;
 }
 
 void CudaDevice::synchronize() {

@@ -162,6 +162,8 @@ class CudaDevice final : public Device {
 #endif
   uint32_t timestamp() override;
   double elapsed_ms(uint32_t begin, uint32_t end) override;
+  bool record_long_kernel(uint64_t iterations) override;
+  void release_scratch() override;
   void reset_timestamps() override;
   MemoryUsage memory_usage() const override { return allocator_->usage(); }
   void reset_peak_memory() override { allocator_->reset_peak(); }
@@ -226,6 +228,8 @@ class CudaDevice final : public Device {
   std::vector<gpuEvent_t> events_;  // a pool: timestamp() records the next one
   uint32_t next_event_ = 0;
   std::shared_ptr<LtState> lt_;  // created by the first matrix product
+  std::shared_ptr<Buffer> long_kernel_out_;  // record_long_kernel's output, kept while the kernel may run
+  static constexpr double kCloseWait_s = 10;  // the least that closing waits for running work
   bool lt_epilogues_ = true;     // KF_TUNE mm_epilogue: cuBLASLt's fused epilogues (true) or the kernel's
   int attn_path_ = 0;   // KF_TUNE attn_path: 0 automatic, 1 the portable kernel, 2 the tensor-core kernel
   int attn_split_ = 0;  // KF_TUNE attn_split: 0 automatic, 1 one pass, N exactly N key splits

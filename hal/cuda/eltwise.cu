@@ -299,6 +299,32 @@ int launch_eltwise(EltOp op, Dt dt, const EltwiseParams& p, uint32_t blocks, voi
 
 // Whether this binary holds code the current device runs: the runtime looks for an image of a kernel
 // (SASS of the device's architecture, or PTX it can compile) without launching it.
+// The fault tests' kernel that runs long and ends by itself (CudaDevice::record_long_kernel, which declares
+// it: one thread doing rounds x 65,536 dependent multiply-adds on out[0]).
+int launch_long_kernel(float* out, uint32_t rounds, void* stream);
+
+namespace {
+struct LongKernelParams {
+  float* out;
+  uint32_t rounds;
+};
+
+__global__ void long_kernel(LongKernelParams p) {
+  float x = p.out[0];
+  for (uint32_t r = 0; r < p.rounds; ++r)
+    for (uint32_t i = 0; i < 65536u; ++i) x = x * 0.9999999f + 1e-7f;
+  p.out[0] = x;
+}
+}  // namespace
+
+// One argument, as every launch here (tools/cuda-emu rewrites launches of that form).
+int launch_long_kernel(float* out, uint32_t rounds, void* stream) {
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  const LongKernelParams p{out, rounds};
+  long_kernel<<<1, 1, 0, s>>>(p);
+  return static_cast<int>(gpuGetLastError());
+}
+
 int check_kernels_load() {
   gpuFuncAttributes a;
   return static_cast<int>(

@@ -356,10 +356,36 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
 }
 
 VulkanDevice::~VulkanDevice() {
+  // The work still running (after a wait that timed out) gets one more bounded wait, at least
+  // kCloseWait_s: a context whose short time-out cut a long kernel short still closes cleanly once it ends.
+  bool idle = true;
   try {
-    synchronize();
-  } catch (...) {
-    // A lost device still gets its objects destroyed below.
+    flush();
+  } catch (const Error&) {
+  }
+  const double bound = std::max(options_.timeout_s, kCloseWait_s);
+  for (Batch& b : batches_) {
+    if (!b.pending) continue;
+    const VkResult r = vkWaitForFences(device_, 1, &b.fence, VK_TRUE, static_cast<uint64_t>(bound * 1e9));
+    idle &= r != VK_TIMEOUT;  // a lost device (an error) runs nothing more: its objects are destroyed below
+  }
+  if (!idle) {
+    // Still running: destroying what it uses would crash the process, waiting might never end. Its device,
+    // memory and buffers are left to the process instead (the driver reclaims them at exit), kept reachable
+    // so that leak checkers do not report them.
+    static auto* abandoned = new std::vector<std::shared_ptr<void>>;
+    static std::mutex abandoned_mu;
+    std::lock_guard<std::mutex> lock(abandoned_mu);
+    for (Batch& b : batches_) {
+      for (auto& buf : b.retained) abandoned->push_back(std::move(buf));
+      for (auto& g : b.graphs) abandoned->push_back(std::move(g));
+    }
+    for (auto& w : workspace_) abandoned->push_back(std::move(w));
+    abandoned->push_back(std::move(rope_.table));
+    abandoned->push_back(std::shared_ptr<Allocator>(std::move(allocator_)));
+    abandoned->push_back(std::shared_ptr<CudaContextHold>(std::move(cuda_hold_)));
+    abandoned->push_back(std::move(instance_));
+    return;
   }
   vkDeviceWaitIdle(device_);
   destroy_retired();
@@ -475,9 +501,10 @@ void VulkanDevice::submit_and_wait() {
 }
 
 // Waits (bounded by KF_TIMEOUT_S) for every submitted batch, oldest first, recycling each. After a wait
-// that timed out a batch may still run: nothing of it is reused or freed until its fence signals, so
-// the next call waits for it here first (on lavapipe, recording into a still-running command buffer
-// after a timeout crashed the process).
+// that timed out a batch may still run: nothing of it is reused or freed until its fence signals (on
+// lavapipe, recording into a still-running command buffer after a timeout crashed the process). The core
+// then refuses further work on the context (docs/architecture.md, "Faults"), and closing waits for the
+// batch, bounded.
 void VulkanDevice::finish_pending() {
   for (size_t i = 0; i < batches_.size(); ++i) {
     Batch& b = batches_[(open_ + i) % batches_.size()];  // open_ (unless recording) is the oldest
@@ -492,7 +519,7 @@ void VulkanDevice::wait_batch(Batch& b) {
   if (r == VK_TIMEOUT)
     throw Error(ErrorCode::Timeout, "vulkan: the device did not finish " + std::to_string(b.commands) +
                                         " recorded commands within " + std::to_string(options_.timeout_s) +
-                                        " s (KF_TIMEOUT_S); the context waits for them before its next call");
+                                        " s (ContextOptions::timeout_s, KF_TIMEOUT_S)");
   check(r, "vkWaitForFences");
   b.pending = false;
   KF_VK(vkResetFences(device_, 1, &b.fence));
@@ -555,6 +582,30 @@ std::shared_ptr<Buffer> VulkanDevice::workspace(size_t bytes, int slot) {
 }
 
 double VulkanDevice::record_matrix_peak(std::string* what) { return vk::record_matrix_peak(*this, what); }
+
+void VulkanDevice::release_scratch() {
+  submit_and_wait();
+  for (auto& w : workspace_) w.reset();
+  rope_ = {};
+}
+
+bool VulkanDevice::record_long_kernel(uint64_t iterations) {
+  if (!has_variant("long_kernel")) return false;
+  // Workgroups of one invocation, each 65,535 steps at most (long_kernel.comp), over x and y.
+  struct {
+    uint32_t steps;
+  } pc{static_cast<uint32_t>(std::clamp<uint64_t>(iterations, 1, 65535))};
+  const uint64_t groups = std::min<uint64_t>((iterations + pc.steps - 1) / pc.steps, 65535ull * 65535);
+  Launch l;
+  l.variant = "long_kernel";
+  l.bindings[0] = workspace(16);
+  l.push = &pc;
+  l.push_bytes = sizeof(pc);
+  l.groups = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  l.groups_y = static_cast<uint32_t>((groups + l.groups - 1) / l.groups);
+  record(l);
+  return true;
+}
 
 bool VulkanDevice::has_variant(const std::string& name) const { return spirv_index().count(name) != 0; }
 
@@ -624,6 +675,7 @@ VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) 
   VkPipeline p;
   KF_VK(vkCreateComputePipelines(device_, pipe_cache_, 1, &ci, nullptr, &p));
   pipelines_[pk] = p;
+  ++pipelines_created_;
   if (pipeline_stats_) print_pipeline_stats(p, key);
   return p;
 }

@@ -147,6 +147,9 @@ class VulkanDevice final : public Device {
   std::shared_ptr<void> export_timeline(int* fd) override;
   void timeline_wait(void* timeline, uint64_t value) override;
   void timeline_signal(void* timeline, uint64_t value) override;
+  bool record_long_kernel(uint64_t iterations) override;
+  PipelineStats pipeline_stats() const override { return {pipelines_created_, pipelines_.size()}; }
+  void release_scratch() override;
 
   // For the kernel families.
   bool has_variant(const std::string& name) const;
@@ -325,6 +328,7 @@ class VulkanDevice final : public Device {
     }
   };
   std::unordered_map<PipeKey, VkPipeline, PipeKeyHash> pipelines_;
+  uint64_t pipelines_created_ = 0;  // vkCreateComputePipelines calls (pipeline_stats)
   std::unordered_map<std::string, uint32_t> variant_ids_;
   std::vector<std::string> variant_names_;
   int32_t variant_slots_[kOpCount][5][2];
@@ -342,6 +346,7 @@ class VulkanDevice final : public Device {
   VkBuffer staging_ = VK_NULL_HANDLE;
   Allocation staging_mem_;
 
+  static constexpr double kCloseWait_s = 10;  // the least that closing waits for running work
   static constexpr uint32_t kMaxQueries = 8192;
   static constexpr uint32_t kMaxBatch = 1024;  // dispatches per submission (descriptor pool size)
   static constexpr size_t kStagingBytes = 64ull << 20;

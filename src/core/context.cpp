@@ -107,6 +107,18 @@ ContextImpl::~ContextImpl() {
   backend.reset();
 }
 
+void ContextImpl::check_usable(std::string_view what) const {
+  if (failed.empty()) return;
+  throw Error(ErrorCode::DeviceLost,
+              std::string(what) + ": this context no longer uses its device, since an earlier wait failed (" + failed +
+                  "); work recorded before it may still be running. Open a new Context: this one still answers "
+                  "supports(), device() and memory_usage(), and its tensors and the context close normally");
+}
+
+void ContextImpl::note_failure(const Error& e) {
+  if ((e.code() == ErrorCode::Timeout || e.code() == ErrorCode::DeviceLost) && failed.empty()) failed = e.what();
+}
+
 Tensor ContextImpl::make_tensor(const Shape& shape, DType dtype) {
   std::lock_guard<std::recursive_mutex> lock(mu);
   if (shape.size() > static_cast<size_t>(kMaxDims))
@@ -118,7 +130,7 @@ Tensor ContextImpl::make_tensor(const Shape& shape, DType dtype) {
   t.dtype_ = dtype;
   // Padded to 16 bytes: the shaders move 16-byte packs and may write the padding of the last one.
   const size_t bytes = std::max<size_t>(16, (t.nbytes() + 15) / 16 * 16);
-  t.buffer_ = device->allocate(bytes);
+  t.buffer_ = device_call("Context::empty", [&] { return device->allocate(bytes); });
   t.owner_ = self.lock();
   return t;
 }
@@ -258,7 +270,7 @@ Tensor Context::wrap_device(void* data, const Shape& shape, DType dtype, std::sh
   t.dtype_ = dtype;
   {
     std::lock_guard<std::recursive_mutex> lock(impl_->mu);
-    t.buffer_ = impl_->device->wrap_device(data, t.nbytes(), std::move(keep_alive));
+    t.buffer_ = impl_->device_call(what, [&] { return impl_->device->wrap_device(data, t.nbytes(), std::move(keep_alive)); });
   }
   if (!t.buffer_)
     throw Error(ErrorCode::Unsupported, what + ": the " + impl_->backend_name +
@@ -381,6 +393,7 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
   // One call at a time per context: checks, recording and last_variant under one hold, so that calls of
   // several threads are recorded (and submitted) whole, one after another.
   std::lock_guard<std::recursive_mutex> lock(impl->mu);
+  impl->check_usable(name);
   // Under Context::capture the outermost call that returns is kept in the graph (graph.cpp).
   struct Depth {
     ContextImpl& c;
@@ -511,6 +524,7 @@ void detail::run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& in
   try {
     impl->last_variant.assign(impl->device->dispatch(call).str());  // (its buffer reused: no allocation)
   } catch (const Error& e) {
+    impl->note_failure(e);
     // A backend refuses an option its kernels lack (Unsupported, before recording anything): the CPU
     // fallback, when asked for, serves the call as it serves an unsupported op.
     if (e.code() != ErrorCode::Unsupported || !impl->options.allow_cpu_fallback || impl->capturing) throw;
@@ -537,22 +551,22 @@ std::string Context::last_variant() const { KF_LOCKED; return impl_->last_varian
 void Context::synchronize() {
   KF_LOCKED;
   impl_->not_in_capture("Context::synchronize");
-  impl_->device->synchronize();
+  impl_->device_call("Context::synchronize", [&] { impl_->device->synchronize(); });
 }
 uint32_t Context::timestamp() {
   KF_LOCKED;
   impl_->not_in_capture("Context::timestamp");
-  return impl_->device->timestamp();
+  return impl_->device_call("Context::timestamp", [&] { return impl_->device->timestamp(); });
 }
 double Context::elapsed_ms(uint32_t b, uint32_t e) {
   KF_LOCKED;
   impl_->not_in_capture("Context::elapsed_ms");
-  return impl_->device->elapsed_ms(b, e);
+  return impl_->device_call("Context::elapsed_ms", [&] { return impl_->device->elapsed_ms(b, e); });
 }
 void Context::reset_timestamps() {
   KF_LOCKED;
   impl_->not_in_capture("Context::reset_timestamps");
-  impl_->device->reset_timestamps();
+  impl_->device_call("Context::reset_timestamps", [&] { impl_->device->reset_timestamps(); });
 }
 MemoryUsage Context::memory_usage() const { KF_LOCKED; return impl_->device->memory_usage(); }
 void Context::reset_peak_memory() { KF_LOCKED; impl_->device->reset_peak_memory(); }
@@ -562,7 +576,22 @@ std::vector<std::string> Context::validation_log() const { KF_LOCKED; return imp
 
 double detail::record_matrix_peak(Context& ctx, std::string* what) {
   std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
-  return ctx.impl()->device->record_matrix_peak(what);
+  return ctx.impl()->device_call("record_matrix_peak", [&] { return ctx.impl()->device->record_matrix_peak(what); });
+}
+detail::PipelineStats detail::pipeline_stats(const Context& ctx) {
+  std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
+  const hal::Device::PipelineStats s = ctx.impl()->device->pipeline_stats();
+  return {s.created, s.held};
+}
+void detail::release_scratch(Context& ctx) {
+  std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
+  ctx.impl()->not_in_capture("release_scratch");
+  ctx.impl()->device_call("release_scratch", [&] { ctx.impl()->device->release_scratch(); });
+}
+bool detail::record_long_kernel(Context& ctx, uint64_t iterations) {
+  std::lock_guard<std::recursive_mutex> lock(ctx.impl()->mu);
+  ctx.impl()->not_in_capture("record_long_kernel");
+  return ctx.impl()->device_call("record_long_kernel", [&] { return ctx.impl()->device->record_long_kernel(iterations); });
 }
 bool detail::holds_cuda_context(const Context& ctx) { return ctx.impl()->device->cuda_context_held; }
 

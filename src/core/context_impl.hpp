@@ -4,8 +4,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "hal/hal.hpp"
+#include "kf/error.hpp"
 #include "kf/context.hpp"
 
 namespace kf {
@@ -37,6 +39,28 @@ struct ContextImpl {
   int run_depth = 0;
   // Throws Unsupported naming `what` while a capture is open: the call needs the host now.
   void not_in_capture(const char* what) const;
+
+  // Faults (docs/architecture.md, "Errors"): the first wait for the device that ran out (Timeout) or found
+  // it lost (DeviceLost), as its message. Work recorded before it may still run on the device, so from then
+  // on every call that needs the device raises DeviceLost naming it; the queries that do not (supports,
+  // device, memory_usage, validation_messages, last_variant) still answer, and the context closes cleanly.
+  std::string failed;
+  // Throws DeviceLost naming `what` once the context has failed.
+  void check_usable(std::string_view what) const;
+  // Keeps a Timeout or DeviceLost error as the context's failure (the first one only).
+  void note_failure(const Error& e);
+  // Runs `f`, a call into the device, for the entry point `what`: refused once the context has failed, and
+  // a Timeout or DeviceLost it throws marks the context failed.
+  template <class F>
+  decltype(auto) device_call(std::string_view what, F&& f) {
+    check_usable(what);
+    try {
+      return f();
+    } catch (const Error& e) {
+      note_failure(e);
+      throw;
+    }
+  }
 
   Tensor make_tensor(const Shape& shape, DType dtype);
   ~ContextImpl();

@@ -54,7 +54,7 @@ void Context::begin_capture() {
   g->ctx = impl_;
   bool native = false;
   try {
-    native = impl_->device->begin_capture();
+    native = impl_->device_call("Context::capture", [&] { return impl_->device->begin_capture(); });
   } catch (...) {
     impl_->mu.unlock();
     throw;
@@ -76,7 +76,8 @@ Graph Context::end_capture() {
   std::shared_ptr<GraphImpl> g = std::move(impl_->capture_graph);
   impl_->capturing = nullptr;
   try {
-    if (impl_->capture_native) g->device_graph = impl_->device->end_capture();
+    if (impl_->capture_native)
+      g->device_graph = impl_->device_call("Context::end_capture", [&] { return impl_->device->end_capture(); });
   } catch (...) {
     impl_->mu.unlock();
     throw;
@@ -116,7 +117,7 @@ void Graph::replay() {
   if (c.capturing)
     throw Error(ErrorCode::Unsupported, "Graph::replay cannot be captured: a capture is open on its context");
   if (impl_->device_graph) {
-    c.device->replay(impl_->device_graph);
+    c.device_call("Graph::replay", [&] { c.device->replay(impl_->device_graph); });
     c.last_variant = "graph (" + std::to_string(impl_->calls.size()) + " ops)";
     return;
   }

@@ -41,7 +41,7 @@ void Tensor::upload(const void* data, size_t bytes) {
   if (bytes == 0) return;  // an empty tensor: no transfer (a zero-sized copy is invalid in Vulkan)
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->not_in_capture("Tensor::upload");
-  owner_->device->upload(*buffer_, data, bytes);
+  owner_->device_call("Tensor::upload", [&] { owner_->device->upload(*buffer_, data, bytes); });
 }
 
 void Tensor::download(void* data, size_t bytes) const {
@@ -52,7 +52,7 @@ void Tensor::download(void* data, size_t bytes) const {
   if (bytes == 0) return;
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->not_in_capture("Tensor::download");
-  owner_->device->download(*buffer_, data, bytes);
+  owner_->device_call("Tensor::download", [&] { owner_->device->download(*buffer_, data, bytes); });
 }
 
 void Tensor::upload_from(const std::vector<double>& values) {
@@ -102,7 +102,7 @@ void Tensor::fill_bytes(uint8_t pattern) {
   require_defined(*this, "Tensor::fill_bytes");
   std::lock_guard<std::recursive_mutex> lock(owner_->mu);
   owner_->not_in_capture("Tensor::fill_bytes");
-  owner_->device->fill_bytes(*buffer_, pattern, buffer_->size());
+  owner_->device_call("Tensor::fill_bytes", [&] { owner_->device->fill_bytes(*buffer_, pattern, buffer_->size()); });
 }
 
 void* Tensor::host_data() const {
