@@ -220,11 +220,11 @@ class Backend {
   virtual std::unique_ptr<Device> open(int index, const DeviceOptions& options) = 0;
 };
 
-// Set when the process exits (the Python package's atexit handler, kernelfusion._cuda): from then on,
-// memory one driver imported from another (Vulkan memory in CUDA) is left to the operating system rather
-// than released. Such memory still held at exit would be released after the drivers' own exit handlers
-// ran, which crashed the process on an H200 (driver 580).
-bool& interop_abandoned();
+// Set when the process exits (the Python package's atexit handler, kernelfusion._cuda): from then on, a
+// context that closes and memory one driver imported from another (Vulkan memory in CUDA) are left to the
+// operating system rather than released. Objects a Python program still holds are released after the
+// drivers' own exit handlers ran, which aborted the process on an H200 (driver 580).
+bool& exiting();
 
 // Backend entry points. The core refers to them only through src/core/backends.cpp.
 std::unique_ptr<Backend> make_cpu_backend();

@@ -393,7 +393,7 @@ std::shared_ptr<Buffer> CudaDevice::import_memory(const ExportedMemory& m, size_
   // The mapping goes before the imported memory, and both before what keeps the exporter's tensor alive.
   const int ordinal = ordinal_;
   std::shared_ptr<void> hold(ptr, [ext, ordinal, keep = std::move(keep_alive)](void* p) mutable {
-    if (interop_abandoned()) {  // exiting: the drivers may be gone; the exporter's memory stays too
+    if (exiting()) {  // exiting: the drivers may be gone; the exporter's memory stays too
       new std::shared_ptr<void>(std::move(keep));
       return;
     }
@@ -427,6 +427,7 @@ std::shared_ptr<void> CudaDevice::import_timeline(int fd) {
   // Destroyed once the stream has passed its waits and signals (the Vulkan side signals every value it is
   // waited for at once: cuda_after_vulkan submits the signal before the stream waits).
   return std::shared_ptr<void>(static_cast<void*>(sem), [stream = stream_](void* p) {
+    if (exiting()) return;  // the drivers may be gone: left to the process
     (void)cudaStreamSynchronize(stream);
     (void)cudaDestroyExternalSemaphore(static_cast<cudaExternalSemaphore_t>(p));
     (void)cudaGetLastError();
@@ -483,7 +484,7 @@ void CudaDevice::release_scratch() {
   synchronize();
   lt_.reset();  // the cuBLASLt handle and its workspace, created again by the next matrix product
   rope_table_.reset();
-  rope_key_.clear();
+  rope_span_ = {};
   long_kernel_out_.reset();
 }
 

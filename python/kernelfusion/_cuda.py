@@ -26,9 +26,9 @@ def _close_all():
     _pending.clear()
     _kf.fast_forget_contexts()
     _contexts.clear()
-    # Torch tensors over Vulkan memory that the program still holds are released after this, when the
-    # drivers may be gone (a crash at exit on an H200): that memory is left to the operating system.
-    _kf.abandon_shared_memory()
+    # Contexts and torch tensors over Vulkan memory that the program still holds are released after this,
+    # when the drivers may be gone (an abort at exit on an H200): they are left to the operating system.
+    _kf.exiting()
 
 
 # The contexts close (waiting for their streams) at exit while CUDA is still up: atexit runs this before

@@ -382,9 +382,9 @@ void bind_fast_call(nb::module_& m) {
           st.cuda_context = std::move(cuda_context);
           st.torch = true;
         });
-  m.def("abandon_shared_memory", [] { kf::hal::interop_abandoned() = true; },
-        "From now on, memory CUDA imported from Vulkan is left to the operating system (kernelfusion's atexit "
-        "handler: released after the drivers' own exit handlers, it crashed the process).");
+  m.def("exiting", [] { kf::hal::exiting() = true; },
+        "From now on, contexts that close and memory CUDA imported from Vulkan are left to the operating system "
+        "(kernelfusion's atexit handler: released after the drivers' own exit handlers, they aborted the process).");
   m.def("fast_forget_contexts", [] { state().contexts.clear(); },
         "Drops the cached CUDA contexts (at exit, while CUDA is still up)");
 }

@@ -102,6 +102,12 @@ std::string lower(std::string s) {
 }  // namespace
 
 ContextImpl::~ContextImpl() {
+  if (hal::exiting()) {  // the drivers may be gone (hal::exiting): the device is left to the process
+    static auto* left = new std::vector<std::unique_ptr<hal::Device>>;
+    left->push_back(std::move(device));
+    (void)backend.release();
+    return;
+  }
   // Tensors hold the context alive, so by now no buffer is left; the device goes before the backend.
   device.reset();
   backend.reset();

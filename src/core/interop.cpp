@@ -11,7 +11,7 @@
 
 namespace kf {
 
-bool& hal::interop_abandoned() {
+bool& hal::exiting() {
   static bool abandoned = false;
   return abandoned;
 }
