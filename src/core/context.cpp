@@ -76,7 +76,17 @@ int rank(const DeviceInfo& d) {
   return 3;  // a CPU Vulkan driver (lavapipe)
 }
 
-// The op's properties a backend reads from the call (hal::OpCall), so that backends need no registry.
+bool is_number(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
 void describe_call(const OpDef& op, DType dtype, const Attrs& attrs, hal::OpCall& call) {
   call.id = op.id;
   call.op = &op;
@@ -90,16 +100,10 @@ void describe_call(const OpDef& op, DType dtype, const Attrs& attrs, hal::OpCall
   call.in_place = &op.in_place;
 }
 
-bool is_number(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+bool& hal::exiting() {
+  static bool exiting = false;
+  return exiting;
 }
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-}  // namespace
 
 ContextImpl::~ContextImpl() {
   if (hal::exiting()) {  // the drivers may be gone (hal::exiting): the device is left to the process

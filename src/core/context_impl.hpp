@@ -70,6 +70,11 @@ struct ContextImpl {
 void detail_record_captured(ContextImpl& c, const std::string& op, const std::vector<Tensor>& inputs,
                             const std::vector<Tensor>& outputs, const Attrs& attrs);
 
+struct OpDef;
+// Fills the op's properties a backend reads from a call (hal::OpCall), so that backends need no registry:
+// Context::run's calls and the parts of a split call (split.cpp).
+void describe_call(const OpDef& op, DType dtype, const Attrs& attrs, hal::OpCall& call);
+
 // Backend factories compiled into this build, in order of preference.
 std::vector<std::unique_ptr<hal::Backend>> compiled_backends();
 

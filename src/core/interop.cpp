@@ -11,11 +11,6 @@
 
 namespace kf {
 
-bool& hal::exiting() {
-  static bool abandoned = false;
-  return abandoned;
-}
-
 namespace {
 void check_shape(const Shape& shape, const std::string& what) {
   if (shape.size() > static_cast<size_t>(kMaxDims))

@@ -37,20 +37,6 @@ std::string describe(const OpDef& op, bool input, size_t k, const Tensor& t) {
                                           std::to_string(limit) + " bytes); " + why + " (docs/backends.md, \"Limits\")");
 }
 
-// As Context::run's description of a call (context.cpp): the op's properties backends read from it.
-void describe_call(const OpDef& op, DType dtype, const Attrs& attrs, hal::OpCall& call) {
-  call.id = op.id;
-  call.op = &op;
-  call.dtype = dtype;
-  call.attrs = attrs;
-  call.family = op.family;
-  call.out_dtype = op.output_dtype(dtype, attrs);
-  call.eps = op.eps_of(attrs);
-  call.attrs.eps = call.eps;
-  call.transcendental = op.transcendental;
-  call.in_place = &op.in_place;
-}
-
 }  // namespace
 
 bool run_in_parts(ContextImpl& impl, const OpDef& op, const std::vector<Tensor>& inputs,
