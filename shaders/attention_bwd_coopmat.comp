@@ -2,10 +2,11 @@
 // attention_backward's dK/dV and dQ passes on the tensor cores (16x16x16 f16 -> f32 cooperative matrices:
 // GL_NV_cooperative_matrix, or GL_KHR_cooperative_matrix with KF_COOPMAT_KHR in the generic form; coopmat.glsl): causal and window masks, key lengths, GQA; in the QUAD form also f16 and bf16 (BF16IN), head
 // dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping and ALiBi (the generic form: f16, HD 64 and
-// 128). RoPE, block masks and packed sequences stay on attention_bwd.comp (hal/vulkan/attention.cpp
-// picks). After attention_bwd.comp's PRE pass (D_i and lse as floats in the workspace), with its push
-// constants; same semantics (FlashAttention 2's backward, the probabilities recomputed from q, k and lse),
-// deterministic (no atomics).
+// 128); in both a custom score function (SCORE_MOD, SCORE_MOD_GRAD: compiled at run time). RoPE, block
+// masks and packed sequences stay on attention_bwd.comp (hal/vulkan/attention.cpp picks). After
+// attention_bwd.comp's PRE pass (D_i and lse as floats in the workspace), with its push constants; same
+// semantics (FlashAttention 2's backward, the probabilities recomputed from q, k and lse), deterministic
+// (no atomics).
 // Two forms, as attention_coopmat.comp's:
 //   QUAD (where hal/vulkan/attention.cpp finds the accumulators' quad layout on the device): 4
 //   subgroups, each with its stationary A operands in registers; per 16 x 16 score block, P and dS
@@ -44,7 +45,7 @@
 #ifndef QUAD
 #define QUAD 0
 #endif
-#if QUAD && defined(KF_COOPMAT_KHR)
+#if QUAD && CM_KHR
 #error "QUAD turns accumulators into A operands: a use conversion GL_KHR_cooperative_matrix lacks"
 #endif
 #if QUAD
@@ -232,7 +233,7 @@ Scales scales() {
 
 #if defined(SCORE_MOD)
 // The custom score function and its derivative (Attrs::score_mod; see attention_bwd.comp), compiled in
-// at run time (the QUAD form only; packed sequences do not reach these passes, so b is the batch).
+// at run time (packed sequences do not reach these passes, so b is the batch).
 const bool SCORE_MOD_ON = true;
 float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
 float score_mod_grad(float score, int b, int h, int i, int j) { return SCORE_MOD_GRAD; }
@@ -506,6 +507,26 @@ void main() {
 #endif  // QUAD
 
 #if !QUAD
+#if defined(SCORE_MOD)
+// The custom score function and its derivative (Attrs::score_mod; see attention_bwd.comp), compiled in
+// at run time (packed sequences do not reach these passes, so b is the batch).
+float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
+float score_mod_grad(float score, int b, int h, int i, int j) { return SCORE_MOD_GRAD; }
+#endif
+// P of tile row t (of head h) and key j from the raw score (q . k), 0 where the key is masked; g: the
+// factor of its dS from the score function (its derivative; 1 without one).
+float prob(Seq s, uint t, uint h, int j, bool vis, float dot, out float g) {
+  g = 1.0;
+#if defined(SCORE_MOD)
+  const float v0 = dot * pc.scale, v = score_mod(v0, int(s.b), int(h), qis[t], j);
+  if (!vis || isinf(l2s[t]) || (isinf(v) && v < 0.0)) return 0.0;  // masked (by the function too: no derivative)
+  g = score_mod_grad(v0, int(s.b), int(h), qis[t], j);
+  return exp2(v * LOG2E - l2s[t]);
+#else
+  return vis ? exp2(dot * (pc.scale * LOG2E) - l2s[t]) : 0.0;
+#endif
+}
+
 // Stages rows [r0, r0 + 32) of the group (rows at or past nrows: zeros) of q and do into A and Bm.
 void stage_rows(Seq s, uint hk, uint r0, uint nrows, bool lse_too) {
   for (uint e = gl_LocalInvocationID.x; e < BT * NPK; e += 64u) {
@@ -594,7 +615,6 @@ void main() {
   i_hi = max(i_hi, i_lo);
   const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
   stage_keys(s, hk, j0, int(s.klen), true);
-  const float c2 = pc.scale * LOG2E;
   ACC dk[NF];  // (one matrix a declaration: glslang 13 drops the KHR use of later declarators)
   ACC dv[NF];
   for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
@@ -632,10 +652,10 @@ void main() {
     for (uint i = lane; i < 16u * BT; i += 32u) {
       const uint kr = i / BT, col = i % BT;
       const int j = j0 + int(sg * 16u + kr);
-      float p = exp2(Sc[so + i] * c2 - l2s[col]);
-      if (!visible(qis[col], j, s)) p = 0.0;
+      float g;
+      const float p = prob(s, col, hk * pc.G + (r0 + col) % pc.G, j, visible(qis[col], j, s), Sc[so + i], g);
       Ph[po + kr * PL + col] = float16_t(p);
-      Dh[po + kr * PL + col] = float16_t(p * (Dp[so + i] - dss[col]) * pc.scale);
+      Dh[po + kr * PL + col] = float16_t(p * (Dp[so + i] - dss[col]) * pc.scale * g);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -679,7 +699,6 @@ void main() {
   stage_rows(s, hk, r0, nrows, true);
   barrier();
   for (uint e = gl_LocalInvocationID.x; e < BT * LD8; e += 64u) St0[e] = Sm0[e], St1[e] = Sm1[e];
-  const float c2 = pc.scale * LOG2E;
   ACC dq[NF];
   for (uint n = 0u; n < NF; ++n) dq[n] = ACC(0.0);
   const uint so = sg * 16u * BT, po = sg * 16u * PL;
@@ -715,9 +734,9 @@ void main() {
     for (uint i = lane; i < 16u * BT; i += 32u) {
       const uint rr = i / BT, col = i % BT, t = sg * 16u + rr;  // rows past nrows have P = 0 by their lse
       const int j = j0 + int(col);
-      float p = exp2(Sc[so + i] * c2 - l2s[t]);
-      if (j >= jend || !visible(qis[t], j, s)) p = 0.0;
-      Dh[po + rr * PL + col] = float16_t(p * (Dp[so + i] - dss[t]) * pc.scale);
+      float g;
+      const float p = prob(s, t, hk * pc.G + (r0 + t) % pc.G, j, j < jend && visible(qis[t], j, s), Sc[so + i], g);
+      Dh[po + rr * PL + col] = float16_t(p * (Dp[so + i] - dss[t]) * pc.scale * g);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();

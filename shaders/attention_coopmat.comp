@@ -54,7 +54,7 @@
 #ifndef QUAD
 #define QUAD 0
 #endif
-#if QUAD && defined(KF_COOPMAT_KHR)
+#if QUAD && CM_KHR
 #error "QUAD turns score accumulators into A operands: a use conversion GL_KHR_cooperative_matrix lacks"
 #endif
 #if QUAD

@@ -10,6 +10,12 @@
 //   CM_STORE(m, buf, element, stride, layout)
 //   CM_MAD(a, b, c)       a * b + c
 // Both extensions give m.length() and m[i] (this invocation's elements; their order is the device's).
+// A third form, KF_COOPMAT_NV_AS_KHR, is the KHR form for Debian's glslang 12, which has no
+// GL_KHR_cooperative_matrix: the variants compiled at run time (hal/vulkan/runtime_shader.cpp) are written
+// through the NV extension with each matrix's KHR use in its scope (A Workgroup, B Device, accumulators
+// QueueFamily: glslang takes any scope and shape, and so gives A and B distinct types), and the module is
+// then rewritten to SPV_KHR_cooperative_matrix (hal/vulkan/spirv_khr.cpp), where every scope is Subgroup.
+// CM_KHR is 1 in both KHR forms: the shaders test it where the KHR form differs (no QUAD form).
 #ifndef CM_M
 #define CM_M 16
 #endif
@@ -20,7 +26,11 @@
 #define CM_K 16
 #endif
 
-#ifdef KF_COOPMAT_KHR
+#if defined(KF_COOPMAT_KHR) && defined(KF_COOPMAT_NV_AS_KHR)
+#error "KF_COOPMAT_KHR and KF_COOPMAT_NV_AS_KHR are two compilers' forms of one kernel: define one"
+#endif
+#if defined(KF_COOPMAT_KHR)
+#define CM_KHR 1
 #extension GL_KHR_cooperative_matrix : enable
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB>
@@ -31,7 +41,20 @@
 #define CM_LOAD(m, buf, element, stride, layout) coopMatLoad(m, buf, element, stride, layout)
 #define CM_STORE(m, buf, element, stride, layout) coopMatStore(m, buf, element, stride, layout)
 #define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
+#elif defined(KF_COOPMAT_NV_AS_KHR)
+#define CM_KHR 1
+#extension GL_NV_cooperative_matrix : enable
+#define CM_A fcoopmatNV<16, gl_ScopeWorkgroup, CM_M, CM_K>
+#define CM_B fcoopmatNV<16, gl_ScopeDevice, CM_K, CM_N>
+#define CM_ACC fcoopmatNV<32, gl_ScopeQueueFamily, CM_M, CM_N>
+#define CM_ACC16 fcoopmatNV<16, gl_ScopeQueueFamily, CM_M, CM_N>
+#define CM_ROW false
+#define CM_COL true
+#define CM_LOAD(m, buf, element, stride, layout) coopMatLoadNV(m, buf, element, stride, layout)
+#define CM_STORE(m, buf, element, stride, layout) coopMatStoreNV(m, buf, element, stride, layout)
+#define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
 #else
+#define CM_KHR 0
 #extension GL_NV_cooperative_matrix : enable
 #if CM_M != 16 || CM_N != 16 || CM_K != 16
 #error "the NV form is written for 16 x 16 x 16 fragments only"

@@ -106,8 +106,10 @@ if(KF_KHR_SHADERS)
         "mm_coopmat_khr_bf16_${cname}_${sname}|mm_coopmat.comp|${cdefs},${sdefs},OUT_BF16,KF_COOPMAT_KHR")
     endforeach()
   endforeach()
-  # Another output dtype (Attrs::out_dtype) on the default tiles: the NV kernels get theirs compiled at run
-  # time (hal/vulkan/matmul.cpp out_dtype_variant), which Debian's glslang cannot do for KHR.
+  # Another output dtype (Attrs::out_dtype) on the default tiles at 16x16x16, built here so that the common
+  # calls compile nothing at run time; the other KHR tiles and shapes, like the NV kernels, get theirs
+  # compiled at run time (hal/vulkan/matmul.cpp out_dtype_variant; KHR through an NV form and a rewrite,
+  # hal/vulkan/runtime_shader.hpp).
   foreach(cname c1 c13 c14)
     foreach(tile IN LISTS kf_coopmat_tiles)
       if(tile MATCHES "^${cname}\\|(.*)$")

@@ -62,8 +62,8 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
         const int64_t D = tc.inputs[0][3];
         const auto given = [&](size_t k) { return tc.inputs.size() > k && !tc.inputs[k].empty(); };
         const bool applies = (D == 32 || D == 64 || D == 80 || D == 96 || D == 128) && a.rope == 0 && !given(8) && !given(11);
-        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6) || !a.score_mod.empty() ||
-                                  (D != 64 && D != 128);  // (the QUAD form's only)
+        const bool quad_options = a.p > 0 || a.softcap > 0 || a.alibi || given(6) ||
+                                  (D != 64 && D != 128);  // (the QUAD form's only; both take a score function)
         for (Context* ctx : {&forced, &generic, &automatic}) {
           const uint64_t seed = fresh_seed();
           check::CaseOptions o;
@@ -81,7 +81,7 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
                 << tc.label << ": " << r.message;
             if (applies) {
               EXPECT_TRUE(r.message.find("it takes bf16 in its QUAD form only") != std::string::npos ||
-                          r.message.find("its generic form does not apply dropout, soft-capping, ALiBi or a custom score function") !=
+                          r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") !=
                               std::string::npos ||
                           r.message.find("its generic form takes head dimensions 64 and 128") != std::string::npos)
                   << r.message;

@@ -344,10 +344,10 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
 
   // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 (and bf16 in the QUAD form),
   // D 64 or 128 (32, 80 and 96 too in the QUAD form), the NV 16x16x16 f16 shape, causal / window masks, key
-  // lengths and GQA (and dropout, soft-capping and ALiBi in the QUAD form); not RoPE, block masks or packed
-  // sequences. KF_TUNE
-  // attn_path=1 keeps the portable passes, attn_path=2 forces these (Unsupported, saying why, where they
-  // do not apply). Decided before anything is recorded, so that a refusal leaves nothing behind.
+  // lengths, GQA and custom score functions (and dropout, soft-capping and ALiBi in the QUAD form); not
+  // RoPE, block masks or packed sequences. KF_TUNE attn_path=1 keeps the portable passes, attn_path=2
+  // forces these (Unsupported, saying why, where they do not apply). Decided before anything is recorded,
+  // so that a refusal leaves nothing behind.
   // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
   // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
   // the generic form (32 x 32 tiles, 2 subgroups, 48512 bytes; f16 only).
@@ -378,8 +378,8 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
   else if (!quad && D != 64 && D != 128)
     no_cm = "its generic form takes head dimensions 64 and 128 (its QUAD form, which takes " + std::to_string(D) +
             ", needs the device's accumulator layout" + std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
-  else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6) || !a.score_mod.empty()))
-    no_cm = "its generic form does not apply dropout, soft-capping, ALiBi or a custom score function (its QUAD form, which does, needs the device's accumulator layout" +
+  else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6)))
+    no_cm = "its generic form does not apply dropout, soft-capping or ALiBi (its QUAD form, which does, needs the device's accumulator layout" +
             std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
   else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq))) no_cm = "this build has no " + cm_dkv;
   else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
@@ -666,21 +666,20 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
   // on the portable kernel).
   const bool cm_dtype = call.dtype == DType::f16 || call.dtype == DType::bf16;
   const std::string cm_dt = to_string(call.dtype);
-  // NV (dev.coopmat_f16) or KHR (the generic form at 16x16x16; a custom score function is compiled at run
-  // time by Debian's glslang, which has no KHR cooperative matrices): VulkanDevice::coopmat_attn.
+  // NV (dev.coopmat_f16) or KHR (the generic form at 16x16x16; with a custom score function compiled at
+  // run time in an NV form and rewritten, runtime_shader.hpp): VulkanDevice::coopmat_attn.
   const CoopmatChoice& ac = dev.coopmat_attn();
   const bool khr = ac.path == CoopmatPath::khr;
   const std::string cm_variant = (khr ? "attn_cm_khr_" : "attn_cm_") + cm_dt + "_d" + std::to_string(D);
   const uint32_t cm_bk = D > 128 ? 32 : 64;
-  const bool cm_on = khr ? call.attrs.score_mod.empty() : ac.path == CoopmatPath::nv && dev.coopmat_f16();
+  const bool cm_on = khr || (ac.path == CoopmatPath::nv && dev.coopmat_f16());
   const bool cm_fits = cm_on && cm_dtype && dev.has_variant(cm_variant) &&
                        (call.dtype != DType::bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
                        coopmat_attn_shared_bytes(cm_bk, D, false, 4) <= max_shared && max_wg >= 128;
   if (dev.tuning().attn_path == 2 && !cm_fits) {
     why = "the cooperative-matrix path was forced (KF_TUNE attn_path=2) but " +
           std::string(!cm_dtype ? "it takes f16 and bf16 only"
-                      : ac.path == CoopmatPath::portable ? "the device has no tensor cores for it (" + ac.why + ")"
-                      : !cm_on ? "its KHR form takes no custom score function"
+                      : !cm_on ? "the device has no tensor cores for it (" + ac.why + ")"
                       : !dev.has_variant(cm_variant) ? "it is not built for head dimension " + std::to_string(D)
                                                      : "it does not fit the device's shared memory");
     return false;

@@ -137,7 +137,8 @@ std::string out_dtype_label(const OpCall& call) {
 std::string out_dtype_variant(VulkanDevice& dev, const OpCall& call, const std::string& base) {
   const DType odt = call.out_dtype;
   if (odt == call.dtype) return base;
-  // The KHR kernels' are built with the library (variants.cmake): Debian's run-time glslang cannot compile them.
+  // Those the library embeds (variants.cmake: the KHR kernels' default tiles at 16x16x16); the others are
+  // compiled at run time, a KHR one through its NV form (runtime_shader.hpp).
   if (const std::string built = base + "_o" + to_string(odt); dev.has_variant(built)) return built;
   const std::string what = std::string(call.name()) + " storing " + to_string(odt) + " from " + to_string(call.dtype) + " inputs";
   if (odt == DType::f64)
@@ -194,17 +195,10 @@ MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
                          p.batches * p.M + 2 * b_factors <= 0xffffffffull &&
                          (p.batches * p.M * p.K / 8 <= 0xffffffffull) && (p.batches * p.M + 3) / 4 <= 65535ull * 65535ull &&
                          b_factors * p.K / 8 <= 0xffffffffull;
-  // Another output dtype is a variant compiled at run time (out_dtype_variant) by Debian's glslang, which
-  // cannot compile the KHR form: the build compiles those of the default tiles at 16x16x16; other KHR
-  // tiles and shapes leave such calls to the portable kernel.
-  const bool out_ok = cm.path != CoopmatPath::khr || call.out_dtype == call.dtype ||
-                      dev.has_variant(p.cm_variant + "_o" + to_string(call.out_dtype));
+  // Another output dtype is a variant of the kernel (out_dtype_variant), on either path.
   p.coopmat_fits = cm.path != CoopmatPath::portable && (call.dtype == DType::f16 || bf16_fits) && p.K % 8 == 0 &&
-                   (p.linear || p.N % 8 == 0) && dev.has_variant(p.cm_variant) && p.M + p.N <= 0xffffffffull && out_ok;
-  if (call.dtype == DType::f16 || bf16) {
-    if (cm.path == CoopmatPath::portable) p.cm_why = cm.why;
-    else if (!out_ok) p.cm_why = "no KHR variant of this tile and shape stores " + std::string(to_string(call.out_dtype));
-  }
+                   (p.linear || p.N % 8 == 0) && dev.has_variant(p.cm_variant) && p.M + p.N <= 0xffffffffull;
+  if ((call.dtype == DType::f16 || bf16) && cm.path == CoopmatPath::portable) p.cm_why = cm.why;
   return p;
 }
 

@@ -7,10 +7,12 @@
 #include <cstring>
 #include <mutex>
 
+#include "hal/vulkan/spirv_khr.hpp"
 #include "kf/error.hpp"
 
 #if defined(KF_HAVE_SHADERC)
 #include <shaderc/shaderc.h>
+#include <spirv-tools/optimizer.hpp>
 #endif
 
 namespace kf::hal::vk {
@@ -55,13 +57,13 @@ Defines parse_defines(const std::string& list) {
   return out;
 }
 
-std::vector<uint32_t> compile_shader(const std::string& source,
-                                     const std::vector<std::pair<std::string, std::string>>& defines,
-                                     const std::string& what) {
-  const ShaderSource* src = find_source(source);
-  if (!src) throw Error(ErrorCode::Internal, what + ": no embedded shader source " + source);
+namespace {
+
+// shaderc's compilation, optimized (glslc -O) or not.
+std::vector<uint32_t> shaderc_compile(const ShaderSource* src, const Defines& defines, const std::string& what,
+                                      bool optimize) {
 #if !defined(KF_HAVE_SHADERC)
-  (void)defines;
+  (void)src, (void)defines, (void)optimize;
   throw Error(ErrorCode::Unsupported, what + " compiles its kernel at run time, and this build of kf has no shader "
                                              "compiler (it was configured without Debian's libshaderc-dev, glslang-dev, spirv-tools)");
 #else
@@ -74,7 +76,8 @@ std::vector<uint32_t> compile_shader(const std::string& source,
   for (const auto& [name, value] : defines)
     shaderc_compile_options_add_macro_definition(opts, name.data(), name.size(), value.empty() ? nullptr : value.data(),
                                                  value.size());
-  shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_performance);
+  shaderc_compile_options_set_optimization_level(
+      opts, optimize ? shaderc_optimization_level_performance : shaderc_optimization_level_zero);
   shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
   shaderc_compile_options_set_include_callbacks(opts, resolve_include, release_include, nullptr);
   shaderc_compilation_result_t res = shaderc_compile_into_spv(compiler, src->text, std::strlen(src->text),
@@ -88,9 +91,47 @@ std::vector<uint32_t> compile_shader(const std::string& source,
     std::memcpy(words.data(), shaderc_result_get_bytes(res), words.size() * 4);
   }
   if (res) shaderc_result_release(res);
-  if (!ok) throw Error(ErrorCode::Internal, what + ": the run-time compilation of " + source + " failed: " + msg);
+  if (!ok) throw Error(ErrorCode::Internal, what + ": the run-time compilation of " + src->name + " failed: " + msg);
   return words;
 #endif
+}
+
+#if defined(KF_HAVE_SHADERC)
+// glslc -O's passes (SPIRV-Tools' performance passes) without the validator, which rejects the
+// KF_COOPMAT_NV_AS_KHR form: its products' matrices have different scopes (the use markers).
+std::vector<uint32_t> optimize_unvalidated(const std::vector<uint32_t>& words, const std::string& what) {
+  spvtools::Optimizer opt(SPV_ENV_VULKAN_1_2);
+  std::string msg;
+  opt.SetMessageConsumer([&](spv_message_level_t level, const char*, const spv_position_t&, const char* m) {
+    if (level <= SPV_MSG_ERROR) msg += std::string(m) + "\n";
+  });
+  opt.RegisterPerformancePasses();
+  spvtools::OptimizerOptions o;
+  o.set_run_validator(false);
+  std::vector<uint32_t> out;
+  if (!opt.Run(words.data(), words.size(), &out, o))
+    throw Error(ErrorCode::Internal, what + ": SPIRV-Tools could not optimize its run-time kernel: " + msg);
+  return out;
+}
+#endif
+
+}  // namespace
+
+std::vector<uint32_t> compile_shader(const std::string& source, const Defines& defines, const std::string& what) {
+  const ShaderSource* src = find_source(source);
+  if (!src) throw Error(ErrorCode::Internal, what + ": no embedded shader source " + source);
+  bool khr = false;
+  Defines nv_as_khr = defines;
+  for (auto& d : nv_as_khr)
+    if (d.first == "KF_COOPMAT_KHR") d.first = "KF_COOPMAT_NV_AS_KHR", khr = true;
+  if (!khr) return shaderc_compile(src, defines, what, true);
+  // A KHR variant (runtime_shader.hpp): the NV-as-KHR form, optimized as the build optimizes the KHR
+  // variants (spirv-opt -O), then rewritten to SPV_KHR_cooperative_matrix.
+  std::vector<uint32_t> words = shaderc_compile(src, nv_as_khr, what, false);
+#if defined(KF_HAVE_SHADERC)
+  words = optimize_unvalidated(words, what);
+#endif
+  return rewrite_coopmat_nv_to_khr(words, what);
 }
 
 }  // namespace kf::hal::vk

@@ -1,7 +1,8 @@
 // Shader variants compiled at run time: a custom score function (docs/ops.md section 5) is spliced into
 // a kernel's GLSL as a macro and compiled with shaderc, with the options the build gives glslc for the
 // embedded variants (--target-env=vulkan1.2 -O). shaderc (with glslang and SPIRV-Tools) is linked into
-// libkf statically, so programs need nothing more at run time.
+// libkf statically, so programs need nothing more at run time. The KHR cooperative-matrix kernels among
+// them are rewritten from an NV form by libkf itself (spirv_khr.hpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +25,11 @@ using Defines = std::vector<std::pair<std::string, std::string>>;
 Defines parse_defines(const std::string& list);
 
 // Compiles shaders/<source> with the macro definitions (name, value; an empty value defines the name
-// alone) into SPIR-V words. Throws kf::Error: Unsupported when this build has no shader compiler (saying
-// so), Internal when the source does not compile (with the compiler's message); `what` names the op.
+// alone) into SPIR-V words. A KHR cooperative-matrix variant (KF_COOPMAT_KHR among the definitions),
+// which Debian's glslang cannot compile, is compiled in coopmat.glsl's KF_COOPMAT_NV_AS_KHR form instead,
+// optimized, and rewritten to SPV_KHR_cooperative_matrix (spirv_khr.hpp). Throws kf::Error: Unsupported
+// when this build has no shader compiler (saying so), Internal when the source does not compile (with the
+// compiler's message) or the rewrite fails; `what` names the op.
 std::vector<uint32_t> compile_shader(const std::string& source,
                                      const std::vector<std::pair<std::string, std::string>>& defines,
                                      const std::string& what);
