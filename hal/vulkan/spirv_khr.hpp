@@ -2,7 +2,9 @@
 // predates GL_KHR_cooperative_matrix, so a KHR kernel compiled at run time is compiled in coopmat.glsl's
 // KF_COOPMAT_NV_AS_KHR form (SPV_NV_cooperative_matrix, each matrix's KHR use marked by its scope) and its
 // module rewritten here to SPV_KHR_cooperative_matrix. Plain C++ over the words: no SPIRV-Tools that
-// knows the KHR extension is needed at run time.
+// knows the KHR extension is needed at run time. The module keeps its SPIR-V version (shaderc's for Vulkan
+// 1.2: 1.5, as the build's KHR modules): SPV_KHR_cooperative_matrix requires SPIR-V 1.3 and, in shaders,
+// the Vulkan memory model, which the NV extension already required.
 #pragma once
 #include <cstdint>
 #include <string>
