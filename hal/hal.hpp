@@ -105,9 +105,11 @@ class Device {
   virtual void* host_data(Buffer& buffer) { (void)buffer; return nullptr; }
   // Device memory the caller owns (a torch CUDA tensor's): a buffer over `bytes` at device address `data`
   // that `keep_alive` keeps valid; nullptr where the backend has no device addresses. Throws kf::Error
-  // (Device) for memory that is not this device's.
-  virtual std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
-    (void)data, (void)bytes, (void)keep_alive;
+  // (Device) for memory that is not this device's, unless `known`: the caller has it from an owner that
+  // names the device (a torch tensor's get_device()), so that the driver's pointer query (about a
+  // microsecond per tensor, the largest host cost of a small call from Python) is not repeated.
+  virtual std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive, bool known) {
+    (void)data, (void)bytes, (void)keep_alive, (void)known;
     return nullptr;
   }
   // The device address of a buffer (CUDA / HIP); nullptr where the backend has none.

@@ -26,6 +26,9 @@ int Allocator::size_class(size_t bytes) {
 }
 
 void* Allocator::device_malloc(size_t bytes) {
+  // The device is set here, where the driver is called, rather than for every allocation: a block from
+  // the free lists needs no driver call at all. (trim() frees after this has set it.)
+  check(gpuSetDevice(ordinal_), "cudaSetDevice");
   void* p = nullptr;
   const gpuError_t e = gpuMalloc(&p, bytes);
   if (e == gpuErrorMemoryAllocation) {
@@ -56,7 +59,6 @@ void Allocator::reset_peak() {
 }
 
 Allocator::Block Allocator::allocate_locked(size_t bytes) {
-  check(gpuSetDevice(ordinal_), "cudaSetDevice");
   if (bytes == 0) bytes = 1;
   if (bytes <= kMaxSmall) {
     const int c = size_class(bytes);

@@ -338,9 +338,9 @@ std::shared_ptr<Buffer> CudaDevice::allocate(size_t bytes) {
   return buf;
 }
 
-std::shared_ptr<Buffer> CudaDevice::wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
-  make_current();
-  if (data) {
+std::shared_ptr<Buffer> CudaDevice::wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive, bool known) {
+  if (data && !known) {
+    make_current();
 #if defined(KF_HIP)
     hipPointerAttribute_t a{};
     const gpuError_t e = hipPointerGetAttributes(&a, data);

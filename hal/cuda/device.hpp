@@ -135,7 +135,7 @@ class CudaDevice final : public Device {
   void download(Buffer& src, void* dst, size_t bytes) override;
   void fill_bytes(Buffer& dst, uint8_t pattern, size_t bytes) override;
   // A torch CUDA tensor's memory, in place (checked to be device memory of this GPU).
-  std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive) override;
+  std::shared_ptr<Buffer> wrap_device(void* data, size_t bytes, std::shared_ptr<void> keep_alive, bool known) override;
   void* device_data(Buffer& buffer) override { return static_cast<CudaBuf&>(buffer).ptr(); }
 #if !defined(KF_HIP)
   // Memory a Vulkan device of this GPU exported (opaque fd): imported and mapped, freed with the buffer.

@@ -240,7 +240,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
     if (!torch_view(st, x, v)) return skip;
     nb::object owner = nb::borrow(x);
     if (kinds[k] == Kind::TorchCuda) {
-      if (nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device) return skip;  // generic raises
+      if (k != first && nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device) return skip;  // generic raises
       const bool usable = v.contiguous && reinterpret_cast<uintptr_t>(v.data) % 256 == 0;
       if (!usable) {
         PyObject* kw = PyDict_New();
@@ -253,7 +253,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
       } else {
         like[n_like++] = static_cast<int>(k);
       }
-      t = ctx.wrap_device(v.data, v.shape, v.dtype, hold(owner));
+      t = detail::wrap_known_device(ctx, v.data, v.shape, v.dtype, hold(owner));  // torch named its device
     } else {
       if (!v.contiguous) {
         owner = call0(x, KF_NAME("contiguous"));
@@ -293,7 +293,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
       if (cuda) {
         if (reinterpret_cast<uintptr_t>(v.data) % 256 != 0 || nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device)
           return skip;
-        outs[static_cast<size_t>(j)] = ctx.wrap_device(v.data, v.shape, v.dtype, hold(x));
+        outs[static_cast<size_t>(j)] = detail::wrap_known_device(ctx, v.data, v.shape, v.dtype, hold(x));
       } else {
         outs[static_cast<size_t>(j)] = ctx.wrap_host(v.data, v.shape, v.dtype, hold(x));
       }
@@ -321,7 +321,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
         // a fresh contiguous tensor of shape s and dtype odt: its address is all there is to read
         void* data = PyLong_AsVoidPtr(call0(r, KF_NAME("data_ptr")).ptr());
         if (PyErr_Occurred()) throw nb::python_error();
-        outs[j] = cuda ? ctx.wrap_device(data, s, odt, hold(r)) : ctx.wrap_host(data, s, odt, hold(r));
+        outs[j] = cuda ? detail::wrap_known_device(ctx, data, s, odt, hold(r)) : ctx.wrap_host(data, s, odt, hold(r));
       } else {
         r = st.np_empty(shape_tuple(s), st.np_dtypes[static_cast<int>(odt)]);
         HostArray arr;

@@ -265,28 +265,38 @@ Tensor Context::wrap_host(void* data, const Shape& shape, DType dtype, std::shar
 }
 
 Tensor Context::wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive) {
-  const std::string what = "Context::wrap_device";
+  return impl_->wrap_device(data, shape, dtype, std::move(keep_alive), false);
+}
+
+Tensor detail::wrap_known_device(Context& ctx, void* data, const Shape& shape, DType dtype,
+                                 std::shared_ptr<void> keep_alive) {
+  return ctx.impl()->wrap_device(data, shape, dtype, std::move(keep_alive), true);
+}
+
+Tensor ContextImpl::wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive,
+                                bool known) {
+  const char* what = "Context::wrap_device";  // (a literal: this runs for every tensor of a call from Python)
   if (shape.size() > static_cast<size_t>(kMaxDims))
-    throw Error(ErrorCode::Shape, what + ": shape " + to_string(shape) + " has more than 8 dimensions");
+    throw Error(ErrorCode::Shape, std::string(what) + ": shape " + to_string(shape) + " has more than 8 dimensions");
   for (int64_t d : shape)
-    if (d < 0) throw Error(ErrorCode::Shape, what + ": shape " + to_string(shape) + " has a negative size");
+    if (d < 0) throw Error(ErrorCode::Shape, std::string(what) + ": shape " + to_string(shape) + " has a negative size");
   if (!data && numel(shape) > 0)
-    throw Error(ErrorCode::InvalidArgument, what + ": null data for shape " + to_string(shape));
+    throw Error(ErrorCode::InvalidArgument, std::string(what) + ": null data for shape " + to_string(shape));
   if (reinterpret_cast<uintptr_t>(data) % 256 != 0)
-    throw Error(ErrorCode::InvalidArgument, what + ": the address is not 256-byte aligned (a view into the middle "
+    throw Error(ErrorCode::InvalidArgument, std::string(what) + ": the address is not 256-byte aligned (a view into the middle "
                                                    "of an allocation?); pass a copy of its own (torch: .clone())");
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
   {
-    std::lock_guard<std::recursive_mutex> lock(impl_->mu);
-    t.buffer_ = impl_->device_call(what, [&] { return impl_->device->wrap_device(data, t.nbytes(), std::move(keep_alive)); });
+    std::lock_guard<std::recursive_mutex> lock(mu);
+    t.buffer_ = device_call(what, [&] { return device->wrap_device(data, t.nbytes(), std::move(keep_alive), known); });
   }
   if (!t.buffer_)
-    throw Error(ErrorCode::Unsupported, what + ": the " + impl_->backend_name +
+    throw Error(ErrorCode::Unsupported, std::string(what) + ": the " + backend_name +
                                             " backend has no device addresses (CUDA and HIP only)");
   t.buffer_->wrapped = true;
-  t.owner_ = impl_;
+  t.owner_ = self.lock();
   return t;
 }
 

@@ -63,6 +63,8 @@ struct ContextImpl {
   }
 
   Tensor make_tensor(const Shape& shape, DType dtype);
+  // Context::wrap_device; `known`: hal::Device::wrap_device's (the memory is this device's, by its owner).
+  Tensor wrap_device(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive, bool known);
   ~ContextImpl();
 };
 

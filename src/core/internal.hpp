@@ -19,6 +19,10 @@ namespace kf::detail {
 void run_op(Context& ctx, const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             const Attrs& attrs, const std::vector<Shape>* checked = nullptr);
 
+// Context::wrap_device for memory whose owner names this context's device (a torch CUDA tensor whose
+// get_device() is the context's): the backend skips its query of the address (python/src/fast_call.cpp).
+Tensor wrap_known_device(Context& ctx, void* data, const Shape& shape, DType dtype, std::shared_ptr<void> keep_alive);
+
 // kf-bench's matrix roofline: records the backend's in-register matrix multiply-add kernel (to be timed
 // between two timestamps) and returns its floating-point operations, with what it measures in `what`; 0
 // when the backend has none.
