@@ -39,6 +39,59 @@ if(KF_GLSLANG_KHR AND KF_SPIRV_OPT_KHR AND KF_SPIRV_VAL_KHR)
   endif()
 endif()
 
+# The bf16-native products (KF_COOPMAT_BF16: GL_EXT_bfloat16 cooperative matrices, bf16 x bf16 -> f32) need
+# glslang 16. PyPI's slangpy wheel carries it inside slang's compiler library: tools/install-deps.sh keeps
+# libslang-compiler, libslang-glslang and slang.h in .tools/slang/ (lib/, include/), and the build compiles
+# tools/slang-glsl.cpp against them into kf-slang-glsl, a build-time tool (cmake/CompileBf16.cmake runs it
+# after the KHR toolchain's glslangValidator -E). KF_BF16_SHADERS is set when it compiles
+# shaders/check_coopmat_bf16.comp into a module the new spirv-val accepts; the library needs nothing of
+# slang at run time.
+set(KF_SLANG_DIR "${CMAKE_SOURCE_DIR}/.tools/slang" CACHE PATH
+    "where tools/install-deps.sh put slang's compiler library (include/slang.h, lib/libslang-compiler.so.*)")
+set(KF_BF16_SHADERS OFF)
+set(KF_BF16_WHY "")
+file(GLOB kf_slang_lib ${KF_SLANG_DIR}/lib/libslang-compiler.so*)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/slang-glsl.cpp)
+if(NOT KF_KHR_SHADERS)
+  set(KF_BF16_WHY "they need the KHR toolchain too")
+elseif(NOT EXISTS ${KF_SLANG_DIR}/include/slang.h OR NOT kf_slang_lib)
+  set(KF_BF16_WHY "no slang in ${KF_SLANG_DIR} (tools/install-deps.sh puts slangpy's there)")
+else()
+  list(GET kf_slang_lib 0 kf_slang_lib)
+  set(KF_SLANG_GLSL ${CMAKE_BINARY_DIR}/kf-slang-glsl)
+  try_compile(kf_slang_built ${CMAKE_BINARY_DIR}/kf-slang-glsl-check
+              SOURCES ${CMAKE_SOURCE_DIR}/tools/slang-glsl.cpp
+              CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${KF_SLANG_DIR}/include"
+              LINK_LIBRARIES ${kf_slang_lib}
+              LINK_OPTIONS "-Wl,-rpath,${KF_SLANG_DIR}/lib"
+              CXX_STANDARD 17
+              OUTPUT_VARIABLE kf_slang_log
+              COPY_FILE ${KF_SLANG_GLSL})
+  if(NOT kf_slang_built)
+    set(KF_BF16_WHY "tools/slang-glsl.cpp does not build against ${KF_SLANG_DIR}")
+  else()
+    execute_process(
+      COMMAND ${CMAKE_COMMAND} -DLIB=${kf_khr_lib} -DPP=${KF_GLSLANG_KHR} -DDRIVER=${KF_SLANG_GLSL}
+              -DOPT=${KF_SPIRV_OPT_KHR} -DVAL=${KF_SPIRV_VAL_KHR}
+              -DSRC=${CMAKE_CURRENT_LIST_DIR}/../shaders/check_coopmat_bf16.comp -DDEFINES=
+              -DOUT=${CMAKE_BINARY_DIR}/check_coopmat_bf16.spv -DDEPFILE=${CMAKE_BINARY_DIR}/check_coopmat_bf16.d
+              -P ${CMAKE_CURRENT_LIST_DIR}/CompileBf16.cmake
+      RESULT_VARIABLE kf_bf16_rc OUTPUT_VARIABLE kf_bf16_log ERROR_VARIABLE kf_bf16_log)
+    if(kf_bf16_rc EQUAL 0)
+      set(KF_BF16_SHADERS ON)
+      message(STATUS "kf: bf16 cooperative-matrix shaders ON (slang's glslang, ${kf_slang_lib})")
+    else()
+      set(KF_BF16_WHY "slang's glslang does not compile GL_EXT_bfloat16 cooperative matrices (or spirv-val rejects "
+                      "them): ${kf_bf16_log}")
+    endif()
+  endif()
+endif()
+
+# A build folder of this same source tree whose compiled variants (spirv/<name>.inc) this build embeds
+# instead of compiling them again: tools/test.sh's sanitizer builds take the main build's, which saves
+# compiling every shader twice more. A folder built from other sources gives other kernels.
+set(KF_SPIRV_FROM "" CACHE PATH "a build folder of this source tree whose compiled shader variants to reuse")
+
 function(kf_embed_shaders target)
   set(gen_dir ${CMAKE_CURRENT_BINARY_DIR}/spirv)
   file(MAKE_DIRECTORY ${gen_dir})
@@ -50,6 +103,7 @@ function(kf_embed_shaders target)
     list(GET parts 0 name)
     list(GET parts 1 src)
     list(GET parts 2 defines)
+    set(defines_comma "${defines}")
     string(REPLACE "," ";" defines "${defines}")
     set(dflags)
     foreach(d IN LISTS defines)
@@ -57,7 +111,21 @@ function(kf_embed_shaders target)
     endforeach()
     set(spv ${gen_dir}/${name}.spv)
     set(inc ${gen_dir}/${name}.inc)
-    if("KF_COOPMAT_KHR" IN_LIST defines)
+    if(KF_SPIRV_FROM AND EXISTS ${KF_SPIRV_FROM}/spirv/${name}.inc)
+      set(inc ${KF_SPIRV_FROM}/spirv/${name}.inc)
+    elseif("KF_COOPMAT_BF16" IN_LIST defines)
+      add_custom_command(
+        OUTPUT ${spv} ${inc}
+        COMMAND ${CMAKE_COMMAND} -DLIB=${kf_khr_lib} -DPP=${KF_GLSLANG_KHR} -DDRIVER=${KF_SLANG_GLSL}
+                -DOPT=${KF_SPIRV_OPT_KHR} -DVAL=${KF_SPIRV_VAL_KHR} -DSRC=${CMAKE_SOURCE_DIR}/shaders/${src}
+                -DDEFINES=${defines_comma} -DOUT=${spv} -DDEPFILE=${spv}.d -P ${CMAKE_SOURCE_DIR}/cmake/CompileBf16.cmake
+        COMMAND ${CMAKE_COMMAND} -DIN=${spv}.opt.spv -DOUT=${inc} -P ${CMAKE_SOURCE_DIR}/cmake/SpvToInc.cmake
+        DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${src} ${CMAKE_SOURCE_DIR}/cmake/CompileBf16.cmake
+                ${CMAKE_SOURCE_DIR}/cmake/SpvToInc.cmake ${KF_SLANG_GLSL}
+        DEPFILE ${spv}.d
+        COMMENT "shader ${name} (KHR, bf16)"
+        VERBATIM)
+    elseif("KF_COOPMAT_KHR" IN_LIST defines)
       # glslang 13 names the depfile's target after -o: the .spv, the first output. The optimized module
       # (.opt.spv) is the one validated and embedded.
       add_custom_command(
@@ -85,7 +153,7 @@ function(kf_embed_shaders target)
         VERBATIM)
     endif()
     list(APPEND incs ${inc})
-    string(APPEND table_includes "static const uint32_t spv_${name}[] = {\n#include \"${name}.inc\"\n};\n")
+    string(APPEND table_includes "static const uint32_t spv_${name}[] = {\n#include \"${inc}\"\n};\n")
     list(JOIN defines "," defines_text)
     string(APPEND table_entries "  {\"${name}\", spv_${name}, sizeof(spv_${name}) / 4, \"${src}\", \"${defines_text}\"},\n")
   endforeach()

@@ -3,7 +3,7 @@
 // after the #version and #extension lines (it adds the extension). The fragment shape is CM_M x CM_N with
 // CM_K-deep products (default 16 x 16 x 16): a variant per shape the device may list
 // (vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR); the NV form is 16 x 16 x 16 only.
-//   CM_A, CM_B            f16 operands: A is CM_M x CM_K, B is CM_K x CM_N
+//   CM_A, CM_B            f16 operands (bf16 with KF_COOPMAT_BF16, KHR only): A is CM_M x CM_K, B is CM_K x CM_N
 //   CM_ACC                f32 accumulator, CM_M x CM_N; CM_ACC16 the same in f16 (attention's products)
 //   CM_ROW, CM_COL        memory layouts: row-major, column-major (constants, as both extensions require)
 //   CM_LOAD(m, buf, element, stride, layout)   element and stride count buf's elements (uvec4: 8 halves)
@@ -32,8 +32,17 @@
 #if defined(KF_COOPMAT_KHR)
 #define CM_KHR 1
 #extension GL_KHR_cooperative_matrix : enable
+#ifdef KF_COOPMAT_BF16
+// bf16 operands as bf16 (GL_EXT_bfloat16, VK_KHR_shader_bfloat16): loads reinterpret the buffers' 16-bit
+// words as bf16, so A and B are read as they are stored, with no conversion or scaling. glslang 16+ only
+// (cmake/Shaders.cmake compiles these variants through slang's glslang).
+#extension GL_EXT_bfloat16 : require
+#define CM_A coopmat<bfloat16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA>
+#define CM_B coopmat<bfloat16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB>
+#else
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB>
+#endif
 #define CM_ACC coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>
 #define CM_ACC16 coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>
 #define CM_ROW gl_CooperativeMatrixLayoutRowMajor
@@ -43,6 +52,9 @@
 #define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
 #elif defined(KF_COOPMAT_NV_AS_KHR)
 #define CM_KHR 1
+#ifdef KF_COOPMAT_BF16
+#error "bf16 operands need KF_COOPMAT_KHR (glslang 16): the run-time compiler has no bf16 types"
+#endif
 #extension GL_NV_cooperative_matrix : enable
 #define CM_A fcoopmatNV<16, gl_ScopeWorkgroup, CM_M, CM_K>
 #define CM_B fcoopmatNV<16, gl_ScopeDevice, CM_K, CM_N>
@@ -55,6 +67,9 @@
 #define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
 #else
 #define CM_KHR 0
+#ifdef KF_COOPMAT_BF16
+#error "bf16 operands need KF_COOPMAT_KHR"
+#endif
 #extension GL_NV_cooperative_matrix : enable
 #if CM_M != 16 || CM_N != 16 || CM_K != 16
 #error "the NV form is written for 16 x 16 x 16 fragments only"

@@ -127,6 +127,29 @@ if(KF_KHR_SHADERS)
       endif()
     endforeach()
   endforeach()
+  # bf16 operands as bf16 (KF_COOPMAT_BF16: GL_EXT_bfloat16, bf16 x bf16 -> f32 at 16x16x16; compiled through
+  # slang's glslang, cmake/Shaders.cmake): mm_coopmat_khr_bf16n_<tile>, no conversion or scaling of A and B;
+  # another output dtype on the default tiles, as above. VulkanDevice::coopmat_bf16 picks them (KF_TUNE
+  # bf16_coopmat).
+  if(KF_BF16_SHADERS)
+    foreach(tile IN LISTS kf_coopmat_tiles)
+      string(REPLACE "|" ";" t "${tile}")
+      list(GET t 0 cname)
+      list(GET t 1 cdefs)
+      list(APPEND KF_SHADER_VARIANTS
+        "mm_coopmat_khr_bf16n_${cname}|mm_coopmat.comp|${cdefs},OUT_BF16,KF_COOPMAT_KHR,KF_COOPMAT_BF16")
+      if(cname MATCHES "^c(1|13|14)$")
+        foreach(odt f32 f16)
+          string(TOUPPER ${odt} ODT)
+          list(APPEND KF_SHADER_VARIANTS
+            "mm_coopmat_khr_bf16n_${cname}_o${odt}|mm_coopmat.comp|${cdefs},OUT_BF16,ODT_${ODT},KF_COOPMAT_KHR,KF_COOPMAT_BF16")
+        endforeach()
+      endif()
+    endforeach()
+  else()
+    message(STATUS "kf: left out the bf16-native tensor-core variants mm_coopmat_khr_bf16n_* (linear, matmul, ffn): "
+                   "${KF_BF16_WHY}; bf16 products take the f16 kernels on scaled operands")
+  endif()
   if(NOT coopmat_nv_rc EQUAL 0)  # the bf16 operands' conversion, otherwise listed with the NV variants
     list(APPEND KF_SHADER_VARIANTS "bf16_rows_to_f16|bf16_rows_to_f16.comp|KF_ROWS_TO_F16")
     list(APPEND KF_SHADER_VARIANTS "bf16_cols_to_f16|bf16_rows_to_f16.comp|COLS")

@@ -3,10 +3,13 @@
 // says why, in Caps::coopmat_products and in last_variant(); forcing nv or khr where the device cannot run
 // them fails at Context::create, naming why; where a device lists KHR shapes, each shape kf has kernels
 // for is forced in turn and the products are checked against the float64 reference, and attention and its
-// backward on the KHR kernels too.
+// backward on the KHR kernels too. bf16 products (KF_TUNE bf16_coopmat): native bf16 cooperative matrices
+// where the device and the build have them, else scaled f16, saying why; native forced where it cannot
+// run fails at Context::create; where it runs, the products and ffn against the reference.
 #include <gtest/gtest.h>
 
 #include "check/conformance.hpp"
+#include "hal/vulkan/coopmat.hpp"
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
 #include "product_cases.hpp"
@@ -119,7 +122,8 @@ TEST(Coopmat, KhrShapesAgainstReference) {
     for (const std::string shape : {"16x16x16", "16x8x16", "16x8x8"}) {
       std::unique_ptr<Context> ctx;
       try {
-        ctx = std::make_unique<Context>(open(d, "mm_path=2,coopmat=khr,coopmat_shape=" + shape, false));
+        // bf16 scaled, so that it runs at this shape (the native kernels are 16x16x16: Bf16NativeOrScaled).
+        ctx = std::make_unique<Context>(open(d, "mm_path=2,coopmat=khr,bf16_coopmat=scaled,coopmat_shape=" + shape, false));
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
         continue;
@@ -220,6 +224,108 @@ TEST(Coopmat, KhrAttentionAgainstReference) {
     EXPECT_GT(score_mod_on_khr, 0) << d.info.name << ": no custom score function ran on KHR";
   }
   if (!checked) GTEST_SKIP() << "no Vulkan device runs attention on KHR cooperative matrices";
+}
+
+// The bf16 choice itself (hal/vulkan/coopmat.cpp), on made-up devices: native only with the products on
+// KHR, VK_KHR_shader_bfloat16 with both features, the bf16 x bf16 -> f32 16x16x16 subgroup shape listed
+// and the build's variants; otherwise the first reason, and native forced is reported missing.
+TEST(Coopmat, Bf16ChoiceReasons) {
+  using namespace hal::vk;
+  Caps caps;
+  caps.coopmat_khr = true;
+  caps.bfloat16 = true;
+  caps.coopmat_khr_shapes = {{16, 16, 16, "f16", "f16", "f32", "f32", false, "subgroup"},
+                             {16, 16, 16, "bf16", "bf16", "f32", "f32", false, "subgroup"}};
+  CoopmatChoice khr;
+  khr.path = CoopmatPath::khr;
+  khr.shape = "16x16x16";
+  CoopmatChoice none;
+  none.why = "NV: x; KHR: y";
+  bool built = true;
+  const auto has = [&](const std::string& v) { return built && v == "mm_coopmat_khr_bf16n_c1"; };
+  bool missing = true;
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 0, has, &missing).describe(),
+            std::string("scaled: ") + kBf16NativeUnverified);
+  EXPECT_FALSE(missing);
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 1, has, &missing).describe(), "native");
+  EXPECT_FALSE(missing);
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 2, has, &missing).describe(), "scaled: KF_TUNE bf16_coopmat=scaled");
+  EXPECT_FALSE(missing);
+  EXPECT_EQ(choose_coopmat_bf16(caps, none, true, 1, has, &missing).describe(),
+            "scaled: the products do not run on KHR cooperative matrices (none: NV: x; KHR: y)");
+  EXPECT_TRUE(missing);
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, false, 1, has, &missing).describe(),
+            "scaled: its shaderBFloat16Type or shaderBFloat16CooperativeMatrix feature is off");
+  EXPECT_TRUE(missing);
+  built = false;
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 1, has, &missing).describe(),
+            "scaled: this build has no bf16-native variants (no slang at build time: tools/install-deps.sh)");
+  built = true;
+  caps.coopmat_khr_shapes.pop_back();
+  caps.coopmat_khr_shapes.push_back({16, 8, 16, "bf16", "bf16", "f32", "f32", false, "subgroup"});  // not 16x16x16
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 1, has, &missing).describe(),
+            "scaled: it lists no bf16 x bf16 -> f32 16x16x16 subgroup shape");
+  caps.bfloat16 = false;
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 1, has, &missing).describe(),
+            "scaled: the device lacks VK_KHR_shader_bfloat16");
+  EXPECT_TRUE(missing);
+}
+
+// On each device: Caps::coopmat_bf16 says what bf16 products take; scaled forced says so; native forced
+// opens only where it runs, else Context::create raises Unsupported naming the knob, the device and why
+// (lavapipe: no KHR products); a bad value is refused before any device opens. Where native runs, the
+// products (every product case, another output dtype) and ffn pass against the reference on it.
+TEST(Coopmat, Bf16NativeOrScaled) {
+  for (const char* bad : {"bf16_coopmat=bf16", "bf16_coopmat="}) {
+    try {
+      Context::create(ContextOptions{.backend = "cpu", .tuning = bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_TRUE(has(e.what(), "bf16_coopmat")) << e.what();
+    }
+  }
+  if (vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
+  int native = 0;
+  for (const auto& d : vulkan_devices()) {
+    const Caps c = open(d, "", false).device().caps;
+    EXPECT_EQ(c.coopmat_bf16, std::string("scaled: ") + hal::vk::kBf16NativeUnverified);  // auto
+    EXPECT_EQ(open(d, "bf16_coopmat=scaled", false).device().caps.coopmat_bf16, "scaled: KF_TUNE bf16_coopmat=scaled");
+    std::unique_ptr<Context> ctx;
+    try {
+      ctx = std::make_unique<Context>(open(d, "bf16_coopmat=native,mm_path=2", false));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      EXPECT_TRUE(has(e.what(), "KF_TUNE bf16_coopmat=native: " + d.info.name + " cannot run those kernels (")) << e.what();
+      if (c.coopmat_products.rfind("khr", 0) != 0) {
+        EXPECT_TRUE(has(e.what(), "the products do not run on KHR cooperative matrices (" + c.coopmat_products + ")"))
+            << e.what();
+      }
+      continue;
+    }
+    ++native;
+    EXPECT_EQ(ctx->device().caps.coopmat_bf16, "native");
+    for (const auto& pc : kCases) {
+      const auto r = run(*ctx, pc, DType::bf16);
+      EXPECT_TRUE(r.pass) << d.info.name << " native " << pc.op << " " << to_string(pc.shapes[0]) << ": " << r.message
+                          << " seed " << r.seed;
+      EXPECT_TRUE(has(r.variant, "coopmat-khr-16x16x16") && has(r.variant, ",bf16-native")) << r.variant;
+    }
+    for (DType odt : {DType::f32, DType::f16}) {
+      TestCase tc{"coopmat_out", {{130, 64}, {70, 64}, {70}, {}}, {}, 1};
+      tc.attrs.act = kActGelu;
+      tc.attrs.out_dtype = odt;
+      const auto r = check::run_case(*ctx, get_op("linear"), DType::bf16, tc, check::fresh_seed());
+      EXPECT_TRUE(r.pass) << d.info.name << " native bf16 -> " << to_string(odt) << ": " << r.message;
+      EXPECT_TRUE(has(r.variant, ",bf16-native")) << r.variant;
+    }
+    for (const char* name : {"ffn", "linear_dropout"})
+      for (const TestCase& tc : get_op(name).tests) {
+        const auto r = check::run_case(*ctx, get_op(name), DType::bf16, tc, check::fresh_seed());
+        EXPECT_TRUE(r.pass) << d.info.name << " native " << name << " " << tc.label << ": " << r.message;
+      }
+  }
+  if (!native) GTEST_SKIP() << "no Vulkan device runs bf16 products natively (checked the fallback and its reason)";
 }
 
 }  // namespace

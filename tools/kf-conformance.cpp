@@ -237,7 +237,8 @@ json caps_json(const Caps& c) {
           {"f64", c.float64},               {"subgroup_size", c.subgroup_size},  {"subgroup_arithmetic", c.subgroup_arith},
           {"coopmat_nv", c.coopmat_nv},     {"coopmat_khr", c.coopmat_khr},      {"timestamps", c.timestamps},
           {"timestamp_period_ns", c.timestamp_period_ns}, {"shared_memory_bytes", c.max_shared_bytes},
-          {"coopmat_products", c.coopmat_products}, {"coopmat_attention", c.coopmat_attention}};
+          {"coopmat_products", c.coopmat_products}, {"coopmat_attention", c.coopmat_attention},
+          {"coopmat_bf16", c.coopmat_bf16}};
 }
 
 json device_json(const DeviceEntry& e) {
@@ -558,6 +559,8 @@ void print_device(const json& d) {
     if (!cm_mm.empty() && cm_mm == cm_attn) std::printf("  %-14s %s\n", "tensor cores", cm_mm.c_str());
     else if (!cm_mm.empty())
       std::printf("  %-14s products %s; attention %s\n", "tensor cores", cm_mm.c_str(), cm_attn.c_str());
+    if (const std::string b = c.value("coopmat_bf16", std::string()); !b.empty())
+      std::printf("  %-14s %s\n", "bf16 products", b.c_str());
     std::printf("  %-14s %s (period %g ns)\n", "timestamps", yes(c["timestamps"]).c_str(),
                 c["timestamp_period_ns"].get<double>());
     std::printf("  %-14s %u bytes per workgroup\n", "shared memory", c["shared_memory_bytes"].get<unsigned>());

@@ -56,6 +56,7 @@ ordered_json caps_json(const kf::Caps& c) {
                                       (s.scope == "subgroup" ? "" : " " + s.scope));
   if (!c.coopmat_products.empty()) j["coopmat_products"] = c.coopmat_products;
   if (!c.coopmat_attention.empty()) j["coopmat_attention"] = c.coopmat_attention;
+  if (!c.coopmat_bf16.empty()) j["coopmat_bf16"] = c.coopmat_bf16;
   j["timestamps"] = c.timestamps;
   j["timestamp_period_ns"] = c.timestamp_period_ns;
   j["max_shared_bytes"] = c.max_shared_bytes;
@@ -329,6 +330,7 @@ int main(int argc, char** argv) {
       if (!ctx.device().caps.coopmat_products.empty()) {
         out["selected"]["coopmat_products"] = ctx.device().caps.coopmat_products;
         out["selected"]["coopmat_attention"] = ctx.device().caps.coopmat_attention;
+        out["selected"]["coopmat_bf16"] = ctx.device().caps.coopmat_bf16;
       }
       if (ops) out["ops"] = ops_json(ctx);
     } catch (const kf::Error& e) {
@@ -354,6 +356,7 @@ int main(int argc, char** argv) {
     if (sel.contains("coopmat_products")) {
       std::printf("  tensor cores of the matrix products: %s\n", sel["coopmat_products"].get<std::string>().c_str());
       std::printf("  tensor cores of attention: %s\n", sel["coopmat_attention"].get<std::string>().c_str());
+      std::printf("  bf16 products on the tensor cores: %s\n", sel["coopmat_bf16"].get<std::string>().c_str());
     }
     if (ops) {
       std::printf("\nops on that device:\n");

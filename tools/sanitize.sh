@@ -4,6 +4,8 @@
 # ThreadSanitizer on the thread tests. Each is a build folder of its own (build-asan/, build-tsan/), without
 # the CUDA backend, the tools or the Python package.
 #   tools/sanitize.sh            (after tools/install-deps.sh --tests)
+# KF_SPIRV_FROM=build (tools/test.sh sets it, having just built build/ from this tree): the sanitizer builds
+# embed that build's compiled shaders instead of compiling them again.
 # Leaks: LeakSanitizer runs on the CPU backend with no Vulkan driver visible. A Vulkan driver that the loader
 # unloads at vkDestroyInstance leaves allocations that LeakSanitizer can no longer attribute (frames in an
 # unmapped library, which no suppression can name); on Vulkan (lavapipe, validation layer on) the same
@@ -15,7 +17,8 @@ status=0
 configure() {  # folder, options...
   local dir=$1
   shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKF_CUDA=OFF -DKF_BUILD_TOOLS=OFF -DKF_PYTHON=OFF "$@" \
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKF_CUDA=OFF -DKF_BUILD_TOOLS=OFF -DKF_PYTHON=OFF \
+    -DKF_SPIRV_FROM="${KF_SPIRV_FROM:-}" "$@" \
     > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; return 1; }
 }
 run() {  # name, command...: the test's output only when it fails

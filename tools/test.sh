@@ -15,7 +15,7 @@ ctest --test-dir build --output-on-failure -j2 || status=$?
   cmake --build build -j"$(nproc)" --target _kf &&
   PYTHONPATH=build/python .venv/bin/python -m pytest -q -p no:cacheprovider python/tests; } || status=$?
 # The sanitizer builds (their own folders, small shapes): ASan + UBSan on the unit tests, TSan on the threads.
-tools/sanitize.sh || status=$?
+KF_SPIRV_FROM=$PWD/build tools/sanitize.sh || status=$?
 # The libFuzzer targets (build-fuzz/, the CPU backend only): 60 s each from their seed corpora.
 tools/fuzz.sh 60 || status=$?
 if [ "$status" -ne 0 ]; then

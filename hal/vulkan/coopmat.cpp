@@ -152,4 +152,34 @@ CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const 
   return c;
 }
 
+bool lists_bf16_16x16x16(const Caps& caps) {
+  for (const auto& s : caps.coopmat_khr_shapes)
+    if (s.m == 16 && s.n == 16 && s.k == 16 && s.a == "bf16" && s.b == "bf16" && s.c == "f32" && s.result == "f32" &&
+        s.scope == "subgroup")
+      return true;
+  return false;
+}
+
+std::string Bf16Choice::describe() const { return native ? "native" : "scaled: " + why; }
+
+Bf16Choice choose_coopmat_bf16(const Caps& caps, const CoopmatChoice& products, bool features, uint32_t knob,
+                               const std::function<bool(const std::string&)>& has_variant, bool* forced_missing) {
+  *forced_missing = false;
+  Bf16Choice c;
+  if (knob == 2) c.why = "KF_TUNE bf16_coopmat=scaled";
+  // auto stays scaled until the native kernels have passed kf-conformance on a device that runs them
+  // (tools/gpu-check-vulkan.sh does both); then auto takes native where the checks below allow.
+  else if (knob == 0) c.why = kBf16NativeUnverified;
+  else if (products.path != CoopmatPath::khr)
+    c.why = "the products do not run on KHR cooperative matrices (" + products.describe() + ")";
+  else if (!caps.bfloat16) c.why = "the device lacks VK_KHR_shader_bfloat16";
+  else if (!features) c.why = "its shaderBFloat16Type or shaderBFloat16CooperativeMatrix feature is off";
+  else if (!lists_bf16_16x16x16(caps)) c.why = "it lists no bf16 x bf16 -> f32 16x16x16 subgroup shape";
+  else if (!has_variant("mm_coopmat_khr_bf16n_c1"))
+    c.why = "this build has no bf16-native variants (no slang at build time: tools/install-deps.sh)";
+  else c.native = true;
+  *forced_missing = knob == 1 && !c.native;
+  return c;
+}
+
 }  // namespace kf::hal::vk

@@ -42,6 +42,21 @@ typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
                                                                                     VkCooperativeMatrixPropertiesKHR*);
 #endif
 
+// Debian 12's headers also predate VK_KHR_shader_bfloat16 (bf16 in shaders and bf16 cooperative matrices):
+// its feature structure as the registry defines it.
+#ifndef VK_KHR_shader_bfloat16
+#define VK_KHR_shader_bfloat16 1
+#define VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME "VK_KHR_shader_bfloat16"
+constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR = VkStructureType(1000141000);
+struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 shaderBFloat16Type;
+  VkBool32 shaderBFloat16DotProduct;
+  VkBool32 shaderBFloat16CooperativeMatrix;
+};
+#endif
+
 namespace kf::hal::vk {
 
 // The shapes vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists (the instance loaded by volk).
@@ -81,6 +96,28 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
 // portable, forced_missing set. Automatic: prefer_khr picks KHR over NV where the device offers both.
 CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const char* knob, uint32_t shape,
                              bool prefer_khr, bool* forced_missing);
+
+// Why auto keeps bf16 products scaled (choose_coopmat_bf16).
+inline constexpr const char* kBf16NativeUnverified =
+    "the default until the native kernels pass kf-conformance on a GPU (KF_TUNE bf16_coopmat=native turns them on)";
+
+// The bf16 products' choice on a device (VulkanDevice::coopmat_bf16, KF_TUNE bf16_coopmat): native runs
+// mm_coopmat_khr_bf16n_<tile> (bf16 x bf16 -> f32 at 16x16x16, A and B read as stored); otherwise bf16
+// products take the f16 kernels on operands scaled per row (bf16_rows_to_f16.comp), where they have tensor
+// cores at all.
+struct Bf16Choice {
+  bool native = false;
+  std::string why;  // not native: why
+  std::string describe() const;  // Caps::coopmat_bf16: "native" or "scaled: <why>"
+};
+// products: the products' choice (native needs the KHR path); features: VK_KHR_shader_bfloat16's
+// shaderBFloat16Type and shaderBFloat16CooperativeMatrix, both on; knob: Tuning::bf16_coopmat (0 auto,
+// 1 native, 2 scaled); has_variant: whether the build has a variant. native forced where it cannot run
+// comes back not native, forced_missing set.
+Bf16Choice choose_coopmat_bf16(const Caps& caps, const CoopmatChoice& products, bool features, uint32_t knob,
+                               const std::function<bool(const std::string&)>& has_variant, bool* forced_missing);
+// Whether the device lists the bf16 x bf16 -> f32 16x16x16 subgroup shape the native variants use.
+bool lists_bf16_16x16x16(const Caps& caps);
 
 // The KHR f16 x f16 -> f32 fragment shapes mm_coopmat.comp has variants for (variants.cmake).
 extern const char* const kKhrShapes[3];

@@ -150,6 +150,12 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
       f12_have.pNext = &sc_have;
     }
   }
+  // bf16 cooperative matrices (the bf16-native products): queried only with the KHR extension usable.
+  VkPhysicalDeviceShaderBfloat16FeaturesKHR bf16_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+  if (khr_present && info_.caps.bfloat16) {
+    bf16_have.pNext = f12_have.pNext;
+    f12_have.pNext = &bf16_have;
+  }
   VkPhysicalDeviceFeatures2 have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f12_have};
   vkGetPhysicalDeviceFeatures2(pd, &have);
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
@@ -215,6 +221,13 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   if (forced_missing) refuse("attn_coopmat", tuning_.attn_coopmat, coopmat_attn_);
   info_.caps.coopmat_products = coopmat_mm_.describe();
   info_.caps.coopmat_attention = coopmat_attn_.describe();
+  coopmat_bf16_ = choose_coopmat_bf16(info_.caps, coopmat_mm_,
+                                      bf16_have.shaderBFloat16Type && bf16_have.shaderBFloat16CooperativeMatrix,
+                                      tuning_.bf16_coopmat, has, &forced_missing);
+  if (forced_missing)
+    throw Error(ErrorCode::Unsupported, "vulkan: KF_TUNE bf16_coopmat=native: " + info_.name +
+                                            " cannot run those kernels (" + coopmat_bf16_.why + ")");
+  info_.caps.coopmat_bf16 = coopmat_bf16_.describe();
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   if (coopmat_mm_.path == CoopmatPath::khr || coopmat_attn_.path == CoopmatPath::khr) {
     f12_on.vulkanMemoryModel = VK_TRUE;
@@ -223,6 +236,14 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     cmk_on.pNext = f12_on.pNext;
     f12_on.pNext = &cmk_on;
     exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  VkPhysicalDeviceShaderBfloat16FeaturesKHR bf16_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+  if (coopmat_bf16_.native) {  // (the products on KHR: its extension and features were enabled above)
+    bf16_on.shaderBFloat16Type = VK_TRUE;
+    bf16_on.shaderBFloat16CooperativeMatrix = VK_TRUE;
+    bf16_on.pNext = f12_on.pNext;
+    f12_on.pNext = &bf16_on;
+    exts.push_back(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
   }
   VkPhysicalDeviceSubgroupSizeControlFeatures sc_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
   if (cmk_on.cooperativeMatrix && info_.caps.subgroup_size != 32) {  // (sg32: the device allows it)

@@ -191,6 +191,9 @@ class VulkanDevice final : public Device {
   const CoopmatChoice& coopmat_mm() const { return coopmat_mm_; }
   // Attention's and its backward's (KF_TUNE attn_coopmat): KHR runs their generic forms at 16x16x16 only.
   const CoopmatChoice& coopmat_attn() const { return coopmat_attn_; }
+  // bf16 products: native bf16 cooperative matrices (VK_KHR_shader_bfloat16) or scaled f16, and why
+  // (KF_TUNE bf16_coopmat; coopmat.hpp).
+  const Bf16Choice& coopmat_bf16() const { return coopmat_bf16_; }
   Allocator& allocator() { return *allocator_; }
   const DeviceOptions& options() const { return options_; }
 
@@ -225,6 +228,7 @@ class VulkanDevice final : public Device {
   bool pipeline_stats_ = false;
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
   CoopmatChoice coopmat_mm_, coopmat_attn_;
+  Bf16Choice coopmat_bf16_;
   bool khr_subgroup32_ = false;  // KHR kernels' pipelines require subgroups of 32 (not the device's default)
   int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not known yet
   VkDevice device_ = VK_NULL_HANDLE;

@@ -1,6 +1,7 @@
 // The matrix products (docs/ops.md section 4): linear and matmul on the tensor-core kernel
 // (mm_coopmat.comp) where it applies, else the portable tiled kernel (mm.comp) or, for few rows, the
-// few-rows kernel (gemv.cpp); bf16 operands converted for the tensor cores; the output dtype.
+// few-rows kernel (gemv.cpp); bf16 operands read as bf16 (VK_KHR_shader_bfloat16) or converted to scaled f16
+// for the tensor cores; the output dtype.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -161,9 +162,12 @@ struct MatmulPlan {
   std::string cm_variant;       // the tensor-core kernel's variant
   bool coopmat_fits = false;    // the tensor-core path takes the call
   std::string cm_why;           // f16 / bf16 off the tensor cores for want of them: why (last_variant)
+  bool bf16_native = false;     // bf16 operands as bf16 (mm_coopmat_khr_bf16n_*), not scaled f16
 };
 
-MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
+// preconverted: B comes as scaled f16 (ScaledB: linear_cross_entropy converts W once for all its chunks), so
+// the call takes the scaled path whatever the device's bf16 choice.
+MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call, bool preconverted = false) {
   MatmulPlan p;
   const Tuning& t = dev.tuning();
   p.linear = call.id == OpId::linear || call.id == OpId::linear_dropout;  // W [N, K]
@@ -188,13 +192,21 @@ MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call) {
   // bf16.
   const bool bf16 = call.dtype == DType::bf16;
   const CoopmatChoice& cm = dev.coopmat_mm();
-  p.cm_variant = cm.variant(bf16 ? "mm_coopmat_bf16_" + std::string(p.cfg->variant).substr(std::string("mm_coopmat_f16_").size())
-                                 : std::string(p.cfg->variant));
+  const std::string tile = std::string(p.cfg->variant).substr(std::string("mm_coopmat_f16_").size());
+  // bf16 native (VulkanDevice::coopmat_bf16, KF_TUNE bf16_coopmat): bf16 x bf16 -> f32 at 16x16x16 on the
+  // operands as stored; no conversion, so none of its limits below.
+  // Another output dtype of bf16 native: only the build's variants (the run-time compiler has no bf16 types).
+  p.bf16_native = bf16 && dev.coopmat_bf16().native && !preconverted &&
+                  (call.out_dtype == call.dtype ||
+                   dev.has_variant("mm_coopmat_khr_bf16n_" + tile + "_o" + to_string(call.out_dtype)));
+  p.cm_variant = p.bf16_native ? "mm_coopmat_khr_bf16n_" + tile
+                               : cm.variant(bf16 ? "mm_coopmat_bf16_" + tile : std::string(p.cfg->variant));
   const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;  // B's inverse factors (words)
-  const bool bf16_fits = bf16 && dev.has_variant("bf16_rows_to_f16") && (p.linear || dev.has_variant("bf16_cols_to_f16")) &&
-                         p.batches * p.M + 2 * b_factors <= 0xffffffffull &&
-                         (p.batches * p.M * p.K / 8 <= 0xffffffffull) && (p.batches * p.M + 3) / 4 <= 65535ull * 65535ull &&
-                         b_factors * p.K / 8 <= 0xffffffffull;
+  const bool bf16_fits = p.bf16_native ||
+                         (bf16 && dev.has_variant("bf16_rows_to_f16") && (p.linear || dev.has_variant("bf16_cols_to_f16")) &&
+                          p.batches * p.M + 2 * b_factors <= 0xffffffffull &&
+                          (p.batches * p.M * p.K / 8 <= 0xffffffffull) && (p.batches * p.M + 3) / 4 <= 65535ull * 65535ull &&
+                          b_factors * p.K / 8 <= 0xffffffffull);
   // Another output dtype is a variant of the kernel (out_dtype_variant), on either path.
   p.coopmat_fits = cm.path != CoopmatPath::portable && (call.dtype == DType::f16 || bf16_fits) && p.K % 8 == 0 &&
                    (p.linear || p.N % 8 == 0) && dev.has_variant(p.cm_variant) && p.M + p.N <= 0xffffffffull;
@@ -234,7 +246,7 @@ bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* w
               dev.coopmat_mm().describe() + "), dtype f16 or bf16, K % 8 == 0, for B [K, N] N % 8 == 0 and, on "
               "KHR, the inputs' dtype as out_dtype");
   // bf16 operands on the tensor cores are converted first (record_bf16_scaled, as dispatch_matmul calls it).
-  if (p.coopmat_fits && dev.tuning().mm_path != 1 && call.dtype == DType::bf16) {
+  if (p.coopmat_fits && dev.tuning().mm_path != 1 && call.dtype == DType::bf16 && !p.bf16_native) {
     const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;
     std::string r = bf16_scaled_refusal(1, p.batches * p.M, p.K, false, 0);
     if (r.empty())
@@ -248,7 +260,7 @@ bool supports_matmul(const VulkanDevice& dev, const OpCall& call, std::string* w
 // linear (B = W [N, K]) and matmul (B [.., K, N]): the tensor-core kernel (mm_coopmat.comp) where it
 // applies, else the portable tiled kernel (shaders/mm.comp).
 Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* scaled_b) {
-  const MatmulPlan plan = plan_matmul(dev, call);
+  const MatmulPlan plan = plan_matmul(dev, call, scaled_b != nullptr);
   const bool linear = plan.linear;
   const uint64_t K = plan.K, N = plan.N, M = plan.M, batches = plan.batches;
   const bool b_batched = plan.b_batched;
@@ -270,7 +282,8 @@ Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* sc
   const bool coopmat = plan.coopmat_fits && dev.tuning().mm_path != 1;
   const uint32_t tile_m = coopmat ? cfg.bm : 64, tile_n = coopmat ? cfg.bn : 64;
   std::shared_ptr<Buffer> a_in = call.inputs[0].buffer, b_in = call.inputs[1].buffer, inv_scales;
-  if (coopmat && bf16) {
+  const bool scaled = coopmat && bf16 && !plan.bf16_native;  // operands converted to f16 first
+  if (scaled) {
     a_in = dev.workspace(static_cast<size_t>(batches * M * K * 2), 1);
     inv_scales = scaled_b ? scaled_b->scales : dev.workspace(static_cast<size_t>((batches * M + 2 * b_factors) * 4), 3);
     record_bf16_scaled(dev, call.inputs[0].buffer, a_in, inv_scales, 1, batches * M, K, false, 0);
@@ -290,7 +303,7 @@ Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* sc
   l.variant = out_dtype_variant(dev, call, coopmat ? cm_variant : kernel_variant_name(call, call.dtype, false));
   l.spec = {256u, linear ? 1u : 0u, has_bias ? 1u : 0u, has_res ? 1u : 0u, static_cast<uint32_t>(call.attrs.act)};
   l.spec.push_back(drop ? 1u : 0u);
-  if (coopmat && bf16) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
+  if (scaled) l.spec.insert(l.spec.end(), {0u, 0u, 0u, 0u, 1u});  // A_KM, ACC_OUT, BIAS_ROW, ROW_SS off; SCALES
   l.bindings[0] = a_in;
   l.bindings[1] = b_in;
   if (inv_scales) l.bindings[5] = inv_scales;
@@ -306,8 +319,11 @@ Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* sc
   const std::string out = out_dtype_label(call);
   if (!coopmat)
     return "vulkan:mm/portable-tiled-64x64" + out + (plan.cm_why.empty() ? "" : " (no tensor cores: " + plan.cm_why + ")");
-  std::string v = "vulkan:mm/" + dev.coopmat_mm().label() + "-" + cfg.label + out;
-  if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";
+  // The native variants are 16x16x16 whatever shape the f16 products take.
+  std::string v = "vulkan:mm/" + (plan.bf16_native ? std::string("coopmat-khr-16x16x16") : dev.coopmat_mm().label()) +
+                  "-" + cfg.label + out;
+  if (plan.bf16_native) v += ",bf16-native";
+  else if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";
   if (bf16 && scaled_b) v += ",b-preconverted";
   return v;
 }

@@ -40,6 +40,10 @@ struct Caps {
   // "khr 16x16x16" (the fragment shape), or "none: " and why; empty in Context::list_devices().
   std::string coopmat_products;
   std::string coopmat_attention;  // the same for attention (KF_TUNE attn_coopmat)
+  // bf16 products on the tensor cores (KF_TUNE bf16_coopmat): "native" (bf16 x bf16 -> f32 16x16x16 through
+  // VK_KHR_shader_bfloat16, operands read as stored), or "scaled: " and why not native (then, where the
+  // products have tensor cores, bf16 runs as f16 scaled per row); empty in Context::list_devices().
+  std::string coopmat_bf16;
   bool timestamps = false;       // device timestamps in compute queues
   double timestamp_period_ns = 1;
   uint32_t max_shared_bytes = 0;     // shared memory per workgroup

@@ -73,6 +73,12 @@ const std::vector<Knob>& knobs() {
             "tensor-core kernels of attention and its backward, as coopmat, but auto prefers NV (its QUAD forms "
             "were the faster on an H100); KHR runs their generic forms at 16x16x16 (no QUAD form: softmax "
             "through shared memory)"),
+      words("bf16_coopmat", V, &T::bf16_coopmat, {"auto", "native", "scaled"},
+            "bf16 products on KHR tensor cores (linear, matmul, ffn): native (bf16 x bf16 -> f32 16x16x16 "
+            "through VK_KHR_shader_bfloat16, the operands read as stored), scaled (as f16, rows scaled by "
+            "powers of two, converted first), or auto (scaled until the native kernels have passed "
+            "kf-conformance on a GPU); "
+            "native where it cannot run: Context::create raises Unsupported naming why"),
       one_of("rows_values", B, &T::rows_values, {0, 16, 32, 64, 128},
              "row values an invocation (CUDA: a thread of a 256-thread row kernel) caches; 0 automatic "
              "(Vulkan 32, CUDA 16); CUDA runs 64 and 128 as 32"),
