@@ -16,7 +16,8 @@
 # 3. The thread contract (tests/test_threads: several threads on one context, separate contexts side by
 #    side) and the tensor-core test suites (test_coopmat, test_attention_backward, test_spirv_khr).
 # Each step writes its log to OUT_DIR; a summary (one line per step, PASS or FAIL) ends the output, and the
-# exit status is 1 when a step failed. KF_VALIDATION stays off: Debian 12's validation layer predates
+# exit status is 1 when a step failed. STEPS (a regular expression over the step names in the summary)
+# runs some of them only, e.g. STEPS='^(threads|products-khr)'. KF_VALIDATION stays off: Debian 12's validation layer predates
 # VK_KHR_cooperative_matrix and reports its structures as errors.
 set -uo pipefail
 if [ $# -ge 1 ]; then build=$(cd "$1" && pwd) || exit 2; else build=$(cd "$(dirname "$0")/.." && pwd)/build; fi
@@ -29,6 +30,7 @@ summary=()
 step() {  # step NAME KF_TUNE COMMAND...: runs the command with KF_TUNE set, logs it, notes PASS / FAIL
   local name=$1 tune=$2
   shift 2
+  [[ "$name" =~ ${STEPS:-.} ]] || return 0
   local log="$out/$name.log"
   local t0=$SECONDS
   KF_TUNE=$tune "$@" > "$log" 2>&1
