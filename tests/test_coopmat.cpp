@@ -42,6 +42,17 @@ check::CaseResult run(Context& ctx, const ProductCase& c, DType t) {
   return check::run_case(ctx, get_op(c.op), t, tc, check::fresh_seed());
 }
 
+// A KF_TUNE value the options table refuses: InvalidArgument naming the knob, before any device opens.
+void expect_refused(const char* tuning, const char* knob) {
+  try {
+    Context::create(ContextOptions{.backend = "cpu", .tuning = tuning});
+    ADD_FAILURE() << tuning << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_TRUE(has(e.what(), knob)) << e.what();
+  }
+}
+
 // Without cooperative matrices: the portable kernels, and the reason where a tensor-core kernel would
 // have served (f16, bf16); none for f32, which no tensor-core kernel takes.
 TEST(Coopmat, NoneSaysWhy) {
@@ -80,15 +91,7 @@ TEST(Coopmat, PortableForced) {
       EXPECT_TRUE(has(r.variant, "portable-tiled-64x64 (no tensor cores: KF_TUNE coopmat=portable)")) << r.variant;
     }
   }
-  for (const char* bad : {"coopmat=amd", "coopmat_shape=8x16x16", "coopmat="}) {
-    try {
-      Context::create(ContextOptions{.backend = "cpu", .tuning = bad});
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-      EXPECT_TRUE(has(e.what(), "coopmat")) << e.what();
-    }
-  }
+  for (const char* bad : {"coopmat=amd", "coopmat_shape=8x16x16", "coopmat="}) expect_refused(bad, "coopmat");
 }
 
 // nv or khr forced: the device runs that path for its products, or Context::create raises Unsupported
@@ -276,15 +279,7 @@ TEST(Coopmat, Bf16ChoiceReasons) {
 // (lavapipe: no KHR products); a bad value is refused before any device opens. Where native runs, the
 // products (every product case, another output dtype) and ffn pass against the reference on it.
 TEST(Coopmat, Bf16NativeOrScaled) {
-  for (const char* bad : {"bf16_coopmat=bf16", "bf16_coopmat="}) {
-    try {
-      Context::create(ContextOptions{.backend = "cpu", .tuning = bad});
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-      EXPECT_TRUE(has(e.what(), "bf16_coopmat")) << e.what();
-    }
-  }
+  for (const char* bad : {"bf16_coopmat=bf16", "bf16_coopmat="}) expect_refused(bad, "bf16_coopmat");
   if (vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
   int native = 0;
   for (const auto& d : vulkan_devices()) {
