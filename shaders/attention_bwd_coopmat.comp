@@ -1,9 +1,11 @@
 #version 450
 // attention_backward's dK/dV and dQ passes on the tensor cores (16x16x16 f16 -> f32 cooperative matrices:
-// GL_NV_cooperative_matrix, or GL_KHR_cooperative_matrix with KF_COOPMAT_KHR in the generic form; coopmat.glsl): causal and window masks, key lengths, GQA; in the QUAD form also f16 and bf16 (BF16IN), head
-// dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping and ALiBi (the generic form: f16, HD 64 and
-// 128); in both a custom score function (SCORE_MOD, SCORE_MOD_GRAD: compiled at run time). RoPE, block
-// masks and packed sequences stay on attention_bwd.comp (hal/vulkan/attention.cpp picks). After
+// GL_NV_cooperative_matrix, or GL_KHR_cooperative_matrix with KF_COOPMAT_KHR in the generic form;
+// coopmat.glsl): f16 and bf16 (BF16IN: f16 copies times powers of two), causal and window masks, key
+// lengths, GQA; in the QUAD form also head dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping
+// and ALiBi (the generic form: HD 64 and 128); in both a custom score function (SCORE_MOD,
+// SCORE_MOD_GRAD: compiled at run time). RoPE, block masks and packed sequences stay on
+// attention_bwd.comp (hal/vulkan/attention.cpp picks). After
 // attention_bwd.comp's PRE pass (D_i and lse as floats in the workspace), with its push constants; same
 // semantics (FlashAttention 2's backward, the probabilities recomputed from q, k and lse), deterministic
 // (no atomics).
@@ -22,7 +24,8 @@
 //   generic (any accumulator layout): 2 subgroups, 32 x 32 tiles, scores and probabilities through shared
 //   memory:
 //     DKV: 32 keys a workgroup (16 a subgroup); per tile of 32 rows and subgroup S^T and dP^T (16 x 32,
-//          f32) to shared memory, P^T and dS^T element by element back as f16, then the two products.
+//          f32) to shared memory, P^T and dS^T element by element back as f16 (times their powers of
+//          two with BF16IN), then the two products.
 //     DQ:  32 rows a workgroup; keys in tiles of 32.
 // Bindings: 0 q, 1 k, 2 v, 3 dk (DKV) or dq (DQ), 4 dv (DKV), 5 the workspace, 6 do.
 #extension GL_GOOGLE_include_directive : require
@@ -146,6 +149,57 @@ bool visible(int qi, int j, Seq s) {
 // Row r of the kv head's group rows: query r / G of head hk G + r % G.
 uint row_index(Seq s, uint hk, uint r) { return (s.b * pc.Hq + hk * pc.G + r % pc.G) * pc.SqT + r / pc.G; }
 
+// bf16 (BF16IN, both forms) runs on f16 copies of q, k, v and do, each times the power of two that puts its
+// largest magnitude in [2^14, 2^15) (attention_absmax.comp, as the forward's bf16): exact scaling, no
+// overflow, values down to 2^-28 of the largest keep their 8 bits. dS goes to the products times the power
+// of two that puts its bound (2 HD max|dO| max|V| scale / (1 - p): |P| <= 1, |Z dP|, |D| <= HD max|dO|
+// max|V| / (1 - p)) at most 2^15, and P times PSCALE (small probabilities stay normal f16 numbers, as in
+// the forward; the QUAD form in f16 too, the generic one in bf16 only, its f16 kernels as they were).
+// Everything is undone in f32, one power of two at a time (no product of two scales, which could leave
+// f32's range); dq, dk and dv are written as bf16.
+// With dropout (QUAD) P Z goes to the products: PSCALE / (1 - p) stays within f16 (a smaller power of two
+// where 1 / (1 - p) is large, as in the forward).
+const float PSCALE = 4096.0;
+struct Scales {
+  float c2;            // the scores' factor to base-2 logits
+  float sdot;          // the scores' factor (soft-capping, ALiBi: in the softmax's units)
+  float rso, rsv;      // dP's: 1 / (do's scale), 1 / (v's)
+  float ds;            // dS's
+  float rsq, rsk;      // 1 / (q's scale), 1 / (k's)
+  float pscale;        // P's
+  float rso_p;         // 1 / (do's scale) / pscale: dV's
+};
+#if defined(BF16IN)
+#include "bf16_scale.glsl"  // bf16_exp, pow2_scale
+uint pack2(vec2 v) { return pack_bf16x2(v.x, v.y); }
+#else
+uint pack2(vec2 v) { return packHalf2x16(v); }
+#endif
+Scales scales() {
+  Scales x;
+  float sq = 1.0, sk = 1.0, sv = 1.0, so = 1.0;
+  x.ds = 1.0;
+#if defined(BF16IN)
+  const uint mq = ws[pc.aux_amax + 1u], mk = ws[pc.aux_amax + 2u], mv = ws[pc.aux_amax + 3u], mo = ws[pc.aux_amax + 4u];
+  sq = pow2_scale(mq), sk = pow2_scale(mk), sv = pow2_scale(mv), so = pow2_scale(mo);
+  if (mo != 0u && mv != 0u && mo < 0x7f80u && mv < 0x7f80u) {
+    const float z = DROPOUT ? pc.keep_scale : 1.0;  // (|P Z dP|, |D| <= HD max|dO| max|V| / (1 - p))
+    const int e = bf16_exp(mo) + bf16_exp(mv) + 2 + int(ceil(log2(2.0 * float(HD) * pc.scale * z)));  // bound < 2^e
+    x.ds = exp2(float(clamp(15 - e, -100, 100)));
+  }
+#endif
+  x.sdot = pc.scale / sq / sk;
+  x.c2 = x.sdot * LOG2E;
+  x.rso = 1.0 / so, x.rsv = 1.0 / sv, x.rsq = 1.0 / sq, x.rsk = 1.0 / sk;
+#if QUAD || defined(BF16IN)
+  x.pscale = DROPOUT ? min(PSCALE, exp2(floor(log2(32768.0 / pc.keep_scale)))) : PSCALE;
+#else
+  x.pscale = 1.0;
+#endif
+  x.rso_p = x.rso / x.pscale;
+  return x;
+}
+
 #if QUAD
 // A slope of ALiBi (as attention_bwd.comp): given (16-bit, in the workspace) or the default of Hq heads.
 float alibi_slope(uint h) {
@@ -182,52 +236,6 @@ RowStats row_stats(Seq s, uint hk, uint r, uint nrows) {
     x.h = hk * pc.G + r % pc.G;
     if (ALIBI != 0u) x.slope = alibi_slope(x.h);
   }
-  return x;
-}
-
-// bf16 (BF16IN) runs on f16 copies of q, k, v and do, each times the power of two that puts its largest
-// magnitude in [2^14, 2^15) (attention_absmax.comp, as the forward's bf16): exact scaling, no overflow,
-// values down to 2^-28 of the largest keep their 8 bits. dS goes to the products times the power of two
-// that puts its bound (2 HD max|dO| max|V| scale / (1 - p): |P| <= 1, |Z dP|, |D| <= HD max|dO| max|V|
-// / (1 - p)) at most 2^15, and P times PSCALE (f16 too: small probabilities stay normal f16 numbers, as in the forward).
-// Everything is undone in f32, one power of two at a time (no product of two scales, which could leave
-// f32's range).
-// With dropout P Z goes to the products: PSCALE / (1 - p) stays within f16 (a smaller power of two
-// where 1 / (1 - p) is large, as in the forward).
-const float PSCALE = 4096.0;
-struct Scales {
-  float c2;            // the scores' factor to base-2 logits
-  float sdot;          // the scores' factor (soft-capping, ALiBi: in the softmax's units)
-  float rso, rsv;      // dP's: 1 / (do's scale), 1 / (v's)
-  float ds;            // dS's
-  float rsq, rsk;      // 1 / (q's scale), 1 / (k's)
-  float pscale;        // P's
-  float rso_p;         // 1 / (do's scale) / pscale: dV's
-};
-#if defined(BF16IN)
-#include "bf16_scale.glsl"  // bf16_exp, pow2_scale
-uint pack2(vec2 v) { return pack_bf16x2(v.x, v.y); }
-#else
-uint pack2(vec2 v) { return packHalf2x16(v); }
-#endif
-Scales scales() {
-  Scales x;
-  float sq = 1.0, sk = 1.0, sv = 1.0, so = 1.0;
-  x.ds = 1.0;
-#if defined(BF16IN)
-  const uint mq = ws[pc.aux_amax + 1u], mk = ws[pc.aux_amax + 2u], mv = ws[pc.aux_amax + 3u], mo = ws[pc.aux_amax + 4u];
-  sq = pow2_scale(mq), sk = pow2_scale(mk), sv = pow2_scale(mv), so = pow2_scale(mo);
-  if (mo != 0u && mv != 0u && mo < 0x7f80u && mv < 0x7f80u) {
-    const float z = DROPOUT ? pc.keep_scale : 1.0;  // (|P Z dP|, |D| <= HD max|dO| max|V| / (1 - p))
-    const int e = bf16_exp(mo) + bf16_exp(mv) + 2 + int(ceil(log2(2.0 * float(HD) * pc.scale * z)));  // bound < 2^e
-    x.ds = exp2(float(clamp(15 - e, -100, 100)));
-  }
-#endif
-  x.sdot = pc.scale / sq / sk;
-  x.c2 = x.sdot * LOG2E;
-  x.rso = 1.0 / so, x.rsv = 1.0 / sv, x.rsq = 1.0 / sq, x.rsk = 1.0 / sk;
-  x.pscale = DROPOUT ? min(PSCALE, exp2(floor(log2(32768.0 / pc.keep_scale)))) : PSCALE;
-  x.rso_p = x.rso / x.pscale;
   return x;
 }
 
@@ -513,17 +521,17 @@ void main() {
 float score_mod(float score, int b, int h, int i, int j) { return SCORE_MOD; }
 float score_mod_grad(float score, int b, int h, int i, int j) { return SCORE_MOD_GRAD; }
 #endif
-// P of tile row t (of head h) and key j from the raw score (q . k), 0 where the key is masked; g: the
-// factor of its dS from the score function (its derivative; 1 without one).
-float prob(Seq s, uint t, uint h, int j, bool vis, float dot, out float g) {
+// P of tile row t (of head h) and key j from the raw score (q . k, of the scaled copies in bf16), 0 where
+// the key is masked; g: the factor of its dS from the score function (its derivative; 1 without one).
+float prob(Scales sc, Seq s, uint t, uint h, int j, bool vis, float dot, out float g) {
   g = 1.0;
 #if defined(SCORE_MOD)
-  const float v0 = dot * pc.scale, v = score_mod(v0, int(s.b), int(h), qis[t], j);
+  const float v0 = dot * sc.sdot, v = score_mod(v0, int(s.b), int(h), qis[t], j);
   if (!vis || isinf(l2s[t]) || (isinf(v) && v < 0.0)) return 0.0;  // masked (by the function too: no derivative)
   g = score_mod_grad(v0, int(s.b), int(h), qis[t], j);
   return exp2(v * LOG2E - l2s[t]);
 #else
-  return vis ? exp2(dot * (pc.scale * LOG2E) - l2s[t]) : 0.0;
+  return vis ? exp2(dot * sc.c2 - l2s[t]) : 0.0;
 #endif
 }
 
@@ -578,9 +586,9 @@ void stage_keys(Seq s, uint hk, int j0, int jend, bool stationary) {
   }
 }
 
-// Writes a subgroup's 16 x HD accumulator (rows rbase.. of the output, those with row_ok) as f16 through
-// its S scratch.
-void store_rows(ACC acc[NF], uint sg, uint lane, uint out_row0, uint nvalid, bool second) {
+// Writes a subgroup's 16 x HD accumulator times f1 f2 (rows out_row0.., the first nvalid) as f16 (bf16
+// with BF16IN) through its S scratch.
+void store_rows(ACC acc[NF], uint sg, uint lane, uint out_row0, uint nvalid, float f1, float f2, bool second) {
   for (uint n = 0u; n < NF; ++n) {
     CM_STORE(acc[n], Sc, sg * 16u * BT, 16u, CM_ROW);
     subgroupMemoryBarrierShared();
@@ -588,7 +596,7 @@ void store_rows(ACC acc[NF], uint sg, uint lane, uint out_row0, uint nvalid, boo
     for (uint i = lane; i < 128u; i += 32u) {  // pairs of columns
       const uint rr = i / 8u, c = 2u * (i % 8u);
       if (rr < nvalid) {
-        const uint v = packHalf2x16(vec2(Sc[sg * 16u * BT + rr * 16u + c], Sc[sg * 16u * BT + rr * 16u + c + 1u]));
+        const uint v = pack2(vec2(Sc[sg * 16u * BT + rr * 16u + c], Sc[sg * 16u * BT + rr * 16u + c + 1u]) * f1 * f2);
         const uint at = ((out_row0 + rr) * HD + n * 16u + c) / 2u;
         if (second) out2[at] = v;
         else out1[at] = v;
@@ -615,6 +623,7 @@ void main() {
   i_hi = max(i_hi, i_lo);
   const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
   stage_keys(s, hk, j0, int(s.klen), true);
+  const Scales sc = scales();
   ACC dk[NF];  // (one matrix a declaration: glslang 13 drops the KHR use of later declarators)
   ACC dv[NF];
   for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
@@ -653,9 +662,9 @@ void main() {
       const uint kr = i / BT, col = i % BT;
       const int j = j0 + int(sg * 16u + kr);
       float g;
-      const float p = prob(s, col, hk * pc.G + (r0 + col) % pc.G, j, visible(qis[col], j, s), Sc[so + i], g);
-      Ph[po + kr * PL + col] = float16_t(p);
-      Dh[po + kr * PL + col] = float16_t(p * (Dp[so + i] - dss[col]) * pc.scale * g);
+      const float p = prob(sc, s, col, hk * pc.G + (r0 + col) % pc.G, j, visible(qis[col], j, s), Sc[so + i], g);
+      Ph[po + kr * PL + col] = float16_t(p * sc.pscale);
+      Dh[po + kr * PL + col] = float16_t(p * (Dp[so + i] * sc.rso * sc.rsv - dss[col]) * pc.scale * g * sc.ds);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -677,8 +686,8 @@ void main() {
   const int kfirst = j0 + int(sg * 16u);
   const uint nvalid = uint(clamp(jlast - kfirst + 1, 0, 16));
   const uint orow = (s.b * pc.Hkv + hk) * pc.SkT + uint(kfirst);
-  store_rows(dk, sg, lane, orow, nvalid, false);
-  store_rows(dv, sg, lane, orow, nvalid, true);
+  store_rows(dk, sg, lane, orow, nvalid, 1.0 / sc.ds, sc.rsq, false);
+  store_rows(dv, sg, lane, orow, nvalid, sc.rso_p, 1.0, true);
 }
 #endif
 
@@ -699,6 +708,7 @@ void main() {
   stage_rows(s, hk, r0, nrows, true);
   barrier();
   for (uint e = gl_LocalInvocationID.x; e < BT * LD8; e += 64u) St0[e] = Sm0[e], St1[e] = Sm1[e];
+  const Scales sc = scales();
   ACC dq[NF];
   for (uint n = 0u; n < NF; ++n) dq[n] = ACC(0.0);
   const uint so = sg * 16u * BT, po = sg * 16u * PL;
@@ -735,8 +745,8 @@ void main() {
       const uint rr = i / BT, col = i % BT, t = sg * 16u + rr;  // rows past nrows have P = 0 by their lse
       const int j = j0 + int(col);
       float g;
-      const float p = prob(s, t, hk * pc.G + (r0 + t) % pc.G, j, j < jend && visible(qis[t], j, s), Sc[so + i], g);
-      Dh[po + rr * PL + col] = float16_t(p * (Dp[so + i] - dss[t]) * pc.scale * g);
+      const float p = prob(sc, s, t, hk * pc.G + (r0 + t) % pc.G, j, j < jend && visible(qis[t], j, s), Sc[so + i], g);
+      Dh[po + rr * PL + col] = float16_t(p * (Dp[so + i] * sc.rso * sc.rsv - dss[t]) * pc.scale * g * sc.ds);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -751,6 +761,7 @@ void main() {
     }
   }
   // dq rows: the block's rows r0 + 16 sg + rr, scattered (query r / G of head hk G + r % G).
+  const float f1 = 1.0 / sc.ds, f2 = sc.rsk;
   for (uint n = 0u; n < NF; ++n) {
     CM_STORE(dq[n], Sc, so, 16u, CM_ROW);
     subgroupMemoryBarrierShared();
@@ -758,7 +769,7 @@ void main() {
     for (uint i = lane; i < 128u; i += 32u) {  // pairs of columns
       const uint rr = i / 8u, c = 2u * (i % 8u), r = r0 + sg * 16u + rr;
       if (r < nrows)
-        out1[(row_index(s, hk, r) * HD + n * 16u + c) / 2u] = packHalf2x16(vec2(Sc[so + rr * 16u + c], Sc[so + rr * 16u + c + 1u]));
+        out1[(row_index(s, hk, r) * HD + n * 16u + c) / 2u] = pack2(vec2(Sc[so + rr * 16u + c], Sc[so + rr * 16u + c + 1u]) * f1 * f2);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();

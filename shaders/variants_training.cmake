@@ -103,11 +103,13 @@ if(coopmat_nv_rc EQUAL 0)
   foreach(hd 64 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_bf16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,BF16IN")
   endforeach()
-  # attention_backward's dK/dV and dQ passes on the tensor cores: generic (f16, D 64 and 128) and QUAD (f16
-  # and bf16 as f16 copies times powers of two, D 32 to 128).
+  # attention_backward's dK/dV and dQ passes on the tensor cores, f16 and bf16 (as f16 copies times powers
+  # of two): generic (D 64 and 128) and QUAD (D 32 to 128).
   foreach(hd 64 128)
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DKV")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DQ")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dkv_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},DKV,BF16IN")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_dq_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},DQ,BF16IN")
   endforeach()
   foreach(hd 32 64 80 96 128)
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV")
@@ -126,10 +128,13 @@ if(KF_KHR_SHADERS)
     list(APPEND KF_SHADER_VARIANTS "attn_cm_khr_f16_d${hd}|attention_coopmat.comp|HD=${hd},KF_COOPMAT_KHR")
     list(APPEND KF_SHADER_VARIANTS "attn_cm_khr_bf16_d${hd}|attention_coopmat.comp|HD=${hd},BF16IN,KF_COOPMAT_KHR")
   endforeach()
-  # attention_backward's dK/dV and dQ passes, the generic form (f16, D 64 and 128).
+  # attention_backward's dK/dV and dQ passes, the generic form (f16 and bf16 as f16 copies times powers of
+  # two, D 64 and 128).
   foreach(hd 64 128)
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_khr_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DKV,KF_COOPMAT_KHR")
     list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_khr_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},DQ,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_khr_dkv_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},DKV,BF16IN,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cm_khr_dq_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},DQ,BF16IN,KF_COOPMAT_KHR")
   endforeach()
   if(NOT coopmat_nv_rc EQUAL 0)  # bf16's staging, otherwise listed with the NV variants
     list(APPEND KF_SHADER_VARIANTS "attn_absmax_bf16|attention_absmax.comp|KF_ABSMAX")
