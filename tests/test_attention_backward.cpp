@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "attention_common.hpp"
@@ -14,7 +15,7 @@ namespace {
 
 // attention_backward's tensor-core passes (attention_bwd_coopmat.comp: f16 and bf16, D 32 to 128) forced
 // (KF_TUNE attn_path=2), in the QUAD form where the device has its layout and in the generic form
-// (attn_quad=1: f16, D 64 and 128, without dropout, soft-capping or ALiBi), on every registry case, refused where they do
+// (attn_quad=1: f16 and bf16, D 64 and 128, without dropout, soft-capping or ALiBi), on every registry case, refused where they do
 // not apply (saying so), and on cases over several workgroups' tiles (64 keys / 64 rows; 32 in the
 // generic form) with GQA, causal and window masks, key lengths, dropout, soft-capping and ALiBi; the
 // automatic choice takes them where they apply, the portable passes elsewhere; skipped where the device
@@ -69,10 +70,9 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
           check::CaseOptions o;
           o.repeat = true;  // no atomics: the same bits twice
           const check::CaseResult r = check::run_case(*ctx, op, t, tc, seed, o);
-          // bf16 runs in the QUAD form only: refused in the generic one (and where the device's
-          // accumulator layout was not found), portable in the automatic choice there.
-          const bool quad_only = t == DType::bf16 && r.message.find("it takes bf16 in its QUAD form only") != std::string::npos;
-          const bool runs = applies && !((t == DType::bf16 || quad_options) && (ctx == &generic || quad_only)) &&
+          // The QUAD form's options and head dimensions: refused in the generic form (and where the
+          // device's accumulator layout was not found), portable in the automatic choice there.
+          const bool runs = applies && !(quad_options && ctx == &generic) &&
                             r.message.find("its generic form does not apply") == std::string::npos &&
                             r.message.find("its generic form takes head dimensions") == std::string::npos;
           if (ctx != &automatic && !runs) {
@@ -80,8 +80,7 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
             EXPECT_NE(r.message.find("the cooperative-matrix path was forced (KF_TUNE attn_path=2) but "), std::string::npos)
                 << tc.label << ": " << r.message;
             if (applies) {
-              EXPECT_TRUE(r.message.find("it takes bf16 in its QUAD form only") != std::string::npos ||
-                          r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") !=
+              EXPECT_TRUE(r.message.find("its generic form does not apply dropout, soft-capping or ALiBi") !=
                               std::string::npos ||
                           r.message.find("its generic form takes head dimensions 64 and 128") != std::string::npos)
                   << r.message;
@@ -91,7 +90,7 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
           ++checked;
           EXPECT_TRUE(r.pass) << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
                               << r.message;
-          if (ctx == &automatic && (t == DType::bf16 || quad_options)) continue;  // (the QUAD form where the device has it)
+          if (ctx == &automatic && quad_options) continue;  // (the QUAD form where the device has it)
           EXPECT_EQ(r.variant.find("attention_backward/coopmat-nv") != std::string::npos, applies) << tc.label << ": " << r.variant;
           EXPECT_EQ(r.variant.find("bf16-staged-as-f16") != std::string::npos, applies && t == DType::bf16) << r.variant;
           if (ctx == &generic) {
@@ -109,66 +108,79 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
 // bf16 on the tensor-core backward runs on f16 copies times a power of two per tensor, dS times one from
 // its bound: magnitudes beyond f16's range (K and V up to 3e5), far below it (everything near 1e-6) and
 // apart (V near 1e-30 with dO near 5e3) give the gradients the CPU backend computes from the same bf16
-// inputs (within 2e-2 of each gradient's largest magnitude); causal, GQA.
+// inputs (within 2e-2 of each gradient's largest magnitude); causal, GQA. In each form that takes bf16:
+// NV's QUAD (where the device's layout was found) and generic (attn_quad=1) forms, and KHR's generic one
+// (attn_coopmat=khr, where the device runs it; without the validation layer, which predates
+// VK_KHR_cooperative_matrix on Debian 12).
 TEST(AttentionPaths, BackwardBf16Magnitudes) {
   int checked = 0;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    Context ctx = tuned(d, "attn_path=2");
-    if (!ctx.device().caps.coopmat_nv) continue;
-    ValidationCheck vc(ctx);
-    struct Mag {
-      double q, k, v, d;
-    };
-    for (const Mag m : {Mag{1e-4, 2e5, 3e5, 1e-3}, Mag{1e-6, 1e-6, 1e-6, 1e-6}, Mag{3e-4, 7e4, 1e-30, 5e3}}) {
-      const Shape qs{1, 4, 70, 64}, ks{1, 2, 90, 64};
-      std::mt19937_64 rng(fresh_seed());
-      const std::vector<double> qv = uniform(numel(qs), m.q, rng), kv = uniform(numel(ks), m.k, rng),
-                                vv = uniform(numel(ks), m.v, rng), dv = uniform(numel(qs), m.d, rng);
-      Attrs a;
-      a.causal = true;
-      a.return_lse = true;
-      // o and lse from the CPU forward on the same bf16 values, given to both backends.
-      Context& c0 = cpu();
-      Tensor q0 = c0.from_host(qs, DType::bf16, qv), k0 = c0.from_host(ks, DType::bf16, kv), v0 = c0.from_host(ks, DType::bf16, vv);
-      const std::vector<Tensor> fw = c0.call("attention", {q0, k0, v0}, a);
-      const std::vector<double> ov = fw.at(0).to_double(), lv = fw.at(1).to_double();
-      Attrs b;
-      b.causal = true;
-      std::vector<std::vector<std::vector<double>>> grads;
-      for (int which = 0; which < 2; ++which) {
-        Context& c = which == 0 ? ctx : cpu();
-        std::vector<Tensor> in = {c.from_host(qs, DType::bf16, qv), c.from_host(ks, DType::bf16, kv), c.from_host(ks, DType::bf16, vv),
-                                  c.from_host(qs, DType::bf16, ov), c.from_host(qs, DType::bf16, dv),
-                                  c.from_host({1, 4, 70}, DType::bf16, lv)};
-        std::vector<Tensor> r;
-        try {
-          r = c.call("attention_backward", in, b);
-        } catch (const Error& e) {
-          if (std::string(e.what()).find("it takes bf16 in its QUAD form only") != std::string::npos) break;
-          throw;
-        }
-        if (which == 0) {
-          EXPECT_NE(c.last_variant().find("bf16-staged-as-f16"), std::string::npos) << c.last_variant();
-        }
-        grads.push_back({r.at(0).to_double(), r.at(1).to_double(), r.at(2).to_double()});
+    for (const std::string tune : {"attn_path=2", "attn_path=2,attn_quad=1", "attn_path=2,attn_coopmat=khr"}) {
+      const bool khr = tune.find("khr") != std::string::npos;
+      ContextOptions co = options_for(d);
+      co.tuning = tune;
+      co.validation = co.validation && !khr;
+      std::unique_ptr<Context> made;
+      try {
+        made = std::make_unique<Context>(Context::create(co));
+      } catch (const Error& e) {
+        EXPECT_TRUE(khr && e.code() == ErrorCode::Unsupported) << tune << ": " << e.what();  // (no KHR path on the device)
+        continue;
       }
-      if (grads.size() < 2) break;
-      ++checked;
-      for (int g = 0; g < 3; ++g) {
-        double most = 0;
-        for (double x : grads[1][g]) most = std::max(most, std::fabs(x));
-        int bad = 0;
-        for (size_t e = 0; e < grads[0][g].size(); ++e)
-          if (!(std::fabs(grads[0][g][e] - grads[1][g][e]) <= 2e-2 * most) && ++bad <= 5)
-            ADD_FAILURE() << "magnitudes " << m.q << "/" << m.k << "/" << m.v << "/" << m.d << " gradient " << "qkv"[g] << " element "
-                          << e << ": vulkan " << grads[0][g][e] << ", cpu " << grads[1][g][e] << " (largest " << most << ")";
-        EXPECT_EQ(bad, 0);
-        EXPECT_GT(most, 0.0) << "gradient " << "qkv"[g];
+      Context& ctx = *made;
+      if (!khr && !ctx.device().caps.coopmat_nv) continue;
+      ValidationCheck vc(ctx);
+      struct Mag {
+        double q, k, v, d;
+      };
+      for (const Mag m : {Mag{1e-4, 2e5, 3e5, 1e-3}, Mag{1e-6, 1e-6, 1e-6, 1e-6}, Mag{3e-4, 7e4, 1e-30, 5e3}}) {
+        const Shape qs{1, 4, 70, 64}, ks{1, 2, 90, 64};
+        std::mt19937_64 rng(fresh_seed());
+        const std::vector<double> qv = uniform(numel(qs), m.q, rng), kv = uniform(numel(ks), m.k, rng),
+                                  vv = uniform(numel(ks), m.v, rng), dv = uniform(numel(qs), m.d, rng);
+        Attrs a;
+        a.causal = true;
+        a.return_lse = true;
+        // o and lse from the CPU forward on the same bf16 values, given to both backends.
+        Context& c0 = cpu();
+        Tensor q0 = c0.from_host(qs, DType::bf16, qv), k0 = c0.from_host(ks, DType::bf16, kv), v0 = c0.from_host(ks, DType::bf16, vv);
+        const std::vector<Tensor> fw = c0.call("attention", {q0, k0, v0}, a);
+        const std::vector<double> ov = fw.at(0).to_double(), lv = fw.at(1).to_double();
+        Attrs b;
+        b.causal = true;
+        std::vector<std::vector<std::vector<double>>> grads;
+        for (int which = 0; which < 2; ++which) {
+          Context& c = which == 0 ? ctx : cpu();
+          std::vector<Tensor> in = {c.from_host(qs, DType::bf16, qv), c.from_host(ks, DType::bf16, kv), c.from_host(ks, DType::bf16, vv),
+                                    c.from_host(qs, DType::bf16, ov), c.from_host(qs, DType::bf16, dv),
+                                    c.from_host({1, 4, 70}, DType::bf16, lv)};
+          const std::vector<Tensor> r = c.call("attention_backward", in, b);
+          if (which == 0) {
+            EXPECT_NE(c.last_variant().find("bf16-staged-as-f16"), std::string::npos) << c.last_variant();
+            EXPECT_NE(c.last_variant().find(khr ? "coopmat-khr" : "coopmat-nv"), std::string::npos) << c.last_variant();
+            if (tune.find("attn_quad=1") != std::string::npos) {
+              EXPECT_EQ(c.last_variant().find("coopmat-nv-quad"), std::string::npos) << c.last_variant();
+            }
+          }
+          grads.push_back({r.at(0).to_double(), r.at(1).to_double(), r.at(2).to_double()});
+        }
+        ++checked;
+        for (int g = 0; g < 3; ++g) {
+          double most = 0;
+          for (double x : grads[1][g]) most = std::max(most, std::fabs(x));
+          int bad = 0;
+          for (size_t e = 0; e < grads[0][g].size(); ++e)
+            if (!(std::fabs(grads[0][g][e] - grads[1][g][e]) <= 2e-2 * most) && ++bad <= 5)
+              ADD_FAILURE() << "magnitudes " << m.q << "/" << m.k << "/" << m.v << "/" << m.d << " gradient " << "qkv"[g] << " element "
+                            << e << ": vulkan " << grads[0][g][e] << ", cpu " << grads[1][g][e] << " (largest " << most << ")";
+          EXPECT_EQ(bad, 0);
+          EXPECT_GT(most, 0.0) << "gradient " << "qkv"[g];
+        }
       }
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices and their QUAD layout";
+  if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV or KHR cooperative matrices for attention";
 }
 
 // ---- attention_backward on the CUDA backend (PRE, dK/dV, dQ passes; the tensor-core kernels of

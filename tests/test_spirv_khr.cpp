@@ -234,6 +234,8 @@ TEST(SpirvKhr, RunTimeVariantsValidate) {
       {"attn_cm_khr_bf16_d128", true, false, ""},
       {"attn_bwd_cm_khr_dkv_d64", true, true, ""},       // its backward's passes
       {"attn_bwd_cm_khr_dq_d128", true, true, ""},
+      {"attn_bwd_cm_khr_dkv_d128_bf16", true, true, ""},  // and in bf16 (staged as f16)
+      {"attn_bwd_cm_khr_dq_d64_bf16", true, true, ""},
       {"mm_coopmat_khr_f16_c1_16x8x16", false, false, "F32"},  // a product storing f32 at 16x8x16
       {"mm_coopmat_khr_bf16_c13_16x8x8", false, false, "F16"},
   };
@@ -269,7 +271,7 @@ TEST(SpirvKhr, RunTimeVariantsValidate) {
 // A build-time KHR variant compiled again through the NV-as-KHR form and the rewrite: the same matrix
 // types and kinds of instructions as the module glslang 13 made, and valid.
 TEST(SpirvKhr, BuildTimeVariantThroughTheRewrite) {
-  const char* names[] = {"mm_coopmat_khr_f16_c1", "attn_bwd_cm_khr_dq_d64"};
+  const char* names[] = {"mm_coopmat_khr_f16_c1", "attn_bwd_cm_khr_dq_d64", "attn_bwd_cm_khr_dkv_d64_bf16"};
   for (const char* name : names) {
     const vk::SpirvEntry* e = entry(name);
     if (!e) GTEST_SKIP() << name << " is not in this build (no glslang 13 at build time)";

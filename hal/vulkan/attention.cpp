@@ -342,27 +342,34 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
     return false;
   }
 
-  // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 (and bf16 in the QUAD form),
-  // D 64 or 128 (32, 80 and 96 too in the QUAD form), the NV 16x16x16 f16 shape, causal / window masks, key
+  // The tensor-core passes (attention_bwd_coopmat.comp) where they apply: f16 and bf16 (in both forms: f16
+  // copies of q, k, v and do times powers of two, stage_bf16_as_f16, where the build has that staging), D
+  // 64 or 128 (32, 80 and 96 too in the QUAD form), the NV 16x16x16 f16 shape, causal / window masks, key
   // lengths, GQA and custom score functions (and dropout, soft-capping and ALiBi in the QUAD form); not
   // RoPE, block masks or packed sequences. KF_TUNE attn_path=1 keeps the portable passes, attn_path=2
   // forces these (Unsupported, saying why, where they do not apply). Decided before anything is recorded,
   // so that a refusal leaves nothing behind.
   // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
   // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
-  // the generic form (32 x 32 tiles, 2 subgroups, 48512 bytes; f16 only).
-  // KF_TUNE attn_coopmat / VulkanDevice::coopmat_attn: NV (both forms) or KHR (the generic form).
+  // the generic form (32 x 32 tiles, 2 subgroups, 48512 bytes).
+  // KF_TUNE attn_coopmat / VulkanDevice::coopmat_attn: NV (both forms) or KHR (the generic form, the only
+  // one KHR can express: bf16 there too, staged as on NV).
   const bool bf16 = call.dtype == DType::bf16;
   const bool khr = dev.coopmat_attn().path == CoopmatPath::khr;
   const std::string cm_base = khr ? "attn_bwd_cm_khr_" : "attn_bwd_cm_";
-  const std::string cm_dkv = cm_base + "dkv_d" + std::to_string(D), cm_dq = cm_base + "dq_d" + std::to_string(D);
+  const std::string cm_dkv = cm_base + "dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
+                    cm_dq = cm_base + "dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
+  const bool staging = dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16");
   const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
                     cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
   const bool nv = dev.coopmat_f16() && dev.coopmat_attn().path == CoopmatPath::nv;
   const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && nv &&
                     dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
-                    (!bf16 || (dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16"))) &&
                     max_shared >= 21888 && max_wg >= 128 && coopmat_quad_layout(dev) >= 0;
+  // Why the QUAD form is not there, for the refusals of what only it takes.
+  const std::string quad_needs = khr ? "runs on NV cooperative matrices only (the KHR path has the generic form alone)"
+                                     : "needs the device's accumulator layout" +
+                                           std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
   std::string no_cm;
   if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
   else if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128)
@@ -371,17 +378,14 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
   else if (a.rope) no_cm = "it does not apply RoPE";
   else if (has(11)) no_cm = "it does not take a block mask";
   else if (g.varlen) no_cm = "it does not take packed sequences";
-  else if (bf16 && khr) no_cm = "its KHR form (the generic one) takes f16 only";
-  else if (bf16 && !quad)
-    no_cm = "it takes bf16 in its QUAD form only (f16 copies times powers of two), which needs the device's accumulator layout" +
-            std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
+  else if (bf16 && !staging) no_cm = "this build has no bf16 staging for it (attn_absmax_bf16, attn_to_f16_bf16)";
   else if (!quad && D != 64 && D != 128)
-    no_cm = "its generic form takes head dimensions 64 and 128 (its QUAD form, which takes " + std::to_string(D) +
-            ", needs the device's accumulator layout" + std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
+    no_cm = "its generic form takes head dimensions 64 and 128 (its QUAD form, which takes " + std::to_string(D) + ", " +
+            quad_needs + ")";
   else if (!quad && (a.p > 0 || a.softcap > 0 || a.alibi || has(6)))
-    no_cm = "its generic form does not apply dropout, soft-capping or ALiBi (its QUAD form, which does, needs the device's accumulator layout" +
-            std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1))" : ")");
-  else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq))) no_cm = "this build has no " + cm_dkv;
+    no_cm = "its generic form does not apply dropout, soft-capping or ALiBi (its QUAD form, which does, " + quad_needs + ")";
+  else if (!quad && (!dev.has_variant(cm_dkv) || !dev.has_variant(cm_dq)))
+    no_cm = "this build has no " + (dev.has_variant(cm_dkv) ? cm_dq : cm_dkv);
   else if (!quad && (max_shared < 48512 || max_wg < 64)) no_cm = "it needs 48512 bytes of shared memory and 64 invocations";
   else if (g.nseq > 65535 || g.Hkv > 65535)
     no_cm = "its grid exceeds 65535 workgroups in y (kv heads) or z (sequences)";
@@ -390,7 +394,7 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
     return false;
   }
   const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
-  const bool cm_quad = cm_path && quad, staged = cm_quad && bf16;
+  const bool cm_quad = cm_path && quad, staged = cm_path && bf16;
   if (staged && !stageable(call, {0, 1, 2, 4}, why)) return false;
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_quad ? 64 : cm_path ? 32 : bk,
                  tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
@@ -528,7 +532,9 @@ Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   record_split_x(dev, dq, qtiles, pc.group_base);
   const std::string fn = custom ? ",score_mod" : "";
   if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") + fn + ",bq=64,bk=64";
-  if (cm_path) return "vulkan:attention_backward/" + dev.coopmat_attn().label() + fn + ",bq=32,bk=32";
+  if (cm_path)
+    return "vulkan:attention_backward/" + dev.coopmat_attn().label() + std::string(staged ? ",bf16-staged-as-f16" : "") + fn +
+           ",bq=32,bk=32";
   return "vulkan:attention_backward/portable" + fn + ",bq=" + std::to_string(bq) + ",bk=" + std::to_string(bk);
 }
 
