@@ -8,6 +8,11 @@
 // run fails at Context::create; where it runs, the products and ffn against the reference.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <random>
+
 #include "check/conformance.hpp"
 #include "hal/vulkan/coopmat.hpp"
 #include "kf/kf.hpp"
@@ -247,9 +252,11 @@ TEST(Coopmat, Bf16ChoiceReasons) {
   bool built = true;
   const auto has = [&](const std::string& v) { return built && v == "mm_coopmat_khr_bf16n_c1"; };
   bool missing = true;
-  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 0, has, &missing).describe(),
-            std::string("scaled: ") + kBf16NativeUnverified);
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 0, has, &missing).describe(), "native");  // auto
   EXPECT_FALSE(missing);
+  EXPECT_EQ(choose_coopmat_bf16(caps, khr, false, 0, has, &missing).describe(),
+            "scaled: its shaderBFloat16Type or shaderBFloat16CooperativeMatrix feature is off");
+  EXPECT_FALSE(missing);  // auto falls back without complaint
   EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 1, has, &missing).describe(), "native");
   EXPECT_FALSE(missing);
   EXPECT_EQ(choose_coopmat_bf16(caps, khr, true, 2, has, &missing).describe(), "scaled: KF_TUNE bf16_coopmat=scaled");
@@ -274,8 +281,8 @@ TEST(Coopmat, Bf16ChoiceReasons) {
   EXPECT_TRUE(missing);
 }
 
-// On each device: Caps::coopmat_bf16 says what bf16 products take; scaled forced says so; native forced
-// opens only where it runs, else Context::create raises Unsupported naming the knob, the device and why
+// On each device: Caps::coopmat_bf16 says what bf16 products take (auto: native where it runs); scaled
+// forced says so; native forced opens only where it runs, else Context::create raises Unsupported naming the knob, the device and why
 // (lavapipe: no KHR products); a bad value is refused before any device opens. Where native runs, the
 // products (every product case, another output dtype) and ffn pass against the reference on it.
 TEST(Coopmat, Bf16NativeOrScaled) {
@@ -283,8 +290,7 @@ TEST(Coopmat, Bf16NativeOrScaled) {
   if (vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
   int native = 0;
   for (const auto& d : vulkan_devices()) {
-    const Caps c = open(d, "", false).device().caps;
-    EXPECT_EQ(c.coopmat_bf16, std::string("scaled: ") + hal::vk::kBf16NativeUnverified);  // auto
+    const Caps c = open(d, "", false).device().caps;  // auto: native where forcing it opens, else scaled and why
     EXPECT_EQ(open(d, "bf16_coopmat=scaled", false).device().caps.coopmat_bf16, "scaled: KF_TUNE bf16_coopmat=scaled");
     std::unique_ptr<Context> ctx;
     try {
@@ -292,6 +298,8 @@ TEST(Coopmat, Bf16NativeOrScaled) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
       EXPECT_TRUE(has(e.what(), "KF_TUNE bf16_coopmat=native: " + d.info.name + " cannot run those kernels (")) << e.what();
+      ASSERT_EQ(c.coopmat_bf16.rfind("scaled: ", 0), 0u) << c.coopmat_bf16;
+      EXPECT_TRUE(has(e.what(), c.coopmat_bf16.substr(8))) << e.what() << " / auto: " << c.coopmat_bf16;
       if (c.coopmat_products.rfind("khr", 0) != 0) {
         EXPECT_TRUE(has(e.what(), "the products do not run on KHR cooperative matrices (" + c.coopmat_products + ")"))
             << e.what();
@@ -300,6 +308,7 @@ TEST(Coopmat, Bf16NativeOrScaled) {
     }
     ++native;
     EXPECT_EQ(ctx->device().caps.coopmat_bf16, "native");
+    EXPECT_EQ(c.coopmat_bf16, "native");
     for (const auto& pc : kCases) {
       const auto r = run(*ctx, pc, DType::bf16);
       EXPECT_TRUE(r.pass) << d.info.name << " native " << pc.op << " " << to_string(pc.shapes[0]) << ": " << r.message
@@ -317,11 +326,70 @@ TEST(Coopmat, Bf16NativeOrScaled) {
     for (const char* name : {"ffn", "linear_dropout"})
       for (const TestCase& tc : get_op(name).tests) {
         const auto r = check::run_case(*ctx, get_op(name), DType::bf16, tc, check::fresh_seed());
+        // Cases the forced tensor-core path does not take (K or N not a multiple of 8) are refused, and say so.
+        if (r.unsupported && has(r.message, "the cooperative-matrix path was forced")) continue;
         EXPECT_TRUE(r.pass) << d.info.name << " native " << name << " " << tc.label << ": " << r.message;
       }
   }
   if (!native) GTEST_SKIP() << "no Vulkan device runs bf16 products natively (checked the fallback and its reason)";
 }
 
+// bf16 products on rows with a wide dynamic range: each row of x has one entry (at a column of its own)
+// 2^s above the rest, s 10, 20, 30 and 40, and the odd outputs' weights are 0 in those columns, so that
+// they depend on the small entries alone. Native bf16 reads the operands as stored; the scaled path's f16
+// copy of a row (scaled so that its largest entry fits f16) keeps the small entries only while 2^s stays
+// within f16's range below it (2^-24 after 2^15). Prints the worst relative L2 error of an odd output row
+// for both (f32 output, K 256, against the float64 product of the same bf16 values); native must stay
+// within f32 accumulation's rounding.
+TEST(Coopmat, Bf16WideRowsAccuracy) {
+  if (vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
+  const int64_t M = 64, N = 64, K = 256;
+  const auto at = [](int64_t r, int64_t c, int64_t cols) { return static_cast<size_t>(r * cols + c); };
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    std::unique_ptr<Context> native, scaled;
+    try {
+      native = std::make_unique<Context>(open(d, "bf16_coopmat=native,mm_path=2", false));
+      scaled = std::make_unique<Context>(open(d, "bf16_coopmat=scaled,mm_path=2", false));
+    } catch (const Error&) {
+      continue;  // no native bf16 products here (Bf16NativeOrScaled checks the reason)
+    }
+    ++checked;
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> w(static_cast<size_t>(N * K));
+    for (auto& v : w) v = u(rng);
+    for (int64_t n = 1; n < N; n += 2)
+      for (int64_t i = 0; i < M; ++i) w[at(n, i, K)] = 0;  // row i's large entry sits in column i
+    for (int s : {10, 20, 30, 40}) {
+      std::vector<double> x(static_cast<size_t>(M * K));
+      for (auto& v : x) v = u(rng);
+      for (int64_t i = 0; i < M; ++i) x[at(i, i, K)] = std::ldexp(1.0, s);
+      double worst[2] = {0, 0};
+      int which = 0;
+      for (Context* ctx : {native.get(), scaled.get()}) {
+        const Tensor xt = ctx->from_host({M, K}, DType::bf16, x), wt = ctx->from_host({N, K}, DType::bf16, w);
+        const std::vector<double> xr = xt.to_double(), wr = wt.to_double();
+        const std::vector<double> y = linear(xt, wt, {}, {}, {.out_dtype = DType::f32}).to_double();
+        for (int64_t i = 0; i < M; ++i) {
+          double e2 = 0, r2 = 0;
+          for (int64_t n = 1; n < N; n += 2) {
+            double ref = 0;
+            for (int64_t k = 0; k < K; ++k) ref += xr[at(i, k, K)] * wr[at(n, k, K)];
+            e2 += (y[at(i, n, N)] - ref) * (y[at(i, n, N)] - ref);
+            r2 += ref * ref;
+          }
+          worst[which] = std::max(worst[which], std::sqrt(e2 / r2));
+        }
+        ++which;
+      }
+      std::cout << d.info.name << ": bf16 rows spanning 2^" << s
+                << ", worst relative L2 error of a row of the outputs without the large entry: native " << worst[0]
+                << ", scaled " << worst[1] << "\n";
+      EXPECT_LT(worst[0], 1e-5) << "native, 2^" << s;
+    }
+  }
+  if (!checked) GTEST_SKIP() << "no Vulkan device runs bf16 products natively";
+}
 }  // namespace
 }  // namespace kf

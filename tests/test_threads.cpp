@@ -154,7 +154,7 @@ TEST_P(Threads, ErrorsOnOneThreadLeaveOthersWorking) {
 std::vector<DeviceRef> thread_devices() {
   std::vector<DeviceRef> v;
   for (const auto& d : devices())
-    if (d.backend == "cpu" || d.backend == "vulkan") v.push_back(d);
+    if (d.backend == "cpu" || d.backend == "vulkan" || d.backend == "cuda" || d.backend == "hip") v.push_back(d);
   return v;
 }
 

@@ -17,15 +17,16 @@
 #    side) and the tensor-core test suites (test_coopmat, test_attention_backward, test_spirv_khr).
 # Each step writes its log to OUT_DIR; a summary (one line per step, PASS or FAIL) ends the output, and the
 # exit status is 1 when a step failed. STEPS (a regular expression over the step names in the summary)
-# runs some of them only, e.g. STEPS='^(threads|products-khr)'. KF_VALIDATION stays off: Debian 12's validation layer predates
-# VK_KHR_cooperative_matrix and reports its structures as errors.
+# runs some of them only, e.g. STEPS='^(threads|products-khr)'. KF_VALIDATION=0 turns the validation layer off, also in the
+# tests that ask for it: Debian 12's layer predates VK_KHR_cooperative_matrix and reports its structures as errors.
 set -uo pipefail
 if [ $# -ge 1 ]; then build=$(cd "$1" && pwd) || exit 2; else build=$(cd "$(dirname "$0")/.." && pwd)/build; fi
 out=${2:-$build/gpu-check-vulkan}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 [ -x "$build/tools/kf-conformance" ] || { echo "no $build/tools/kf-conformance: build first (top of $0)"; exit 2; }
-unset KF_TUNE KF_BACKEND KF_VALIDATION
+unset KF_TUNE KF_BACKEND
+export KF_VALIDATION=0
 summary=()
 step() {  # step NAME KF_TUNE COMMAND...: runs the command with KF_TUNE set, logs it, notes PASS / FAIL
   local name=$1 tune=$2

@@ -167,9 +167,6 @@ Bf16Choice choose_coopmat_bf16(const Caps& caps, const CoopmatChoice& products, 
   *forced_missing = false;
   Bf16Choice c;
   if (knob == 2) c.why = "KF_TUNE bf16_coopmat=scaled";
-  // auto stays scaled until the native kernels have passed kf-conformance on a device that runs them
-  // (tools/gpu-check-vulkan.sh does both); then auto takes native where the checks below allow.
-  else if (knob == 0) c.why = kBf16NativeUnverified;
   else if (products.path != CoopmatPath::khr)
     c.why = "the products do not run on KHR cooperative matrices (" + products.describe() + ")";
   else if (!caps.bfloat16) c.why = "the device lacks VK_KHR_shader_bfloat16";

@@ -22,8 +22,12 @@ _contexts = {}
 
 
 def _close_all():
-    _close_shared()
+    # The CUDA imports of Vulkan memory still in use by queued copies first, once those are done, then
+    # the Vulkan tensors they came from: freeing them the other way round aborted the process at exit.
+    for e, _ in _pending:
+        e.synchronize()
     _pending.clear()
+    _close_shared()
     _kf.fast_forget_contexts()
     _contexts.clear()
     # Contexts and torch tensors over Vulkan memory that the program still holds are released after this,

@@ -76,8 +76,8 @@ const std::vector<Knob>& knobs() {
       words("bf16_coopmat", V, &T::bf16_coopmat, {"auto", "native", "scaled"},
             "bf16 products on KHR tensor cores (linear, matmul, ffn): native (bf16 x bf16 -> f32 16x16x16 "
             "through VK_KHR_shader_bfloat16, the operands read as stored), scaled (as f16, rows scaled by "
-            "powers of two, converted first), or auto (scaled until the native kernels have passed "
-            "kf-conformance on a GPU); "
+            "powers of two, converted first), or auto (native wherever the device and the build allow "
+            "it, being the faster); "
             "native where it cannot run: Context::create raises Unsupported naming why"),
       one_of("rows_values", B, &T::rows_values, {0, 16, 32, 64, 128},
              "row values an invocation (CUDA: a thread of a 256-thread row kernel) caches; 0 automatic "
