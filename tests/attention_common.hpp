@@ -152,7 +152,9 @@ inline void check_dropout_masks(const DeviceRef& d, const std::vector<MaskGeomet
       Tensor q = c.from_host(qs, g.dtype, std::vector<double>(static_cast<size_t>(numel(qs)), 0.0));
       Tensor k = c.from_host(ks, g.dtype, kv), v = c.from_host(ks, g.dtype, vv);
       outs.push_back(c.call("attention", {q, k, v}, a).at(0).to_double());
-      if (which == 0) EXPECT_NE(c.last_variant().find(g.variant), std::string::npos) << g.tuning << ": " << c.last_variant();
+      if (which == 0) {
+        EXPECT_NE(c.last_variant().find(g.variant), std::string::npos) << g.tuning << ": " << c.last_variant();
+      }
     }
     const double kept = 1.0 / (double(g.Sk) * (1.0 - a.p));
     int64_t zeros = 0, bad = 0;

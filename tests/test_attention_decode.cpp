@@ -101,14 +101,18 @@ TEST(AttentionPaths, DecodeKernel) {
           EXPECT_TRUE(r.pass) << tuning << " " << to_string(t) << " " << tc.label << " (variant " << r.variant << "), seed "
                               << seed << ":\n" << r.message;
           EXPECT_EQ(r.variant.rfind("vulkan:attention/decode,", 0), 0u) << tc.label << ": " << r.variant;
-          if (forced_split) EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"),
-                                      std::string::npos) << r.variant;
+          if (forced_split) {
+            EXPECT_NE(r.variant.find(",split=" + std::to_string(std::min<int64_t>(5, tc.inputs[1][2])) + "x"),
+                      std::string::npos) << r.variant;
+          }
           const bool rs = r.variant.find(",reduce-scatter") != std::string::npos;
           EXPECT_EQ(rs, !no_rs && decode_rs_shape(r.variant)) << tuning << " " << tc.label << ": " << r.variant;
           rs_runs += rs;
         }
     }
-    if (subgroup >= 4) EXPECT_GT(rs_runs, 0) << "no case took the reduce-scatter form";
+    if (subgroup >= 4) {
+      EXPECT_GT(rs_runs, 0) << "no case took the reduce-scatter form";
+    }
     expect_decode_refusals(d);
   }
   if (checked == 0) GTEST_SKIP() << "no usable Vulkan device";
@@ -143,7 +147,9 @@ TEST(AttentionPaths, AutomaticDecodeKernel) {
         EXPECT_TRUE(r.pass) << tuning << " " << tc.label << " (variant " << r.variant << "), seed " << seed << ":\n"
                             << r.message;
         EXPECT_EQ(r.variant.rfind("vulkan:attention/decode,", 0) == 0, !never) << tuning << " " << tc.label << ": " << r.variant;
-        if (never && tc.inputs[1][2] >= 600) EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
+        if (never && tc.inputs[1][2] >= 600) {
+          EXPECT_NE(r.variant.find(",split="), std::string::npos) << r.variant;
+        }
       }
     }
   }
