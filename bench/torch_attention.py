@@ -2,8 +2,9 @@
 """kf's attention bench cases in PyTorch's scaled_dot_product_attention, one JSON per forced backend.
 
 Reads the cases (shapes, causal, dtype, the registry's flops) from a kf-bench JSON file (--cases-from) so
-that both sides time the same work, then times each with torch.nn.attention.sdpa_kernel forcing one
-backend at a time (flash = FlashAttention-2, cudnn, efficient = memory-efficient), between CUDA events,
+that both sides time the same work: attention's forward, and attention_backward's as the gradients of
+q, k and v given the output's (torch.autograd.grad on a retained graph, so the backward alone is timed).
+Each is timed with torch.nn.attention.sdpa_kernel forcing one backend at a time (flash = FlashAttention-2, cudnn, efficient = memory-efficient), between CUDA events,
 median of --reps after warm-up. Writes OUT_DIR/torch-sdpa-<backend>.json in kf-bench's schema
 (bench/SCHEMA.md) for `kf-bench --render-only --compare ...`. A case a backend cannot run (GQA on a
 backend without it, a head dim it lacks) is written with "error".
@@ -39,7 +40,7 @@ def main():
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
     with open(args.cases_from) as f:
         doc = json.load(f)
-    cases = [r for r in doc["results"] if r.get("op") == "attention" and "ms" in r]
+    cases = [r for r in doc["results"] if r.get("op") in ("attention", "attention_backward") and "ms" in r]
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -49,14 +50,15 @@ def main():
         results = []
         print(f"== {framework}", flush=True)
         for r in cases:
-            row = {"op": "attention", "case": r["case"], "dtype": r["dtype"], "shapes": r["shapes"],
+            backward = r["op"] == "attention_backward"
+            row = {"op": r["op"], "case": r["case"], "dtype": r["dtype"], "shapes": r["shapes"],
                    "attrs": r.get("attrs", {}), **common}
             try:
                 dt = getattr(torch, DTYPES[r["dtype"]])
                 qs, ks = r["shapes"][0], r["shapes"][1]
-                q = torch.randn(qs, device=dev, dtype=dt)
-                k = torch.randn(ks, device=dev, dtype=dt)
-                v = torch.randn(ks, device=dev, dtype=dt)
+                q = torch.randn(qs, device=dev, dtype=dt, requires_grad=backward)
+                k = torch.randn(ks, device=dev, dtype=dt, requires_grad=backward)
+                v = torch.randn(ks, device=dev, dtype=dt, requires_grad=backward)
                 attrs = r.get("attrs", {})
                 # Options scaled_dot_product_attention has no form of (ALiBi, soft-capping, a window, a custom
                 # score function): not timed, rather than timed as another computation.
@@ -71,10 +73,18 @@ def main():
 
                 dropout_p = float(r.get("attrs", {}).get("p", 0.0))  # training's dropout, as the kf case
 
-                def call():
+                def forward():
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p, enable_gqa=gqa)
 
                 with sdpa_kernel(backends[name]):
+                    if backward:
+                        o = forward()
+                        do = torch.randn_like(o)
+
+                        def call():
+                            return torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+                    else:
+                        call = forward
                     ms = median_ms(torch, call, args.warmup, args.reps)
                 row.update({"ms": ms, "bytes": r["bytes"], "flops": r["flops"], "gbs": r["bytes"] / (ms * 1e6),
                             "tflops": r["flops"] / (ms * 1e9), "variant": f"sdpa:{name}"})
