@@ -14,6 +14,7 @@ Prints one line per measurement:
 """
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -27,21 +28,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_events import median_ms  # noqa: E402
 
 
-def per_call_us(f, calls):
-    for _ in range(50):
-        f()
+def per_call_us(rows, calls, rounds):
+    """Host time per call of each row: the rounds interleave the rows (the host's speed drifts by tens of
+    percent within a process), each timing `calls` back-to-back calls; the median over the rounds."""
+    for _, f in rows:
+        for _ in range(50):
+            f()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        f()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
+    times = {name: [] for name, _ in rows}
+    for _ in range(rounds):
+        for name, f in rows:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            times[name].append((t1 - t0) / calls * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--calls", type=int, default=1000, help="calls per row and round")
+    ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--big-mib", type=int, default=256)
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -57,8 +66,21 @@ def main():
             ("  the same through torch's dispatcher", lambda: torch.ops.kernelfusion.relu(x)),
             ("torch.nn.functional.linear 32x32", lambda: torch.nn.functional.linear(h, w)),
             ("kf.functional.linear 32x32", lambda: F.linear(h, w))]
-    for name, f in rows:
-        print(f"small: {name:34s} {per_call_us(f, a.calls):8.2f} us/call")
+    # The outputs' allocation: made in C++ by default (kf.ops.torch_outputs says how), and the same call with
+    # them from torch.empty_like through Python, for the difference.
+    from kernelfusion import _kf
+
+    def by_empty_like():
+        _kf.fast_cpp_outputs(False)
+        kf.ops.relu(x)
+        _kf.fast_cpp_outputs(True)
+
+    rows += [("kf.ops.relu, outputs by empty_like", by_empty_like),
+             ("  (its two switches alone)", lambda: (_kf.fast_cpp_outputs(False), _kf.fast_cpp_outputs(True)))]
+    us = per_call_us(rows, a.calls, a.rounds)
+    print(f"small: medians of {a.rounds} interleaved rounds of {a.calls} calls; outputs {kf.ops.torch_outputs}")
+    for name, _ in rows:
+        print(f"small: {name:34s} {us[name]:8.2f} us/call")
     n = a.big_mib * (1 << 20) // 4
     big = torch.randn(n, device=dev)
     out = torch.empty_like(big)

@@ -13,6 +13,7 @@ C++ with no per-call Python beyond the function itself. It returns NotImplemente
 for what it leaves to the generic path below (kf tensors, other backends, tensor subclasses, ...), which
 has the same results and errors.
 """
+import os
 import sys
 
 import numpy as np
@@ -26,6 +27,8 @@ _kf.fast_setup_numpy(np.ndarray, np.empty, np.ascontiguousarray,
                      [np.dtype(np.float32), np.dtype(np.float16), None, np.dtype(np.float64), np.dtype(np.int32)],
                      default_context)
 _torch_ready = False
+#: How fast_call makes the torch tensors it returns (docs/python.md), once torch is imported.
+torch_outputs = "torch is not imported"
 
 
 def _setup_torch():
@@ -37,9 +40,12 @@ def _setup_torch():
     if ("hip" if torch.version.hip else "cuda") in _kf.backends() and hasattr(torch._C, "_cuda_getCurrentRawStream"):
         from . import _cuda
         raw, cuda_context = torch._C._cuda_getCurrentRawStream, _cuda.context_of_stream
-    _kf.fast_setup_torch(torch.Tensor, torch.nn.Parameter,
-                         [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32],
-                         torch.empty_like, torch.contiguous_format, raw, cuda_context)
+    dtypes = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]
+    _kf.fast_setup_torch(torch.Tensor, torch.nn.Parameter, dtypes, torch.empty_like, torch.contiguous_format, raw,
+                         cuda_context)
+    global torch_outputs
+    why = _kf.fast_setup_alloc(os.path.join(os.path.dirname(torch.__file__), "lib"), torch.Tensor, dtypes)
+    torch_outputs = "made in C++ (torch's aoti_torch_empty_strided)" if not why else f"torch.empty_like ({why})"
 
 
 if "torch" in sys.modules:

@@ -8,8 +8,12 @@
 // subclasses, arrays the fast path would have to convert in ways it does not know) returns NotImplemented
 // before anything runs, and the caller takes the generic path, which keeps every behaviour and message.
 #include <Python.h>
+#include <dlfcn.h>
 
+#include <string>
 #include <vector>
+
+#include <nanobind/stl/string.h>
 
 #include "core/internal.hpp"
 #include "core/op_id.hpp"
@@ -65,6 +69,108 @@ nb::object call0(nb::handle o, PyObject* name) {
   PyObject* r = PyObject_CallMethodNoArgs(o.ptr(), name);
   if (!r) throw nb::python_error();
   return nb::steal(r);
+}
+
+// Outputs made in C++: at::empty_strided through the C functions torch keeps stable for compiled models
+// (aoti_torch_*, libtorch_cpu), turned into a Python tensor by torch's own THPVariable_Wrap
+// (libtorch_python). torch.empty_like called through Python's API cost about 3 us per output on an H200,
+// most of it parsing its arguments: as much as the rest of the call. Found when torch is imported and
+// checked once on a small tensor; if anything is missing or wrong, outputs come from empty_like as before.
+struct TorchAlloc {
+  using Handle = void*;  // AtenTensorHandle: an at::Tensor* the caller owns
+  int32_t (*empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t, Handle*) = nullptr;
+  int32_t (*data_ptr)(Handle, void**) = nullptr;
+  int32_t (*destroy)(Handle) = nullptr;
+  // THPVariable_Wrap(const at::TensorBase&): a reference is passed as the address, and an at::Tensor is
+  // its TensorBase (one intrusive pointer, no virtual table), so the handle itself is the argument.
+  PyObject* (*wrap)(Handle) = nullptr;
+  int32_t dtypes[kDTypes] = {};
+  int32_t cpu = 0, cuda = 0;
+  bool ok = false;
+  std::string why = "torch is not imported";
+};
+
+TorchAlloc& torch_alloc() {
+  static TorchAlloc* a = new TorchAlloc;
+  return *a;
+}
+
+// A new contiguous torch tensor of shape s and dtype dt (on CUDA device `device`, or the host), and its
+// address; an invalid object when torch's functions refused (the caller then allocates through Python).
+nb::object alloc_torch(const Shape& s, DType dt, bool cuda, int64_t device, void*& data) {
+  const TorchAlloc& a = torch_alloc();
+  if (!a.ok) return {};
+  int64_t strides[16];
+  const size_t n = s.size();
+  if (n > 16) return {};
+  int64_t step = 1;
+  for (size_t d = n; d-- > 0;) {
+    strides[d] = step;
+    step *= s[d] > 1 ? s[d] : 1;
+  }
+  TorchAlloc::Handle h = nullptr;
+  if (a.empty_strided(static_cast<int64_t>(n), s.data(), strides, a.dtypes[static_cast<int>(dt)], cuda ? a.cuda : a.cpu,
+                      cuda ? static_cast<int32_t>(device) : 0, &h) != 0 || !h)
+    return {};
+  nb::object r;
+  if (a.data_ptr(h, &data) == 0) r = nb::steal(a.wrap(h));
+  a.destroy(h);  // the Python tensor holds its own reference
+  if (!r.is_valid()) PyErr_Clear();
+  return r;
+}
+
+// Resolves torch's functions in its already loaded libraries (lib_dir: torch/lib) and checks them on a
+// 2 x 3 host tensor. Returns "" when outputs are made in C++ from now on, else why not.
+std::string setup_torch_alloc(const std::string& lib_dir, nb::handle tensor_type, nb::sequence dtype_codes) {
+  TorchAlloc& a = torch_alloc();
+  a.ok = false;
+  void* cpu = dlopen((lib_dir + "/libtorch_cpu.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  void* py = dlopen((lib_dir + "/libtorch_python.so").c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (!cpu || !py) return a.why = "torch's libtorch_cpu.so or libtorch_python.so is not loaded from " + lib_dir;
+  bool missing = false;
+  auto sym = [&](void* lib, const char* name) {
+    void* p = dlsym(lib, name);
+    if (!p && !missing) a.why = std::string("torch has no ") + name;
+    missing = missing || !p;
+    return p;
+  };
+  a.empty_strided = reinterpret_cast<decltype(a.empty_strided)>(sym(cpu, "aoti_torch_empty_strided"));
+  a.data_ptr = reinterpret_cast<decltype(a.data_ptr)>(sym(cpu, "aoti_torch_get_data_ptr"));
+  a.destroy = reinterpret_cast<decltype(a.destroy)>(sym(cpu, "aoti_torch_delete_tensor_object"));
+  a.wrap = reinterpret_cast<decltype(a.wrap)>(sym(py, "_Z16THPVariable_WrapRKN2at10TensorBaseE"));
+  auto code = [&](const char* name, int32_t& out) {
+    auto f = reinterpret_cast<int32_t (*)()>(sym(cpu, name));
+    if (f) out = f();
+  };
+  code("aoti_torch_device_type_cpu", a.cpu);
+  code("aoti_torch_device_type_cuda", a.cuda);
+  // kf::DType's order
+  static const char* const names[kDTypes] = {"aoti_torch_dtype_float32", "aoti_torch_dtype_float16",
+                                             "aoti_torch_dtype_bfloat16", "aoti_torch_dtype_float64",
+                                             "aoti_torch_dtype_int32"};
+  for (int k = 0; k < kDTypes; ++k) code(names[k], a.dtypes[k]);
+  if (missing) return a.why;
+  // The check: every dtype on the host, compared with what torch itself says of the tensor.
+  a.ok = true;
+  int k = 0;
+  for (nb::handle expected : dtype_codes) {
+    if (k >= kDTypes) break;
+    void* data = nullptr;
+    const Shape s{2, 3};
+    const nb::object t = alloc_torch(s, static_cast<DType>(k++), false, -1, data);
+    const bool right = t.is_valid() && Py_TYPE(t.ptr()) == reinterpret_cast<PyTypeObject*>(tensor_type.ptr()) &&
+                       get(t, KF_NAME("dtype")).ptr() == expected.ptr() && nb::cast<nb::tuple>(get(t, KF_NAME("shape"))).size() == 2 &&
+                       call0(t, KF_NAME("is_contiguous")).ptr() == Py_True && data &&
+                       PyLong_AsVoidPtr(call0(t, KF_NAME("data_ptr")).ptr()) == data &&
+                       nb::cast<int64_t>(get(t, KF_NAME("shape"))[1]) == 3;
+    if (!right) {
+      a.ok = false;
+      PyErr_Clear();
+      return a.why = "torch's C functions made a tensor unlike the one asked for";
+    }
+  }
+  a.why.clear();
+  return a.why;
 }
 
 // The keep-alive of memory kf uses in place: a reference to the Python object that owns it.
@@ -312,14 +418,17 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
     for (size_t j = 0; j < shapes.size(); ++j) {
       const Shape& s = shapes[j];
       nb::object r;
-      if (torch) {
+      void* data = nullptr;
+      if (torch && (r = alloc_torch(s, odt, cuda, device, data)).is_valid()) {
+        outs[j] = cuda ? detail::wrap_known_device(ctx, data, s, odt, hold(r)) : ctx.wrap_host(data, s, odt, hold(r));
+      } else if (torch) {
         for (int q = 0; q < n_like && !r.is_valid(); ++q)
           if (in[static_cast<size_t>(like[q])].shape() == s && in[static_cast<size_t>(like[q])].dtype() == odt)
             r = st.empty_like(nb::handle(items[like[q]]));
         if (!r.is_valid())
           r = get(nb::handle(items[first]), KF_NAME("new_empty"))(shape_tuple(s), "dtype"_a = nb::handle(st.torch_dtypes[static_cast<int>(odt)]));
         // a fresh contiguous tensor of shape s and dtype odt: its address is all there is to read
-        void* data = PyLong_AsVoidPtr(call0(r, KF_NAME("data_ptr")).ptr());
+        data = PyLong_AsVoidPtr(call0(r, KF_NAME("data_ptr")).ptr());
         if (PyErr_Occurred()) throw nb::python_error();
         outs[j] = cuda ? detail::wrap_known_device(ctx, data, s, odt, hold(r)) : ctx.wrap_host(data, s, odt, hold(r));
       } else {
@@ -382,6 +491,20 @@ void bind_fast_call(nb::module_& m) {
           st.cuda_context = std::move(cuda_context);
           st.torch = true;
         });
+  m.def("fast_setup_alloc", &setup_torch_alloc, "lib_dir"_a, "tensor"_a, "dtypes"_a,
+        "Makes fast_call's torch outputs in C++ (torch's aoti_torch_empty_strided and THPVariable_Wrap, found "
+        "in lib_dir's already loaded libraries and checked on a small tensor of each dtype). Returns '' when "
+        "it does, else why not (outputs then come from torch.empty_like).");
+  m.def("fast_cpp_outputs",
+        [](bool on) {
+          TorchAlloc& a = torch_alloc();
+          const bool was = a.ok;
+          a.ok = on && a.why.empty();
+          return was;
+        },
+        "on"_a,
+        "Turns fast_call's torch outputs made in C++ off, or back on where fast_setup_alloc succeeded (for "
+        "measuring the difference); returns whether they were on.");
   m.def("exiting", [] { kf::hal::exiting() = true; },
         "From now on, contexts that close and memory CUDA imported from Vulkan are left to the operating system "
         "(kernelfusion's atexit handler: released after the drivers' own exit handlers, they aborted the process).");

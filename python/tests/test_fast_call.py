@@ -96,6 +96,40 @@ def test_results_are_written_not_copied(cpu):
     torch.testing.assert_close(s, (x.double() ** 2).sum(-1).float() if s.dim() else (x.double() ** 2).sum().float())
 
 
+TORCH_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32]
+
+
+def test_outputs_made_in_cpp_and_without(cpu):
+    # torch's outputs come from its C functions (aoti_torch_empty_strided) where they pass the check at
+    # set-up, else from torch.empty_like; both give the same tensors.
+    import os
+    assert ops.torch_outputs.startswith("made in C++"), ops.torch_outputs
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    x = torch.randn(3, 5, 7)
+    results = []
+    try:
+        for where in (lib, "/nonexistent"):
+            why = _kf.fast_setup_alloc(where, torch.Tensor, TORCH_DTYPES)
+            assert (why == "") == (where == lib), why
+            for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+                y = kf.ops.relu(x.to(dt), context=cpu)
+                assert type(y) is torch.Tensor and y.dtype == dt and y.device == x.device and y.shape == x.shape
+                assert y.is_contiguous() and y.stride() == (35, 7, 1) and not y.requires_grad
+                results.append(y)
+            s = kf.ops.sum_squared(x, context=cpu)  # an output shaped like no input (new_empty without)
+            assert s.dtype == torch.float32 and s.shape == x.shape[:-1] and s.is_contiguous()
+            results.append(s)
+    finally:
+        assert _kf.fast_setup_alloc(lib, torch.Tensor, TORCH_DTYPES) == ""
+    for a, b in zip(results[:5], results[5:]):
+        assert torch.equal(a, b)
+    assert kf.ops.relu(torch.randn(0, 4), context=cpu).shape == (0, 4)  # an empty tensor
+    # the switch bench/python_overhead.py measures with
+    assert _kf.fast_cpp_outputs(False) is True
+    assert torch.equal(kf.ops.relu(x, context=cpu), results[0])
+    assert _kf.fast_cpp_outputs(True) is False and _kf.fast_cpp_outputs(True) is True
+
+
 def test_non_contiguous_inputs_are_copied(cpu):
     x = (torch.arange(64, dtype=torch.float32) - 30).reshape(8, 8)[:, ::2]
     assert not x.is_contiguous()
