@@ -1,11 +1,14 @@
 """The cost of calling kf from Python on CUDA tensors (the kernelfusion package, docs/python.md).
 
-    PYTHONPATH=build/python python bench/python_overhead.py [--calls 5000] [--big-mib 256]
+    PYTHONPATH=build/python python bench/python_overhead.py [--calls 1000] [--rounds 15] [--big-mib 256]
 
 Prints one line per measurement:
 - small: host time per call of a 1,024-element op (relu), back to back without synchronizing, for torch
   eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (kernelfusion.torch_ops'
-  function, and torch.ops.kernelfusion through torch's dispatcher), on torch's current stream; the figure is launch overhead, the kernel being far shorter;
+  function, and torch.ops.kernelfusion through torch's dispatcher), on torch's current stream; the figure is
+  launch overhead, the kernel being far shorter. Also kf.ops with its outputs from torch.empty_like (the
+  C++ allocation switched off), and both sides on an empty tensor (no launch). The rows are interleaved
+  over rounds and each reports its median;
 - big: the device time (CUDA events, queued as kf-bench queues its runs) of gelu over --big-mib MiB of f32
   through kernelfusion.ops with out= (no allocation, no copy) and through torch, to compare with
   kf-bench's figure for the same kernel;
@@ -75,7 +78,11 @@ def main():
         kf.ops.relu(x)
         _kf.fast_cpp_outputs(True)
 
+    # With no element, neither launches a kernel: what remains is each side's cost before the launch.
+    e = torch.empty(0, 1024, device=dev)
     rows += [("kf.ops.relu, outputs by empty_like", by_empty_like),
+             ("torch.relu, empty tensor", lambda: torch.relu(e)),
+             ("kf.ops.relu, empty tensor", lambda: kf.ops.relu(e)),
              ("  (its two switches alone)", lambda: (_kf.fast_cpp_outputs(False), _kf.fast_cpp_outputs(True)))]
     us = per_call_us(rows, a.calls, a.rounds)
     print(f"small: medians of {a.rounds} interleaved rounds of {a.calls} calls; outputs {kf.ops.torch_outputs}")
