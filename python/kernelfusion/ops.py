@@ -29,6 +29,8 @@ _kf.fast_setup_numpy(np.ndarray, np.empty, np.ascontiguousarray,
 _torch_ready = False
 #: How fast_call makes the torch tensors it returns (docs/python.md), once torch is imported.
 torch_outputs = "torch is not imported"
+#: How fast_call reads torch tensors' shape, dtype, address and device.
+torch_reads = "torch is not imported"
 
 
 def _setup_torch():
@@ -46,6 +48,9 @@ def _setup_torch():
     global torch_outputs
     why = _kf.fast_setup_alloc(os.path.join(os.path.dirname(torch.__file__), "lib"), torch.Tensor, dtypes)
     torch_outputs = "made in C++ (torch's aoti_torch_empty_strided)" if not why else f"torch.empty_like ({why})"
+    global torch_reads
+    torch_reads = ("in C++ (torch's aoti_torch_get_* accessors)" if _kf.fast_cpp_reads(True)
+                   else "through the tensors' Python attributes")
 
 
 if "torch" in sys.modules:

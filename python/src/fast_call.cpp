@@ -88,6 +88,17 @@ struct TorchAlloc {
   int32_t cpu = 0, cuda = 0;
   bool ok = false;
   std::string why = "torch is not imported";
+  // Reading: the same functions' accessors on the at::Tensor a torch.Tensor object holds right after its
+  // PyObject header (THPVariable::cdata): an at::Tensor itself (kTensor), or in older torch a
+  // c10::MaybeOwned<at::Tensor> (kMaybeOwned: a bool, then the tensor or a pointer to it). Which one is
+  // found at set-up by comparing pointers (nothing unknown is followed); kNone reads through Python.
+  enum Layout { kNone, kTensor, kMaybeOwned } layout = kNone;
+  int32_t (*get_dtype)(Handle, int32_t*) = nullptr;
+  int32_t (*get_dim)(Handle, int64_t*) = nullptr;
+  int32_t (*get_sizes)(Handle, int64_t**) = nullptr;
+  int32_t (*get_strides)(Handle, int64_t**) = nullptr;
+  int32_t (*get_device_type)(Handle, int32_t*) = nullptr;
+  int32_t (*get_device_index)(Handle, int32_t*) = nullptr;
 };
 
 TorchAlloc& torch_alloc() {
@@ -117,6 +128,58 @@ nb::object alloc_torch(const Shape& s, DType dt, bool cuda, int64_t device, void
   a.destroy(h);  // the Python tensor holds its own reference
   if (!r.is_valid()) PyErr_Clear();
   return r;
+}
+
+// The at::Tensor of a torch.Tensor object (TorchAlloc::layout not kNone).
+TorchAlloc::Handle tensor_handle(const TorchAlloc& a, PyObject* o) {
+  char* p = reinterpret_cast<char*>(o) + sizeof(PyObject);
+  if (a.layout == TorchAlloc::kTensor) return p;
+  if (*reinterpret_cast<const bool*>(p)) return *reinterpret_cast<TorchAlloc::Handle*>(p + sizeof(void*));
+  return p + sizeof(void*);
+}
+
+// Which layout a torch.Tensor object has: a tensor made here (its TensorImpl pointer known) is wrapped, and
+// the pointer looked for where each layout keeps it; the readers are then checked against Python's
+// attributes on a view with an offset and on a transposed (not contiguous) view.
+void find_layout(TorchAlloc& a, nb::handle tensor_type) {
+  a.layout = TorchAlloc::kNone;
+  auto* type = reinterpret_cast<PyTypeObject*>(tensor_type.ptr());
+  if (type->tp_basicsize < static_cast<Py_ssize_t>(sizeof(PyObject) + 2 * sizeof(void*))) return;
+  const int64_t sizes[2] = {4, 6}, strides[2] = {6, 1};
+  TorchAlloc::Handle h = nullptr;
+  if (a.empty_strided(2, sizes, strides, a.dtypes[0], a.cpu, 0, &h) != 0 || !h) return;
+  void* impl = *reinterpret_cast<void**>(h);
+  const nb::object t = nb::steal(a.wrap(h));
+  a.destroy(h);
+  if (!t.is_valid() || Py_TYPE(t.ptr()) != type) {
+    PyErr_Clear();
+    return;
+  }
+  const char* p = reinterpret_cast<const char*>(t.ptr()) + sizeof(PyObject);
+  if (*reinterpret_cast<void* const*>(p) == impl) a.layout = TorchAlloc::kTensor;
+  else if (*p == 0 && *reinterpret_cast<void* const*>(p + sizeof(void*)) == impl) a.layout = TorchAlloc::kMaybeOwned;
+  else return;
+  // the readers against Python's own answers
+  const nb::object views[2] = {get(t, KF_NAME("T")), t[nb::slice(1, 4, 1)]};
+  for (const nb::object& v : views) {
+    TorchAlloc::Handle vh = tensor_handle(a, v.ptr());
+    int64_t dim = 0, *sz = nullptr, *st = nullptr;
+    int32_t dt = -1, dev = -1;
+    void* data = nullptr;
+    const bool read = a.get_dim(vh, &dim) == 0 && a.get_sizes(vh, &sz) == 0 && a.get_strides(vh, &st) == 0 &&
+                      a.get_dtype(vh, &dt) == 0 && a.get_device_type(vh, &dev) == 0 && a.data_ptr(vh, &data) == 0;
+    const nb::tuple shape = nb::cast<nb::tuple>(get(v, KF_NAME("shape")));
+    const nb::tuple stride = nb::cast<nb::tuple>(call0(v, KF_NAME("stride")));
+    bool same = read && dim == 2 && shape.size() == 2 && dt == a.dtypes[0] && dev == a.cpu &&
+                data == PyLong_AsVoidPtr(call0(v, KF_NAME("data_ptr")).ptr());
+    for (size_t d = 0; same && d < 2; ++d)
+      same = sz[d] == nb::cast<int64_t>(shape[d]) && st[d] == nb::cast<int64_t>(stride[d]);
+    if (!same) {
+      PyErr_Clear();
+      a.layout = TorchAlloc::kNone;
+      return;
+    }
+  }
 }
 
 // Resolves torch's functions in its already loaded libraries (lib_dir: torch/lib) and checks them on a
@@ -149,6 +212,13 @@ std::string setup_torch_alloc(const std::string& lib_dir, nb::handle tensor_type
                                              "aoti_torch_dtype_bfloat16", "aoti_torch_dtype_float64",
                                              "aoti_torch_dtype_int32"};
   for (int k = 0; k < kDTypes; ++k) code(names[k], a.dtypes[k]);
+  a.get_dtype = reinterpret_cast<decltype(a.get_dtype)>(sym(cpu, "aoti_torch_get_dtype"));
+  a.get_dim = reinterpret_cast<decltype(a.get_dim)>(sym(cpu, "aoti_torch_get_dim"));
+  a.get_sizes = reinterpret_cast<decltype(a.get_sizes)>(sym(cpu, "aoti_torch_get_sizes"));
+  a.get_strides = reinterpret_cast<decltype(a.get_strides)>(sym(cpu, "aoti_torch_get_strides"));
+  a.get_device_type = reinterpret_cast<decltype(a.get_device_type)>(sym(cpu, "aoti_torch_get_device_type"));
+  a.get_device_index = reinterpret_cast<decltype(a.get_device_index)>(sym(cpu, "aoti_torch_get_device_index"));
+  a.layout = TorchAlloc::kNone;
   if (missing) return a.why;
   // The check: every dtype on the host, compared with what torch itself says of the tensor.
   a.ok = true;
@@ -170,6 +240,7 @@ std::string setup_torch_alloc(const std::string& lib_dir, nb::handle tensor_type
     }
   }
   a.why.clear();
+  find_layout(a, tensor_type);
   return a.why;
 }
 
@@ -190,19 +261,61 @@ std::shared_ptr<void> hold(nb::handle h) {
 enum class Kind { None, NumPy, TorchHost, TorchCuda };
 
 // What the fast path reads of a torch tensor.
+enum class Where { Cpu, Cuda, Other };
 struct TorchView {
   DType dtype{};
   Shape shape;
   void* data = nullptr;
   bool contiguous = false;
+  Where where = Where::Other;
+  int64_t device = -1;  // CUDA's device index
 };
 
+bool flag(nb::handle o, PyObject* name) { return get(o, name).ptr() == Py_True; }
+
+// Reads t's dtype, shape, address, contiguity and device: in C++ through torch's accessors where
+// TorchAlloc found the layout, else through the tensor's Python attributes. False when its dtype is none
+// of kf's (the generic path raises).
 bool torch_view(const State& st, nb::handle t, TorchView& v) {
+  const TorchAlloc& a = torch_alloc();
+  if (a.layout != TorchAlloc::kNone) {
+    const TorchAlloc::Handle h = tensor_handle(a, t.ptr());
+    int32_t dt = -1, type = -1, index = -1;
+    int64_t dim = 0, *sizes = nullptr, *strides = nullptr;
+    if (a.get_dtype(h, &dt) == 0 && a.get_device_type(h, &type) == 0 && a.get_device_index(h, &index) == 0) {
+      v.where = type == a.cuda ? Where::Cuda : type == a.cpu ? Where::Cpu : Where::Other;
+      int k = 0;
+      while (k < kDTypes && a.dtypes[k] != dt) ++k;
+      if (k == kDTypes) return false;
+      v.dtype = static_cast<DType>(k);
+      v.device = index;
+      if (v.where == Where::Other) return true;  // (no address to read: the caller leaves it)
+      if (a.get_dim(h, &dim) == 0 && a.get_sizes(h, &sizes) == 0 && a.get_strides(h, &strides) == 0 &&
+          a.data_ptr(h, &v.data) == 0) {
+        v.shape.assign(sizes, sizes + dim);
+        // torch's is_contiguous(): row-major strides, ignoring dimensions of size 1; any empty tensor is
+        v.contiguous = true;
+        int64_t expect = 1;
+        bool empty = false;
+        for (int64_t d = dim; d-- > 0;) {
+          empty = empty || sizes[d] == 0;
+          if (sizes[d] != 1 && strides[d] != expect) v.contiguous = false;
+          expect *= sizes[d];
+        }
+        v.contiguous = v.contiguous || empty;
+        return true;
+      }
+    }
+    // a tensor torch's accessors refused (sparse, ...): Python's attributes, which raise what applies
+  }
   const nb::object dt = get(t, KF_NAME("dtype"));
   int k = 0;
   while (k < kDTypes && st.torch_dtypes[k] != dt.ptr()) ++k;
-  if (k == kDTypes) return false;  // no kf dtype: the generic path raises
+  if (k == kDTypes) return false;
   v.dtype = static_cast<DType>(k);
+  v.where = flag(t, KF_NAME("is_cuda")) ? Where::Cuda : flag(t, KF_NAME("is_cpu")) ? Where::Cpu : Where::Other;
+  if (v.where == Where::Other) return true;
+  if (v.where == Where::Cuda) v.device = nb::cast<int64_t>(call0(t, KF_NAME("get_device")));
   const nb::object shape = get(t, KF_NAME("shape"));
   if (!PyTuple_Check(shape.ptr())) return false;
   const Py_ssize_t n = PyTuple_GET_SIZE(shape.ptr());
@@ -217,7 +330,6 @@ bool torch_view(const State& st, nb::handle t, TorchView& v) {
   return true;
 }
 
-bool flag(nb::handle o, PyObject* name) { return get(o, name).ptr() == Py_True; }
 
 nb::object shape_tuple(const Shape& s) {
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
@@ -277,6 +389,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
   // Which kind each input is; the call stays on the fast path when all are NumPy / CPU torch (the CPU
   // backend) or all CUDA torch tensors (the CUDA backend).
   Kind kinds[kMax];
+  TorchView views[kMax];
   bool host = false, cuda = false, torch = false;
   int first = -1;  // the first torch input: outputs are allocated like it
   for (Py_ssize_t k = 0; k < n; ++k) {
@@ -290,10 +403,12 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
     } else if (is_torch(st, tp)) {
       // torch_ops: a tensor that records autograd takes the generic path, which records it
       if (grad && flag(x, KF_NAME("requires_grad"))) return skip;
-      if (flag(x, KF_NAME("is_cuda"))) {
+      TorchView& v = views[k];
+      if (!torch_view(st, x, v)) return skip;
+      if (v.where == Where::Cuda) {
         kinds[k] = Kind::TorchCuda;
         cuda = true;
-      } else if (flag(x, KF_NAME("is_cpu"))) {
+      } else if (v.where == Where::Cpu) {
         kinds[k] = Kind::TorchHost;
         host = true;
       } else {
@@ -309,7 +424,7 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
 
   nb::object ctx_obj;
   int64_t device = -1;
-  if (cuda) device = nb::cast<int64_t>(call0(nb::handle(items[first]), KF_NAME("get_device")));
+  if (cuda) device = views[first].device;
   if (!context.is_none()) ctx_obj = nb::borrow(context);
   else if (cuda) ctx_obj = cuda_context(st, device);
   else ctx_obj = st.default_context();
@@ -342,11 +457,10 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
       t = ctx.wrap_host(const_cast<void*>(static_cast<const void*>(arr.data())), s, dt, hold(owner));
       continue;
     }
-    TorchView v;
-    if (!torch_view(st, x, v)) return skip;
+    TorchView& v = views[k];
     nb::object owner = nb::borrow(x);
     if (kinds[k] == Kind::TorchCuda) {
-      if (k != first && nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device) return skip;  // generic raises
+      if (v.device != device) return skip;  // the generic path raises
       const bool usable = v.contiguous && reinterpret_cast<uintptr_t>(v.data) % 256 == 0;
       if (!usable) {
         PyObject* kw = PyDict_New();
@@ -393,12 +507,11 @@ nb::object fast_call(int id, nb::handle inputs, nb::handle out, nb::handle attrs
         continue;
       }
       if (!is_torch(st, tp)) return skip;
-      if (flag(x, KF_NAME("is_cuda")) != cuda || (!cuda && !flag(x, KF_NAME("is_cpu")))) return skip;
       TorchView v;
       if (!torch_view(st, x, v) || !v.contiguous) return skip;  // the generic path raises or copies
+      if (v.where != (cuda ? Where::Cuda : Where::Cpu)) return skip;
       if (cuda) {
-        if (reinterpret_cast<uintptr_t>(v.data) % 256 != 0 || nb::cast<int64_t>(call0(x, KF_NAME("get_device"))) != device)
-          return skip;
+        if (reinterpret_cast<uintptr_t>(v.data) % 256 != 0 || v.device != device) return skip;
         outs[static_cast<size_t>(j)] = detail::wrap_known_device(ctx, v.data, v.shape, v.dtype, hold(x));
       } else {
         outs[static_cast<size_t>(j)] = ctx.wrap_host(v.data, v.shape, v.dtype, hold(x));
@@ -505,6 +618,18 @@ void bind_fast_call(nb::module_& m) {
         "on"_a,
         "Turns fast_call's torch outputs made in C++ off, or back on where fast_setup_alloc succeeded (for "
         "measuring the difference); returns whether they were on.");
+  m.def("fast_cpp_reads",
+        [](bool on) {
+          TorchAlloc& a = torch_alloc();
+          static TorchAlloc::Layout found = TorchAlloc::kNone;
+          if (a.layout != TorchAlloc::kNone) found = a.layout;
+          const bool was = a.layout != TorchAlloc::kNone;
+          a.layout = on && a.ok ? found : TorchAlloc::kNone;
+          return was;
+        },
+        "on"_a,
+        "Turns fast_call's reading of torch tensors in C++ (torch's aoti_torch_get_* accessors, where "
+        "fast_setup_alloc found the tensor object's layout) off, or back on; returns whether it was on.");
   m.def("exiting", [] { kf::hal::exiting() = true; },
         "From now on, contexts that close and memory CUDA imported from Vulkan are left to the operating system "
         "(kernelfusion's atexit handler: released after the drivers' own exit handlers, they aborted the process).");

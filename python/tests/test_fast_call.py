@@ -130,6 +130,40 @@ def test_outputs_made_in_cpp_and_without(cpu):
     assert _kf.fast_cpp_outputs(True) is False and _kf.fast_cpp_outputs(True) is True
 
 
+@pytest.mark.parametrize("reads", ["cpp", "python"])
+def test_tensors_read_in_cpp_and_through_python(cpu, reads):
+    # fast_call reads torch tensors with torch's accessors where it found the object's layout at set-up
+    # (kf.ops.torch_reads), else through their Python attributes: the same results either way, on views with
+    # an offset, transposed and broadcast (stride 0) views, empty tensors and Parameters.
+    assert ops.torch_reads.startswith("in C++"), ops.torch_reads
+    was = _kf.fast_cpp_reads(reads == "cpp")
+    try:
+        base = torch.randn(10, 12)
+        cases = [base[3:7], base.t(), base[:, 5:], base[2].expand(4, 12), torch.nn.Parameter(base.clone()),
+                 base[::2], torch.randn(0, 5), torch.randn(1, 1, 7)[:, :, 2:]]
+        for x in cases:
+            want = torch.relu(x.detach())
+            got = kf.ops.relu(x.detach() if isinstance(x, torch.nn.Parameter) else x, context=cpu)
+            assert got.shape == x.shape and got.is_contiguous() and torch.equal(got, want)
+        p = torch.nn.Parameter(torch.randn(3, 4))
+        with torch.no_grad():
+            torch.testing.assert_close(kf.ops.softmax(p, context=cpu), torch.softmax(p, -1))
+        # out= read the same way: a strided or offset out= is left to the generic path, which copies
+        out = torch.zeros(5, 12)
+        assert kf.ops.relu(base[:5], out=out, context=cpu) is out and torch.equal(out, torch.relu(base[:5]))
+        big = torch.zeros(6, 12)
+        assert fast("relu", (base[:5],), out=big[1:], context=cpu) is not NotImplemented
+        assert torch.equal(big[1:], torch.relu(base[:5])) and torch.equal(big[0], torch.zeros(12))
+        assert fast("relu", (base[:5],), out=torch.zeros(12, 5).t(), context=cpu) is NotImplemented
+        # tensors kf cannot read stay with the generic path, which raises as before
+        assert fast("relu", (torch.zeros(8, dtype=torch.int64),), context=cpu) is NotImplemented
+        assert fast("relu", (torch.zeros(8, device="meta"),), context=cpu) is NotImplemented
+        with pytest.raises(kf.DTypeError, match="no kf dtype"):
+            kf.ops.relu(torch.zeros(8, dtype=torch.int64), context=cpu)
+    finally:
+        _kf.fast_cpp_reads(was)
+
+
 def test_non_contiguous_inputs_are_copied(cpu):
     x = (torch.arange(64, dtype=torch.float32) - 30).reshape(8, 8)[:, ::2]
     assert not x.is_contiguous()
