@@ -7,7 +7,8 @@ Prints one line per measurement:
   eager, kernelfusion.ops, kernelfusion.functional and the torch.library operator (kernelfusion.torch_ops'
   function, and torch.ops.kernelfusion through torch's dispatcher), on torch's current stream; the figure is
   launch overhead, the kernel being far shorter. Also kf.ops with its outputs from torch.empty_like (the
-  C++ allocation switched off), and both sides on an empty tensor (no launch). The rows are interleaved
+  C++ allocation switched off) and with the tensors read through their Python attributes, and both sides
+  on an empty tensor (no launch). The rows are interleaved
   over rounds and each reports its median;
 - big: the device time (CUDA events, queued as kf-bench queues its runs) of gelu over --big-mib MiB of f32
   through kernelfusion.ops with out= (no allocation, no copy) and through torch, to compare with
@@ -80,12 +81,19 @@ def main():
 
     # With no element, neither launches a kernel: what remains is each side's cost before the launch.
     e = torch.empty(0, 1024, device=dev)
+    def python_reads():
+        _kf.fast_cpp_reads(False)
+        kf.ops.relu(x)
+        _kf.fast_cpp_reads(True)
+
     rows += [("kf.ops.relu, outputs by empty_like", by_empty_like),
+             ("kf.ops.relu, tensors read by Python", python_reads),
              ("torch.relu, empty tensor", lambda: torch.relu(e)),
              ("kf.ops.relu, empty tensor", lambda: kf.ops.relu(e)),
-             ("  (its two switches alone)", lambda: (_kf.fast_cpp_outputs(False), _kf.fast_cpp_outputs(True)))]
+             ("  (two switches alone)", lambda: (_kf.fast_cpp_outputs(False), _kf.fast_cpp_outputs(True)))]
     us = per_call_us(rows, a.calls, a.rounds)
-    print(f"small: medians of {a.rounds} interleaved rounds of {a.calls} calls; outputs {kf.ops.torch_outputs}")
+    print(f"small: medians of {a.rounds} interleaved rounds of {a.calls} calls; outputs {kf.ops.torch_outputs}; "
+          f"tensors read {kf.ops.torch_reads}")
     for name, _ in rows:
         print(f"small: {name:34s} {us[name]:8.2f} us/call")
     n = a.big_mib * (1 << 20) // 4
