@@ -121,6 +121,9 @@ const uint NBUF = STAGES == 0 ? 0u : (STAGES > 1 ? 2u : 1u);  // shared-memory b
 const uint AS_SIZE = (NBUF * A_STAGE > NSG * STAGE_TILE) ? NBUF * A_STAGE : NSG * STAGE_TILE;
 shared uvec4 As[AS_SIZE];
 shared uvec4 Bs[NBUF > 0u ? NBUF * B_STAGE : 1u];
+#ifdef KF_COOPMAT_EMU
+CM_EMU_MAD_FUNCTION(As, Bs)  // the emulated products read their operands where CM_LOAD left them
+#endif
 
 float act(float v) {
   if (ACT == 1u) return relu_f(v);
@@ -132,7 +135,7 @@ float act(float v) {
 
 void main() {
   const uint lid = gl_LocalInvocationID.x;
-  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint sg = CM_SUBGROUP_ID, lane = CM_LANE;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, bz = gl_WorkGroupID.z;
   const uint sm = (sg / SG_N) * (FM * CM_M), sn = (sg % SG_N) * (FN * CM_N);  // this subgroup's block
   const uint a_base = bz * pc.stride_a / 8u, b_base = bz * pc.stride_b / 8u;  // in uvec4 (8 halves)
@@ -140,7 +143,7 @@ void main() {
 
   CM_ACC acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
-    acc[i][j] = CM_ACC(0.0);
+    CM_FILL(acc[i][j], 0.0);
 
   uvec4 ra[LA], rb[LB];
   const uvec4 Z = uvec4(0);
@@ -271,8 +274,8 @@ void main() {
   // then die (rows outer kept all FN blocks' values live across the rows' iterations).
   [[unroll]] for (uint j = 0; j < FN; ++j) [[unroll]] for (uint i = 0; i < FM; ++i) {
     CM_STORE(acc[i][j], As, stage_tile, CM_N / 4u, CM_ROW);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    CM_SUBGROUP_MEMORY_BARRIER_SHARED();
+    CM_SUBGROUP_BARRIER();
     // RUN: this lane's run (a macro: one run per lane adds no variable to the module).
 #if CM_RPL > 1
     [[unroll]] for (uint ru = 0; ru < CM_RPL; ++ru) {
@@ -333,7 +336,7 @@ void main() {
       else if (h % 2u == 0u) w8[h] = floatBitsToUint(x);  // the pair's first value, until its second
       else w8[h / 2u] = OUT_PAIR(uintBitsToFloat(w8[h - 1u]), x);
     }
-    subgroupBarrier();  // the staging tile is reused by the next accumulator
+    CM_SUBGROUP_BARRIER();  // the staging tile is reused by the next accumulator
     if (packs) {
       if (in_pack) {
         if (OUT_HALF) C_v.v[e0 >> 3] = uvec4(w8[0], w8[1], w8[2], w8[3]);
