@@ -376,7 +376,7 @@ TEST(Coopmat, Khr8x16x16VariantsBuilt) {
 // shape and subgroup size's tiles, loads and epilogue (its runs of 8 columns looped over the lanes or
 // leaving lanes idle) against the float64 reference: f16 inputs and output, B as [N, K] and [K, N], a bias
 // and relu, partial tiles, a K that ends mid-slice and an N that is no multiple of 8 (the epilogue's
-// element-wise stores). The emulation checks the kernel's indexing, not a driver's matrices. lavapipe
+// element-wise stores); A as [K, M] with C accumulated on one of them. The emulation checks the kernel's indexing, not a driver's matrices. lavapipe
 // compiles each emulated kernel in about 15 s of one core.
 TEST(Coopmat, EmulatedKhrVariantsAgainstReference) {
   struct Variant {
@@ -398,8 +398,9 @@ TEST(Coopmat, EmulatedKhrVariantsAgainstReference) {
   struct Case {
     uint32_t M, N, K;
     bool b_nk;
+    bool a_km = false;  // A stored [K, M] and C += the product (linear_cross_entropy's d W), first variant only
   };
-  const Case cases[] = {{130, 200, 72, true}, {70, 37, 40, true}, {130, 200, 72, false}};
+  const Case cases[] = {{130, 200, 72, true}, {70, 37, 40, true}, {130, 200, 72, false}, {136, 200, 72, false, true}};
   int checked = 0;
   for (const auto& d : vulkan_devices()) {
     Context ctx = open(d, "");
@@ -419,21 +420,24 @@ TEST(Coopmat, EmulatedKhrVariantsAgainstReference) {
         throw;
       }
       for (const Case& c : cases) {
+        if (c.a_km && &v != variants) continue;
         std::mt19937_64 rng(c.M * 131 + c.N * 7 + c.K);
         std::uniform_real_distribution<double> u(-1, 1);
-        std::vector<double> a(size_t(c.M) * c.K), b(size_t(c.N) * c.K), bias(c.N);
-        for (auto* x : {&a, &b, &bias})
+        std::vector<double> a(size_t(c.M) * c.K), b(size_t(c.N) * c.K), bias(c.N), c0(size_t(c.M) * c.N);
+        for (auto* x : {&a, &b, &bias, &c0})
           for (double& e : *x) e = u(rng);
-        const Tensor at = ctx.from_host({c.M, c.K}, DType::f16, a);
+        const Tensor at = c.a_km ? ctx.from_host({c.K, c.M}, DType::f16, a) : ctx.from_host({c.M, c.K}, DType::f16, a);
         const Tensor bt = c.b_nk ? ctx.from_host({c.N, c.K}, DType::f16, b) : ctx.from_host({c.K, c.N}, DType::f16, b);
         const Tensor biast = ctx.from_host({c.N}, DType::f16, bias);
-        Tensor ct = ctx.empty({c.M, c.N}, DType::f16);
-        ct.fill_bytes(0xff);
-        const std::vector<double> ar = at.to_double(), br = bt.to_double(), biasr = biast.to_double();
+        Tensor ct = c.a_km ? ctx.from_host({c.M, c.N}, DType::f16, c0) : ctx.empty({c.M, c.N}, DType::f16);
+        if (!c.a_km) ct.fill_bytes(0xff);
+        const std::vector<double> ar = at.to_double(), br = bt.to_double(), biasr = biast.to_double(),
+                                  c0r = ct.to_double();
         Push pc{c.M, c.N, c.K, c.M * c.K, 0, c.M * c.N, 0, 0, 0, 0, 0, 1.0f, 0, 0};
         hal::vk::Launch l;
         l.variant = name;
-        l.spec = {256u, c.b_nk ? 1u : 0u, 1u, 0u, 1u, 0u};  // bias, relu
+        // bias and relu, or A_KM and ACC_OUT
+        l.spec = {256u, c.b_nk ? 1u : 0u, c.a_km ? 0u : 1u, 0u, c.a_km ? 0u : 1u, 0u, c.a_km, c.a_km};
         l.bindings[0] = at.buffer_ref();
         l.bindings[1] = bt.buffer_ref();
         l.bindings[2] = biast.buffer_ref();
@@ -448,15 +452,16 @@ TEST(Coopmat, EmulatedKhrVariantsAgainstReference) {
         double worst = 0;
         for (uint32_t m = 0; m < c.M; ++m)
           for (uint32_t n = 0; n < c.N; ++n) {
-            double ref = biasr[n];
+            double ref = c.a_km ? 0.0 : biasr[n];
             for (uint32_t k = 0; k < c.K; ++k)
-              ref += ar[size_t(m) * c.K + k] * (c.b_nk ? br[size_t(n) * c.K + k] : br[size_t(k) * c.N + n]);
-            ref = std::max(ref, 0.0);
+              ref += (c.a_km ? ar[size_t(k) * c.M + m] : ar[size_t(m) * c.K + k]) *
+                     (c.b_nk ? br[size_t(n) * c.K + k] : br[size_t(k) * c.N + n]);
+            ref = c.a_km ? ref + c0r[size_t(m) * c.N + n] : std::max(ref, 0.0);
             const double err = std::abs(y[size_t(m) * c.N + n] - ref) / (1e-2 + std::abs(ref));
             worst = std::max(worst, std::isnan(err) ? 1e9 : err);
           }
         EXPECT_LT(worst, 2e-3) << d.info.name << " " << v.name << " M " << c.M << " N " << c.N << " K " << c.K
-                               << (c.b_nk ? " B [N, K]" : " B [K, N]");
+                               << (c.b_nk ? " B [N, K]" : " B [K, N]") << (c.a_km ? ", A [K, M], C +=" : "");
       }
       ++checked;
     }
