@@ -16,6 +16,15 @@
 // QueueFamily: glslang takes any scope and shape, and so gives A and B distinct types), and the module is
 // then rewritten to SPV_KHR_cooperative_matrix (hal/vulkan/spirv_khr.cpp), where every scope is Subgroup.
 // CM_KHR is 1 in both KHR forms: the shaders test it where the KHR form differs (no QUAD form).
+// A fourth form, KF_COOPMAT_EMU (tests only: tests/test_coopmat.cpp compiles it at run time), emulates the
+// matrices of mm_coopmat.comp's staged variants on any device, the subgroups of SGS invocations being
+// consecutive local invocations synchronized by the workgroup's barriers, so that the products' tiles and
+// epilogue at any shape and subgroup size run where the device has no cooperative matrices (lavapipe). It
+// takes precedence over KF_COOPMAT_KHR.
+// In every form:
+//   CM_FILL(m, v)         every element of an accumulator set to v
+//   CM_SUBGROUP_ID, CM_LANE, CM_SUBGROUP_BARRIER(), CM_SUBGROUP_MEMORY_BARRIER_SHARED(): the subgroup's
+//                         index in the workgroup, the invocation's in the subgroup, the subgroup's barriers
 #ifndef CM_M
 #define CM_M 16
 #endif
@@ -26,10 +35,66 @@
 #define CM_K 16
 #endif
 
-#if defined(KF_COOPMAT_KHR) && defined(KF_COOPMAT_NV_AS_KHR)
-#error "KF_COOPMAT_KHR and KF_COOPMAT_NV_AS_KHR are two compilers' forms of one kernel: define one"
+#if defined(KF_COOPMAT_EMU)
+#define CM_KHR 1
+#ifndef SGS
+#define SGS 32  // (mm_coopmat.comp's default, defined here first)
 #endif
-#if defined(KF_COOPMAT_KHR)
+#if (CM_M * CM_N) % SGS != 0
+#error "the emulated accumulators are shared out evenly over the subgroup"
+#endif
+// A and B are where CM_LOAD found them (f16 in mm_coopmat.comp's shared As and Bs: the element, the
+// stride, column-major or not), read again by the products (CM_EMU_MAD_FUNCTION, after As and Bs);
+// accumulator element q (row-major) lives in lane q % SGS, at q / SGS.
+#define CM_A uvec3
+#define CM_B uvec3
+#define CM_ACC float[CM_M * CM_N / SGS]
+#define CM_ROW false
+#define CM_COL true
+#define CM_FILL(m, v) for (int q_ = 0; q_ < m.length(); ++q_) m[q_] = (v)
+#define CM_LOAD(m, buf, element, stride, layout) m = uvec3((element), (stride), (layout) ? 1u : 0u)
+// f32 accumulators into a uvec4 buffer (do-while: one statement).
+#define CM_STORE(m, buf, element, stride, layout)                                                  \
+  do for (uint t_ = 0u; t_ < uint(m.length()); ++t_) {                                             \
+    const uint q_ = CM_LANE + uint(SGS) * t_, r_ = q_ / uint(CM_N), c_ = q_ % uint(CM_N);            \
+    const uint w_ = (layout) ? ((element) + c_ * (stride)) * 4u + r_ : ((element) + r_ * (stride)) * 4u + c_; \
+    buf[w_ / 4u][w_ % 4u] = floatBitsToUint(m[q_ / uint(SGS)]);                                      \
+  } while (false)
+float cm_emu_half(uvec4 p, uint h) {
+  const vec2 f = unpackHalf2x16(p[(h % 8u) / 2u]);
+  return (h % 2u) == 0u ? f.x : f.y;
+}
+// Element (r, c) of an operand in halves: row-major (element + r stride) 8 + c, column-major the other way.
+#define CM_EMU_AT(m, r, c) ((m).z != 0u ? ((m).x + (c) * (m).y) * 8u + (r) : ((m).x + (r) * (m).y) * 8u + (c))
+#define CM_EMU_MAD_FUNCTION(AS, BS)                                                                \
+  CM_ACC cm_emu_mad(uvec3 a, uvec3 b, CM_ACC c) {                                                   \
+    for (uint t = 0u; t < uint(CM_M * CM_N / SGS); ++t) {                                           \
+      const uint q = CM_LANE + uint(SGS) * t, r = q / uint(CM_N), n = q % uint(CM_N);               \
+      float s = c[t];                                                                               \
+      for (uint k = 0u; k < uint(CM_K); ++k) {                                                      \
+        const uint ha = CM_EMU_AT(a, r, k), hb = CM_EMU_AT(b, k, n);                                 \
+        s += cm_emu_half(AS[ha / 8u], ha) * cm_emu_half(BS[hb / 8u], hb);                           \
+      }                                                                                             \
+      c[t] = s;                                                                                     \
+    }                                                                                               \
+    return c;                                                                                       \
+  }
+#define CM_MAD(a, b, c) cm_emu_mad(a, b, c)
+#define CM_SUBGROUP_ID (gl_LocalInvocationIndex / uint(SGS))
+#define CM_LANE (gl_LocalInvocationIndex % uint(SGS))
+#define CM_SUBGROUP_BARRIER() barrier()
+#define CM_SUBGROUP_MEMORY_BARRIER_SHARED() memoryBarrierShared()
+#else
+#define CM_FILL(m, v) m = CM_ACC(v)
+#define CM_SUBGROUP_ID gl_SubgroupID
+#define CM_LANE gl_SubgroupInvocationID
+#define CM_SUBGROUP_BARRIER() subgroupBarrier()
+#define CM_SUBGROUP_MEMORY_BARRIER_SHARED() subgroupMemoryBarrierShared()
+#endif
+#if defined(KF_COOPMAT_EMU)
+#elif defined(KF_COOPMAT_KHR) && defined(KF_COOPMAT_NV_AS_KHR)
+#error "KF_COOPMAT_KHR and KF_COOPMAT_NV_AS_KHR are two compilers' forms of one kernel: define one"
+#elif defined(KF_COOPMAT_KHR)
 #define CM_KHR 1
 #extension GL_KHR_cooperative_matrix : enable
 #ifdef KF_COOPMAT_BF16

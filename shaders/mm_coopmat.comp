@@ -2,7 +2,8 @@
 // Matrix products on tensor cores (f16 inputs, f32 accumulation), with the same epilogue as mm.comp,
 // through GL_NV_cooperative_matrix or, with KF_COOPMAT_KHR, GL_KHR_cooperative_matrix (coopmat.glsl).
 // Chosen at run time when the device reports an f16 x f16 -> f32 subgroup shape this variant was built
-// for (CM_M x CM_N x CM_K, 16 x 16 x 16 by default) on subgroups of 32; requires K % 8 == 0 (and
+// for (CM_M x CM_N x CM_K, 16 x 16 x 16 by default) on subgroups of SGS invocations (32 by default; 8 or 16
+// for Intel's 8 x 16 x 16, whose pipelines require that size with full subgroups); requires K % 8 == 0 (and
 // N % 8 == 0 when B is [K, N]) so that every 16-byte load is whole.
 //
 // A workgroup of SG_M x SG_N subgroups computes a BM x BN tile, each subgroup FM x FN accumulators of
@@ -48,12 +49,23 @@
 #define STAGES 1
 #endif
 
-const uint NSG = SG_M * SG_N;                 // subgroups (of 32) per workgroup
-const uint NT = 32u * NSG;                    // invocations
-const uint BM = SG_M * FM * CM_M, BN = SG_N * FN * CM_N;
-#if CM_M * CM_N > 256 || CM_K % 8 != 0 || CM_N % 8 != 0 || BK % CM_K != 0
-#error "fragments of at most 256 elements, CM_K and CM_N multiples of 8, BK a multiple of CM_K"
+#ifndef SGS
+#define SGS 32
 #endif
+const uint NSG = SG_M * SG_N;                 // subgroups (of SGS) per workgroup
+const uint NT = SGS * NSG;                    // invocations
+const uint BM = SG_M * FM * CM_M, BN = SG_N * FN * CM_N;
+#if CM_M * CM_N > 256 || CM_K % 8 != 0 || CM_N % 8 != 0 || CM_M % 8 != 0 || BK % CM_K != 0
+#error "fragments of at most 256 elements, CM_M, CM_K and CM_N multiples of 8, BK a multiple of CM_K"
+#endif
+// Every invocation moves whole packs of each slice (LA, LB below): the tiles of variants.cmake keep NT.
+#if (SG_M * FM * CM_M * BK / 8) % (SGS * SG_M * SG_N) != 0 || (SG_N * FN * CM_N * BK / 8) % (SGS * SG_M * SG_N) != 0
+#error "BM * BK / 8 and BN * BK / 8 must be multiples of the workgroup's invocations"
+#endif
+// The epilogue's runs of 8 columns per fragment, and per lane (a loop when a fragment has more runs than
+// the subgroup has lanes, idle lanes when fewer).
+#define CM_RUNS (CM_M * CM_N / 8)
+#define CM_RPL ((CM_RUNS + SGS - 1) / SGS)
 layout(local_size_x = NT) in;
 layout(constant_id = 1) const bool B_NK = true;
 layout(constant_id = 2) const bool HAS_BIAS = false;
@@ -103,11 +115,15 @@ const uint A_STAGE = (BM * AROW > BK * AROW_T) ? BM * AROW : BK * AROW_T;
 const uint B_STAGE = (BN * AROW > BK * BROW) ? BN * AROW : BK * BROW;
 const uint LA = BM * K8 / NT;         // uvec4 of A each invocation moves per slice
 const uint LB = BN * K8 / NT;         // (the same count for B in either layout)
-// The epilogue stages one CM_M x CM_N f32 tile per subgroup (at most 64 uvec4) in As once the loop is done.
+// The epilogue stages one CM_M x CM_N f32 tile per subgroup (STAGE_TILE uvec4) in As once the loop is done.
+const uint STAGE_TILE = CM_M * CM_N / 4u;
 const uint NBUF = STAGES == 0 ? 0u : (STAGES > 1 ? 2u : 1u);  // shared-memory buffers
-const uint AS_SIZE = (NBUF * A_STAGE > NSG * 64u) ? NBUF * A_STAGE : NSG * 64u;
+const uint AS_SIZE = (NBUF * A_STAGE > NSG * STAGE_TILE) ? NBUF * A_STAGE : NSG * STAGE_TILE;
 shared uvec4 As[AS_SIZE];
 shared uvec4 Bs[NBUF > 0u ? NBUF * B_STAGE : 1u];
+#ifdef KF_COOPMAT_EMU
+CM_EMU_MAD_FUNCTION(As, Bs)  // the emulated products read their operands where CM_LOAD left them
+#endif
 
 float act(float v) {
   if (ACT == 1u) return relu_f(v);
@@ -119,7 +135,7 @@ float act(float v) {
 
 void main() {
   const uint lid = gl_LocalInvocationID.x;
-  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint sg = CM_SUBGROUP_ID, lane = CM_LANE;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, bz = gl_WorkGroupID.z;
   const uint sm = (sg / SG_N) * (FM * CM_M), sn = (sg % SG_N) * (FN * CM_N);  // this subgroup's block
   const uint a_base = bz * pc.stride_a / 8u, b_base = bz * pc.stride_b / 8u;  // in uvec4 (8 halves)
@@ -127,7 +143,7 @@ void main() {
 
   CM_ACC acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i) [[unroll]] for (uint j = 0; j < FN; ++j)
-    acc[i][j] = CM_ACC(0.0);
+    CM_FILL(acc[i][j], 0.0);
 
   uvec4 ra[LA], rb[LB];
   const uvec4 Z = uvec4(0);
@@ -244,27 +260,38 @@ void main() {
   }
 #endif
 
-  // Epilogue: each CM_M x CM_N accumulator goes through this subgroup's staging tile; lane l handles
-  // row l / (CM_N / 8), columns 8 (l % (CM_N / 8)) .. + 7, written as pairs of halves when N is even.
-  // A tile of fewer than 32 such runs (16 x 8) leaves the other lanes idle: their row is out of range.
+  // Epilogue: each CM_M x CM_N accumulator goes through this subgroup's staging tile; run u (of CM_RUNS)
+  // is row u / (CM_N / 8), columns 8 (u % (CM_N / 8)) .. + 7, written as pairs of halves when N is even.
+  // Lane l takes runs l, l + SGS, ...; a tile of fewer runs than lanes (16 x 8 on 32) leaves the other
+  // lanes idle: their row is out of range.
   const uint cbase = bz * pc.stride_c;
   const bool pairs = OUT_HALF && (pc.N % 2u) == 0u;
   // packs: each lane's eight outputs are stored (and the residual read) as 16-byte packs, when every
   // row starts on a pack (see LOAD_OUT8).
   const bool packs = (pc.N % (OUT_HALF ? 8u : 4u)) == 0u && (cbase % 8u) == 0u;
-  const uint stage_tile = sg * 64u;
+  const uint stage_tile = sg * STAGE_TILE;
   // Column blocks outer: a column's bias and bf16 scale factor serve the FM accumulators of block j and
   // then die (rows outer kept all FN blocks' values live across the rows' iterations).
   [[unroll]] for (uint j = 0; j < FN; ++j) [[unroll]] for (uint i = 0; i < FM; ++i) {
     CM_STORE(acc[i][j], As, stage_tile, CM_N / 4u, CM_ROW);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    const uint r = lane / (CM_N / 8u), c0 = (lane % (CM_N / 8u)) * 8u;
-#if CM_M * CM_N >= 256
+    CM_SUBGROUP_MEMORY_BARRIER_SHARED();
+    CM_SUBGROUP_BARRIER();
+    // RUN: this lane's run (a macro: one run per lane adds no variable to the module).
+#if CM_RPL > 1
+    [[unroll]] for (uint ru = 0; ru < CM_RPL; ++ru) {
+    const uint lane_run = lane + SGS * ru;
+#define RUN lane_run
+#else
+    {
+#define RUN lane
+#endif
+    const uint r = RUN / (CM_N / 8u), c0 = (RUN % (CM_N / 8u)) * 8u;
+#if CM_RPL * SGS == CM_RUNS
     const uint gm = m0 + sm + CM_M * i + r, gn0 = n0 + sn + CM_N * j + c0;
 #else
-    const uint gm = lane < CM_M * CM_N / 8u ? m0 + sm + CM_M * i + r : 0xffffffffu, gn0 = n0 + sn + CM_N * j + c0;
+    const uint gm = RUN < CM_RUNS ? m0 + sm + CM_M * i + r : 0xffffffffu, gn0 = n0 + sn + CM_N * j + c0;
 #endif
+#undef RUN
     // Dropout: the 8 consecutive elements span at most 3 of the generator's 4-word blocks; each block
     // is computed once (a generator call per element took 1.1 ms of linear_dropout's 4.5 at 4096 x
     // 16384 on an H100).
@@ -309,7 +336,7 @@ void main() {
       else if (h % 2u == 0u) w8[h] = floatBitsToUint(x);  // the pair's first value, until its second
       else w8[h / 2u] = OUT_PAIR(uintBitsToFloat(w8[h - 1u]), x);
     }
-    subgroupBarrier();  // the staging tile is reused by the next accumulator
+    CM_SUBGROUP_BARRIER();  // the staging tile is reused by the next accumulator
     if (packs) {
       if (in_pack) {
         if (OUT_HALF) C_v.v[e0 >> 3] = uvec4(w8[0], w8[1], w8[2], w8[3]);
@@ -333,5 +360,6 @@ void main() {
         }
       }
     }
+    }  // runs
   }
 }

@@ -82,7 +82,8 @@ endif()
 # The same products through GL_KHR_cooperative_matrix (KF_COOPMAT_KHR; the glslang 13 and SPIRV-Tools of
 # tools/install-deps.sh, cmake/Shaders.cmake): mm_coopmat_khr_<dtype>_<tile> at 16x16x16, and at the other
 # f16 shapes devices list (16x8x16, 16x8x8: B and the accumulators 8 columns wide, twice as many of them
-# per subgroup so that the workgroup's tile stays the same) for the tiles the backend picks by default.
+# per subgroup so that the workgroup's tile stays the same; 8x16x16 below) for the tiles the backend picks
+# by default.
 set(kf_khr_left_out)
 if(KF_KHR_SHADERS)
   foreach(tile IN LISTS kf_coopmat_tiles)
@@ -105,6 +106,21 @@ if(KF_KHR_SHADERS)
         "mm_coopmat_khr_f16_${cname}_${sname}|mm_coopmat.comp|${cdefs},${sdefs},KF_COOPMAT_KHR"
         "mm_coopmat_khr_bf16_${cname}_${sname}|mm_coopmat.comp|${cdefs},${sdefs},OUT_BF16,KF_COOPMAT_KHR")
     endforeach()
+  endforeach()
+  # Intel's 8x16x16 (A 8 rows deep) on the subgroup size its pipelines are made to require (SGS: 8 on
+  # Xe-HPG, 16 on Xe2; hal/vulkan/coopmat.cpp), mm_coopmat_khr_<dtype>_<tile>_8x16x16_sg<SGS>: the same
+  # workgroup tile and invocations as at 16x16x16, in more subgroups of fewer accumulators (as many
+  # accumulator values per lane as 16x16x16 on 32), for the tiles the backend picks by default.
+  foreach(tile "c1|8|SG_M=8,SG_N=4,FM=2,FN=2" "c13|8|SG_M=8,SG_N=8,FM=2,FN=2" "c14|8|SG_M=4,SG_N=8,FM=2,FN=2"
+               "c1|16|SG_M=4,SG_N=4,FM=4,FN=2" "c13|16|SG_M=4,SG_N=8,FM=4,FN=2" "c14|16|SG_M=2,SG_N=8,FM=4,FN=2")
+    string(REPLACE "|" ";" t "${tile}")
+    list(GET t 0 cname)
+    list(GET t 1 sgs)
+    list(GET t 2 cdefs)
+    set(cdefs "${cdefs},BK=32,STAGES=1,CM_M=8,SGS=${sgs}")
+    list(APPEND KF_SHADER_VARIANTS
+      "mm_coopmat_khr_f16_${cname}_8x16x16_sg${sgs}|mm_coopmat.comp|${cdefs},KF_COOPMAT_KHR"
+      "mm_coopmat_khr_bf16_${cname}_8x16x16_sg${sgs}|mm_coopmat.comp|${cdefs},OUT_BF16,KF_COOPMAT_KHR")
   endforeach()
   # Another output dtype (Attrs::out_dtype) on the default tiles at 16x16x16, built here so that the common
   # calls compile nothing at run time; the other KHR tiles and shapes, like the NV kernels, get theirs

@@ -14,7 +14,11 @@
 #include <random>
 
 #include "check/conformance.hpp"
+#include "core/context_impl.hpp"
 #include "hal/vulkan/coopmat.hpp"
+#include "hal/vulkan/device.hpp"
+#include "hal/vulkan/runtime_shader.hpp"
+#include "hal/vulkan/spirv_table.hpp"
 #include "kf/kf.hpp"
 #include "ops/registry.hpp"
 #include "product_cases.hpp"
@@ -96,7 +100,7 @@ TEST(Coopmat, PortableForced) {
       EXPECT_TRUE(has(r.variant, "portable-tiled-64x64 (no tensor cores: KF_TUNE coopmat=portable)")) << r.variant;
     }
   }
-  for (const char* bad : {"coopmat=amd", "coopmat_shape=8x16x16", "coopmat="}) expect_refused(bad, "coopmat");
+  for (const char* bad : {"coopmat=amd", "coopmat_shape=8x8x16", "coopmat="}) expect_refused(bad, "coopmat");
 }
 
 // nv or khr forced: the device runs that path for its products, or Context::create raises Unsupported
@@ -123,11 +127,11 @@ TEST(Coopmat, ForcedMissingFailsAtCreate) {
 }
 
 // Every KHR shape kf has kernels for, forced one at a time where the device lists it (an H100: 16x16x16,
-// 16x8x16, 16x8x8): linear and matmul in f16 and bf16 against the float64 reference.
+// 16x8x16, 16x8x8; Intel: 8x16x16): linear and matmul in f16 and bf16 against the float64 reference.
 TEST(Coopmat, KhrShapesAgainstReference) {
   int checked = 0;
   for (const auto& d : vulkan_devices()) {
-    for (const std::string shape : {"16x16x16", "16x8x16", "16x8x8"}) {
+    for (const std::string shape : {"16x16x16", "16x8x16", "16x8x8", "8x16x16"}) {
       std::unique_ptr<Context> ctx;
       try {
         // bf16 scaled, so that it runs at this shape (the native kernels are 16x16x16: Bf16NativeOrScaled).
@@ -137,7 +141,8 @@ TEST(Coopmat, KhrShapesAgainstReference) {
         continue;
       }
       ++checked;
-      EXPECT_EQ(ctx->device().caps.coopmat_products, "khr " + shape);
+      // (8x16x16 adds the subgroup size it runs on)
+      EXPECT_EQ(ctx->device().caps.coopmat_products.substr(0, 4 + shape.size()), "khr " + shape);
       for (DType t : {DType::f16, DType::bf16})
         for (const auto& c : kCases) {
           const auto r = run(*ctx, c, t);
@@ -232,6 +237,236 @@ TEST(Coopmat, KhrAttentionAgainstReference) {
     EXPECT_GT(score_mod_on_khr, 0) << d.info.name << ": no custom score function ran on KHR";
   }
   if (!checked) GTEST_SKIP() << "no Vulkan device runs attention on KHR cooperative matrices";
+}
+
+// The products' KHR shape and subgroup size (hal/vulkan/coopmat.cpp), on made-up devices: Intel's 8x16x16
+// runs on subgroups of 8 or 16, the first a pipeline may require (subgroup size control with full
+// subgroups, the size within the device's range, the largest workgroup in at most maxComputeWorkgroupSubgroups
+// subgroups), else the portable kernels and why; the shapes of 16 rows on 32 stay preferred; NVIDIA-like
+// and wave64 devices choose as before.
+TEST(Coopmat, KhrShapeAndSubgroupChoice) {
+  using namespace hal::vk;
+  const CoopmatShape f16_8x16x16{8, 16, 16, "f16", "f16", "f32", "f32", false, "subgroup"};
+  const CoopmatShape f16acc_8x16x16{8, 16, 16, "f16", "f16", "f16", "f16", false, "subgroup"};
+  const CoopmatShape f16_16x16x16{16, 16, 16, "f16", "f16", "f32", "f32", false, "subgroup"};
+  const CoopmatShape f16_16x8x16{16, 8, 16, "f16", "f16", "f32", "f32", false, "subgroup"};
+  Caps intel;
+  intel.coopmat_khr = true;
+  intel.subgroup_size = 32;  // what Intel's drivers report; their compute runs 8, 16 or 32 wide
+  intel.coopmat_khr_shapes = {f16acc_8x16x16, f16_8x16x16};
+  // The variants of a build with the KHR shaders (shaders/variants.cmake), products and attention.
+  const auto has = [](const std::string& v) {
+    for (const char* tile : {"c1", "c13", "c14"})
+      for (const char* dt : {"f16", "bf16"}) {
+        const std::string base = std::string("mm_coopmat_khr_") + dt + "_" + tile;
+        for (const char* sfx : {"", "_16x8x16", "_16x8x8", "_8x16x16_sg8", "_8x16x16_sg16"})
+          if (v == base + sfx) return true;
+      }
+    return v == "attn_cm_khr_f16_d64";
+  };
+  const auto no_8x16x16 = [&](const std::string& v) { return has(v) && v.find("8x16x16") == std::string::npos; };
+  const auto offer = [&](const Caps& c, const SubgroupSizes& sz, const std::function<bool(const std::string&)>& h,
+                         const char* needs = "mm_coopmat_khr_f16_c1") {
+    return coopmat_offer(c, false, true, sz, "mm_coopmat_f16_c1", needs, h);
+  };
+  bool missing = true;
+  const auto choose = [&](const CoopmatOffer& o, uint32_t path = 0, uint32_t shape = 0) {
+    return choose_coopmat(o, path, "coopmat", shape, true, &missing);
+  };
+  const SubgroupSizes xe_hpg{true, 8, 32, 64}, xe2{true, 16, 32, 64}, none{};
+
+  // Xe-HPG (subgroups 8..32): 8x16x16 on 8, its variants named so, its pipelines requiring 8.
+  CoopmatChoice c = choose(offer(intel, xe_hpg, has));
+  EXPECT_FALSE(missing);
+  EXPECT_EQ(c.describe(), "khr 8x16x16 on subgroups of 8");
+  EXPECT_EQ(c.label(), "coopmat-khr-8x16x16-sg8");
+  EXPECT_EQ(c.variant("mm_coopmat_f16_c13"), "mm_coopmat_khr_f16_c13_8x16x16_sg8");
+  EXPECT_EQ(c.variant("mm_coopmat_bf16_c14"), "mm_coopmat_khr_bf16_c14_8x16x16_sg8");
+  EXPECT_EQ(khr_variant_subgroup(c.variant("mm_coopmat_f16_c1")), 8u);
+  // Xe2 (16..32): on 16.
+  c = choose(offer(intel, xe2, has));
+  EXPECT_EQ(c.describe(), "khr 8x16x16 on subgroups of 16");
+  EXPECT_EQ(c.variant("mm_coopmat_f16_c1"), "mm_coopmat_khr_f16_c1_8x16x16_sg16");
+  EXPECT_EQ(khr_variant_subgroup(c.variant("mm_coopmat_f16_c1") + "#out_dtype:f32"), 16u);
+  // 8 within the range but its 64 subgroups of c13 over the device's 32: 16.
+  EXPECT_EQ(choose(offer(intel, {true, 8, 32, 32}, has)).describe(), "khr 8x16x16 on subgroups of 16");
+  // Forced: the same shape, or refused before the device exists.
+  EXPECT_EQ(choose(offer(intel, xe2, has), 2, 4).describe(), "khr 8x16x16 on subgroups of 16");
+  EXPECT_FALSE(missing);
+  // No subgroup size control: the portable kernels, saying why.
+  const std::string no_control = "NV: the device lacks VK_NV_cooperative_matrix; KHR: it lists 8x16x16, whose "
+                                 "kernels run on subgroups of 8 or 16 that a pipeline must require (its sizes: ";
+  c = choose(offer(intel, none, has));
+  EXPECT_EQ(c.path, CoopmatPath::portable);
+  EXPECT_EQ(c.why, no_control + "no subgroup size control with full subgroups for compute)");
+  EXPECT_FALSE(missing);
+  choose(offer(intel, none, has), 2);  // khr forced
+  EXPECT_TRUE(missing);
+  // Neither 8 nor 16 within the range.
+  EXPECT_EQ(choose(offer(intel, {true, 32, 64, 32}, has)).why,
+            no_control + "32..64, at most 32 subgroups per workgroup)");
+  // A build without the 8x16x16 variants, and a family without them (attention): no kernels for the shape.
+  const std::string no_kernels = "NV: the device lacks VK_NV_cooperative_matrix; KHR: it lists no f16 x f16 -> f32 "
+                                 "subgroup shape kf has kernels for";
+  EXPECT_EQ(choose(offer(intel, xe2, no_8x16x16)).why, no_kernels);
+  EXPECT_EQ(choose(offer(intel, xe2, has, "attn_cm_khr_f16_d64")).why, no_kernels);
+
+  // A device listing 16x16x16 and 8x16x16, by default on 32: 16x16x16 on 32, as before; 8x16x16 forced.
+  Caps both = intel;
+  both.coopmat_khr_shapes.push_back(f16_16x16x16);
+  c = choose(offer(both, xe_hpg, has));
+  EXPECT_EQ(c.describe(), "khr 16x16x16");
+  EXPECT_EQ(c.variant("mm_coopmat_f16_c1"), "mm_coopmat_khr_f16_c1");
+  EXPECT_EQ(khr_variant_subgroup(c.variant("mm_coopmat_f16_c1")), 32u);
+  EXPECT_EQ(choose(offer(both, xe_hpg, has), 2, 4).describe(), "khr 8x16x16 on subgroups of 8");
+  // coopmat_shape=8x16x16 where the device does not list it.
+  Caps nvidia;
+  nvidia.coopmat_khr = true;
+  nvidia.subgroup_size = 32;
+  nvidia.coopmat_khr_shapes = {f16_16x16x16, f16_16x8x16};
+  c = choose(offer(nvidia, none, has), 2, 4);
+  EXPECT_TRUE(missing);
+  EXPECT_EQ(c.why, "KHR: KF_TUNE coopmat_shape=8x16x16 is not among the device's f16 shapes");
+  // NVIDIA-like (32, no size control): 16x16x16 on 32, whose pipelines require nothing.
+  c = choose(offer(nvidia, none, has));
+  EXPECT_EQ(c.describe(), "khr 16x16x16");
+  EXPECT_EQ(c.label(), "coopmat-khr-16x16x16");
+  EXPECT_EQ(choose(offer(nvidia, none, has), 2, 2).variant("mm_coopmat_f16_c13"), "mm_coopmat_khr_f16_c13_16x8x16");
+  // wave64 (AMD): 32 required where the device allows it, else why.
+  Caps wave64 = nvidia;
+  wave64.subgroup_size = 64;
+  EXPECT_EQ(choose(offer(wave64, {true, 32, 64, 32}, has)).describe(), "khr 16x16x16");
+  EXPECT_EQ(choose(offer(wave64, none, has)).why,
+            "NV: the device lacks VK_NV_cooperative_matrix; KHR: subgroups of 64 (the kernels are written for 32), "
+            "and it cannot require 32 (subgroup size control with full subgroups)");
+
+  // Which pipelines require a size: KHR kernels only, "_sg<N>" or 32.
+  EXPECT_EQ(khr_variant_subgroup("mm_coopmat_f16_c1"), 0u);
+  EXPECT_EQ(khr_variant_subgroup("rows_softmax_f16_sg"), 0u);
+  EXPECT_EQ(khr_variant_subgroup("attn_cm_khr_f16_d64"), 32u);
+  EXPECT_EQ(khr_variant_subgroup("mm_coopmat_khr_bf16n_c1_of32"), 32u);
+  EXPECT_EQ(khr_variant_subgroup("mm_coopmat_khr_bf16_c14_8x16x16_sg8"), 8u);
+}
+
+// The build's 8x16x16 variants (the default tiles, both dtypes, subgroups of 8 and 16), where it has the
+// KHR ones at all: the names CoopmatChoice::variant gives.
+TEST(Coopmat, Khr8x16x16VariantsBuilt) {
+  using namespace hal::vk;
+  const auto built = [](const std::string& name) {
+    for (size_t k = 0; k < kSpirvTableSize; ++k)
+      if (name == kSpirvTable[k].name) return true;
+    return false;
+  };
+  if (!built("mm_coopmat_khr_f16_c1")) GTEST_SKIP() << "no KHR variants in this build (no glslang 13 at build time)";
+  CoopmatChoice c;
+  c.path = CoopmatPath::khr;
+  c.shape = "8x16x16";
+  for (uint32_t sg : {8u, 16u}) {
+    c.subgroup = sg;
+    for (const char* tile : {"c1", "c13", "c14"})
+      for (const char* dt : {"f16", "bf16"}) {
+        const std::string v = c.variant(std::string("mm_coopmat_") + dt + "_" + tile);
+        EXPECT_TRUE(built(v)) << v;
+      }
+  }
+}
+
+// The products' KHR variants with their cooperative matrices emulated (shaders/coopmat.glsl
+// KF_COOPMAT_EMU, compiled at run time), on every Vulkan device (lavapipe in CI, which has none): each
+// shape and subgroup size's tiles, loads and epilogue (its runs of 8 columns looped over the lanes or
+// leaving lanes idle) against the float64 reference: f16 inputs and output, B as [N, K] and [K, N], a bias
+// and relu, partial tiles, a K that ends mid-slice and an N that is no multiple of 8 (the epilogue's
+// element-wise stores); A as [K, M] with C accumulated on one of them. The emulation checks the kernel's indexing, not a driver's matrices. lavapipe
+// compiles each emulated kernel in about 15 s of one core.
+TEST(Coopmat, EmulatedKhrVariantsAgainstReference) {
+  struct Variant {
+    const char* name;
+    uint32_t bm, bn;
+  };
+  const Variant variants[] = {
+      {"mm_coopmat_khr_f16_c1_8x16x16_sg8", 128, 128},   {"mm_coopmat_khr_f16_c13_8x16x16_sg8", 128, 256},
+      {"mm_coopmat_khr_f16_c14_8x16x16_sg8", 64, 256},   {"mm_coopmat_khr_f16_c1_8x16x16_sg16", 128, 128},
+      {"mm_coopmat_khr_f16_c13_8x16x16_sg16", 128, 256}, {"mm_coopmat_khr_f16_c14_8x16x16_sg16", 64, 256},
+      // 16x16x16 and 16x8x16 on 32 too: the kernels an H200 ran, so that the emulation is checked as well
+      {"mm_coopmat_khr_f16_c1", 128, 128},               {"mm_coopmat_khr_f16_c14_16x8x16", 64, 256},
+  };
+  struct Push {  // mm_coopmat.comp's push constants
+    uint32_t M, N, K, stride_a, stride_b, stride_c, seed_lo, seed_hi, off_lo, off_hi, thr;
+    float keep_scale;
+    uint32_t scale_b, scale_stride_b;
+  };
+  struct Case {
+    uint32_t M, N, K;
+    bool b_nk;
+    bool a_km = false;  // A stored [K, M] and C += the product (linear_cross_entropy's d W), first variant only
+  };
+  const Case cases[] = {{130, 200, 72, true}, {70, 37, 40, true}, {130, 200, 72, false}, {136, 200, 72, false, true}};
+  int checked = 0;
+  for (const auto& d : vulkan_devices()) {
+    Context ctx = open(d, "");
+    auto* dev = dynamic_cast<hal::vk::VulkanDevice*>(ctx.impl()->device.get());
+    ASSERT_NE(dev, nullptr);
+    for (const Variant& v : variants) {
+      if (!dev->has_variant(v.name)) {
+        std::cout << v.name << " is not in this build (no glslang 13 at build time): skipped\n";
+        continue;
+      }
+      std::string name;
+      try {
+        name = dev->runtime_variant(v.name, "emulated", std::string("emulated ") + v.name,
+                                    [] { return hal::vk::Defines{{"KF_COOPMAT_EMU", ""}}; });
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::Unsupported) GTEST_SKIP() << e.what();  // a build without shaderc
+        throw;
+      }
+      for (const Case& c : cases) {
+        if (c.a_km && &v != variants) continue;
+        std::mt19937_64 rng(c.M * 131 + c.N * 7 + c.K);
+        std::uniform_real_distribution<double> u(-1, 1);
+        std::vector<double> a(size_t(c.M) * c.K), b(size_t(c.N) * c.K), bias(c.N), c0(size_t(c.M) * c.N);
+        for (auto* x : {&a, &b, &bias, &c0})
+          for (double& e : *x) e = u(rng);
+        const Tensor at = c.a_km ? ctx.from_host({c.K, c.M}, DType::f16, a) : ctx.from_host({c.M, c.K}, DType::f16, a);
+        const Tensor bt = c.b_nk ? ctx.from_host({c.N, c.K}, DType::f16, b) : ctx.from_host({c.K, c.N}, DType::f16, b);
+        const Tensor biast = ctx.from_host({c.N}, DType::f16, bias);
+        Tensor ct = c.a_km ? ctx.from_host({c.M, c.N}, DType::f16, c0) : ctx.empty({c.M, c.N}, DType::f16);
+        if (!c.a_km) ct.fill_bytes(0xff);
+        const std::vector<double> ar = at.to_double(), br = bt.to_double(), biasr = biast.to_double(),
+                                  c0r = ct.to_double();
+        Push pc{c.M, c.N, c.K, c.M * c.K, 0, c.M * c.N, 0, 0, 0, 0, 0, 1.0f, 0, 0};
+        hal::vk::Launch l;
+        l.variant = name;
+        // bias and relu, or A_KM and ACC_OUT
+        l.spec = {256u, c.b_nk ? 1u : 0u, c.a_km ? 0u : 1u, 0u, c.a_km ? 0u : 1u, 0u, c.a_km, c.a_km};
+        l.bindings[0] = at.buffer_ref();
+        l.bindings[1] = bt.buffer_ref();
+        l.bindings[2] = biast.buffer_ref();
+        l.bindings[4] = ct.buffer_ref();
+        l.push = &pc;
+        l.push_bytes = sizeof(pc);
+        l.groups = (c.N + v.bn - 1) / v.bn;
+        l.groups_y = (c.M + v.bm - 1) / v.bm;
+        dev->record(l);
+        dev->synchronize();
+        const std::vector<double> y = ct.to_double();
+        double worst = 0;
+        for (uint32_t m = 0; m < c.M; ++m)
+          for (uint32_t n = 0; n < c.N; ++n) {
+            double ref = c.a_km ? 0.0 : biasr[n];
+            for (uint32_t k = 0; k < c.K; ++k)
+              ref += (c.a_km ? ar[size_t(k) * c.M + m] : ar[size_t(m) * c.K + k]) *
+                     (c.b_nk ? br[size_t(n) * c.K + k] : br[size_t(k) * c.N + n]);
+            ref = c.a_km ? ref + c0r[size_t(m) * c.N + n] : std::max(ref, 0.0);
+            const double err = std::abs(y[size_t(m) * c.N + n] - ref) / (1e-2 + std::abs(ref));
+            worst = std::max(worst, std::isnan(err) ? 1e9 : err);
+          }
+        EXPECT_LT(worst, 2e-3) << d.info.name << " " << v.name << " M " << c.M << " N " << c.N << " K " << c.K
+                               << (c.b_nk ? " B [N, K]" : " B [K, N]") << (c.a_km ? ", A [K, M], C +=" : "");
+      }
+      ++checked;
+    }
+  }
+  if (!checked) GTEST_SKIP() << "no Vulkan device, or no KHR variants in this build";
 }
 
 // The bf16 choice itself (hal/vulkan/coopmat.cpp), on made-up devices: native only with the products on

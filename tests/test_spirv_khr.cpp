@@ -250,6 +250,8 @@ TEST(SpirvKhr, RunTimeVariantsValidate) {
       {"attn_bwd_cm_khr_dq_d64_bf16", true, true, ""},
       {"mm_coopmat_khr_f16_c1_16x8x16", false, false, "F32"},  // a product storing f32 at 16x8x16
       {"mm_coopmat_khr_bf16_c13_16x8x8", false, false, "F16"},
+      {"mm_coopmat_khr_f16_c13_8x16x16_sg8", false, false, "F32"},  // Intel's 8x16x16, subgroups of 8
+      {"mm_coopmat_khr_bf16_c1_8x16x16_sg16", false, false, "F16"},  // and of 16
   };
   int checked = 0;
   for (const Case& c : cases) {

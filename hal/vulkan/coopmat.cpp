@@ -3,7 +3,7 @@
 
 namespace kf::hal::vk {
 
-const char* const kKhrShapes[3] = {"16x16x16", "16x8x16", "16x8x8"};
+const char* const kKhrShapes[kKhrShapeCount] = {"16x16x16", "16x8x16", "16x8x8", "8x16x16"};
 
 namespace {
 std::string component_name(VkComponentTypeKHR t) {
@@ -60,26 +60,55 @@ bool coopmat_khr_in_compute(VkPhysicalDevice pd) {
   return (cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
 }
 
+namespace {
+// The variant name's suffix of a KHR shape on a subgroup size (CoopmatChoice::variant).
+std::string khr_suffix(const std::string& shape, uint32_t subgroup) {
+  std::string v = shape == kKhrShapes[0] ? "" : "_" + shape;
+  if (subgroup != 32) v += "_sg" + std::to_string(subgroup);
+  return v;
+}
+}  // namespace
+
 std::string CoopmatChoice::variant(std::string nv_name) const {
   if (path != CoopmatPath::khr) return nv_name;
   const std::string prefix = "mm_coopmat_";
-  std::string v = "mm_coopmat_khr_" + nv_name.substr(prefix.size());
-  if (shape != kKhrShapes[0]) v += "_" + shape;
-  return v;
+  return "mm_coopmat_khr_" + nv_name.substr(prefix.size()) + khr_suffix(shape, subgroup);
 }
 
-std::string CoopmatChoice::label() const { return path == CoopmatPath::khr ? "coopmat-khr-" + shape : "coopmat-nv"; }
+std::string CoopmatChoice::label() const {
+  if (path != CoopmatPath::khr) return "coopmat-nv";
+  return "coopmat-khr-" + shape + (subgroup != 32 ? "-sg" + std::to_string(subgroup) : "");
+}
 
 std::string CoopmatChoice::describe() const {
   if (path == CoopmatPath::nv) return "nv";
-  if (path == CoopmatPath::khr) return "khr " + shape;
+  if (path == CoopmatPath::khr)
+    return "khr " + shape + (subgroup != 32 ? " on subgroups of " + std::to_string(subgroup) : "");
   return "none: " + why;
 }
 
-CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_needs,
-                           const std::string& khr_needs, const std::function<bool(const std::string&)>& has_variant) {
+bool SubgroupSizes::can_require(uint32_t s) const {
+  return control && s != 0 && min <= s && s <= max && kKhrMaxInvocations / s <= max_subgroups;
+}
+
+uint32_t khr_variant_subgroup(const std::string& variant) {
+  const std::string base = variant.substr(0, variant.find('#'));
+  if (base.find("_khr_") == std::string::npos) return 0;
+  for (size_t at = base.find("_sg"); at != std::string::npos; at = base.find("_sg", at + 1)) {
+    size_t end = at + 3;
+    while (end < base.size() && base[end] >= '0' && base[end] <= '9') ++end;
+    if (end > at + 3 && (end == base.size() || base[end] == '_'))
+      return static_cast<uint32_t>(std::stoul(base.substr(at + 3, end - at - 3)));
+  }
+  return 32;
+}
+
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, const SubgroupSizes& sizes,
+                           const std::string& nv_needs, const std::string& khr_needs,
+                           const std::function<bool(const std::string&)>& has_variant) {
   CoopmatOffer o;
   const std::string sg = "subgroups of " + std::to_string(caps.subgroup_size) + " (the kernels are written for 32)";
+  const bool sg32 = caps.subgroup_size == 32 || sizes.can_require(32);
   if (!caps.coopmat_nv) o.nv_why = "the device lacks VK_NV_cooperative_matrix";
   else if (!nv_usable) o.nv_why = caps.subgroup_size != 32 ? sg : "no 16x16x16 f16 x f16 -> f32 subgroup shape or "
                                                                   "features (shaderFloat16, vulkanMemoryModel) off";
@@ -90,22 +119,41 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
   } else if (!khr_features) {
     o.khr_why = "its cooperativeMatrix, shaderFloat16 or vulkanMemoryModel feature is off, or compute is not among "
                 "its cooperative-matrix stages";
-  } else if (!sg32) {
-    o.khr_why = sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
   } else if (!has_variant(khr_needs)) {
     o.khr_why = "this build has no KHR variants (no glslang 13 at build time: tools/install-deps.sh)";
   } else {
+    // Why a listed shape with kernels was passed over for its subgroup size (the first such shape).
+    std::string sg_why;
+    const std::string range = sizes.control ? std::to_string(sizes.min) + ".." + std::to_string(sizes.max) +
+                                                  ", at most " + std::to_string(sizes.max_subgroups) +
+                                                  " subgroups per workgroup"
+                                            : "no subgroup size control with full subgroups for compute";
     for (const char* want : kKhrShapes)
       for (const auto& s : caps.coopmat_khr_shapes) {
         const std::string name = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
-        const std::string suffix = name == kKhrShapes[0] ? "" : "_" + name;
-        if (name == want && s.a == "f16" && s.b == "f16" && s.c == "f32" && s.result == "f32" &&
-            s.scope == "subgroup" && has_variant(khr_needs + suffix)) {
-          o.khr_shapes.push_back(name);
-          break;
+        if (name != want || s.a != "f16" || s.b != "f16" || s.c != "f32" || s.result != "f32" || s.scope != "subgroup")
+          continue;
+        // 8x16x16: the sizes Intel's matrix engines take it on (8 on Xe-HPG, 16 on Xe2), the smaller first.
+        const bool m8 = s.m == 8;
+        const std::vector<uint32_t> candidates = m8 ? std::vector<uint32_t>{8, 16} : std::vector<uint32_t>{32};
+        bool built = false, taken = false;
+        for (uint32_t size : candidates) {
+          if (!has_variant(khr_needs + khr_suffix(name, size))) continue;
+          built = true;
+          if (m8 ? sizes.can_require(size) : sg32) {
+            o.khr_shapes.push_back({name, size});
+            taken = true;
+            break;
+          }
         }
+        if (built && !taken && sg_why.empty())
+          sg_why = m8 ? "it lists " + name + ", whose kernels run on subgroups of 8 or 16 that a pipeline must "
+                            "require (its sizes: " + range + ")"
+                      : sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
+        break;
       }
-    if (o.khr_shapes.empty()) o.khr_why = "it lists no f16 x f16 -> f32 subgroup shape kf has kernels for";
+    if (o.khr_shapes.empty())
+      o.khr_why = !sg_why.empty() ? sg_why : "it lists no f16 x f16 -> f32 subgroup shape kf has kernels for";
   }
   return o;
 }
@@ -116,15 +164,19 @@ CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const 
   CoopmatChoice c;
   // KHR at the forced shape, or the first the device lists.
   std::string khr_shape, khr_why = offer.khr_why;
-  if (shape == 0 && !offer.khr_shapes.empty()) khr_shape = offer.khr_shapes.front();
+  uint32_t khr_subgroup = 32;
   for (const auto& s : offer.khr_shapes)
-    if (shape != 0 && s == kKhrShapes[shape - 1]) khr_shape = s;
+    if (khr_shape.empty() && (shape == 0 || s.shape == kKhrShapes[shape - 1])) {
+      khr_shape = s.shape;
+      khr_subgroup = s.subgroup;
+    }
   if (khr_shape.empty() && shape != 0 && khr_why.empty())
     khr_why = std::string("KF_TUNE coopmat_shape=") + kKhrShapes[shape - 1] + " is not among the device's f16 shapes";
   const auto take_nv = [&] { c.path = CoopmatPath::nv; };
   const auto take_khr = [&] {
     c.path = CoopmatPath::khr;
     c.shape = khr_shape;
+    c.subgroup = khr_subgroup;
   };
   switch (coopmat) {
     case 1:  // nv

@@ -69,28 +69,55 @@ enum class CoopmatPath : uint8_t { portable, nv, khr };
 // The matrix products' choice on a device (VulkanDevice::coopmat_mm).
 struct CoopmatChoice {
   CoopmatPath path = CoopmatPath::portable;
-  std::string shape;  // khr: "16x16x16", "16x8x16" or "16x8x8"
-  std::string why;    // portable: why not the tensor cores
+  std::string shape;      // khr: one of kKhrShapes
+  uint32_t subgroup = 32;  // khr: the subgroup size its kernels run on (8 or 16 at 8x16x16)
+  std::string why;        // portable: why not the tensor cores
   // mm_coopmat.comp's variant for an NV name ("mm_coopmat_<dtype>_<tile>"): itself, or the KHR one
-  // ("mm_coopmat_khr_<dtype>_<tile>", "_<shape>" after it but at 16x16x16).
+  // ("mm_coopmat_khr_<dtype>_<tile>", "_<shape>" after it but at 16x16x16, then "_sg<subgroup>" but on 32).
   std::string variant(std::string nv_name) const;
-  std::string label() const;  // "coopmat-nv", "coopmat-khr-16x16x16"
-  std::string describe() const;  // Caps::coopmat_products: "nv", "khr 16x16x16", "none: <why>"
+  std::string label() const;  // "coopmat-nv", "coopmat-khr-16x16x16", "coopmat-khr-8x16x16-sg16"
+  // Caps::coopmat_products: "nv", "khr 16x16x16", "khr 8x16x16 on subgroups of 16", "none: <why>"
+  std::string describe() const;
 };
+
+// The subgroup sizes a compute pipeline can be made to run on (Vulkan 1.3 subgroup size control: a required
+// size, with full subgroups), the products' KHR kernels being written for one size each (SGS).
+struct SubgroupSizes {
+  bool control = false;        // subgroupSizeControl, computeFullSubgroups, compute in requiredSubgroupSizeStages
+  uint32_t min = 0, max = 0;   // minSubgroupSize, maxSubgroupSize
+  uint32_t max_subgroups = 0;  // maxComputeWorkgroupSubgroups
+  // Whether a pipeline may require s: within [min, max], with the products' largest workgroups
+  // (kKhrMaxInvocations) in at most max_subgroups subgroups of s.
+  bool can_require(uint32_t s) const;
+};
+// The products' largest KHR workgroup (invocations: the 16-subgroup tiles on 32, c13 at 8x16x16).
+constexpr uint32_t kKhrMaxInvocations = 512;
+
+// The subgroup size a variant's pipeline runs on: 0 for a variant that is not a KHR cooperative-matrix
+// kernel, N for one named "_sg<N>" (its base name, or a run-time variant of it: "<base>#<key>"), else 32.
+uint32_t khr_variant_subgroup(const std::string& variant);
 
 // What the device offers the products, found before the device is created.
 struct CoopmatOffer {
   bool nv = false;             // NV 16x16x16 f16 -> f32 with its features, subgroups of 32, variants built
   std::string nv_why;          // why not
-  std::vector<std::string> khr_shapes;  // KHR f16 shapes kf has variants for, in the order of preference
+  struct KhrShape {
+    std::string shape;         // one of kKhrShapes
+    uint32_t subgroup = 32;    // the size its kernels run on
+  };
+  std::vector<KhrShape> khr_shapes;  // KHR f16 shapes kf has variants for, in the order of preference
   std::string khr_why;         // why none
 };
 // nv_usable: the NV 16x16x16 f16 -> f32 subgroup shape with its features, on subgroups of 32 (the device's
-// coopmat_f16); khr_features: KHR's cooperativeMatrix (in compute), shaderFloat16, vulkanMemoryModel; sg32: compute
-// runs subgroups of 32, by default or required (subgroup size control); nv_needs / khr_needs: a variant
-// the family needs on each path (KHR: "_<shape>" appended but at 16x16x16).
-CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, bool sg32, const std::string& nv_needs,
-                           const std::string& khr_needs, const std::function<bool(const std::string&)>& has_variant);
+// coopmat_f16); khr_features: KHR's cooperativeMatrix (in compute), shaderFloat16, vulkanMemoryModel; sizes:
+// what compute pipelines may require. The shapes of 16 rows run on subgroups of 32, the device's default
+// (Caps::subgroup_size) or required; 8x16x16 on 8 or 16 (the first the device can require), always
+// required: the kernels lay their workgroups out in subgroups of that size. nv_needs / khr_needs: a
+// variant the family needs on each path (KHR: "_<shape>" appended but at 16x16x16, then "_sg<size>" but
+// on 32).
+CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, const SubgroupSizes& sizes,
+                           const std::string& nv_needs, const std::string& khr_needs,
+                           const std::function<bool(const std::string&)>& has_variant);
 // coopmat: Tuning::coopmat or attn_coopmat (0 auto, 1 nv, 2 khr, 3 portable), knob its name; shape:
 // Tuning::coopmat_shape (0 auto, else kKhrShapes[shape - 1]). A forced path the offer lacks comes back
 // portable, forced_missing set. Automatic: prefer_khr picks KHR over NV where the device offers both.
@@ -116,7 +143,9 @@ Bf16Choice choose_coopmat_bf16(const Caps& caps, const CoopmatChoice& products, 
 // Whether the device lists the bf16 x bf16 -> f32 16x16x16 subgroup shape the native variants use.
 bool lists_bf16_16x16x16(const Caps& caps);
 
-// The KHR f16 x f16 -> f32 fragment shapes mm_coopmat.comp has variants for (variants.cmake).
-extern const char* const kKhrShapes[3];
+// The KHR f16 x f16 -> f32 fragment shapes mm_coopmat.comp has variants for (variants.cmake), in the order
+// of preference: the shapes of 16 rows on subgroups of 32 first.
+constexpr size_t kKhrShapeCount = 4;
+extern const char* const kKhrShapes[kKhrShapeCount];
 
 }  // namespace kf::hal::vk

@@ -135,13 +135,14 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     cmk_have.pNext = f12_have.pNext;
     f12_have.pNext = &cmk_have;
   }
-  // The KHR kernels lay their workgroups out in subgroups of 32: a device whose default is another size
-  // (AMD's wave64) runs them at a required size of 32 where it allows that (Vulkan 1.3 subgroup size
-  // control, with full subgroups, for compute).
+  // The KHR kernels lay their workgroups out in subgroups of one size (SGS: 32, or 8 or 16 at Intel's
+  // 8x16x16): a device whose default is another size (AMD's wave64, Intel's variable widths) runs them at
+  // that size required where it allows it (Vulkan 1.3 subgroup size control, with full subgroups, for
+  // compute; coopmat.hpp).
   VkPhysicalDeviceSubgroupSizeControlFeatures sc_have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
   VkPhysicalDeviceSubgroupSizeControlProperties sc_props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   bool sc_api = false;
-  if (khr_present && info_.caps.subgroup_size != 32) {
+  if (khr_present) {
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sc_props};
     vkGetPhysicalDeviceProperties2(pd, &p2);
     sc_api = p2.properties.apiVersion >= VK_API_VERSION_1_3;
@@ -190,17 +191,19 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
   bool forced_missing = false;
   const bool khr_features = khr_present && cmk_have.cooperativeMatrix && f12_have.shaderFloat16 &&
                             f12_have.vulkanMemoryModel && coopmat_khr_in_compute(pd);
-  const bool sg32 = info_.caps.subgroup_size == 32 ||
-                    (sc_api && sc_have.subgroupSizeControl && sc_have.computeFullSubgroups &&
-                     (sc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                     sc_props.minSubgroupSize <= 32 && sc_props.maxSubgroupSize >= 32);
+  SubgroupSizes sizes;
+  sizes.control = sc_api && sc_have.subgroupSizeControl && sc_have.computeFullSubgroups &&
+                  (sc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+  sizes.min = sc_props.minSubgroupSize;
+  sizes.max = sc_props.maxSubgroupSize;
+  sizes.max_subgroups = sc_props.maxComputeWorkgroupSubgroups;
   const auto has = [this](const std::string& v) { return has_variant(v); };
   const auto refuse = [&](const char* knob, uint32_t v, const CoopmatChoice& c) {
     throw Error(ErrorCode::Unsupported, std::string("vulkan: KF_TUNE ") + knob + "=" + (v == 1 ? "nv" : "khr") + ": " +
                                             info_.name + " cannot run those kernels (" + c.why + ")");
   };
   const auto offer = [&](const char* nv_needs, const char* khr_needs) {
-    CoopmatOffer o = coopmat_offer(info_.caps, coopmat_f16_, khr_features, sg32, nv_needs, khr_needs, has);
+    CoopmatOffer o = coopmat_offer(info_.caps, coopmat_f16_, khr_features, sizes, nv_needs, khr_needs, has);
     if (info_.caps.coopmat_khr && khr_layer_too_old)
       o.khr_why = "the validation layer (spec " + std::to_string(VK_API_VERSION_MAJOR(layer)) + "." +
                   std::to_string(VK_API_VERSION_MINOR(layer)) + "." + std::to_string(VK_API_VERSION_PATCH(layer)) +
@@ -246,8 +249,11 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, VkPhysicalDevice 
     exts.push_back(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
   }
   VkPhysicalDeviceSubgroupSizeControlFeatures sc_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-  if (cmk_on.cooperativeMatrix && info_.caps.subgroup_size != 32) {  // (sg32: the device allows it)
-    khr_subgroup32_ = true;
+  // Some KHR kernel runs on subgroups other than the default (the offer checked the device allows it).
+  const bool khr_mm = coopmat_mm_.path == CoopmatPath::khr;
+  if (cmk_on.cooperativeMatrix &&
+      (info_.caps.subgroup_size != 32 || (khr_mm && coopmat_mm_.subgroup != info_.caps.subgroup_size))) {
+    khr_require_subgroup_ = true;
     sc_on.subgroupSizeControl = VK_TRUE;
     sc_on.computeFullSubgroups = VK_TRUE;
     sc_on.pNext = f12_on.pNext;
@@ -686,11 +692,13 @@ VkPipeline VulkanDevice::pipeline(uint32_t variant_index, const SpecList& spec) 
   ci.stage.pSpecializationInfo = &si;
   ci.layout = pipe_layout_;
   if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-  // The KHR cooperative-matrix kernels on a device whose default subgroup is not 32 (coopmat.hpp).
-  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo sg32{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
-  if (khr_subgroup32_ && variant.find("_khr_") != std::string::npos) {
-    sg32.requiredSubgroupSize = 32;
-    ci.stage.pNext = &sg32;
+  // The KHR cooperative-matrix kernels on a device whose default subgroup is not the size they are written
+  // for (32, or the "_sg<N>" of their name; coopmat.hpp).
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo sgs{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (const uint32_t need = khr_require_subgroup_ ? khr_variant_subgroup(variant) : 0;
+      need != 0 && need != info_.caps.subgroup_size) {
+    sgs.requiredSubgroupSize = need;
+    ci.stage.pNext = &sgs;
     ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   }
   VkPipeline p;

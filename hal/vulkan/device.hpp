@@ -229,7 +229,7 @@ class VulkanDevice final : public Device {
   bool coopmat_f16_ = false;  // NV cooperative matrix 16x16x16 f16 -> f32 enabled on this device
   CoopmatChoice coopmat_mm_, coopmat_attn_;
   Bf16Choice coopmat_bf16_;
-  bool khr_subgroup32_ = false;  // KHR kernels' pipelines require subgroups of 32 (not the device's default)
+  bool khr_require_subgroup_ = false;  // KHR kernels' pipelines require their size (khr_variant_subgroup)
   int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not known yet
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;

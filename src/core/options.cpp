@@ -66,9 +66,10 @@ const std::vector<Knob>& knobs() {
             "auto (KHR where the device lists a shape kf has a kernel for, else NV, else the portable kernels: "
             "KHR was the faster on an H100), or that one forced; nv or khr on a device that cannot run it: Context::create "
             "raises Unsupported naming why"),
-      words("coopmat_shape", V, &T::coopmat_shape, {"auto", "16x16x16", "16x8x16", "16x8x8"},
+      words("coopmat_shape", V, &T::coopmat_shape, {"auto", "16x16x16", "16x8x16", "16x8x8", "8x16x16"},
             "KHR cooperative-matrix fragment shape (M x N x K, f16 x f16 -> f32): auto (the first of these the "
-            "device lists), or that one (KHR taken only where the device lists it)"),
+            "device lists), or that one (KHR taken only where the device lists it); 8x16x16 (Intel) runs on "
+            "subgroups of 8 or 16, the first the device lets a pipeline require"),
       words("attn_coopmat", V, &T::attn_coopmat, {"auto", "nv", "khr", "portable"},
             "tensor-core kernels of attention and its backward, as coopmat, but auto prefers NV (its QUAD forms "
             "were the faster on an H100); KHR runs their generic forms at 16x16x16 (no QUAD form: softmax "

@@ -29,7 +29,7 @@ struct Tuning {
   uint32_t mm_epilogue = 0;  // 0 cublaslt, 1 kernel
   uint32_t mm_algo = 0;
   uint32_t coopmat = 0;        // 0 auto, 1 nv, 2 khr, 3 portable
-  uint32_t coopmat_shape = 0;  // 0 auto, 1 16x16x16, 2 16x8x16, 3 16x8x8
+  uint32_t coopmat_shape = 0;  // 0 auto, 1 16x16x16, 2 16x8x16, 3 16x8x8, 4 8x16x16
   uint32_t attn_coopmat = 0;   // 0 auto, 1 nv, 2 khr, 3 portable
   uint32_t bf16_coopmat = 0;   // 0 auto, 1 native, 2 scaled
   // rows (norms, softmax, losses)
