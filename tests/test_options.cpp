@@ -25,12 +25,6 @@ std::string parse_error(const std::string& text) {
   return "";
 }
 
-const Knob& knob(const std::string& name) {
-  for (const auto& k : knobs())
-    if (name == k.name) return k;
-  throw std::runtime_error("no knob " + name);
-}
-
 TEST(OptionsTable, DefaultsAreTheTables) {
   const Tuning t;
   for (const auto& k : knobs()) {

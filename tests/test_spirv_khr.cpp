@@ -315,7 +315,9 @@ TEST(SpirvKhr, BuildTimeVariantThroughTheRewrite) {
       }
     ASSERT_TRUE(a_at && b_use) << name;
     m[a_at] = b_use;
-    if (have_validator()) EXPECT_NE(validate(m, name), "") << name << ": spirv-val passed A's type with use B";
+    if (have_validator()) {
+      EXPECT_NE(validate(m, name), "") << name << ": spirv-val passed A's type with use B";
+    }
 #endif
   }
 }

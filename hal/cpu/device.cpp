@@ -87,7 +87,6 @@ class CpuDevice final : public Device {
 
   Variant dispatch(const OpCall& call) override {
     const DType t = call.dtype;
-    const size_t es = dtype_size(t);
     std::vector<HostTensor> in(call.inputs.size()), out(call.outputs.size());
     for (size_t k = 0; k < call.inputs.size(); ++k) {
       const auto& a = call.inputs[k];
