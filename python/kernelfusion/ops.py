@@ -168,10 +168,19 @@ def _make(op):
 
     args = ", ".join(x if i < required else f"{x}=None" for i, x in enumerate(inputs))
     f.__name__ = f.__qualname__ = name
+    f.__module__ = __name__
     f.__doc__ = _docs.docstring(f"{name}({args}, *, out=None, context=None, **attrs) -> {', '.join(op['outputs'])}"
                                 "\n\nkf's registry op; attributes are kf::Attrs fields by name (typed forms: "
                                 "kernelfusion.functional).", name, ops=(name,))
-    return f
+    # The function itself is a C++ callable (python/src/fast_call.cpp, OpFunction) that takes the plain
+    # calls straight to fast_call and hands the others to f, or to the generic path; f is its __wrapped__,
+    # for inspect.signature and help().
+    fn = _kf.OpFunction(ident, n_inputs, _fast, f, lambda xs, out, context: _generic(name, xs, None, out, context))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
+    fn.__doc__ = f.__doc__
+    fn.__wrapped__ = f
+    return fn
 
 
 for _op in defs.values():

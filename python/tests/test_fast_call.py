@@ -255,3 +255,30 @@ def test_torch_ops_same_path(kt):
     assert y.requires_grad
     y.sum().backward()
     torch.testing.assert_close(xg.grad, (x > 0).float())
+
+
+def test_op_functions_are_cpp_callables(cpu):
+    # kf.ops.<op> is a C++ callable (OpFunction): plain calls go straight to fast_call, the rest to the Python
+    # function it wraps, with the same results and errors either way.
+    import inspect
+    f = kf.ops.softmax
+    assert type(f) is _kf.OpFunction and f.__name__ == "softmax" and f.__module__ == "kernelfusion.ops"
+    assert f.__wrapped__.__name__ == "softmax" and f.__doc__ == f.__wrapped__.__doc__ and "softmax" in f.__doc__
+    assert "out=None" in str(inspect.signature(f)) and "softmax" in repr(f)
+    x = torch.randn(4, 9)
+    want = torch.softmax(x, -1)
+    torch.testing.assert_close(f(x, context=cpu), want)  # plain
+    torch.testing.assert_close(f(x=x, context=cpu), want)  # an input by keyword: the wrapped function
+    torch.testing.assert_close(f(x, scale=2.0, context=cpu), torch.softmax(2 * x, -1))  # an attribute
+    out = torch.empty_like(x)
+    assert f(x, out=out, context=cpu) is out and torch.equal(out, f(x, context=cpu))
+    n = x.numpy()
+    np.testing.assert_allclose(f(n, context=cpu), want.numpy(), rtol=1e-6)
+    t = cpu.wrap(np.ascontiguousarray(n))  # a kf tensor: fast_call leaves it, the generic path runs it
+    np.testing.assert_allclose(f(t, context=cpu).to_numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match="at most 1 inputs"):
+        kf.ops.relu(x, x, context=cpu)
+    with pytest.raises(kf.ShapeError, match="output 'y' has shape"):
+        kf.ops.relu(x, out=torch.empty(3), context=cpu)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        kf.ops.relu(x, bogus=1, context=cpu)
