@@ -285,7 +285,8 @@ void main() {
     {
 #define RUN lane
 #endif
-    const uint r = RUN / (CM_N / 8u), c0 = (RUN % (CM_N / 8u)) * 8u;
+    // (an idle lane, past the fragment's runs, reads row CM_M - 1 of its own tile: never past the array)
+    const uint r = min(RUN / (CM_N / 8u), CM_M - 1u), c0 = (RUN % (CM_N / 8u)) * 8u;
 #if CM_RPL * SGS == CM_RUNS
     const uint gm = m0 + sm + CM_M * i + r, gn0 = n0 + sn + CM_N * j + c0;
 #else

@@ -140,15 +140,19 @@ CoopmatOffer coopmat_offer(const Caps& caps, bool nv_usable, bool khr_features, 
         for (uint32_t size : candidates) {
           if (!has_variant(khr_needs + khr_suffix(name, size))) continue;
           built = true;
-          if (m8 ? sizes.can_require(size) : sg32) {
+          // On 8, tile c13's 64 subgroups stage 32 KiB of fragments beside B's 20 KiB (shaders/variants.cmake):
+          // 53248 bytes of shared memory, past the 48 KiB many devices offer (an H200 lost the device).
+          const bool fits = size != 8 || caps.max_shared_bytes >= kKhrSg8SharedBytes;
+          if (m8 ? sizes.can_require(size) && fits : sg32) {
             o.khr_shapes.push_back({name, size});
             taken = true;
             break;
           }
         }
         if (built && !taken && sg_why.empty())
-          sg_why = m8 ? "it lists " + name + ", whose kernels run on subgroups of 8 or 16 that a pipeline must "
-                            "require (its sizes: " + range + ")"
+          sg_why = m8 ? "it lists " + name + ", whose kernels run on subgroups of 8 (with " +
+                            std::to_string(kKhrSg8SharedBytes) + " bytes of shared memory) or 16 that a pipeline must "
+                            "require (its sizes: " + range + "; " + std::to_string(caps.max_shared_bytes) + " bytes)"
                       : sg + ", and it cannot require 32 (subgroup size control with full subgroups)";
         break;
       }

@@ -92,6 +92,8 @@ struct SubgroupSizes {
 };
 // The products' largest KHR workgroup (invocations: the 16-subgroup tiles on 32, c13 at 8x16x16).
 constexpr uint32_t kKhrMaxInvocations = 512;
+// The shared memory of the largest KHR product variant on subgroups of 8 (tile c13 at 8x16x16).
+constexpr uint32_t kKhrSg8SharedBytes = 53248;
 
 // The subgroup size a variant's pipeline runs on: 0 for a variant that is not a KHR cooperative-matrix
 // kernel, N for one named "_sg<N>" (its base name, or a run-time variant of it: "<base>#<key>"), else 32.
