@@ -75,8 +75,8 @@ nb::object call0(nb::handle o, PyObject* name) {
 
 // Outputs made in C++: at::empty_strided through the C functions torch keeps stable for compiled models
 // (aoti_torch_*, libtorch_cpu), turned into a Python tensor by torch's own THPVariable_Wrap
-// (libtorch_python). torch.empty_like called through Python's API cost about 3 us per output on an H200,
-// most of it parsing its arguments: as much as the rest of the call. Found when torch is imported and
+// (libtorch_python). torch.empty_like called through Python's API cost about 1.5 us more per output on an
+// H200, most of it parsing its arguments. Found when torch is imported and
 // checked once on a small tensor; if anything is missing or wrong, outputs come from empty_like as before.
 struct TorchAlloc {
   using Handle = void*;  // AtenTensorHandle: an at::Tensor* the caller owns
@@ -94,7 +94,8 @@ struct TorchAlloc {
   // PyObject header (THPVariable::cdata): an at::Tensor itself (kTensor), or in older torch a
   // c10::MaybeOwned<at::Tensor> (kMaybeOwned: a bool, then the tensor or a pointer to it). Which one is
   // found at set-up by comparing pointers (nothing unknown is followed); kNone reads through Python.
-  enum Layout { kNone, kTensor, kMaybeOwned } layout = kNone;
+  enum Layout { kNone, kTensor, kMaybeOwned } layout = kNone;  // the one in use (fast_cpp_reads)
+  Layout found = kNone;                                          // the one find_layout found
   int32_t (*get_dtype)(Handle, int32_t*) = nullptr;
   int32_t (*get_dim)(Handle, int64_t*) = nullptr;
   int32_t (*get_sizes)(Handle, int64_t**) = nullptr;
@@ -144,7 +145,7 @@ TorchAlloc::Handle tensor_handle(const TorchAlloc& a, PyObject* o) {
 // the pointer looked for where each layout keeps it; the readers are then checked against Python's
 // attributes on a view with an offset and on a transposed (not contiguous) view.
 void find_layout(TorchAlloc& a, nb::handle tensor_type) {
-  a.layout = TorchAlloc::kNone;
+  a.layout = a.found = TorchAlloc::kNone;
   auto* type = reinterpret_cast<PyTypeObject*>(tensor_type.ptr());
   if (type->tp_basicsize < static_cast<Py_ssize_t>(sizeof(PyObject) + 2 * sizeof(void*))) return;
   const int64_t sizes[2] = {4, 6}, strides[2] = {6, 1};
@@ -182,6 +183,7 @@ void find_layout(TorchAlloc& a, nb::handle tensor_type) {
       return;
     }
   }
+  a.found = a.layout;
 }
 
 // Resolves torch's functions in its already loaded libraries (lib_dir: torch/lib) and checks them on a
@@ -220,7 +222,7 @@ std::string setup_torch_alloc(const std::string& lib_dir, nb::handle tensor_type
   a.get_strides = reinterpret_cast<decltype(a.get_strides)>(sym(cpu, "aoti_torch_get_strides"));
   a.get_device_type = reinterpret_cast<decltype(a.get_device_type)>(sym(cpu, "aoti_torch_get_device_type"));
   a.get_device_index = reinterpret_cast<decltype(a.get_device_index)>(sym(cpu, "aoti_torch_get_device_index"));
-  a.layout = TorchAlloc::kNone;
+  a.layout = a.found = TorchAlloc::kNone;
   if (missing) return a.why;
   // The check: every dtype on the host, compared with what torch itself says of the tensor.
   a.ok = true;
@@ -331,7 +333,6 @@ bool torch_view(const State& st, nb::handle t, TorchView& v) {
   if (PyErr_Occurred()) throw nb::python_error();
   return true;
 }
-
 
 nb::object shape_tuple(const Shape& s) {
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
@@ -577,7 +578,7 @@ struct OpFunction {
   vectorcallfunc vectorcall;
   PyObject* dict;      // __name__, __doc__, __wrapped__, ... (set by kernelfusion.ops)
   PyObject* id;        // the op's kf::OpId, a Python int
-  PyObject* fast;      // _kf.fast_call
+  PyObject* fast;      // _kf.fast_call as bound, whose wrapper turns kf::Error into kernelfusion's exceptions
   PyObject* generic;   // (*inputs, out=None, context=None, **attrs)
   PyObject* slow;      // (inputs, out, context)
   Py_ssize_t n_inputs;
@@ -745,10 +746,8 @@ void bind_fast_call(nb::module_& m) {
   m.def("fast_cpp_reads",
         [](bool on) {
           TorchAlloc& a = torch_alloc();
-          static TorchAlloc::Layout found = TorchAlloc::kNone;
-          if (a.layout != TorchAlloc::kNone) found = a.layout;
           const bool was = a.layout != TorchAlloc::kNone;
-          a.layout = on && a.ok ? found : TorchAlloc::kNone;
+          a.layout = on && a.ok ? a.found : TorchAlloc::kNone;
           return was;
         },
         "on"_a,
