@@ -1,7 +1,6 @@
 #version 450
 // attention_backward's dK/dV and dQ passes on the tensor cores (16x16x16 f16 -> f32 cooperative matrices:
-// GL_NV_cooperative_matrix, or GL_KHR_cooperative_matrix with KF_COOPMAT_KHR in the generic form;
-// coopmat.glsl): f16 and bf16 (BF16IN: f16 copies times powers of two), causal and window masks, key
+// GL_NV_cooperative_matrix, or GL_KHR_cooperative_matrix with KF_COOPMAT_KHR; coopmat.glsl): f16 and bf16 (BF16IN: f16 copies times powers of two), causal and window masks, key
 // lengths, GQA; in the QUAD form also head dimensions HD 32, 64, 80, 96 and 128, dropout, soft-capping
 // and ALiBi (the generic form: HD 64 and 128); in both a custom score function (SCORE_MOD,
 // SCORE_MOD_GRAD: compiled at run time). RoPE, block masks and packed sequences stay on
@@ -10,7 +9,8 @@
 // semantics (FlashAttention 2's backward, the probabilities recomputed from q, k and lse), deterministic
 // (no atomics).
 // Two forms, as attention_coopmat.comp's:
-//   QUAD (where hal/vulkan/attention.cpp finds the accumulators' quad layout on the device): 4
+//   QUAD (where hal/vulkan/attention.cpp finds the accumulators' quad layout on the device, on KHR
+//   with the A operands' the same: CM_ACC_TO_A): 4
 //   subgroups, each with its stationary A operands in registers; per 16 x 16 score block, P and dS
 //   computed on the score accumulators and converted to f16 fragments directly (no shared-memory round
 //   trip); the results written through a 16 x 16 staging area.
@@ -47,9 +47,6 @@
 #endif
 #ifndef QUAD
 #define QUAD 0
-#endif
-#if QUAD && CM_KHR
-#error "QUAD turns accumulators into A operands: a use conversion GL_KHR_cooperative_matrix lacks"
 #endif
 #if QUAD
 layout(local_size_x = 128) in;  // four subgroups of 32 (devices with the NV shape have subgroups of 32)
@@ -338,7 +335,8 @@ void main() {
   const uint r_begin = uint(i_lo) * pc.G, r_end = uint(i_hi) * pc.G;
   const uint kvbase = (s.b * pc.Hkv + hk) * pc.SkT;
   // The subgroup's K and V fragments, staged through Qs and Os in rounds of 16 keys (one a subgroup).
-  MAT_A kreg[NF], vreg[NF];
+  MAT_A kreg[NF];
+  MAT_A vreg[NF];
   for (uint w0 = 0u; w0 < 4u; ++w0) {
     if (w0 > 0u) barrier();  // the last round's fragments are loaded
     for (uint e = lid; e < 16u * NPK; e += NT) {
@@ -356,8 +354,12 @@ void main() {
       }
   }
   const Scales sc = scales();
-  ACC dk[NF], dv[NF];
-  [[unroll]] for (uint n = 0u; n < NF; ++n) dk[n] = ACC(0.0), dv[n] = ACC(0.0);
+  ACC dk[NF];  // (one matrix a declaration: glslang 13 drops the KHR use of later declarators)
+  ACC dv[NF];
+  [[unroll]] for (uint n = 0u; n < NF; ++n) {
+    dk[n] = ACC(0.0);
+    dv[n] = ACC(0.0);
+  }
   for (uint r0 = r_begin; r0 < r_end; r0 += BQ) {
     barrier();  // the last tile's reads are done
     fetch_rows(s, hk, r0, r_end);
@@ -371,7 +373,8 @@ void main() {
     // dP^T = V dO^T (16 keys x 16 rows), P^T and dS^T on the accumulators (element i is key lane / 4 +
     // 8 H(i), tile row 16 rb + LCOL), dV += P^T dO, dK += dS^T Q.
     [[unroll]] for (uint rb = 0u; rb < RB; ++rb) {
-      ACC sa = ACC(0.0), da = ACC(0.0);
+      ACC sa = ACC(0.0);
+      ACC da = ACC(0.0);
       [[unroll]] for (uint kk = 0u; kk < NF; ++kk) {
         MAT_B b;
         CM_LOAD(b, Qs, 16u * rb * LD8 + 2u * kk, LD8, CM_COL);
@@ -391,7 +394,10 @@ void main() {
         const bool keep = ((km >> (4u * (LH(i) + 2u * LX(i) + 4u * LY(i)) + ((lane >> 2) & 3u))) & 1u) != 0u;
         p_ds(sc, x, j, visible(x.qi, j, s), keep, s, sa[i], da[i]);
       }
-      const MAT_A pf = MAT_A(sa), dsf = MAT_A(da);
+      MAT_A pf;
+      MAT_A dsf;
+      CM_ACC_TO_A(pf, sa);
+      CM_ACC_TO_A(dsf, da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
         MAT_B b;
         CM_LOAD(b, Os, 16u * rb * LD8 + 2u * n, LD8, CM_ROW);
@@ -440,7 +446,8 @@ void main() {
   // (scalars chosen by H(i), not arrays indexed by it: kept in registers)
   const RowStats ra = row_stats(s, hk, r0 + 16u * w + lane / 4u, nrows), rb = row_stats(s, hk, r0 + 16u * w + lane / 4u + 8u, nrows);
   // The subgroup's Q and dO fragments, staged through Ks and Vs in rounds of BK rows.
-  MAT_A qf[NF], of[NF];
+  MAT_A qf[NF];
+  MAT_A of[NF];
   for (uint q0 = 0u; q0 < BQ; q0 += BK) {
     if (q0 > 0u) barrier();  // the last round's fragments are loaded
     for (uint e = lid; e < BK * NPK; e += NT) {
@@ -477,7 +484,8 @@ void main() {
     // Per 16 keys (one score block live at a time, for the registers): S = Q K^T, dP = dO V^T, dS on the
     // accumulators (element i is row lane / 4 + 8 H(i), key j0 + 16 jj + LCOL), dQ += dS K.
     [[unroll]] for (uint jj = 0u; jj < BK / 16u; ++jj) {
-      ACC sa = ACC(0.0), da = ACC(0.0);
+      ACC sa = ACC(0.0);
+      ACC da = ACC(0.0);
       [[unroll]] for (uint f = 0u; f < NF; ++f) {
         MAT_B b;
         CM_LOAD(b, Ks, 16u * jj * LD8 + 2u * f, LD8, CM_COL);
@@ -495,7 +503,8 @@ void main() {
         const bool keep = ((km >> (4u * (LH(i) + 2u * LY(i)) + 2u * (lane & 1u) + LX(i))) & 1u) != 0u;
         p_ds(sc, x, j, j < jend && visible(x.qi, j, s), keep, s, sa[i], da[i]);
       }
-      const MAT_A dsf = MAT_A(da);
+      MAT_A dsf;
+      CM_ACC_TO_A(dsf, da);
       [[unroll]] for (uint n = 0u; n < NF; ++n) {
         MAT_B b;
         CM_LOAD(b, Ks, 16u * jj * LD8 + 2u * n, LD8, CM_ROW);

@@ -1,6 +1,6 @@
 #version 450
 // Attention (docs/ops.md section 5), the tensor-core path: f16 on devices with a 16x16x16 f16 x f16 ->
-// f32 cooperative-matrix shape, NV or (KF_COOPMAT_KHR, the generic form only: coopmat.glsl) KHR; head dimension HD (a define: 16 .. 256, a multiple of 16). Same
+// f32 cooperative-matrix shape, NV or KHR (KF_COOPMAT_KHR; coopmat.glsl); head dimension HD (a define: 16 .. 256, a multiple of 16). Same
 // semantics, bindings, push and specialization constants as attention.comp (attention_common.glsl),
 // which documents the row tiling (query heads of a kv-head group share a tile), the masks, the
 // dropout index, the key splits and the workspace; hal/vulkan/attention.cpp picks the path.
@@ -8,9 +8,9 @@
 // A workgroup of NW subgroups (4, or 8 in the _w8 variants) takes 16 query rows per subgroup; keys come
 // in tiles of BKV. Two forms of the loop:
 //   QUAD (the default where hal/vulkan/attention.cpp finds the accumulators' quad layout on the
-//   device): K and V tiles in two buffers, the softmax on the score accumulators in registers (a quad
-//   of invocations shares rows), P converted to f16 fragments directly; PREFETCH loads the next K and V
-//   into registers during the products.
+//   device, on KHR with the A operands' the same): K and V tiles in two buffers, the softmax on the
+//   score accumulators in registers (a quad of invocations shares rows), P converted to f16 fragments
+//   directly (CM_ACC_TO_A); PREFETCH loads the next K and V into registers during the products.
 //   generic (any layout), described here: one buffer (query tile, K tile, V tile in turn), scores and
 //   probabilities through shared memory.
 // In both, each tile's P V starts from zero and is added to O in f32 (accumulating across tiles in
@@ -53,9 +53,6 @@
 #endif
 #ifndef QUAD
 #define QUAD 0
-#endif
-#if QUAD && CM_KHR
-#error "QUAD turns score accumulators into A operands: a use conversion GL_KHR_cooperative_matrix lacks"
 #endif
 #if QUAD
 layout(constant_id = 16) const uint QLAYOUT = 0xf59d10u;  // bits 3i, 3i + 1, 3i + 2: H(i), X(i), Y(i) (the default: NVIDIA 580)
@@ -360,7 +357,7 @@ void main() {
         }
         s[jj][i] = p * pscale;
       }
-      pf[jj] = FRAG_A(s[jj]);
+      CM_ACC_TO_A(pf[jj], s[jj]);
     }
     [[unroll]] for (uint hh = 0; hh < 2u; ++hh) {
       lt[hh] += subgroupShuffleXor(lt[hh], 1u);

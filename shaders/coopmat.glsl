@@ -23,6 +23,10 @@
 // takes precedence over KF_COOPMAT_KHR.
 // In every form:
 //   CM_FILL(m, v)         every element of an accumulator set to v
+//   CM_ACC_TO_A(a, acc)   an f16 A operand from a 16 x 16 f32 accumulator (the attention kernels' QUAD
+//                         forms): NV converts directly; KHR has no conversion between uses, so element by
+//                         element, which is right only where the device keeps element i of both at the same
+//                         row and column (coopmat_layout.comp; hal/vulkan/attention.cpp checks it first)
 //   CM_SUBGROUP_ID, CM_LANE, CM_SUBGROUP_BARRIER(), CM_SUBGROUP_MEMORY_BARRIER_SHARED(): the subgroup's
 //                         index in the workgroup, the invocation's in the subgroup, the subgroup's barriers
 #ifndef CM_M
@@ -115,6 +119,7 @@ float cm_emu_half(uvec4 p, uint h) {
 #define CM_LOAD(m, buf, element, stride, layout) coopMatLoad(m, buf, element, stride, layout)
 #define CM_STORE(m, buf, element, stride, layout) coopMatStore(m, buf, element, stride, layout)
 #define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
+#define CM_ACC_TO_A(a, acc) for (int e_ = 0; e_ < 8; ++e_) a[e_] = float16_t(acc[e_])
 #elif defined(KF_COOPMAT_NV_AS_KHR)
 #define CM_KHR 1
 #ifdef KF_COOPMAT_BF16
@@ -130,6 +135,7 @@ float cm_emu_half(uvec4 p, uint h) {
 #define CM_LOAD(m, buf, element, stride, layout) coopMatLoadNV(m, buf, element, stride, layout)
 #define CM_STORE(m, buf, element, stride, layout) coopMatStoreNV(m, buf, element, stride, layout)
 #define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
+#define CM_ACC_TO_A(a, acc) for (int e_ = 0; e_ < 8; ++e_) a[e_] = float16_t(acc[e_])
 #else
 #define CM_KHR 0
 #ifdef KF_COOPMAT_BF16
@@ -148,4 +154,5 @@ float cm_emu_half(uvec4 p, uint h) {
 #define CM_LOAD(m, buf, element, stride, layout) coopMatLoadNV(m, buf, element, stride, layout)
 #define CM_STORE(m, buf, element, stride, layout) coopMatStoreNV(m, buf, element, stride, layout)
 #define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
+#define CM_ACC_TO_A(a, acc) a = CM_A(acc)
 #endif

@@ -93,7 +93,6 @@ if(coopmat_nv_rc EQUAL 0)
     list(APPEND KF_SHADER_VARIANTS "attn_cmq_f16_d${hd}_w4p|attention_coopmat.comp|HD=${hd},QUAD=1,PREFETCH=1")
   endforeach()
   list(APPEND KF_SHADER_VARIANTS "coopmat_layout|coopmat_layout.comp|KF_COOPMAT_NV")
-  list(APPEND KF_SHADER_VARIANTS "coopmat_layout_f16|coopmat_layout.comp|F16")
   # bf16 on the same kernels: f16 times a power of two per tensor (BF16IN), the largest magnitudes
   # found first and K and V converted by attention_absmax.comp.
   foreach(hd 16 32 48 64 80 96 112 128 256)
@@ -121,12 +120,26 @@ if(coopmat_nv_rc EQUAL 0)
   list(APPEND KF_SHADER_VARIANTS "attn_to_f16_bf16|attention_absmax.comp|CONVERT")
 endif()
 # The tensor-core forward and backward through GL_KHR_cooperative_matrix (the glslang of
-# tools/install-deps.sh): their generic forms only (QUAD converts accumulators into A operands, which KHR
-# cannot), 16x16x16 fragments.
+# tools/install-deps.sh), 16x16x16 fragments: the generic forms for any device, and the QUAD forms for
+# devices whose accumulators and A operands share the quad layout element by element (KHR has no
+# conversion between uses; coopmat_khr_layout finds the layouts on the device).
 if(KF_KHR_SHADERS)
   foreach(hd 16 32 48 64 80 96 112 128 256)
     list(APPEND KF_SHADER_VARIANTS "attn_cm_khr_f16_d${hd}|attention_coopmat.comp|HD=${hd},KF_COOPMAT_KHR")
     list(APPEND KF_SHADER_VARIANTS "attn_cm_khr_bf16_d${hd}|attention_coopmat.comp|HD=${hd},BF16IN,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_khr_f16_d${hd}|attention_coopmat.comp|HD=${hd},QUAD=1,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_khr_bf16_d${hd}|attention_coopmat.comp|HD=${hd},QUAD=1,BF16IN,KF_COOPMAT_KHR")
+  endforeach()
+  foreach(hd 64 128 256)
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_khr_f16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_cmq_khr_bf16_d${hd}_w8|attention_coopmat.comp|HD=${hd},QUAD=1,NW=8u,BF16IN,KF_COOPMAT_KHR")
+  endforeach()
+  list(APPEND KF_SHADER_VARIANTS "coopmat_khr_layout|coopmat_layout.comp|KF_COOPMAT_KHR")
+  foreach(hd 32 64 80 96 128)
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_khr_dkv_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_khr_dq_d${hd}|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DQ,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_khr_dkv_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DKV,BF16IN,KF_COOPMAT_KHR")
+    list(APPEND KF_SHADER_VARIANTS "attn_bwd_cmq_khr_dq_d${hd}_bf16|attention_bwd_coopmat.comp|HD=${hd},QUAD=1,DQ,BF16IN,KF_COOPMAT_KHR")
   endforeach()
   # attention_backward's dK/dV and dQ passes, the generic form (f16 and bf16 as f16 copies times powers of
   # two, D 64 and 128).

@@ -202,15 +202,17 @@ TEST(Coopmat, KhrConvolutionsAndLinearCrossEntropy) {
 }
 
 // Attention and its backward on the KHR kernels where a device offers them (attn_coopmat=khr): every
-// registry case passes, automatically (KHR where its generic form applies, else the portable kernels) and
-// forced (attn_path=2: KHR, or refused saying why); some run on KHR.
+// registry case passes, automatically (KHR where it applies, in the QUAD form where the device's layouts
+// allow it, else the portable kernels), forced (attn_path=2: KHR, or refused saying why) and forced in
+// the generic form (attn_quad=1); some run on KHR.
 TEST(Coopmat, KhrAttentionAgainstReference) {
   int checked = 0;
   for (const auto& d : vulkan_devices()) {
-    std::unique_ptr<Context> automatic, forced;
+    std::unique_ptr<Context> automatic, forced, generic;
     try {
       automatic = std::make_unique<Context>(open(d, "attn_coopmat=khr", false));
       forced = std::make_unique<Context>(open(d, "attn_coopmat=khr,attn_path=2", false));
+      generic = std::make_unique<Context>(open(d, "attn_coopmat=khr,attn_path=2,attn_quad=1", false));
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
       continue;
@@ -220,15 +222,18 @@ TEST(Coopmat, KhrAttentionAgainstReference) {
     for (const char* name : {"attention", "attention_backward"})
       for (DType t : {DType::f16, DType::bf16})
         for (const TestCase& tc : get_op(name).tests)
-          for (Context* ctx : {automatic.get(), forced.get()}) {
+          for (Context* ctx : {automatic.get(), forced.get(), generic.get()}) {
             const auto r = check::run_case(*ctx, get_op(name), t, tc, check::fresh_seed());
-            if (ctx == forced.get() && !r.pass && has(r.message, "the cooperative-matrix path was forced")) continue;
+            if (ctx != automatic.get() && !r.pass && has(r.message, "the cooperative-matrix path was forced")) continue;
             ++checked;
             EXPECT_TRUE(r.pass) << d.info.name << " " << name << " " << tc.label << " (" << to_string(t)
                                 << ", variant " << r.variant << "): " << r.message << " seed " << r.seed;
             EXPECT_FALSE(has(r.variant, "coopmat-nv")) << r.variant;
-            if (ctx == forced.get()) {
+            if (ctx != automatic.get()) {
               EXPECT_TRUE(has(r.variant, "coopmat-khr-16x16x16")) << r.variant;
+            }
+            if (ctx == generic.get()) {
+              EXPECT_FALSE(has(r.variant, "-quad")) << r.variant;
             }
             if (has(r.variant, "coopmat-khr-16x16x16")) ++on_khr, score_mod_on_khr += !tc.attrs.score_mod.empty();
           }

@@ -11,8 +11,9 @@
 #      coopmat=nv, then coopmat=khr at each f16 x f16 -> f32 shape the device lists (coopmat_shape);
 #      bf16 both as bf16 on the tensor cores and as rows scaled into f16 (bf16_coopmat=native|scaled)
 #      where the build has the knob;
-#    - attention and its backward: attn_coopmat=nv, then khr (the generic forms; custom score functions
-#      compiled at run time through the NV form and rewritten, docs/backends.md);
+#    - attention and its backward: attn_coopmat=nv, then khr, each in its QUAD form where the device's
+#      layouts allow it and in its generic form (attn_quad=1); custom score functions on KHR compiled at
+#      run time through the NV form and rewritten (docs/backends.md);
 # 3. The thread contract (tests/test_threads: several threads on one context, separate contexts side by
 #    side) and the tensor-core test suites (test_coopmat, test_attention_backward, test_spirv_khr).
 # Each step writes its log to OUT_DIR; a summary (one line per step, PASS or FAIL) ends the output, and the
@@ -84,7 +85,9 @@ if has nv; then
 else skip attention-nv "the device lacks VK_NV_cooperative_matrix"; fi
 if has khr; then
   step attention-khr "attn_coopmat=khr" "${conf[@]}" --filter "$attention" --dtypes f16,bf16
+  step attention-khr-generic "attn_coopmat=khr,attn_quad=1" "${conf[@]}" --filter "$attention" --dtypes f16,bf16
   step attention-khr-score-mod "attn_coopmat=khr,attn_path=2" "${conf[@]}" --filter "$attention" --case score_mod --dtypes f16
+  step attention-khr-generic-score-mod "attn_coopmat=khr,attn_path=2,attn_quad=1" "${conf[@]}" --filter '^attention_backward$' --case score_mod --dtypes f16
 else skip attention-khr "the device lacks VK_KHR_cooperative_matrix"; fi
 step threads "" "$build/tests/test_threads" --gtest_repeat=5
 for t in test_coopmat test_attention_backward test_spirv_khr; do

@@ -352,24 +352,26 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
   // The QUAD form (P and dS on the accumulators; 64 keys / 64 rows a workgroup of 4 subgroups, 21888 bytes
   // of shared memory at most) where the device's accumulator layout was found; KF_TUNE attn_quad=1 keeps
   // the generic form (32 x 32 tiles, 2 subgroups, 48512 bytes).
-  // KF_TUNE attn_coopmat / VulkanDevice::coopmat_attn: NV (both forms) or KHR (the generic form, the only
-  // one KHR can express: bf16 there too, staged as on NV).
+  // KF_TUNE attn_coopmat / VulkanDevice::coopmat_attn: NV or KHR, both forms (KHR's QUAD form where the
+  // device's A operands share the accumulators' layout: coopmat_quad_layout); bf16 staged as f16 on both.
   const bool bf16 = call.dtype == DType::bf16;
   const bool khr = dev.coopmat_attn().path == CoopmatPath::khr;
   const std::string cm_base = khr ? "attn_bwd_cm_khr_" : "attn_bwd_cm_";
   const std::string cm_dkv = cm_base + "dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
                     cm_dq = cm_base + "dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
   const bool staging = dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16");
-  const std::string cmq_dkv = "attn_bwd_cmq_dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
-                    cmq_dq = "attn_bwd_cmq_dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
+  const std::string cmq_base = khr ? "attn_bwd_cmq_khr_" : "attn_bwd_cmq_";
+  const std::string cmq_dkv = cmq_base + "dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
+                    cmq_dq = cmq_base + "dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
   const bool nv = dev.coopmat_f16() && dev.coopmat_attn().path == CoopmatPath::nv;
-  const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && nv &&
+  const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && (nv || khr) &&
                     dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
-                    max_shared >= 21888 && max_wg >= 128 && coopmat_quad_layout(dev) >= 0;
+                    max_shared >= 21888 && max_wg >= 128 && coopmat_quad_layout(dev, khr) >= 0;
   // Why the QUAD form is not there, for the refusals of what only it takes.
-  const std::string quad_needs = khr ? "runs on NV cooperative matrices only (the KHR path has the generic form alone)"
-                                     : "needs the device's accumulator layout" +
-                                           std::string(dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
+  const std::string quad_needs =
+      std::string(khr ? "needs the device's accumulators and A operands in the quad layout"
+                      : "needs the device's accumulator layout") +
+      (dev.tuning().attn_quad ? " and was turned off (KF_TUNE attn_quad=1)" : "");
   std::string no_cm;
   if (call.dtype != DType::f16 && !bf16) no_cm = "it takes f16 and bf16 only";
   else if (D != 32 && D != 64 && D != 80 && D != 96 && D != 128)
@@ -509,7 +511,7 @@ Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   if (!cm_path) dkv.spec[0] = bk * kTpr;
   if (cm_quad) {  // QLAYOUT is specialization constant 16
     dkv.spec.resize(16, 0u);
-    dkv.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout(dev)));
+    dkv.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout(dev, dev.coopmat_attn().path == CoopmatPath::khr)));
   }
   dkv.bindings[0] = cm_path ? qkvd[0] : call.inputs[0].buffer;
   dkv.bindings[1] = cm_path ? qkvd[1] : call.inputs[1].buffer;
@@ -531,7 +533,9 @@ Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   dq.bindings[4] = nullptr;
   record_split_x(dev, dq, qtiles, pc.group_base);
   const std::string fn = custom ? ",score_mod" : "";
-  if (cm_quad) return "vulkan:attention_backward/coopmat-nv-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") + fn + ",bq=64,bk=64";
+  if (cm_quad)
+    return "vulkan:attention_backward/" + dev.coopmat_attn().label() + "-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") +
+           fn + ",bq=64,bk=64";
   if (cm_path)
     return "vulkan:attention_backward/" + dev.coopmat_attn().label() + std::string(staged ? ",bf16-staged-as-f16" : "") + fn +
            ",bq=32,bk=32";
@@ -692,11 +696,13 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
   }
   const bool cm = cm_fits && (dev.tuning().attn_path == 2 || (dev.tuning().attn_path == 0 && rows_needed >= 32));
   if (cm && call.dtype == DType::bf16 && !stageable(call, {0, 1, 2}, why)) return false;
-  bool cm_quad = cm && !khr && dev.tuning().attn_quad == 0 && dev.has_variant("attn_cmq_" + cm_dt + "_d" + std::to_string(D)) &&
-                 coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout(dev) >= 0;
+  // The QUAD form on NV, and on KHR where the device's A operands share the accumulators' layout.
+  const std::string quad_base = (khr ? "attn_cmq_khr_" : "attn_cmq_") + cm_dt + "_d" + std::to_string(D);
+  bool cm_quad = cm && dev.tuning().attn_quad == 0 && dev.has_variant(quad_base) &&
+                 coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout(dev, khr) >= 0;
   // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
   // mask, whose skipped tiles the prefetch does not follow).
-  std::string quad_variant = "attn_cmq_" + cm_dt + "_d" + std::to_string(D);
+  std::string quad_variant = quad_base;
   uint32_t nw = 4;
   if (cm_quad) {
     // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
@@ -925,7 +931,8 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
             a.p > 0 ? 1u : 0u,
             lse ? 1u : 0u,
             split ? 1u : 0u};
-  if (cm_quad) l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout(dev)));  // QLAYOUT
+  const bool khr = dev.coopmat_attn().path == CoopmatPath::khr;
+  if (cm_quad) l.spec.push_back(static_cast<uint32_t>(coopmat_quad_layout(dev, khr)));  // QLAYOUT
   l.bindings[0] = call.inputs[0].buffer;
   l.bindings[1] = k_in;
   l.bindings[2] = v_in;
@@ -938,7 +945,8 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record_split_x(dev, l, qtiles, pc.group_base);
   std::string what = std::string("vulkan:attention/") +
-                        (cm_quad ? "coopmat-nv-quad" + quad_variant.substr(("attn_cmq_" + cm_dt + "_d" + std::to_string(D)).size())
+                        (cm_quad ? dev.coopmat_attn().label() + "-quad" +
+                                       quad_variant.substr(((khr ? "attn_cmq_khr_" : "attn_cmq_") + cm_dt + "_d" + std::to_string(D)).size())
                          : cm ? dev.coopmat_attn().label() : "portable") + (amax ? ",bf16-staged-as-f16" : "") +
                         (custom ? ",score_mod" : "") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
@@ -952,30 +960,31 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   return what + ",split=" + std::to_string(nsplit) + "x" + std::to_string(pc.split_len) + why_not;
 }
 
-int64_t coopmat_quad_layout(VulkanDevice& dev) {
-  int64_t& known = dev.quad_layout_cache();
+int64_t coopmat_quad_layout(VulkanDevice& dev, bool khr) {
+  int64_t& known = dev.quad_layout_cache(khr);
   if (known != -2) return known;
   known = -1;
-  if (!dev.coopmat_f16() || !dev.has_variant("coopmat_layout")) return -1;
-  const std::shared_ptr<Buffer> out = dev.allocate(32 * 33 * sizeof(float));
+  const char* variant = khr ? "coopmat_khr_layout" : "coopmat_layout";
+  if (khr ? dev.coopmat_attn().path != CoopmatPath::khr : !dev.coopmat_f16()) return -1;
+  if (!dev.has_variant(variant)) return -1;
+  // Two halves of 32 x 33 floats: the accumulator's layout, then the f16 A operand's.
+  const std::shared_ptr<Buffer> out = dev.allocate(2 * 32 * 33 * sizeof(float));
   Launch l;
-  // KF_COOPMAT_LAYOUT=f16 finds (and prints) an f16 matrix's layout instead of the accumulator's.
-  const std::string& layout_opt = dev.options().coopmat_layout;
-  const char* diag = layout_opt.empty() ? nullptr : layout_opt.c_str();
-  l.variant = diag && std::string(diag) == "f16" && dev.has_variant("coopmat_layout_f16") ? "coopmat_layout_f16" : "coopmat_layout";
+  l.variant = variant;
   l.bindings[0] = out;
   l.groups = 1;
   dev.record(l);
-  std::vector<float> v(32 * 33);
+  std::vector<float> v(2 * 32 * 33);
   dev.download(*out, v.data(), v.size() * sizeof(float));
-  if (diag) {  // a diagnostic: the layout found, lane by lane
-    for (uint32_t lane = 0; lane < 32; ++lane) {
-      const float* e = &v[lane * 33];
-      std::fprintf(stderr, "%s lane %2u: %g elements:", l.variant.c_str(), lane, e[0]);
-      for (uint32_t i = 0; i < std::min<uint32_t>(16, static_cast<uint32_t>(e[0])); ++i)
-        std::fprintf(stderr, " (%g,%g)", e[1 + i], e[17 + i]);
-      std::fprintf(stderr, "\n");
-    }
+  if (!dev.options().coopmat_layout.empty()) {  // a diagnostic (KF_COOPMAT_LAYOUT): the layouts, lane by lane
+    for (uint32_t half = 0; half < 2; ++half)
+      for (uint32_t lane = 0; lane < 32; ++lane) {
+        const float* e = &v[(half * 32 + lane) * 33];
+        std::fprintf(stderr, "%s %s lane %2u: %g elements:", variant, half ? "A" : "accumulator", lane, e[0]);
+        for (uint32_t i = 0; i < std::min<uint32_t>(16, static_cast<uint32_t>(e[0])); ++i)
+          std::fprintf(stderr, " (%g,%g)", e[1 + i], e[17 + i]);
+        std::fprintf(stderr, "\n");
+      }
   }
   // The quad form: element i of every invocation at row lane / 4 + 8 H(i), column 2 (lane % 4) + X(i) +
   // 8 Y(i), the same H, X, Y for every invocation; coded as bits 3 i (H), 3 i + 1 (X), 3 i + 2 (Y).
@@ -991,6 +1000,11 @@ int64_t coopmat_quad_layout(VulkanDevice& dev) {
       const float* e = &v[lane * 33];
       ok = e[0] == 8.0f && e[1 + i] == float(lane / 4 + 8 * H) && e[17 + i] == float(2 * (lane % 4) + X + 8 * Y);
     }
+  }
+  // KHR: an A operand's element i where the accumulator's is (NV converts between the two itself).
+  for (uint32_t k = 0; k < 32 * 33 && ok && khr; ++k) {
+    const uint32_t i = k % 33;
+    ok = i > 16 + 8 || (i > 8 && i < 17) || v[k] == v[32 * 33 + k];
   }
   known = ok ? code : -1;
   return known;

@@ -202,7 +202,7 @@ class VulkanDevice final : public Device {
   int8_t& simple_supported(OpId id, DType t) const {
     return simple_supported_[static_cast<int>(id)][static_cast<int>(t)];
   }
-  int64_t& quad_layout_cache() { return quad_layout_; }  // coopmat_quad_layout() (attention.cpp)
+  int64_t& quad_layout_cache(bool khr) { return quad_layout_[khr ? 1 : 0]; }  // coopmat_quad_layout() (attention.cpp)
   struct RopeCache {  // attention's rotary cos/sin table and the positions it holds (attention.cpp: rope_table)
     std::shared_ptr<Buffer> table;
     plan::RopeTable span;
@@ -230,7 +230,7 @@ class VulkanDevice final : public Device {
   CoopmatChoice coopmat_mm_, coopmat_attn_;
   Bf16Choice coopmat_bf16_;
   bool khr_require_subgroup_ = false;  // KHR kernels' pipelines require their size (khr_variant_subgroup)
-  int64_t quad_layout_ = -2;  // coopmat_quad_layout(): -2 not known yet
+  int64_t quad_layout_[2] = {-2, -2};  // coopmat_quad_layout(), NV and KHR: -2 not known yet
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;

@@ -74,10 +74,11 @@ std::string record_matmul_at_b(VulkanDevice& dev, const std::shared_ptr<Buffer>&
 // Section 5: attention, its scores and its backward (attention.cpp).
 bool supports_attention(const VulkanDevice& dev, const OpCall& call, std::string* why);
 Variant dispatch_attention(VulkanDevice& dev, const OpCall& call);
-// The element layout of NV cooperative-matrix accumulators when it has the quad form that
-// attention_coopmat.comp's QUAD variant takes (its QLAYOUT code), else -1; found once per device by
-// running coopmat_layout.comp.
-int64_t coopmat_quad_layout(VulkanDevice& dev);
+// The element layout of NV (khr: KHR) cooperative-matrix accumulators when it has the quad form that
+// the attention kernels' QUAD variants take (its QLAYOUT code), else -1; for KHR also only where f16 A
+// operands hold element i at the same row and column as accumulators (the QUAD forms build A operands
+// from accumulators element by element). Found once per device and path by running coopmat_layout.comp.
+int64_t coopmat_quad_layout(VulkanDevice& dev, bool khr);
 // Attention's rotary cos/sin table (npos positions from pmin, head dim D), cached on the device.
 std::shared_ptr<Buffer> rope_table(VulkanDevice& dev, int64_t D, double base, int64_t pmin, int64_t npos,
                                    int64_t* first);

@@ -71,9 +71,8 @@ const std::vector<Knob>& knobs() {
             "device lists), or that one (KHR taken only where the device lists it); 8x16x16 (Intel) runs on "
             "subgroups of 8 or 16, the first the device lets a pipeline require"),
       words("attn_coopmat", V, &T::attn_coopmat, {"auto", "nv", "khr", "portable"},
-            "tensor-core kernels of attention and its backward, as coopmat, but auto prefers NV (its QUAD forms "
-            "were the faster on an H100); KHR runs their generic forms at 16x16x16 (no QUAD form: softmax "
-            "through shared memory)"),
+            "tensor-core kernels of attention and its backward, as coopmat, at 16x16x16; auto prefers KHR (its "
+            "QUAD forms were the faster on an H200)"),
       words("bf16_coopmat", V, &T::bf16_coopmat, {"auto", "native", "scaled"},
             "bf16 products on KHR tensor cores (linear, matmul, ffn): native (bf16 x bf16 -> f32 16x16x16 "
             "through VK_KHR_shader_bfloat16, the operands read as stored), scaled (as f16, rows scaled by "
@@ -116,7 +115,8 @@ const std::vector<Knob>& knobs() {
             "4 4 with prefetch"),
       range("attn_quad", V, &T::attn_quad, 0, 1, 0,
             "cooperative-matrix attention: softmax (backward: P and dS) on the accumulators (m16n8k16 layout) "
-            "where the device's layout was measured to have that form (0), never (1)"),
+            "where the device's layouts were measured to have that form (0; on KHR also the A operands'), "
+            "never (1: softmax through shared memory)"),
       range("attn_decode", B, &T::attn_decode, 0, 2, 0,
             "decode kernel (one query row): 0 automatic, 1 never, 2 forced (Unsupported where the call "
             "does not qualify)"),
