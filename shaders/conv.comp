@@ -70,12 +70,15 @@ void main() {
     const int ih0 = int(oh * SH) - int(PH), iw0 = int(ow * SW) - int(PW);
     const uint t0 = kp * 8u, r = t0 % KHW;
     uint c = t0 / KHW, kh = r / KW, kw = r % KW;  // the first tap, then stepped
-    FT v[VW];
+    // The 16-bit values' bits as they are (zero is 0 in f16 and bf16): a copy, no conversion to round.
+    uint v[8];
     [[unroll]] for (uint q = 0; q < 8u; ++q) {
       const int ih = ih0 + int(kh * DH), iw = iw0 + int(kw * DW);
-      v[q] = FT(0);
-      if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
-        v[q] = FT(LOAD_ELEM(X, ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw)));
+      v[q] = 0u;
+      if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W)) {
+        const uint i = ((n * pc.C + c) * pc.H + uint(ih)) * pc.W + uint(iw);
+        v[q] = (X_w.w[i >> 1] >> (16u * (i & 1u))) & 0xffffu;
+      }
       if (++kw == KW) {
         kw = 0u;
         if (++kh == KH) {
@@ -84,7 +87,7 @@ void main() {
         }
       }
     }
-    Y_v.v[e] = pack(v);
+    Y_v.v[e] = uvec4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
   }
 }
 

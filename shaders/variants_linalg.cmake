@@ -16,7 +16,7 @@ foreach(dt IN LISTS KF_DTYPES)
   list(APPEND KF_SHADER_VARIANTS "conv_${dt}|conv.comp|DT_${DT}")
   list(APPEND KF_SHADER_VARIANTS "conv_fold_bn_${dt}|conv.comp|DT_${DT},FOLD_BN")
   list(APPEND KF_SHADER_VARIANTS "conv_depthwise_${dt}|conv_depthwise.comp|DT_${DT}")  # groups == C
-  if(dt STREQUAL "f16")  # the column matrix of the tensor-core path
+  if(dt STREQUAL "f16" OR dt STREQUAL "bf16")  # the column matrix of the tensor-core path
     list(APPEND KF_SHADER_VARIANTS "conv_im2col_${dt}|conv.comp|DT_${DT},IM2COL")
   endif()
 endforeach()

@@ -356,7 +356,8 @@ TEST(LinalgPaths, GridCapLoops) {
 }
 
 // The convolutions' tensor-core path (KF_TUNE conv_path=2: im2col, then mm_coopmat.comp with the output
-// channel as the row): every registry case it takes (f16, one group, C kh kw a multiple of 8) and cases
+// channel as the row): every registry case it takes (f16, and bf16 where the products take it natively;
+// one group, C kh kw a multiple of 8) and cases
 // with several 128-channel tiles, strides, dilation, the folded batch norm and the dropout epilogue;
 // skipped where the device has no NV cooperative matrices.
 TEST(LinalgPaths, ConvTensorCores) {
@@ -389,15 +390,20 @@ TEST(LinalgPaths, ConvTensorCores) {
     };
     for (const char* name : {"conv2d", "conv2d_bn_relu", "conv2d_gelu_dropout"})
       for (const TestCase& tc : get_op(name).tests) cases.push_back({name, tc});
-    for (const auto& [name, tc] : cases) {
-      check::CaseOptions co;
-      co.repeat = true;
-      const auto r = check::run_case(ctx, get_op(name), DType::f16, tc, fresh_seed(), co);
-      if (!r.pass && r.message.find("tensor-core path was forced") != std::string::npos) continue;  // not its case
-      ++checked;
-      EXPECT_TRUE(r.pass) << name << " " << tc.label << ": " << r.message << " seed " << r.seed;
-      EXPECT_NE(r.variant.find("coopmat"), std::string::npos) << name << " " << tc.label << ": " << r.variant;
-    }
+    // bf16 too where the products take it natively (the same kernels on bf16 operands).
+    std::vector<DType> dtypes = {DType::f16};
+    if (ctx.device().caps.coopmat_bf16 == "native") dtypes.push_back(DType::bf16);
+    for (DType t : dtypes)
+      for (const auto& [name, tc] : cases) {
+        check::CaseOptions co;
+        co.repeat = true;
+        const auto r = check::run_case(ctx, get_op(name), t, tc, fresh_seed(), co);
+        if (!r.pass && r.message.find("tensor-core path was forced") != std::string::npos) continue;  // not its case
+        ++checked;
+        EXPECT_TRUE(r.pass) << name << " " << tc.label << " " << to_string(t) << ": " << r.message << " seed " << r.seed;
+        EXPECT_NE(r.variant.find("coopmat"), std::string::npos) << name << " " << tc.label << ": " << r.variant;
+        if (t == DType::bf16) EXPECT_NE(r.variant.find("bf16-native"), std::string::npos) << r.variant;
+      }
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";
 }

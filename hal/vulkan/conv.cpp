@@ -37,6 +37,7 @@ uint32_t hw16(int64_t h, int64_t w) { return static_cast<uint32_t>(h) | (static_
 // The convolutions' tensor-core path (conv.comp IM2COL + mm_coopmat.comp): whether it takes the call.
 struct ConvCoopmat {
   bool fits = false;
+  bool bf16_native = false;  // bf16 as bf16 on the tensor cores (mm_coopmat_khr_bf16n_*)
   std::string variant;
   uint32_t bm = 0, bn = 0;
 };
@@ -51,9 +52,16 @@ ConvCoopmat conv_coopmat(const VulkanDevice& dev, const OpCall& call) {
   const uint64_t col_bytes = M * K * 2;
   const uint64_t range = dev.info().caps.max_storage_range ? dev.info().caps.max_storage_range : (1ull << 30);
   ConvCoopmat c;
-  c.variant = dev.coopmat_mm().variant(default_coopmat_variant(O, P, images, &c.bm, &c.bn));
-  c.fits = dev.coopmat_mm().path != CoopmatPath::portable && call.dtype == DType::f16 && call.attrs.groups == 1 && K % 8 == 0 &&
-           col_bytes <= std::min<uint64_t>(range, 1ull << 30) && dev.has_variant("conv_im2col_f16") &&
+  const std::string f16_variant = default_coopmat_variant(O, P, images, &c.bm, &c.bn);
+  // bf16 where the products take it natively (VulkanDevice::coopmat_bf16): the same kernels on bf16
+  // operands as stored, at 16x16x16 whatever the f16 shape. (Not as rows scaled into f16: the column
+  // matrix would need a scaling pass of its own.)
+  c.bf16_native = call.dtype == DType::bf16 && dev.coopmat_bf16().native;
+  c.variant = c.bf16_native ? "mm_coopmat_khr_bf16n_" + f16_variant.substr(std::string("mm_coopmat_f16_").size())
+                            : dev.coopmat_mm().variant(f16_variant);
+  c.fits = dev.coopmat_mm().path != CoopmatPath::portable && (call.dtype == DType::f16 || c.bf16_native) &&
+           call.attrs.groups == 1 && K % 8 == 0 && col_bytes <= std::min<uint64_t>(range, 1ull << 30) &&
+           dev.has_variant("conv_im2col_" + std::string(to_string(call.dtype))) &&
            dev.has_variant(c.variant) && O <= 0xffffffffull && (P + c.bn - 1) / c.bn <= 65535 &&
            (O + c.bm - 1) / c.bm <= 65535 && images <= 65535;
   return c;
@@ -81,7 +89,8 @@ bool supports_conv(const VulkanDevice& dev, const OpCall& call, std::string* why
   if (groups > 65535 || (Og + 63) / 64 > 65535) return no("more than 65535 groups or 4194240 channels per group");
   if (dev.tuning().conv_path == 2 && !conv_coopmat(dev, call).fits)
     return no("the tensor-core path was forced (KF_TUNE conv_path=2) but needs tensor cores (here: " +
-              dev.coopmat_mm().describe() + "), f16, one group, C * kh * kw a multiple of 8, a column matrix of at most 1 GiB and at most 65535 workgroups "
+              dev.coopmat_mm().describe() + "), f16 (bf16 where the products take it natively: " +
+              dev.coopmat_bf16().describe() + "), one group, C * kh * kw a multiple of 8, a column matrix of at most 1 GiB and at most 65535 workgroups "
               "in each dimension of its grid");
   return true;
 }
@@ -175,7 +184,7 @@ Variant dispatch_conv(VulkanDevice& dev, const OpCall& call) {
     }
   }
 
-  // The tensor-core path (f16, one group, K % 8 == 0, NV or KHR cooperative matrix): the column matrix
+  // The tensor-core path (f16, or bf16 natively; one group, K % 8 == 0, NV or KHR cooperative matrix): the column matrix
   // col [N * P, K] into a temporary buffer (conv.comp IM2COL), then mm_coopmat.comp per image with the
   // output channel as the row, C = W col^T: the output is NCHW as it stands and the epilogue takes the
   // bias (or the folded batch norm) per row. Up to 1 GiB of column matrix; larger calls and the rest
@@ -195,7 +204,7 @@ Variant dispatch_conv(VulkanDevice& dev, const OpCall& call) {
     if (!direct) {
       col = dev.workspace(static_cast<size_t>(col_bytes), 1);
       Launch ic;
-      ic.variant = "conv_im2col_f16";
+      ic.variant = "conv_im2col_" + std::string(to_string(call.dtype));
       ic.spec = {kWorkgroup};
       ic.bindings[0] = call.inputs[0].buffer;
       ic.bindings[4] = col;
@@ -224,7 +233,9 @@ Variant dispatch_conv(VulkanDevice& dev, const OpCall& call) {
     g.groups_y = static_cast<uint32_t>((O + cm_bm - 1) / cm_bm);
     g.groups_z = static_cast<uint32_t>(images);
     dev.record(g);
-    return std::string(direct ? "vulkan:conv/1x1-" : "vulkan:conv/im2col+") + dev.coopmat_mm().label() + (bn ? ",bn-folded" : "");
+    return std::string(direct ? "vulkan:conv/1x1-" : "vulkan:conv/im2col+") +
+           (cm.bf16_native ? std::string("coopmat-khr-16x16x16,bf16-native") : dev.coopmat_mm().label()) +
+           (bn ? ",bn-folded" : "");
   }
   Launch l;
   l.variant = "conv_" + std::string(to_string(call.dtype));
