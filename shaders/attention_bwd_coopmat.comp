@@ -36,7 +36,15 @@
 #extension GL_EXT_control_flow_attributes : enable
 #include "coopmat.glsl"
 
-#if defined(BF16IN)
+// BF16N: bf16 as bf16 (KHR with KF_COOPMAT_BF16, the QUAD form only): q, k, v and do multiplied as
+// stored, P and dS converted to bf16 (f32's range: no scaling), dq, dk and dv written as bf16.
+#if defined(BF16IN) && defined(BF16N)
+#error "BF16IN (staged as f16) and BF16N (bf16 as bf16) are two forms of bf16: define one"
+#endif
+#if defined(BF16N) && !(QUAD && defined(KF_COOPMAT_BF16))
+#error "BF16N is the QUAD form on bf16 cooperative matrices (KF_COOPMAT_BF16)"
+#endif
+#if defined(BF16IN) || defined(BF16N)
 #define DT_BF16
 #include "common.glsl"  // pack_bf16x2, bf16_lo, bf16_hi
 #endif
@@ -168,6 +176,8 @@ struct Scales {
 };
 #if defined(BF16IN)
 #include "bf16_scale.glsl"  // bf16_exp, pow2_scale
+#endif
+#if defined(BF16IN) || defined(BF16N)
 uint pack2(vec2 v) { return pack_bf16x2(v.x, v.y); }
 #else
 uint pack2(vec2 v) { return packHalf2x16(v); }
@@ -202,7 +212,7 @@ Scales scales() {
 float alibi_slope(uint h) {
   if (ALIBI == 2u) {
     const uint wd = ws[pc.aux_slopes + (h >> 1)];
-#if defined(BF16IN)
+#if defined(BF16IN) || defined(BF16N)
     return (h & 1u) == 0u ? bf16_lo(wd) : bf16_hi(wd);
 #else
     const vec2 v = unpackHalf2x16(wd);

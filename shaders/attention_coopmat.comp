@@ -25,7 +25,10 @@
 //               operations apply to elements of the same position in matrices of the same type).
 // The output goes through the subgroup's score area, one 16 x 16 accumulator at a time.
 //
-// BF16IN: bf16 attention (there is no bf16 NV cooperative-matrix shape) on f16 values, each tensor
+// BF16N: bf16 attention as bf16 (KHR with KF_COOPMAT_BF16, where the device lists the bf16 16x16x16
+// shape), the QUAD form only: Q, K and V staged and multiplied as stored, P converted to bf16 (which has
+// f32's range: PSCALE is kept, harmless), the output bf16; no scaling.
+// BF16IN: bf16 attention (where there is no bf16 cooperative-matrix shape) on f16 values, each tensor
 // multiplied by a power of two that puts its largest magnitude in [2^14, 2^15) (found by
 // attention_absmax.comp before this dispatch, words aux_amax + 1 .. + 3 of the workspace): exact scaling,
 // no overflow of f16's 65504 (RoPE's rotation grows a component by at most sqrt(2)), and every value
@@ -38,7 +41,13 @@
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle : enable
 #include "coopmat.glsl"
-#if defined(BF16IN)
+#if defined(BF16IN) && defined(BF16N)
+#error "BF16IN (staged as f16) and BF16N (bf16 as bf16) are two forms of bf16: define one"
+#endif
+#if defined(BF16N) && !(QUAD && defined(KF_COOPMAT_BF16))
+#error "BF16N is the QUAD form on bf16 cooperative matrices (KF_COOPMAT_BF16)"
+#endif
+#if defined(BF16IN) || defined(BF16N)
 #define DT_BF16
 #else
 #define DT_F16
@@ -132,6 +141,15 @@ uvec4 to_f16(uvec4 x, float s) {
 #include "bf16_scale.glsl"  // pow2_scale
 float g_scale;  // the softmax scale of the raw dot products of the staged (scaled) Q and K
 
+// Two staged 16-bit values of a word, as floats, and back: f16, or bf16 as stored (BF16N).
+#if defined(BF16N)
+vec2 unpack2(uint w) { return vec2(bf16_lo(w), bf16_hi(w)); }
+uint pack2(vec2 v) { return pack_bf16x2(v.x, v.y); }
+#else
+vec2 unpack2(uint w) { return unpackHalf2x16(w); }
+uint pack2(vec2 v) { return packHalf2x16(v); }
+#endif
+
 // RoPE on rows [0, n) of the staged tile, in f32 (as attention.comp's rope_tile); query row t is at
 // the position of its query, key row t at first_pos + t. An invocation owns whole words (two halves):
 // the pair (d, d + 1) and its partners (interleaved: one word holds a pair).
@@ -145,15 +163,15 @@ void rope_staged(bool query, uint n, int first_pos, int off) {
     const vec2 s = vec2(uintBitsToFloat(ws[tab + 1u]), uintBitsToFloat(ws[tab + 3u]));
     if (ROPE == 1u) {  // pairs (d, d + HD / 2) and (d + 1, d + 1 + HD / 2): two words
       const uint w0 = d / 2u, w1 = (d + half_d) / 2u;
-      const vec2 a = unpackHalf2x16(KVs[t * KROW + w0 / 4u][w0 % 4u]);
-      const vec2 b = unpackHalf2x16(KVs[t * KROW + w1 / 4u][w1 % 4u]);
-      KVs[t * KROW + w0 / 4u][w0 % 4u] = packHalf2x16(a * c - b * s);
-      KVs[t * KROW + w1 / 4u][w1 % 4u] = packHalf2x16(b * c + a * s);
+      const vec2 a = unpack2(KVs[t * KROW + w0 / 4u][w0 % 4u]);
+      const vec2 b = unpack2(KVs[t * KROW + w1 / 4u][w1 % 4u]);
+      KVs[t * KROW + w0 / 4u][w0 % 4u] = pack2(a * c - b * s);
+      KVs[t * KROW + w1 / 4u][w1 % 4u] = pack2(b * c + a * s);
     } else {  // pairs (2d, 2d + 1) and (2d + 2, 2d + 3): words d and d + 1
       [[unroll]] for (uint k = 0; k < 2u; ++k) {
         const uint wd = d + k;
-        const vec2 x = unpackHalf2x16(KVs[t * KROW + wd / 4u][wd % 4u]);
-        KVs[t * KROW + wd / 4u][wd % 4u] = packHalf2x16(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
+        const vec2 x = unpack2(KVs[t * KROW + wd / 4u][wd % 4u]);
+        KVs[t * KROW + wd / 4u][wd % 4u] = pack2(vec2(x.x * c[k] - x.y * s[k], x.y * c[k] + x.x * s[k]));
       }
     }
   }

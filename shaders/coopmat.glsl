@@ -23,7 +23,7 @@
 // takes precedence over KF_COOPMAT_KHR.
 // In every form:
 //   CM_FILL(m, v)         every element of an accumulator set to v
-//   CM_ACC_TO_A(a, acc)   an f16 A operand from a 16 x 16 f32 accumulator (the attention kernels' QUAD
+//   CM_ACC_TO_A(a, acc)   an A operand (f16, or bf16 with KF_COOPMAT_BF16) from a 16 x 16 f32 accumulator (the attention kernels' QUAD
 //                         forms): NV converts directly; KHR has no conversion between uses, so element by
 //                         element, which is right only where the device keeps element i of both at the same
 //                         row and column (coopmat_layout.comp; hal/vulkan/attention.cpp checks it first)
@@ -106,9 +106,11 @@ float cm_emu_half(uvec4 p, uint h) {
 // words as bf16, so A and B are read as they are stored, with no conversion or scaling. glslang 16+ only
 // (cmake/Shaders.cmake compiles these variants through slang's glslang).
 #extension GL_EXT_bfloat16 : require
+#define CM_AT bfloat16_t
 #define CM_A coopmat<bfloat16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA>
 #define CM_B coopmat<bfloat16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB>
 #else
+#define CM_AT float16_t
 #define CM_A coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA>
 #define CM_B coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB>
 #endif
@@ -119,7 +121,7 @@ float cm_emu_half(uvec4 p, uint h) {
 #define CM_LOAD(m, buf, element, stride, layout) coopMatLoad(m, buf, element, stride, layout)
 #define CM_STORE(m, buf, element, stride, layout) coopMatStore(m, buf, element, stride, layout)
 #define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
-#define CM_ACC_TO_A(a, acc) for (int e_ = 0; e_ < 8; ++e_) a[e_] = float16_t(acc[e_])
+#define CM_ACC_TO_A(a, acc) for (int e_ = 0; e_ < 8; ++e_) a[e_] = CM_AT(acc[e_])
 #elif defined(KF_COOPMAT_NV_AS_KHR)
 #define CM_KHR 1
 #ifdef KF_COOPMAT_BF16

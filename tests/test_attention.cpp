@@ -56,11 +56,12 @@ TEST(AttentionPaths, CooperativeMatrixF16) {
     // (attn_quad=1: the generic softmax through shared memory where the device would take the
     // softmax on the accumulators.)
     // (attn_cm: the QUAD variant's other workgroups, 8 subgroups and register prefetch.)
-    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3", "attn_path=2,attn_quad=1,attn_split=2",
-                               "attn_path=2,attn_cm=2,attn_split=1", "attn_path=2,attn_cm=3,attn_split=3",
-                               "attn_path=2,attn_cm=4,attn_split=1"}) {
+    // (attn_coopmat=nv: where a device has both, attention's default is KHR; test_coopmat covers KHR.)
+    if (!tuned(d, "").device().caps.coopmat_nv) continue;
+    for (const char* tuning : {"attn_coopmat=nv,attn_path=2,attn_split=1", "attn_coopmat=nv,attn_path=2,attn_split=3",
+                               "attn_coopmat=nv,attn_path=2,attn_quad=1,attn_split=2", "attn_coopmat=nv,attn_path=2,attn_cm=2,attn_split=1",
+                               "attn_coopmat=nv,attn_path=2,attn_cm=3,attn_split=3", "attn_coopmat=nv,attn_path=2,attn_cm=4,attn_split=1"}) {
       Context ctx = tuned(d, tuning);
-      if (!ctx.device().caps.coopmat_nv) break;
       ValidationCheck vc(ctx);
       std::vector<TestCase> cases = attention_op().tests;
       cases.insert(cases.end(), big.begin(), big.end());
@@ -92,9 +93,10 @@ TEST(AttentionPaths, CooperativeMatrixBf16Magnitudes) {
   int checked = 0;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    for (const char* tuning : {"attn_path=2,attn_split=1", "attn_path=2,attn_split=3", "attn_path=2,attn_quad=1,attn_split=1"}) {
+    if (!tuned(d, "").device().caps.coopmat_nv) continue;
+    for (const char* tuning : {"attn_coopmat=nv,attn_path=2,attn_split=1", "attn_coopmat=nv,attn_path=2,attn_split=3",
+                               "attn_coopmat=nv,attn_path=2,attn_quad=1,attn_split=1"}) {
       Context ctx = tuned(d, tuning);
-      if (!ctx.device().caps.coopmat_nv) break;
       ValidationCheck vc(ctx);
       struct Mag {
         double q, k, v;
@@ -362,7 +364,8 @@ TEST(AttentionPaths, DropoutMaskMatchesGeneratorAndCpu) {
         {1, 2, 1, 9, 62, 64, "attn_path=1,attn_split=2", DType::f16, "portable"},
     };
     if (tuned(d, "").device().caps.coopmat_nv)
-      for (const char* t : {"attn_path=2,attn_split=1", "attn_path=2,attn_cm=1,attn_split=2", "attn_path=2,attn_quad=1,attn_split=1"}) {
+      for (const char* t : {"attn_coopmat=nv,attn_path=2,attn_split=1", "attn_coopmat=nv,attn_path=2,attn_cm=1,attn_split=2",
+                            "attn_coopmat=nv,attn_path=2,attn_quad=1,attn_split=1"}) {
         geos.push_back({2, 4, 2, 40, 64, 64, t, DType::f16, "coopmat-nv"});
         geos.push_back({1, 4, 2, 100, 128, 128, t, DType::bf16, "coopmat-nv"});
         geos.push_back({1, 2, 1, 70, 126, 128, t, DType::f16, "coopmat-nv"});  // Sk % 4 == 2

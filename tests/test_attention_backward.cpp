@@ -52,10 +52,11 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
   cases.insert(cases.end(), more.begin(), more.end());
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    Context forced = tuned(d, "attn_path=2");
-    if (!forced.device().caps.coopmat_nv) continue;
-    Context generic = tuned(d, "attn_path=2,attn_quad=1");
-    Context automatic = tuned(d, "");
+    // (attn_coopmat=nv: where a device has both, attention's default is KHR; test_coopmat covers KHR.)
+    if (!tuned(d, "").device().caps.coopmat_nv) continue;
+    Context forced = tuned(d, "attn_coopmat=nv,attn_path=2");
+    Context generic = tuned(d, "attn_coopmat=nv,attn_path=2,attn_quad=1");
+    Context automatic = tuned(d, "attn_coopmat=nv");
     ValidationCheck vc(forced), vg(generic), va(automatic);
     for (const DType t : {DType::f16, DType::bf16})
       for (const TestCase& tc : cases) {
@@ -109,14 +110,17 @@ TEST(AttentionPaths, BackwardCooperativeMatrix) {
 // its bound: magnitudes beyond f16's range (K and V up to 3e5), far below it (everything near 1e-6) and
 // apart (V near 1e-30 with dO near 5e3) give the gradients the CPU backend computes from the same bf16
 // inputs (within 2e-2 of each gradient's largest magnitude); causal, GQA. In each form that takes bf16:
-// NV's QUAD (where the device's layout was found) and generic (attn_quad=1) forms, and KHR's generic one
-// (attn_coopmat=khr, where the device runs it; without the validation layer, which predates
-// VK_KHR_cooperative_matrix on Debian 12).
+// NV's and KHR's QUAD (where the device's layouts were found) and generic (attn_quad=1) forms, KHR's QUAD
+// form both staged as f16 (bf16_coopmat=scaled) and as bf16 (where the device takes bf16 natively); KHR
+// where the device runs it, without the validation layer (which predates VK_KHR_cooperative_matrix on
+// Debian 12).
 TEST(AttentionPaths, BackwardBf16Magnitudes) {
   int checked = 0;
   for (const auto& d : devices()) {
     if (d.backend != "vulkan") continue;
-    for (const std::string tune : {"attn_path=2", "attn_path=2,attn_quad=1", "attn_path=2,attn_coopmat=khr"}) {
+    for (const std::string tune : {"attn_coopmat=nv,attn_path=2", "attn_coopmat=nv,attn_path=2,attn_quad=1",
+                                   "attn_path=2,attn_coopmat=khr", "attn_path=2,attn_coopmat=khr,bf16_coopmat=scaled",
+                                   "attn_path=2,attn_coopmat=khr,attn_quad=1"}) {
       const bool khr = tune.find("khr") != std::string::npos;
       ContextOptions co = options_for(d);
       co.tuning = tune;
@@ -125,7 +129,7 @@ TEST(AttentionPaths, BackwardBf16Magnitudes) {
       try {
         made = std::make_unique<Context>(Context::create(co));
       } catch (const Error& e) {
-        EXPECT_TRUE(khr && e.code() == ErrorCode::Unsupported) << tune << ": " << e.what();  // (no KHR path on the device)
+        EXPECT_EQ(e.code(), ErrorCode::Unsupported) << tune << ": " << e.what();  // (no such path on the device)
         continue;
       }
       Context& ctx = *made;
@@ -157,7 +161,10 @@ TEST(AttentionPaths, BackwardBf16Magnitudes) {
                                     c.from_host({1, 4, 70}, DType::bf16, lv)};
           const std::vector<Tensor> r = c.call("attention_backward", in, b);
           if (which == 0) {
-            EXPECT_NE(c.last_variant().find("bf16-staged-as-f16"), std::string::npos) << c.last_variant();
+            // bf16 as bf16 only in KHR's QUAD form, where the device takes it natively.
+            const bool native = khr && c.device().caps.coopmat_bf16 == "native" && tune.find("scaled") == std::string::npos &&
+                                c.last_variant().find("-quad") != std::string::npos;
+            EXPECT_NE(c.last_variant().find(native ? "bf16-native" : "bf16-staged-as-f16"), std::string::npos) << c.last_variant();
             EXPECT_NE(c.last_variant().find(khr ? "coopmat-khr" : "coopmat-nv"), std::string::npos) << c.last_variant();
             if (tune.find("attn_quad=1") != std::string::npos) {
               EXPECT_EQ(c.last_variant().find("-quad"), std::string::npos) << c.last_variant();

@@ -360,9 +360,14 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
   const std::string cm_dkv = cm_base + "dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
                     cm_dq = cm_base + "dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
   const bool staging = dev.has_variant("attn_absmax_bf16") && dev.has_variant("attn_to_f16_bf16");
+  // bf16 as bf16 in the KHR QUAD form where the products take it natively (as the forward: no staging
+  // passes; not with a custom score function, the run-time compiler having no bf16 types).
+  const bool bf16n_possible = khr && bf16 && dev.coopmat_bf16().native && a.score_mod.empty() &&
+                              dev.has_variant("attn_bwd_cmq_khr_dkv_d" + std::to_string(D) + "_bf16n") &&
+                              dev.has_variant("attn_bwd_cmq_khr_dq_d" + std::to_string(D) + "_bf16n");
   const std::string cmq_base = khr ? "attn_bwd_cmq_khr_" : "attn_bwd_cmq_";
-  const std::string cmq_dkv = cmq_base + "dkv_d" + std::to_string(D) + (bf16 ? "_bf16" : ""),
-                    cmq_dq = cmq_base + "dq_d" + std::to_string(D) + (bf16 ? "_bf16" : "");
+  const std::string cmq_dt = bf16 ? (bf16n_possible ? "_bf16n" : "_bf16") : "";
+  const std::string cmq_dkv = cmq_base + "dkv_d" + std::to_string(D) + cmq_dt, cmq_dq = cmq_base + "dq_d" + std::to_string(D) + cmq_dt;
   const bool nv = dev.coopmat_f16() && dev.coopmat_attn().path == CoopmatPath::nv;
   const bool quad = (call.dtype == DType::f16 || bf16) && D % 16 == 0 && D <= 128 && (nv || khr) &&
                     dev.tuning().attn_quad == 0 && dev.has_variant(cmq_dkv) && dev.has_variant(cmq_dq) &&
@@ -396,7 +401,7 @@ bool plan_backward(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g,
     return false;
   }
   const bool cm_path = no_cm.empty() && dev.tuning().attn_path != 1;
-  const bool cm_quad = cm_path && quad, staged = cm_path && bf16;
+  const bool cm_quad = cm_path && quad, staged = cm_path && bf16 && !(cm_quad && bf16n_possible);
   if (staged && !stageable(call, {0, 1, 2, 4}, why)) return false;
   const uint64_t G = static_cast<uint64_t>(g.Hq / g.Hkv), tile_k = cm_quad ? 64 : cm_path ? 32 : bk,
                  tile_q = cm_quad ? 64 : cm_path ? 32 : bq;
@@ -534,8 +539,8 @@ Variant dispatch_backward(VulkanDevice& dev, const OpCall& call) {
   record_split_x(dev, dq, qtiles, pc.group_base);
   const std::string fn = custom ? ",score_mod" : "";
   if (cm_quad)
-    return "vulkan:attention_backward/" + dev.coopmat_attn().label() + "-quad" + std::string(staged ? ",bf16-staged-as-f16" : "") +
-           fn + ",bq=64,bk=64";
+    return "vulkan:attention_backward/" + dev.coopmat_attn().label() + "-quad" +
+           std::string(staged ? ",bf16-staged-as-f16" : call.dtype == DType::bf16 ? ",bf16-native" : "") + fn + ",bq=64,bk=64";
   if (cm_path)
     return "vulkan:attention_backward/" + dev.coopmat_attn().label() + std::string(staged ? ",bf16-staged-as-f16" : "") + fn +
            ",bq=32,bk=32";
@@ -658,7 +663,8 @@ bool takes_decode(const VulkanDevice& dev, const OpCall& call, const AttnGeometr
 struct FlashPlan {
   uint32_t bq = 0, bk = 0, nw = 4;  // query rows and keys per tile; subgroups of the tensor-core path
   bool cm = false, cm_quad = false;
-  std::string cm_variant, quad_variant;
+  bool bf16n = false;  // bf16 as bf16 on the tensor cores (no staging as f16)
+  std::string cm_variant, quad_variant, quad_base;
   uint64_t nsplit = 1, split_len = 0, qtiles = 0;
 };
 bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, FlashPlan& p, std::string& why) {
@@ -700,9 +706,16 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
   const std::string quad_base = (khr ? "attn_cmq_khr_" : "attn_cmq_") + cm_dt + "_d" + std::to_string(D);
   bool cm_quad = cm && dev.tuning().attn_quad == 0 && dev.has_variant(quad_base) &&
                  coopmat_attn_shared_bytes(cm_bk, D, true, 4) <= max_shared && coopmat_quad_layout(dev, khr) >= 0;
+  // bf16 as bf16 where the products take it natively (VulkanDevice::coopmat_bf16: the device's bf16
+  // 16x16x16 shape, its features on): the KHR QUAD form on bf16 matrices, without the staging passes
+  // (KF_TUNE bf16_coopmat=scaled keeps them). Not with a custom score function: the run-time compiler has
+  // no bf16 types.
+  const std::string bf16n_base = "attn_cmq_khr_bf16n_d" + std::to_string(D);
+  const bool bf16n = cm_quad && khr && call.dtype == DType::bf16 && dev.coopmat_bf16().native &&
+                     call.attrs.score_mod.empty() && dev.has_variant(bf16n_base);
   // The QUAD workgroup: 4 or 8 subgroups, K / V prefetched into registers or not (never with a block
   // mask, whose skipped tiles the prefetch does not follow).
-  std::string quad_variant = quad_base;
+  std::string quad_variant = bf16n ? bf16n_base : quad_base;
   uint32_t nw = 4;
   if (cm_quad) {
     // Default: 8 subgroups (H100: 160 TFLOP/s against 116 with 4, the K / V staging shared by twice the
@@ -748,7 +761,8 @@ bool plan_flash(VulkanDevice& dev, const OpCall& call, const AttnGeometry& g, Fl
     why = "the grid exceeds 65535 workgroups in y (kv heads) or z (sequences x key splits)";
     return false;
   }
-  p = {bq, bk, nw, cm, cm_quad, cm_variant, quad_variant, nsplit, static_cast<uint64_t>(ks.len), qtiles};
+  p = {bq, bk, nw, cm, cm_quad, bf16n, cm_variant, quad_variant, bf16n ? bf16n_base : quad_base, nsplit,
+       static_cast<uint64_t>(ks.len), qtiles};
   return true;
 }
 
@@ -895,7 +909,7 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   }
   const uint64_t rows = static_cast<uint64_t>(g.B * g.Hq * g.SqT);
   pc.part_off = plan.region(split ? nsplit * rows * (D + 2) : 0);
-  const bool amax = cm && call.dtype == DType::bf16;
+  const bool amax = cm && call.dtype == DType::bf16 && !fp.bf16n;
   if (amax) pc.aux_amax = plan.region(4);
   const std::shared_ptr<Buffer> ws = plan.record(dev, "attention");
   std::shared_ptr<Buffer> k_in = call.inputs[1].buffer, v_in = call.inputs[2].buffer;
@@ -945,9 +959,9 @@ Variant dispatch_attention(VulkanDevice& dev, const OpCall& call) {
   l.groups_z = static_cast<uint32_t>(static_cast<uint64_t>(g.nseq) * nsplit);
   record_split_x(dev, l, qtiles, pc.group_base);
   std::string what = std::string("vulkan:attention/") +
-                        (cm_quad ? dev.coopmat_attn().label() + "-quad" +
-                                       quad_variant.substr(((khr ? "attn_cmq_khr_" : "attn_cmq_") + cm_dt + "_d" + std::to_string(D)).size())
+                        (cm_quad ? dev.coopmat_attn().label() + "-quad" + quad_variant.substr(fp.quad_base.size())
                          : cm ? dev.coopmat_attn().label() : "portable") + (amax ? ",bf16-staged-as-f16" : "") +
+                        (fp.bf16n ? ",bf16-native" : "") +
                         (custom ? ",score_mod" : "") + ",bq=" + std::to_string(bq) +
                         ",bk=" + std::to_string(bk);
   const std::string why_not = !cm && (call.dtype == DType::f16 || call.dtype == DType::bf16) &&
