@@ -43,8 +43,10 @@ unsigned char* bytes_of(const std::shared_ptr<Buffer>& b) { return static_cast<C
 std::string cpu_name() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  while (std::getline(f, line)) {
+    const size_t colon = line.find(": ");
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos) return line.substr(colon + 2);
+  }
   return "host CPU";
 }
 
@@ -56,7 +58,7 @@ DeviceInfo cpu_info() {
   d.vendor = "host";
   d.type = "cpu";
   d.driver = "kf float64 reference, " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " threads";
-  d.api_version = "-";
+  d.api_version = std::string("-");  // (not operator=(const char*): GCC 12 warns falsely, -Wrestrict)
   d.caps.storage16 = d.caps.float16_arith = d.caps.bfloat16 = d.caps.float64 = true;
   d.caps.timestamps = true;
   d.caps.timestamp_period_ns = 1;
