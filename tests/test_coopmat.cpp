@@ -244,6 +244,51 @@ TEST(Coopmat, KhrAttentionAgainstReference) {
   if (!checked) GTEST_SKIP() << "no Vulkan device runs attention on KHR cooperative matrices";
 }
 
+// Which attention form a measured layout allows (quad_layout_code, hal/vulkan/coopmat.cpp): NVIDIA's
+// driver-580 layouts (as coopmat_layout.comp reads them on an H200) give the QUAD forms on NV and KHR; an A
+// operand that holds the same elements in another order keeps KHR on the generic forms (its elements are
+// copied by index) but not NV (which converts itself); an accumulator outside the quad form, or a subgroup
+// of another size, keeps both on the generic forms.
+TEST(Coopmat, QuadLayoutFromMeasurement) {
+  using hal::vk::quad_layout_code;
+  // Element i of invocation l: row l / 4 + 8 (i / 4), column 2 (l % 4) + i % 2 + 8 ((i / 2) % 2).
+  const auto nvidia = [](uint32_t l, uint32_t i) { return std::pair<float, float>(float(l / 4 + 8 * (i / 4)), float(2 * (l % 4) + i % 2 + 8 * ((i / 2) % 2))); };
+  const auto measured = [](auto acc, auto a, float count = 8.0f) {
+    std::vector<float> v(2 * 32 * 33, -1.0f);
+    for (uint32_t half = 0; half < 2; ++half)
+      for (uint32_t l = 0; l < 32; ++l) {
+        float* e = &v[(half * 32 + l) * 33];
+        e[0] = count;
+        for (uint32_t i = 0; i < 8; ++i) {
+          const auto [r, c] = half ? a(l, i) : acc(l, i);
+          e[1 + i] = r;
+          e[17 + i] = c;
+        }
+      }
+    return v;
+  };
+  // Both paths: the QLAYOUT code the shaders default to (the layout of NVIDIA's driver 580).
+  const std::vector<float> same = measured(nvidia, nvidia);
+  EXPECT_EQ(quad_layout_code(same, false), 0xf59d10);
+  EXPECT_EQ(quad_layout_code(same, true), 0xf59d10);
+  // A operand's elements 0 and 1 swapped: NV unaffected, KHR generic.
+  const auto swapped = [&](uint32_t l, uint32_t i) { return nvidia(l, i < 2 ? 1 - i : i); };
+  const std::vector<float> a_differs = measured(nvidia, swapped);
+  EXPECT_EQ(quad_layout_code(a_differs, false), 0xf59d10);
+  EXPECT_EQ(quad_layout_code(a_differs, true), -1);
+  // Another quad order (elements 2 and 4 swapped in both): a code of its own, on both.
+  const auto other = [&](uint32_t l, uint32_t i) { return nvidia(l, i == 2 ? 4 : i == 4 ? 2 : i); };
+  const int64_t other_code = quad_layout_code(measured(other, other), true);
+  EXPECT_GE(other_code, 0);
+  EXPECT_NE(other_code, 0xf59d10);
+  // Rows spread otherwise (an accumulator whose invocation holds a column), or 16 elements an invocation
+  // (a subgroup of 16), or nothing measured: the generic forms.
+  const auto columns = [](uint32_t l, uint32_t i) { return std::pair<float, float>(float(i + 8 * (l / 16)), float(l % 16)); };
+  EXPECT_EQ(quad_layout_code(measured(columns, columns), false), -1);
+  EXPECT_EQ(quad_layout_code(measured(nvidia, nvidia, 16.0f), true), -1);
+  EXPECT_EQ(quad_layout_code({}, false), -1);
+}
+
 // The products' KHR shape and subgroup size (hal/vulkan/coopmat.cpp), on made-up devices: Intel's 8x16x16
 // runs on subgroups of 8 or 16, the first a pipeline may require (subgroup size control with full
 // subgroups, the size within the device's range, the largest workgroup in at most maxComputeWorkgroupSubgroups

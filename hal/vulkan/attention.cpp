@@ -1000,27 +1000,7 @@ int64_t coopmat_quad_layout(VulkanDevice& dev, bool khr) {
         std::fprintf(stderr, "\n");
       }
   }
-  // The quad form: element i of every invocation at row lane / 4 + 8 H(i), column 2 (lane % 4) + X(i) +
-  // 8 Y(i), the same H, X, Y for every invocation; coded as bits 3 i (H), 3 i + 1 (X), 3 i + 2 (Y).
-  int64_t code = 0;
-  bool ok = true;
-  for (uint32_t i = 0; i < 8 && ok; ++i) {
-    const float* e0 = &v[0];
-    ok = e0[0] == 8.0f && (e0[1 + i] == 0.0f || e0[1 + i] == 8.0f);
-    const uint32_t H = e0[1 + i] == 8.0f ? 1 : 0, X = static_cast<uint32_t>(e0[17 + i]) % 2,
-                   Y = static_cast<uint32_t>(e0[17 + i]) / 8;
-    code |= int64_t((H | X << 1 | Y << 2)) << (3 * i);
-    for (uint32_t lane = 0; lane < 32 && ok; ++lane) {
-      const float* e = &v[lane * 33];
-      ok = e[0] == 8.0f && e[1 + i] == float(lane / 4 + 8 * H) && e[17 + i] == float(2 * (lane % 4) + X + 8 * Y);
-    }
-  }
-  // KHR: an A operand's element i where the accumulator's is (NV converts between the two itself).
-  for (uint32_t k = 0; k < 32 * 33 && ok && khr; ++k) {
-    const uint32_t i = k % 33;
-    ok = i > 16 + 8 || (i > 8 && i < 17) || v[k] == v[32 * 33 + k];
-  }
-  known = ok ? code : -1;
+  known = quad_layout_code(v, khr);
   return known;
 }
 

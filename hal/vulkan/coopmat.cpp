@@ -208,6 +208,32 @@ CoopmatChoice choose_coopmat(const CoopmatOffer& offer, uint32_t coopmat, const 
   return c;
 }
 
+int64_t quad_layout_code(const std::vector<float>& v, bool khr) {
+  if (v.size() < 2 * 32 * 33) return -1;
+  // The quad form: element i of every invocation at row lane / 4 + 8 H(i), column 2 (lane % 4) + X(i) +
+  // 8 Y(i), the same H, X, Y for every invocation; coded as bits 3 i (H), 3 i + 1 (X), 3 i + 2 (Y).
+  int64_t code = 0;
+  bool ok = true;
+  for (uint32_t i = 0; i < 8 && ok; ++i) {
+    const float* e0 = &v[0];
+    ok = e0[0] == 8.0f && (e0[1 + i] == 0.0f || e0[1 + i] == 8.0f);
+    const uint32_t H = e0[1 + i] == 8.0f ? 1 : 0, X = static_cast<uint32_t>(e0[17 + i]) % 2,
+                   Y = static_cast<uint32_t>(e0[17 + i]) / 8;
+    code |= int64_t((H | X << 1 | Y << 2)) << (3 * i);
+    for (uint32_t lane = 0; lane < 32 && ok; ++lane) {
+      const float* e = &v[lane * 33];
+      ok = e[0] == 8.0f && e[1 + i] == float(lane / 4 + 8 * H) && e[17 + i] == float(2 * (lane % 4) + X + 8 * Y);
+    }
+  }
+  // KHR: an A operand's element i where the accumulator's is (the count, then the first 8 rows and
+  // columns of each invocation; NV converts between the two itself).
+  for (uint32_t k = 0; k < 32 * 33 && ok && khr; ++k) {
+    const uint32_t i = k % 33;
+    ok = (i > 8 && i < 17) || i > 24 || v[k] == v[32 * 33 + k];
+  }
+  return ok ? code : -1;
+}
+
 bool lists_bf16_16x16x16(const Caps& caps) {
   for (const auto& s : caps.coopmat_khr_shapes)
     if (s.m == 16 && s.n == 16 && s.k == 16 && s.a == "bf16" && s.b == "bf16" && s.c == "f32" && s.result == "f32" &&

@@ -145,6 +145,12 @@ Bf16Choice choose_coopmat_bf16(const Caps& caps, const CoopmatChoice& products, 
 // Whether the device lists the bf16 x bf16 -> f32 16x16x16 subgroup shape the native variants use.
 bool lists_bf16_16x16x16(const Caps& caps);
 
+// What coopmat_layout.comp measured (v: 32 invocations x 33 floats for a 16 x 16 f32 accumulator, then
+// the same for an f16 A operand: each invocation's element count, rows, columns), as the attention
+// kernels' QUAD forms take it: their QLAYOUT code where the accumulator has the m16n8k16 quad layout, and
+// for KHR (khr) also the A operand holds element i at the same row and column, else -1.
+int64_t quad_layout_code(const std::vector<float>& v, bool khr);
+
 // The KHR f16 x f16 -> f32 fragment shapes mm_coopmat.comp has variants for (variants.cmake), in the order
 // of preference: the shapes of 16 rows on subgroups of 32 first.
 constexpr size_t kKhrShapeCount = 4;
