@@ -59,7 +59,9 @@ TEST_P(Graphs, ReplayMatchesEagerBitForBit) {
   EXPECT_EQ(raw_bytes(st.n), std::vector<uint8_t>(st.n.nbytes(), kPoison));
   g.replay();
   EXPECT_EQ(st.results(), eager);
-  if (GetParam().backend != "cpu") EXPECT_TRUE(g.native()) << GetParam().backend << " should replay natively";
+  if (GetParam().backend != "cpu") {
+    EXPECT_TRUE(g.native()) << GetParam().backend << " should replay natively";
+  }
 }
 
 TEST_P(Graphs, ReplaySeesNewInputsAndOrdersWithEagerCalls) {

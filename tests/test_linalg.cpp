@@ -402,7 +402,9 @@ TEST(LinalgPaths, ConvTensorCores) {
         ++checked;
         EXPECT_TRUE(r.pass) << name << " " << tc.label << " " << to_string(t) << ": " << r.message << " seed " << r.seed;
         EXPECT_NE(r.variant.find("coopmat"), std::string::npos) << name << " " << tc.label << ": " << r.variant;
-        if (t == DType::bf16) EXPECT_NE(r.variant.find("bf16-native"), std::string::npos) << r.variant;
+        if (t == DType::bf16) {
+          EXPECT_NE(r.variant.find("bf16-native"), std::string::npos) << r.variant;
+        }
       }
   }
   if (checked == 0) GTEST_SKIP() << "no Vulkan device with NV cooperative matrices";

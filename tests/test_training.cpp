@@ -345,9 +345,13 @@ TEST_P(Training, LinearCrossEntropyChunks) {
         EXPECT_TRUE(r.pass) << name << " " << to_string(t) << " " << tc.label << " (" << r.variant << ", seed " << r.seed
                             << "): " << r.message;
         // 50 rows: chunks of 7 (f32: 8 chunks) or 8 (16-bit: 128-byte rows of h, two to a 256-byte step).
-        if (k.n == 50) EXPECT_NE(r.variant.find(t == DType::f32 ? "chunks=8x7rows" : "chunks=7x8rows"), std::string::npos) << r.variant;
+        if (k.n == 50) {
+          EXPECT_NE(r.variant.find(t == DType::f32 ? "chunks=8x7rows" : "chunks=7x8rows"), std::string::npos) << r.variant;
+        }
         // The split row path is Vulkan's (CUDA's row pass reads any row length from memory).
-        if (k.c == 4500 && backend == "vulkan") EXPECT_NE(r.variant.find("split="), std::string::npos) << r.variant;
+        if (k.c == 4500 && backend == "vulkan") {
+          EXPECT_NE(r.variant.find("split="), std::string::npos) << r.variant;
+        }
       }
     }
   }

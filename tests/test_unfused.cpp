@@ -137,8 +137,11 @@ TEST(UnfusedCoverage, EveryElementwiseFusionHasAChain) {
     ASSERT_NE(op, nullptr) << name << " is not registered";
     EXPECT_TRUE(op->unfused) << name << " has no unfused chain (kf-bench's fusion baseline)";
   }
-  for (const auto& op : registry())
-    if (op.primitive) EXPECT_FALSE(op.unfused) << op.name << " is a building block, yet has an unfused chain";
+  for (const auto& op : registry()) {
+    if (op.primitive) {
+      EXPECT_FALSE(op.unfused) << op.name << " is a building block, yet has an unfused chain";
+    }
+  }
 }
 
 // The forms without a chain are refused before anything runs, with a reason.

@@ -58,7 +58,7 @@ DeviceInfo cpu_info() {
   d.vendor = "host";
   d.type = "cpu";
   d.driver = "kf float64 reference, " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " threads";
-  d.api_version = std::string("-");  // (not operator=(const char*): GCC 12 warns falsely, -Wrestrict)
+  d.api_version = "-";
   d.caps.storage16 = d.caps.float16_arith = d.caps.bfloat16 = d.caps.float64 = true;
   d.caps.timestamps = true;
   d.caps.timestamp_period_ns = 1;
