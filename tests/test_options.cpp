@@ -135,13 +135,13 @@ TEST(OptionsTable, DeviceOptionsFromTheEnvironment) {
   EXPECT_TRUE(d.vk_cuda_context);
   EXPECT_TRUE(d.cublaslt.empty());
   setenv("KF_PIPELINE_STATS", "1", 1);
-  setenv("KF_COOPMAT_LAYOUT", "f16", 1);
+  setenv("KF_COOPMAT_LAYOUT", "1", 1);
   setenv("KF_VK_CUDA_CONTEXT", "0", 1);
   setenv("KF_CUBLASLT", "/opt/lib/libcublasLt.so.13", 1);
   setenv("CUDA_HOME", "/opt/cuda", 1);
   d = device_options(o);
   EXPECT_TRUE(d.pipeline_stats);
-  EXPECT_EQ(d.coopmat_layout, "f16");
+  EXPECT_EQ(d.coopmat_layout, "1");
   EXPECT_FALSE(d.vk_cuda_context);
   EXPECT_EQ(d.cublaslt, "/opt/lib/libcublasLt.so.13");
   ASSERT_FALSE(d.cuda_roots.empty());

@@ -225,8 +225,9 @@ const std::vector<EnvVar>& environment_variables() {
        "the pipeline cache (ContextOptions::pipeline_cache_dir)"},
       {"KF_PIPELINE_STATS", Applies::vulkan, "0 or 1", "0",
        "prints the driver's statistics of every pipeline created (registers, shared memory, spills) on stderr"},
-      {"KF_COOPMAT_LAYOUT", Applies::vulkan, "any, or f16", "unset",
-       "prints the cooperative-matrix accumulator layout measured for attention (f16: an f16 matrix's instead)"},
+      {"KF_COOPMAT_LAYOUT", Applies::vulkan, "any", "unset",
+       "prints the cooperative-matrix layouts measured for attention's QUAD forms (f32 accumulator, f16 A "
+       "operand; NV and KHR)"},
       {"KF_VK_CUDA_CONTEXT", Applies::vulkan, "0 or 1", "1",
        "NVIDIA: hold the GPU's CUDA primary context while a Vulkan device is open (0: do not)"},
       {"KF_CUBLASLT", Applies::cuda, "a file", "unset", "libcublasLt to load, tried before the loader's search"},

@@ -110,7 +110,7 @@ struct DeviceOptions {
   Tuning tuning;                   // ContextOptions::tuning or KF_TUNE, parsed
   // Vulkan developer switches.
   bool pipeline_stats = false;   // KF_PIPELINE_STATS: the driver's statistics of each pipeline, on stderr
-  std::string coopmat_layout;    // KF_COOPMAT_LAYOUT: "" off; set: print the measured layouts (accumulator, f16 A operand)
+  std::string coopmat_layout;    // KF_COOPMAT_LAYOUT: "" off; any value: print the measured layouts (accumulator, f16 A operand)
   bool vk_cuda_context = true;   // KF_VK_CUDA_CONTEXT=0 turns off holding a CUDA context (cuda_context.cpp)
   // Where the CUDA backend looks for libcublasLt (hal/cuda/matmul.cpp), from the environment.
   std::string cublaslt;                      // KF_CUBLASLT: the file, tried first
