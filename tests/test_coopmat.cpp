@@ -537,6 +537,8 @@ TEST(Coopmat, EmulatedKhrVariantsAgainstReference) {
 // and the build's variants; otherwise the first reason, and native forced is reported missing.
 TEST(Coopmat, Bf16ChoiceReasons) {
   using namespace hal::vk;
+  // The native variant of an f16 product tile (the products and the convolutions name it so).
+  EXPECT_EQ(Bf16Choice::variant("mm_coopmat_f16_c13"), "mm_coopmat_khr_bf16n_c13");
   Caps caps;
   caps.coopmat_khr = true;
   caps.bfloat16 = true;

@@ -57,8 +57,7 @@ ConvCoopmat conv_coopmat(const VulkanDevice& dev, const OpCall& call) {
   // operands as stored, at 16x16x16 whatever the f16 shape. (Not as rows scaled into f16: the column
   // matrix would need a scaling pass of its own.)
   c.bf16_native = call.dtype == DType::bf16 && dev.coopmat_bf16().native;
-  c.variant = c.bf16_native ? "mm_coopmat_khr_bf16n_" + f16_variant.substr(std::string("mm_coopmat_f16_").size())
-                            : dev.coopmat_mm().variant(f16_variant);
+  c.variant = c.bf16_native ? Bf16Choice::variant(f16_variant) : dev.coopmat_mm().variant(f16_variant);
   c.fits = dev.coopmat_mm().path != CoopmatPath::portable && (call.dtype == DType::f16 || c.bf16_native) &&
            call.attrs.groups == 1 && K % 8 == 0 && col_bytes <= std::min<uint64_t>(range, 1ull << 30) &&
            dev.has_variant("conv_im2col_" + std::string(to_string(call.dtype))) &&
@@ -234,7 +233,7 @@ Variant dispatch_conv(VulkanDevice& dev, const OpCall& call) {
     g.groups_z = static_cast<uint32_t>(images);
     dev.record(g);
     return std::string(direct ? "vulkan:conv/1x1-" : "vulkan:conv/im2col+") +
-           (cm.bf16_native ? std::string("coopmat-khr-16x16x16,bf16-native") : dev.coopmat_mm().label()) +
+           (cm.bf16_native ? std::string(Bf16Choice::kLabel) + ",bf16-native" : dev.coopmat_mm().label()) +
            (bn ? ",bn-folded" : "");
   }
   Launch l;

@@ -244,6 +244,11 @@ bool lists_bf16_16x16x16(const Caps& caps) {
 
 std::string Bf16Choice::describe() const { return native ? "native" : "scaled: " + why; }
 
+std::string Bf16Choice::variant(const std::string& f16_variant) {
+  static const std::string f16_prefix = "mm_coopmat_f16_";
+  return "mm_coopmat_khr_bf16n_" + f16_variant.substr(f16_variant.rfind(f16_prefix, 0) == 0 ? f16_prefix.size() : 0);
+}
+
 Bf16Choice choose_coopmat_bf16(const Caps& caps, const CoopmatChoice& products, bool features, uint32_t knob,
                                const std::function<bool(const std::string&)>& has_variant, bool* forced_missing) {
   *forced_missing = false;

@@ -135,6 +135,10 @@ struct Bf16Choice {
   bool native = false;
   std::string why;  // not native: why
   std::string describe() const;  // Caps::coopmat_bf16: "native" or "scaled: <why>"
+  // The native variant of an f16 product variant "mm_coopmat_f16_<tile>": "mm_coopmat_khr_bf16n_<tile>"
+  // (16x16x16 whatever shape the f16 products take, so labelled kLabel).
+  static std::string variant(const std::string& f16_variant);
+  static constexpr const char* kLabel = "coopmat-khr-16x16x16";
 };
 // products: the products' choice (native needs the KHR path); features: VK_KHR_shader_bfloat16's
 // shaderBFloat16Type and shaderBFloat16CooperativeMatrix, both on; knob: Tuning::bf16_coopmat (0 auto,

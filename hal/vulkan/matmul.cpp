@@ -198,8 +198,8 @@ MatmulPlan plan_matmul(const VulkanDevice& dev, const OpCall& call, bool preconv
   // Another output dtype of bf16 native: only the build's variants (the run-time compiler has no bf16 types).
   p.bf16_native = bf16 && dev.coopmat_bf16().native && !preconverted &&
                   (call.out_dtype == call.dtype ||
-                   dev.has_variant("mm_coopmat_khr_bf16n_" + tile + "_o" + to_string(call.out_dtype)));
-  p.cm_variant = p.bf16_native ? "mm_coopmat_khr_bf16n_" + tile
+                   dev.has_variant(Bf16Choice::variant(p.cfg->variant) + "_o" + to_string(call.out_dtype)));
+  p.cm_variant = p.bf16_native ? Bf16Choice::variant(p.cfg->variant)
                                : cm.variant(bf16 ? "mm_coopmat_bf16_" + tile : std::string(p.cfg->variant));
   const uint64_t b_factors = (p.b_batched ? p.batches : 1) * p.N;  // B's inverse factors (words)
   const bool bf16_fits = p.bf16_native ||
@@ -320,7 +320,7 @@ Variant dispatch_matmul(VulkanDevice& dev, const OpCall& call, const ScaledB* sc
   if (!coopmat)
     return "vulkan:mm/portable-tiled-64x64" + out + (plan.cm_why.empty() ? "" : " (no tensor cores: " + plan.cm_why + ")");
   // The native variants are 16x16x16 whatever shape the f16 products take.
-  std::string v = "vulkan:mm/" + (plan.bf16_native ? std::string("coopmat-khr-16x16x16") : dev.coopmat_mm().label()) +
+  std::string v = "vulkan:mm/" + (plan.bf16_native ? std::string(Bf16Choice::kLabel) : dev.coopmat_mm().label()) +
                   "-" + cfg.label + out;
   if (plan.bf16_native) v += ",bf16-native";
   else if (bf16) v += linear ? ",bf16-rows-as-scaled-f16" : ",bf16-rows-cols-as-scaled-f16";
